@@ -1,0 +1,73 @@
+/*
+ * Every allocation of the ledger goes through here, so that tests can make
+ * any one of them fail (ledger_testing.h) and prove that a failed call
+ * changes nothing and leaks nothing.
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "ledger/atomics.h"
+#include "ledger/internal.h"
+#include "ledger/ledger_testing.h"
+
+/* Fault injection. `armed` keeps the normal path to one relaxed load. */
+static _Atomic bool ldg__fault_armed;
+static _Atomic bool ldg__fault_all;
+static _Atomic long ldg__fault_countdown;
+static _Atomic long ldg__fault_count;
+
+void ldg__fault_fail_alloc_at(long n) {
+  ldg__store_relaxed(&ldg__fault_countdown, n > 0 ? n : 0);
+  ldg__store_release(&ldg__fault_armed,
+                     n > 0 || ldg__load_relaxed(&ldg__fault_all));
+}
+
+void ldg__fault_fail_all_allocs(bool on) {
+  ldg__store_relaxed(&ldg__fault_all, on);
+  ldg__store_release(&ldg__fault_armed,
+                     on || ldg__load_relaxed(&ldg__fault_countdown) > 0);
+}
+
+long ldg__fault_injected(void) {
+  return ldg__load_relaxed(&ldg__fault_count);
+}
+
+static bool ldg__fault_should_fail(void) {
+  if (__builtin_expect(!ldg__load_acquire(&ldg__fault_armed), 1)) return false;
+  if (ldg__load_relaxed(&ldg__fault_all)) {
+    ldg__fetch_add_relaxed(&ldg__fault_count, 1);
+    return true;
+  }
+  long n = ldg__load_relaxed(&ldg__fault_countdown);
+  while (n > 0) {
+    if (atomic_compare_exchange_weak_explicit(&ldg__fault_countdown, &n, n - 1,
+                                              memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      if (n == 1) {
+        ldg__fetch_add_relaxed(&ldg__fault_count, 1);
+        return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+void *ldg__malloc(size_t bytes) {
+  if (ldg__fault_should_fail()) return NULL;
+  return malloc(bytes);
+}
+
+void *ldg__calloc(size_t n, size_t size) {
+  if (ldg__fault_should_fail()) return NULL;
+  return calloc(n, size);
+}
+
+void *ldg__aligned_alloc(size_t align, size_t bytes) {
+  if (ldg__fault_should_fail()) return NULL;
+  /* aligned_alloc wants a multiple of the alignment. */
+  size_t rounded = (bytes + align - 1) / align * align;
+  return aligned_alloc(align, rounded);
+}
+
+void ldg__free(void *p) { free(p); }

@@ -1,0 +1,229 @@
+/*
+ * Internal structures of the ledger. Names with `ldg__` are internal.
+ * ring.c opens with the design of the per-stream ring; registry.c with the
+ * registry and stream lifetimes.
+ */
+#ifndef STREAMLEDGER_INTERNAL_H
+#define STREAMLEDGER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger/ledger.h"
+#include "ledger/rcu.h"
+
+#define LDG__CACHE_LINE 64
+
+/* ---- Slots ------------------------------------------------------------------ */
+
+/* slot.state: the handshake between the enqueuer that fills a slot and the
+ * release that covers its seq (see ring.c, "Publication"). */
+enum {
+  LDG__SLOT_EMPTY = 0,     /* reserved, not yet published */
+  LDG__SLOT_FULL = 1,      /* published; the covering release takes it */
+  LDG__SLOT_ABANDONED = 2, /* a release covered it before publication:
+                              the enqueuer takes it back and releases it */
+  LDG__SLOT_RETRACTED = 3, /* its stream was destroyed before publication:
+                              the enqueue was refused */
+};
+
+/* slot.kind */
+enum { LDG__KIND_OP = 0, LDG__KIND_WAIT = 1 };
+
+/* slot.aux for an operation: where its ids and ranges are. */
+enum { LDG__OP_INLINE = 0, LDG__OP_EXT = 1 };
+
+/* slot.aux for a wait being fired: what its frame does when the waited
+ * stream's release ends (ring.c, "Transitive release"). */
+enum { LDG__FRAME_FIRED = 0, LDG__FRAME_FINALIZE = 1 };
+
+/* Words of vec ids and (addr, bytes) pairs that fit in a slot. */
+#define LDG__INLINE_WORDS 4
+
+/* Ids and ranges that do not fit in the slot: n_vec ids, then n_rng
+ * (addr, bytes) pairs. Freed with the slot's segment. */
+struct ldg__ext {
+  size_t n_vec;
+  size_t n_rng;
+  uint64_t w[];
+};
+
+struct ldg__seg;
+
+/* One entry, one cache line: concurrent enqueuers on one stream write
+ * different lines. kind, aux and the payload are written before the slot is
+ * published and never change afterwards, except the payload of a wait that is
+ * being fired, which becomes the release's stack frame (no reader looks at a
+ * wait's payload). */
+struct ldg__slot {
+  alignas(LDG__CACHE_LINE) _Atomic uint32_t state;
+  uint16_t kind;
+  uint16_t aux;
+  union {
+    struct {
+      ldg_keep keep;
+      union {
+        struct {
+          uint32_t n_vec;
+          uint32_t n_rng;
+          uint64_t w[LDG__INLINE_WORDS];
+        } in;
+        struct ldg__ext *ext;
+      } d;
+    } op;
+    struct {
+      ldg_stream *target; /* holds a reference */
+      ldg_seq upto;
+      /* Frame, while the wait is being fired: the cursor of the stream that
+       * holds this wait, to resume once target is released. */
+      ldg_stream *parent;
+      ldg_seq parent_next;
+      ldg_seq parent_end;
+      struct ldg__slot *parent_frame;
+      struct ldg__seg *seg; /* the segment holding this slot */
+    } wait;
+  } u;
+};
+
+_Static_assert(sizeof(struct ldg__slot) == LDG__CACHE_LINE,
+               "one slot per cache line");
+
+/* ---- Segments -------------------------------------------------------------- */
+
+/* A run of `size` consecutive seqs starting at `base`. Segments of one stream
+ * form a list from stream.head (oldest not yet retired) to stream.tailseg
+ * (newest). Header fields are immutable after publication except next and
+ * resolved. */
+struct ldg__seg {
+  ldg_seq base;
+  uint32_t size;
+  _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
+  _Atomic(struct ldg__seg *) next;
+  ldg_ledger *ledger; /* for memory accounting when freed */
+  struct rcu_head rcu;
+  struct ldg__slot slots[];
+};
+
+/* ---- Streams and the ledger ---------------------------------------------------- */
+
+struct ldg_stream {
+  /* Read-mostly line: immutable after creation, or written rarely. */
+  ldg_ledger *ledger;
+  uint64_t id;
+  int device;
+  unsigned flags;
+  ldg_drain_fn drain;
+  void *drain_ctx;
+  _Atomic bool destroyed;
+  _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
+
+  /* Registry links: written under ledger.reg_lock; reg_next is read by
+   * lock-free readers under RCU. */
+  _Atomic(ldg_stream *) reg_next;
+  ldg_stream *reg_prev;
+  struct rcu_head rcu;
+
+  /* Enqueuers' line: the enqueue high-water mark (= ldg_mark). */
+  alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
+
+  /* Releasers' line: the release high-water mark, the oldest live segment
+   * and the number of waits not yet fired. */
+  alignas(LDG__CACHE_LINE) _Atomic ldg_seq released;
+  _Atomic(struct ldg__seg *) head;
+  _Atomic uint64_t waits_pending;
+
+  /* References: waits, snapshots and callers take them. */
+  alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
+};
+
+struct ldg_ledger {
+  /* Guards the registry list for writers (stream create and destroy, ledger
+   * destroy): rare paths the contract allows a lock on. Readers never take
+   * it: they walk the list under RCU. Never held across a callback. */
+  pthread_mutex_t reg_lock;
+  _Atomic(ldg_stream *) reg_head;
+  _Atomic uint64_t next_id;
+  _Atomic size_t n_nonblocking;
+  /* The ledger lives while its owner has not destroyed it or any stream
+   * struct of it is still allocated. */
+  _Atomic uint64_t refs;
+  alignas(LDG__CACHE_LINE) _Atomic size_t bytes;
+};
+
+struct ldg_marks {
+  size_t n;
+  struct {
+    ldg_stream *s; /* holds a reference */
+    ldg_seq mark;
+  } items[];
+};
+
+/* ---- alloc.c ---------------------------------------------------------------------- */
+
+void *ldg__malloc(size_t bytes);
+void *ldg__calloc(size_t n, size_t size);
+void *ldg__aligned_alloc(size_t align, size_t bytes);
+void ldg__free(void *p);
+
+/* ---- ring.c ----------------------------------------------------------------------- */
+
+/* What an enqueue records: an operation, or a wait on another stream. */
+struct ldg__entry {
+  uint16_t kind;
+  ldg_keep keep;
+  const uint64_t *vec_ids;
+  size_t n_vec;
+  const ldg_range *ranges;
+  size_t n_rng;
+  ldg_stream *target;
+  ldg_seq upto;
+};
+
+/* Creates the first segment of a new stream. LDG_ENOMEM. */
+int ldg__ring_init(ldg_stream *s);
+
+/* Frees every segment still held (the stream is being freed). */
+void ldg__ring_free_all(ldg_stream *s);
+
+/* Records e on s. See ldg_enqueue. */
+int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
+                      ldg_seq *seq_out);
+
+/* Releases s up to upto, transitively. The caller holds a reference to s
+ * (or, when taking over s's last reference, passes own_last_ref). */
+void ldg__release(ldg_stream *s, ldg_seq upto);
+
+/* s just lost its last reference: destroys it if needed, releasing
+ * everything, and frees it. */
+void ldg__finalize(ldg_stream *s);
+
+/* Destroys s on behalf of ldg_stream_destroy (caller holds a reference).
+ * Returns false if it was destroyed already. */
+bool ldg__destroy(ldg_stream *s);
+
+/* Calls fn on every pending operation of s (kind OP, seq not yet
+ * released) until fn returns true. Caller is inside an RCU read-side
+ * section. Returns whether fn returned true. */
+typedef bool (*ldg__entry_pred)(const struct ldg__slot *slot, const void *arg);
+bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg);
+
+/* ---- registry.c ------------------------------------------------------------------- */
+
+/* Removes s from its ledger's registry (destroy path). */
+void ldg__registry_unlink(ldg_stream *s);
+
+/* Takes a reference unless the count already reached zero. */
+bool ldg__stream_tryref(ldg_stream *s);
+
+/* Drops a reference; returns true if it was the last one (the caller then
+ * owns the stream's finalisation). */
+bool ldg__stream_unref_is_last(ldg_stream *s);
+
+/* Frees s after a grace period (the last step of finalisation). */
+void ldg__stream_free_deferred(ldg_stream *s);
+
+#endif /* STREAMLEDGER_INTERNAL_H */

@@ -1,0 +1,299 @@
+/*
+ * streamledger — keep the operands of asynchronous GPU work alive until that
+ * work is known to be complete.
+ *
+ * A copy or kernel launch enqueued on a device stream may still read or write
+ * its operands after the call that issued it returned. The ledger records each
+ * such operation as an entry, with a per-stream sequence number (ldg_seq,
+ * starting at 1), that holds the operation's operands through a release
+ * callback (ldg_keep). The keep is called exactly once, when completion is
+ * known: the stream or its device was synchronised, an event recorded after
+ * the work completed, or — transitively — a stream that waited on this one
+ * completed past the wait.
+ *
+ * OWNERSHIP
+ *   ldg_ledger_create gives the caller the ledger; ldg_ledger_destroy ends it.
+ *   ldg_stream_create gives the caller one reference to a stream. Waits and
+ *   device snapshots take references of their own. A stream's memory lives
+ *   until its last reference is dropped; dropping the last reference of a
+ *   stream never destroyed destroys it first.
+ *   On LDG_OK, ldg_enqueue takes ownership of the keep; on any error the caller
+ *   still owns it and it is never called.
+ *
+ * ORDERING RULES (the caller's side of the contract)
+ *   1. Issue, then enqueue: record an operation only after it was issued to
+ *      the device stream.
+ *   2. Mark, then complete: read ldg_mark (or take ldg_device_marks) before
+ *      recording the event, synchronising the stream or synchronising the
+ *      device, and release to that mark afterwards — never to a mark read
+ *      later. Releasing later than necessary is always allowed.
+ *
+ * CONCURRENCY
+ *   Every function may be called from any thread, concurrently with any other
+ *   function on the same or other handles, with two exceptions:
+ *     - ldg_ledger_destroy: no other call on that ledger or its streams may
+ *       run, before it returns or after (except ldg_stream_unref, see there);
+ *     - ldg_release_all: other threads must not enqueue on that stream
+ *       (it is the destroy path; with concurrent enqueuers use a mark).
+ *   Threads need no registration: the library registers each calling thread
+ *   with RCU on first use and unregisters it when the thread exits.
+ *
+ *   function                     may block  lock taken         runs callbacks
+ *   ---------------------------  ---------  -----------------  --------------
+ *   ldg_enqueue                  no         none               keep (see (a))
+ *   ldg_mark                     no         none               no
+ *   ldg_add_wait                 no         none               no
+ *   ldg_release, _release_all    no (b)     none               keeps
+ *   queries (pending, holds_*,   no         none               no
+ *     nonblocking_holding,
+ *     has_nonblocking)
+ *   ldg_device_marks             no         none               no
+ *   ldg_release_marks            no (b)     none               keeps
+ *   ldg_settle_vector            yes (c)    none               drains, keeps
+ *   ldg_stream_create/destroy    yes (d)    registry mutex     keeps (destroy)
+ *   ldg_stream_unref             yes (d)    registry mutex     keeps (e)
+ *   ldg_ledger_destroy           yes        registry mutex     keeps
+ *
+ *   (a) Only when a release overtook this enqueue (see ldg_enqueue).
+ *   (b) The ledger itself never blocks; the keeps it runs may.
+ *   (c) It calls the drains, which synchronise device streams.
+ *   (d) Briefly, on the registry's writer mutex; never while holding it
+ *       across a callback.
+ *   (e) Only when it drops the last reference of a stream never destroyed.
+ *
+ *   Progress: no mutex is taken on the paths of ldg_enqueue, ldg_mark,
+ *   ldg_add_wait, ldg_release and the queries. A thread stalled anywhere in
+ *   the ledger never prevents another thread's enqueue or release from
+ *   completing. (A stalled enqueuer delays the return of memory of its own
+ *   stream, nothing else.)
+ *
+ * CALLBACKS
+ *   keep.release and drain run on the thread that released or settled, never
+ *   while the ledger holds a lock or is inside an RCU read-side section. They
+ *   may call back into the ledger (any function, on any stream) and may block.
+ *   Within one release of one stream, keeps run in sequence order. Each keep
+ *   runs exactly once. A keep must not call ldg_ledger_destroy.
+ *
+ * ERRORS
+ *   Actions return LDG_OK (0) or a negative LDG_E* code, predicates return
+ *   bool, constructors return through an out-pointer. A call that returns an
+ *   error changed nothing. ldg_strerror names every code.
+ */
+#ifndef STREAMLEDGER_LEDGER_H
+#define STREAMLEDGER_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ldg_ledger ldg_ledger; /* registry of live streams */
+typedef struct ldg_stream ldg_stream; /* ledger side of one device stream */
+typedef uint64_t ldg_seq;             /* per-stream; 0 = nothing yet */
+
+/* What an entry holds alive. release(ctx) is called exactly once when the
+ * work is known complete; a NULL release means there is nothing to drop. */
+typedef struct ldg_keep {
+  void (*release)(void *ctx);
+  void *ctx;
+} ldg_keep;
+
+/* A host byte range [addr, addr + bytes) that an operation reads or writes. */
+typedef struct ldg_range {
+  uintptr_t addr;
+  size_t bytes;
+} ldg_range;
+
+typedef struct ldg_marks ldg_marks; /* a device snapshot */
+
+/* Synchronises the device stream behind a ledger stream: returns 0 once all
+ * work issued to it has completed, anything else if that failed. */
+typedef int (*ldg_drain_fn)(void *ctx);
+
+#define LDG_STREAM_NONBLOCKING 1u
+
+enum {
+  LDG_OK = 0,
+  LDG_EINVAL = -1,     /* bad argument: NULL handle, bad count, past a mark */
+  LDG_ENOMEM = -2,     /* an allocation failed; nothing was recorded */
+  LDG_EDESTROYED = -3, /* the stream was destroyed */
+  LDG_EDRAIN = -4,     /* a drain callback reported failure */
+  LDG_EBUSY = -5,      /* the ledger still holds it (used by cuda/) */
+};
+
+/* A short, static, human-readable name for a status code. Never NULL. */
+const char *ldg_strerror(int code);
+
+/* ---- Ledger ------------------------------------------------------------ */
+
+/* Creates an empty ledger. LDG_EINVAL if out is NULL, LDG_ENOMEM. */
+int ldg_ledger_create(ldg_ledger **out);
+
+/* Destroys every stream still live (releasing every keep still held, waits
+ * firing), waits for deferred frees, and ends the ledger. No other call on the
+ * ledger may run concurrently or later, except ldg_stream_unref on handles the
+ * caller still holds: those stay valid (and destroyed) until unreferenced.
+ * NULL is ignored. May block. */
+void ldg_ledger_destroy(ldg_ledger *l);
+
+/* ---- Streams ----------------------------------------------------------- */
+
+/* Creates the ledger side of a device stream on `device` (>= 0). flags is 0 or
+ * LDG_STREAM_NONBLOCKING. drain synchronises the device stream; it is required
+ * for non-blocking streams (ldg_settle_vector calls it) and optional (may be
+ * NULL) otherwise. Gives the caller one reference. Stream ids start at 1 and
+ * are never reused within a ledger.
+ * LDG_EINVAL: l or out NULL, device < 0, unknown flag bits, a non-blocking
+ * stream without a drain. LDG_ENOMEM. */
+int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
+                      ldg_drain_fn drain, void *drain_ctx, ldg_stream **out);
+
+/* Called once the device stream has been drained: releases everything the
+ * stream holds (in sequence order; its waits fire), marks it destroyed and
+ * removes it from the registry. The caller's reference is not dropped.
+ * An enqueue racing with destroy either lands before it (and is released by
+ * it) or is refused with LDG_EDESTROYED.
+ * LDG_EINVAL if s is NULL; LDG_EDESTROYED if it was already destroyed. */
+int ldg_stream_destroy(ldg_stream *s);
+
+/* Takes one more reference. s must hold at least one already. */
+void ldg_stream_ref(ldg_stream *s);
+
+/* Drops one reference; the last one destroys the stream if it was not
+ * destroyed (running its keeps on this thread) and frees it after an RCU
+ * grace period. NULL is ignored. */
+void ldg_stream_unref(ldg_stream *s);
+
+/* LDG_OK if s is live, LDG_EDESTROYED if destroyed, LDG_EINVAL if NULL. */
+int ldg_stream_check_live(const ldg_stream *s);
+
+/* Accessors; valid on destroyed streams too. s must not be NULL. */
+uint64_t ldg_stream_id(const ldg_stream *s);
+int ldg_stream_device(const ldg_stream *s);
+bool ldg_stream_is_nonblocking(const ldg_stream *s);
+
+/* ---- Recording and releasing -------------------------------------------- */
+
+/* Records one operation that was already issued to the device stream. It gets
+ * seq = ldg_mark(s) + 1 (written to *seq_out when seq_out is not NULL).
+ * vec_ids: ids of the vectors the operation touches (n_vec of them; the array
+ * may be NULL only when n_vec is 0). ranges: host byte ranges it reads or
+ * writes (each bytes > 0 and not wrapping the address space; NULL only when
+ * n_ranges is 0). Both arrays are copied.
+ * On LDG_OK the ledger owns keep and will call it exactly once. Normally that
+ * happens on the thread that releases the entry; if a release to a mark that
+ * covers this seq ran while this enqueue was still publishing (possible only
+ * when another thread read the mark concurrently), the keep runs on this
+ * thread before ldg_enqueue returns.
+ * On error nothing is recorded, the mark does not move and keep is not called.
+ * LDG_EINVAL: s NULL, NULL array with a non-zero count, a zero-byte or
+ * wrapping range. LDG_EDESTROYED. LDG_ENOMEM. */
+int ldg_enqueue(ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids,
+                size_t n_vec, const ldg_range *ranges, size_t n_ranges,
+                ldg_seq *seq_out);
+
+/* The sequence number of the last operation (or wait) enqueued on s so far:
+ * what an event recorded now covers. 0 when nothing was enqueued. On a
+ * destroyed stream, the last mark it had. s must not be NULL. */
+ldg_seq ldg_mark(const ldg_stream *s);
+
+/* Records, after the device-side wait was issued, that b waits for a's work up
+ * to a_upto (a mark of a). The wait is an operation on b and takes a sequence
+ * number on b (written to *seq_out when not NULL): once b is released past it,
+ * a is released up to a_upto, transitively. The wait holds a reference to a.
+ * A wait on a destroyed a is accepted and does nothing when it fires; b == a
+ * is allowed (and fires nothing new). a_upto == 0 waits on nothing.
+ * LDG_EINVAL: b or a NULL, a and b of different ledgers, a_upto > ldg_mark(a).
+ * LDG_EDESTROYED: b destroyed. LDG_ENOMEM. */
+int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
+                 ldg_seq *seq_out);
+
+/* The work of s up to and including upto is known complete: every entry with
+ * seq <= upto is released (its keep runs) and every wait with seq <= upto
+ * fires, transitively, iteratively (chains of any length, cycles terminate).
+ * Releasing to a mark at or below what was already released changes nothing.
+ * Concurrent releases of one stream split the work between them; each entry
+ * is released by exactly one of them.
+ * LDG_EINVAL: s NULL, upto > ldg_mark(s) (releases nothing).
+ * LDG_EDESTROYED: s destroyed. */
+int ldg_release(ldg_stream *s, ldg_seq upto);
+
+/* Releases everything enqueued on s so far. Only for a stream no other thread
+ * enqueues on (the destroy path); otherwise read a mark and release to it.
+ * Errors as ldg_release. */
+int ldg_release_all(ldg_stream *s);
+
+/* ---- Device snapshots ---------------------------------------------------- */
+
+/* Records (stream, mark) for every live stream of `device`, non-blocking ones
+ * included, each with a reference. Take it before the context sync; after the
+ * sync succeeded call ldg_release_marks, after it failed ldg_marks_discard.
+ * LDG_EINVAL: l or out NULL, device < 0. LDG_ENOMEM. */
+int ldg_device_marks(ldg_ledger *l, int device, ldg_marks **out);
+
+/* Releases each stream of the snapshot to its mark (transitively; streams
+ * destroyed since are skipped), drops the references and frees the snapshot.
+ * Entries enqueued after the snapshot stay held. LDG_EINVAL if m is NULL. */
+int ldg_release_marks(ldg_marks *m);
+
+/* The sync failed: drops the references and frees the snapshot, releasing
+ * nothing. NULL is ignored. */
+void ldg_marks_discard(ldg_marks *m);
+
+/* Number of streams in a snapshot (for diagnostics and tests). */
+size_t ldg_marks_count(const ldg_marks *m);
+
+/* ---- Queries ---------------------------------------------------------------
+ * Queries take no lock and see a consistent answer for any moment at which no
+ * enqueue or release is in flight; under concurrent updates each answer is
+ * one that was true at some instant during the call.
+ */
+
+/* Operations of s enqueued and not yet released (waits are not counted).
+ * 0 for a destroyed stream. s must not be NULL. */
+size_t ldg_pending_count(const ldg_stream *s);
+
+/* Whether some live stream of l has a pending entry naming vec_id. */
+bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id);
+
+/* Whether some pending entry's host range overlaps [addr, addr + bytes)
+ * (half-open: adjacent ranges do not overlap; bytes == 0 never overlaps). */
+bool ldg_holds_host_range(ldg_ledger *l, uintptr_t addr, size_t bytes);
+
+/* The live non-blocking streams with pending work naming vec_id, each once.
+ * Writes up to cap of them to out, each with a reference the caller drops
+ * with ldg_stream_unref, and returns how many there are (may exceed cap).
+ * out may be NULL when cap is 0. */
+size_t ldg_nonblocking_holding(ldg_ledger *l, uint64_t vec_id,
+                               ldg_stream **out, size_t cap);
+
+/* Whether any live stream of l is non-blocking. */
+bool ldg_has_nonblocking(ldg_ledger *l);
+
+/* For the implicit paths (a synchronous copy, a free): for each live
+ * non-blocking stream holding vec_id, take its mark, call its drain, and
+ * release it to that mark. A drain that fails releases nothing for its stream;
+ * the others are still settled, and LDG_EDRAIN is returned.
+ * LDG_EINVAL if l is NULL. LDG_ENOMEM (nothing drained). May block. */
+int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
+
+/* ---- Memory ---------------------------------------------------------------- */
+
+/* Bytes the ledger holds for entries (ring segments and out-of-line id and
+ * range arrays), including memory retired but still waiting for an RCU grace
+ * period. For monitoring and for tests that check memory follows the work. */
+size_t ldg_ledger_bytes(ldg_ledger *l);
+
+/* Waits until every free deferred to an RCU grace period so far has run.
+ * Blocks. May be called from a keep or drain (they run outside any RCU
+ * read-side section). */
+void ldg_quiesce(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMLEDGER_LEDGER_H */
