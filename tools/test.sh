@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every test of streamledger: the whole suite in the default build, the
+# whole suite under AddressSanitizer (+LeakSanitizer), and the tests under
+# tests/ (the concurrency tests among them) under ThreadSanitizer. Prints one
+# line per test and configuration, then "N passed, N failed".
+# Usage: tools/test.sh [extra bazel flags...]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+passed=0
+failed=0
+runs=(
+  "default|//..."
+  "asan|//..."
+  "tsan|//tests/..."
+)
+
+for run in "${runs[@]}"; do
+  config="${run%%|*}"
+  targets="${run#*|}"
+  flags=()
+  if [ "$config" != "default" ]; then flags+=("--config=$config"); fi
+  echo "=== bazel test ${flags[*]} $targets"
+  log=$(mktemp)
+  bazel test "${flags[@]}" --test_summary=short --keep_going "$@" -- $targets 2>&1 | tee "$log"
+  # One summary line per test target: "//pkg:name   PASSED in 0.1s" etc.
+  p=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log" || true)
+  f=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|REMOTE FAILURE|FAILED TO BUILD)' "$log" || true)
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+    f=1 # the build itself failed before any test ran
+    echo "=== $config: no test ran"
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+  rm -f "$log"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
