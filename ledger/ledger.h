@@ -215,8 +215,11 @@ int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
  * seq <= upto is released (its keep runs) and every wait with seq <= upto
  * fires, transitively, iteratively (chains of any length, cycles terminate).
  * Releasing to a mark at or below what was already released changes nothing.
- * Concurrent releases of one stream split the work between them; each entry
- * is released by exactly one of them.
+ * Concurrent releases of one stream split the work between them: each entry
+ * is released by exactly one of them, so when this call returns every entry
+ * up to upto has been released by it, or is being released by a concurrent
+ * release of the same stream (or by the enqueue it overtook; see
+ * ldg_enqueue). With a single releaser per stream, all of them have run.
  * LDG_EINVAL: s NULL, upto > ldg_mark(s) (releases nothing).
  * LDG_EDESTROYED: s destroyed. */
 int ldg_release(ldg_stream *s, ldg_seq upto);
