@@ -53,6 +53,31 @@ static bool ldg__fault_should_fail(void) {
   return false;
 }
 
+/* Test hooks: compiled in only with LDG_TEST_HOOKS (//ledger:ledger_hooks). */
+#ifdef LDG_TEST_HOOKS
+static _Atomic(ldg__hook_fn) ldg__hook_fn_installed;
+static void *_Atomic ldg__hook_arg;
+
+bool ldg__set_hook(ldg__hook_fn fn, void *arg) {
+  ldg__store_relaxed(&ldg__hook_arg, arg);
+  ldg__store_release(&ldg__hook_fn_installed, fn);
+  return true;
+}
+
+void ldg__hook(int point, ldg_stream *s) {
+  ldg__hook_fn fn = ldg__load_acquire(&ldg__hook_fn_installed);
+  if (fn != NULL) {
+    fn((enum ldg__hook_point)point, s, ldg__load_relaxed(&ldg__hook_arg));
+  }
+}
+#else
+bool ldg__set_hook(ldg__hook_fn fn, void *arg) {
+  (void)fn;
+  (void)arg;
+  return false;
+}
+#endif
+
 void *ldg__malloc(size_t bytes) {
   if (ldg__fault_should_fail()) return NULL;
   return malloc(bytes);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "ledger/ledger.h"
+#include "ledger/ledger_testing.h"
 #include "ledger/rcu.h"
 
 #define LDG__CACHE_LINE 64
@@ -161,6 +162,15 @@ struct ldg_marks {
     ldg_seq mark;
   } items[];
 };
+
+/* ---- Test hooks (ledger_testing.h) ---------------------------------------------- */
+
+#ifdef LDG_TEST_HOOKS
+void ldg__hook(int point, ldg_stream *s);
+#define LDG__HOOK(point, s) ldg__hook((point), (s))
+#else
+#define LDG__HOOK(point, s) ((void)0)
+#endif
 
 /* ---- alloc.c ---------------------------------------------------------------------- */
 

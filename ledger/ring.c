@@ -193,6 +193,7 @@ static void ldg__ring_advance_head(ldg_stream *s) {
     /* Pairs with the seq_cst CAS linking a successor in ldg__ring_extend. */
     struct ldg__seg *next = ldg__load_seq_cst(&h->next);
     if (next == NULL) return;
+    LDG__HOOK(LDG__HOOK_HEAD_ADVANCE, s);
     if (ldg__cas_seq_cst(&s->head, &h, next)) {
       ldg__call_rcu(&h->rcu, ldg__seg_free_cb);
     }
@@ -223,6 +224,7 @@ static int ldg__ring_extend(ldg_stream *s, struct ldg__seg *g, ldg_seq t) {
     struct ldg__seg *fresh = ldg__seg_alloc(s->ledger, g->base + g->size,
                                             ldg__next_seg_size(s, t));
     if (fresh == NULL) return LDG_ENOMEM;
+    LDG__HOOK(LDG__HOOK_SEGMENT_ALLOCATED, s);
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
@@ -324,6 +326,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     return rc;
   }
   struct ldg__slot *slot = &g->slots[seq - g->base];
+  LDG__HOOK(LDG__HOOK_ENQUEUE_RESERVED, s);
 
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
    * seq_cst CAS. */
@@ -343,6 +346,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   /* Publishes the payload written above (acquire in the release walk and in
    * the queries). Fails only if a release abandoned the slot to us. */
   if (ldg__cas_acq_rel(&slot->state, &expected, (uint32_t)LDG__SLOT_FULL)) {
+    LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     ldg__rcu_read_unlock();
     if (seq_out != NULL) *seq_out = seq;
     return LDG_OK;
@@ -372,6 +376,7 @@ static bool ldg__claim(ldg_stream *s, ldg_seq upto, ldg_seq *from) {
   while (r < upto) {
     if (ldg__cas_weak_acq_rel(&s->released, &r, upto)) {
       *from = r + 1;
+      LDG__HOOK(LDG__HOOK_RELEASE_CLAIMED, s);
       return true;
     }
   }
@@ -418,6 +423,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
       continue;
     }
     struct ldg__slot *slot = &g->slots[c->next - g->base];
+    LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
     uint32_t st = ldg__load_acquire(&slot->state);
     if (st == LDG__SLOT_EMPTY &&
         ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
@@ -493,6 +499,7 @@ static void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
       ldg__rcu_read_lock();
       size_t n = ldg__take_chunk(&cur, keeps, &w, &wg);
       ldg__rcu_read_unlock();
+      LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
       if (cur.frame == NULL && mode == LDG__TOP_BORROWED && !own_top &&
           (w != NULL || !ldg__cursor_done(&cur))) {
         /* We come back to s after callbacks that might drop the caller's
