@@ -46,8 +46,11 @@ enum { LDG__FRAME_FIRED = 0, LDG__FRAME_FINALIZE = 1 };
 #define LDG__INLINE_WORDS 4
 
 /* Ids and ranges that do not fit in the slot: n_vec ids, then n_rng
- * (addr, bytes) pairs. Freed with the slot's segment. */
+ * (addr, bytes) pairs. Freed when the entry is released (after a grace
+ * period: queries may be reading it). Holds a reference to its ledger. */
 struct ldg__ext {
+  struct rcu_head rcu;
+  ldg_ledger *ledger;
   size_t n_vec;
   size_t n_rng;
   uint64_t w[];
@@ -77,7 +80,7 @@ struct ldg__slot {
       } d;
     } op;
     struct {
-      ldg_stream *target; /* holds a reference */
+      ldg_stream *target; /* holds a reference; NULL: a wait on itself */
       ldg_seq upto;
       /* Frame, while the wait is being fired: the cursor of the stream that
        * holds this wait, to resume once target is released. */
@@ -104,7 +107,7 @@ struct ldg__seg {
   uint32_t size;
   _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
   _Atomic(struct ldg__seg *) next;
-  ldg_ledger *ledger; /* for memory accounting when freed */
+  ldg_ledger *ledger; /* a reference, for accounting when freed */
   struct rcu_head rcu;
   struct ldg__slot slots[];
 };
@@ -128,8 +131,10 @@ struct ldg_stream {
   ldg_stream *reg_prev;
   struct rcu_head rcu;
 
-  /* Enqueuers' line: the enqueue high-water mark (= ldg_mark). */
+  /* Enqueuers' line: the enqueue high-water mark (= ldg_mark), and the end
+   * of the seqs that have a segment (tailseg's end, raised after tailseg). */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
+  _Atomic ldg_seq tail_end;
 
   /* Releasers' line: the release high-water mark, the oldest live segment
    * and the number of waits not yet fired. */
@@ -222,6 +227,14 @@ typedef bool (*ldg__entry_pred)(const struct ldg__slot *slot, const void *arg);
 bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg);
 
 /* ---- registry.c ------------------------------------------------------------------- */
+
+/* Drops a reference to l (streams, segments and ext blocks hold one). */
+void ldg__ledger_ref(ldg_ledger *l);
+void ldg__ledger_unref(ldg_ledger *l);
+
+/* Drops a reference to l (streams, segments and ext blocks hold one). */
+void ldg__ledger_ref(ldg_ledger *l);
+void ldg__ledger_unref(ldg_ledger *l);
 
 /* Removes s from its ledger's registry (destroy path). */
 void ldg__registry_unlink(ldg_stream *s);

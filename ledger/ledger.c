@@ -62,18 +62,22 @@ int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
   if (b == NULL || a == NULL || a->ledger != b->ledger) return LDG_EINVAL;
   if (ldg__load_acquire(&b->destroyed)) return LDG_EDESTROYED;
   if (a_upto > ldg_mark(a)) return LDG_EINVAL;
+  /* A wait of a stream on itself is always behind its own mark: it takes a
+   * seq but fires nothing, and holds no reference (which would keep the
+   * stream alive through its own ring). */
+  ldg_stream *target = a == b ? NULL : a;
   struct ldg__entry e = {
       .kind = LDG__KIND_WAIT,
-      .target = a,
+      .target = target,
       .upto = a_upto,
   };
   /* The wait holds a; the count is what ldg_pending_count leaves out. */
-  ldg_stream_ref(a);
+  if (target != NULL) ldg_stream_ref(target);
   ldg__fetch_add_relaxed(&b->waits_pending, 1);
   int rc = ldg__ring_enqueue(b, &e, seq_out);
   if (rc != LDG_OK) {
     ldg__fetch_sub_relaxed(&b->waits_pending, 1);
-    ldg_stream_unref(a); /* never the last: the caller holds one */
+    ldg_stream_unref(target); /* never the last: the caller holds one */
   }
   return rc;
 }

@@ -203,9 +203,14 @@ ldg_seq ldg_mark(const ldg_stream *s);
 /* Records, after the device-side wait was issued, that b waits for a's work up
  * to a_upto (a mark of a). The wait is an operation on b and takes a sequence
  * number on b (written to *seq_out when not NULL): once b is released past it,
- * a is released up to a_upto, transitively. The wait holds a reference to a.
+ * a is released up to a_upto, transitively. Until it fires, the wait holds a
+ * reference to a: a stream some pending wait points at stays allocated (and,
+ * if never destroyed, live) until the wait fires, and a cycle of pending
+ * waits between streams whose callers dropped their references lasts until
+ * one of them is released or destroyed, or the ledger is destroyed.
  * A wait on a destroyed a is accepted and does nothing when it fires; b == a
- * is allowed (and fires nothing new). a_upto == 0 waits on nothing.
+ * is allowed, takes a seq, holds no reference and fires nothing (it is always
+ * behind b's own mark). a_upto == 0 waits on nothing.
  * LDG_EINVAL: b or a NULL, a and b of different ledgers, a_upto > ldg_mark(a).
  * LDG_EDESTROYED: b destroyed. LDG_ENOMEM. */
 int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
@@ -253,6 +258,11 @@ size_t ldg_marks_count(const ldg_marks *m);
  * Queries take no lock and see a consistent answer for any moment at which no
  * enqueue or release is in flight; under concurrent updates each answer is
  * one that was true at some instant during the call.
+ * An entry stops being pending the moment a release covering it begins: a
+ * release first raises the stream's released mark to upto, then runs the
+ * keeps. So a keep (or another thread) querying during a release already
+ * sees every entry up to upto as released, including those whose keeps have
+ * not run yet — the work is known complete, which is what queries report.
  */
 
 /* Operations of s enqueued and not yet released (waits are not counted).

@@ -29,8 +29,8 @@ long ldg__fault_injected(void);
  * a hook pausing there delays deferred frees (and ldg_quiesce) until it
  * returns, never another thread's enqueue, mark, release or query. */
 enum ldg__hook_point {
-  LDG__HOOK_ENQUEUE_RESERVED = 1, /* (rcu) seq reserved, not yet published */
-  LDG__HOOK_ENQUEUE_PUBLISHED,    /* (rcu) slot published */
+  LDG__HOOK_ENQUEUE_RESERVED = 1, /* seq reserved, not yet published */
+  LDG__HOOK_ENQUEUE_PUBLISHED,    /* slot published */
   LDG__HOOK_SEGMENT_ALLOCATED,    /* (rcu) new segment built, not linked */
   LDG__HOOK_RELEASE_CLAIMED,      /* interval claimed, nothing taken yet */
   LDG__HOOK_RELEASE_TAKING,       /* (rcu) about to take one slot */

@@ -19,9 +19,10 @@
  *   A stream is allocated with one reference (the creator's). Waits and
  *   snapshots hold references. The last unref finalises it (ring.c): destroy
  *   if needed — releasing everything — then free after a grace period. Every
- *   stream struct holds a reference to its ledger, and so does the ledger's
- *   owner until ldg_ledger_destroy, so handles stay valid after the ledger
- *   is destroyed until they are unreferenced.
+ *   stream struct, ring segment and out-of-line payload holds a reference to
+ *   its ledger, and so does the ledger's owner until ldg_ledger_destroy, so
+ *   handles stay valid after the ledger is destroyed until they are
+ *   unreferenced, and no deferred free ever touches a freed ledger.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,9 @@
 
 /* ---- Ledger ------------------------------------------------------------------ */
 
-static void ldg__ledger_unref(ldg_ledger *l) {
+void ldg__ledger_ref(ldg_ledger *l) { ldg__fetch_add_relaxed(&l->refs, 1); }
+
+void ldg__ledger_unref(ldg_ledger *l) {
   if (ldg__fetch_sub_acq_rel(&l->refs, 1) != 1) return;
   pthread_mutex_destroy(&l->reg_lock);
   ldg__free(l);

@@ -15,6 +15,8 @@
  *   base]. One slot is one cache line. Two atomic high-water marks say where
  *   the stream stands:
  *     s->tail      the last seq handed out (ldg_mark);
+ *     s->tail_end  seqs below it have a segment (the end of tailseg, raised
+ *                  once tailseg points at that segment);
  *     s->released  every seq <= released is known complete: its entry has
  *                  been, or is being, released by the release that raised
  *                  the mark over it.
@@ -24,9 +26,11 @@
  *   s->tailseg  (release store / acquire load) a fully initialised segment;
  *               all seqs up to its end may be handed out.
  *   g->next     (seq_cst CAS) the successor segment, initialised.
+ *   s->tail_end (release store / acquire load) segments up to it are linked
+ *               and tailseg reaches them.
  *   s->tail     (seq_cst CAS) a seq is reserved. It is taken only if its slot
- *               exists (t + 1 < tailseg's end), so reserving never fails
- *               after the fact and a refused enqueue leaves no hole.
+ *               exists (t + 1 < tail_end), so reserving never fails after
+ *               the fact and a refused enqueue leaves no hole.
  *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once FULL.
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
@@ -78,6 +82,19 @@
  *   under rcu_read_lock may keep reading its immutable payload.
  *   Consequence used below: while a thread holds a taken-but-unresolved slot,
  *   its segment and every later one stay allocated, with or without RCU.
+ *
+ * ENQUEUE WITHOUT A READ-SIDE SECTION
+ *   The common enqueue takes no RCU read lock. It reserves seq against
+ *   tail_end, touching no segment. From then on the slot of seq is
+ *   unresolved until this enqueuer publishes it and a release takes it (or
+ *   the enqueuer itself resolves it), so by the consequence above the
+ *   segment of seq and every later one stay allocated. It then loads tailseg,
+ *   which is that segment or a later one (tail_end was raised only after
+ *   tailseg reached the segment covering seq), so it may read it without
+ *   RCU; if tailseg has already moved past seq's segment, the enqueuer finds
+ *   it by walking from head under rcu_read_lock (head may be retired under
+ *   it). Only extending the ring and resolving a slot (which may retire
+ *   segments) enter a read-side section.
  *
  * GROWTH AND SHRINKING
  *   The ring grows by appending a segment when the next seq falls past the
@@ -136,24 +153,46 @@ static struct ldg__seg *ldg__seg_alloc(ldg_ledger *l, ldg_seq base,
   atomic_init(&g->resolved, 0);
   atomic_init(&g->next, NULL);
   g->ledger = l;
+  ldg__ledger_ref(l);
   ldg__fetch_add_relaxed(&l->bytes, bytes);
   return g;
 }
 
-/* Frees a segment nobody can reach any more, with the out-of-line payloads of
- * its operations. */
+/* Frees a segment nobody can reach any more. (Out-of-line payloads were
+ * freed when their entries were taken.) */
 static void ldg__seg_destroy(struct ldg__seg *g) {
-  for (uint32_t i = 0; i < g->size; i++) {
-    struct ldg__slot *slot = &g->slots[i];
-    if (slot->kind == LDG__KIND_OP && slot->aux == LDG__OP_EXT) {
-      struct ldg__ext *x = slot->u.op.d.ext;
-      ldg__fetch_sub_relaxed(&g->ledger->bytes,
-                             ldg__ext_bytes(x->n_vec + 2 * x->n_rng));
-      ldg__free(x);
-    }
-  }
-  ldg__fetch_sub_relaxed(&g->ledger->bytes, ldg__seg_bytes(g->size));
+  ldg_ledger *l = g->ledger;
+  ldg__fetch_sub_relaxed(&l->bytes, ldg__seg_bytes(g->size));
   ldg__free(g);
+  ldg__ledger_unref(l);
+}
+
+static struct ldg__ext *ldg__ext_new(ldg_ledger *l, size_t n_vec,
+                                     size_t n_rng) {
+  size_t bytes = ldg__ext_bytes(n_vec + 2 * n_rng);
+  struct ldg__ext *x = ldg__malloc(bytes);
+  if (x == NULL) return NULL;
+  x->ledger = l;
+  x->n_vec = n_vec;
+  x->n_rng = n_rng;
+  ldg__ledger_ref(l);
+  ldg__fetch_add_relaxed(&l->bytes, bytes);
+  return x;
+}
+
+/* Frees x now: no reader can have seen it (it was never published). */
+static void ldg__ext_free_now(struct ldg__ext *x) {
+  if (x == NULL) return;
+  ldg_ledger *l = x->ledger;
+  ldg__fetch_sub_relaxed(&l->bytes, ldg__ext_bytes(x->n_vec + 2 * x->n_rng));
+  ldg__free(x);
+  ldg__ledger_unref(l);
+}
+
+static void ldg__ext_free_cb(struct rcu_head *head) {
+  ldg__rcu_callback_enter();
+  ldg__ext_free_now(
+      (struct ldg__ext *)((char *)head - offsetof(struct ldg__ext, rcu)));
 }
 
 static void ldg__seg_free_cb(struct rcu_head *head) {
@@ -168,6 +207,7 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->head, g);
   atomic_init(&s->tailseg, g);
   atomic_init(&s->tail, 0);
+  atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
   atomic_init(&s->released, 0);
   atomic_init(&s->waits_pending, 0);
   return LDG_OK;
@@ -216,11 +256,29 @@ static uint32_t ldg__next_seg_size(const ldg_stream *s, ldg_seq t) {
   return size;
 }
 
-/* The next seq (t + 1) does not fit in g, the tail segment we saw: make sure
- * g has a successor and that tailseg moved past g. Under RCU. */
-static int ldg__ring_extend(ldg_stream *s, struct ldg__seg *g, ldg_seq t) {
+/* Raises tail_end to at least end. */
+static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
+  ldg_seq cur = ldg__load_relaxed(&s->tail_end);
+  /* Publishes that the segments below end are linked and reachable from
+   * tailseg (acquire in ldg__ring_reserve). */
+  while (cur < end && !atomic_compare_exchange_weak_explicit(
+                          &s->tail_end, &cur, end, memory_order_release,
+                          memory_order_relaxed)) {
+  }
+}
+
+/* No seq below the tail_end we saw (end) is free: make sure a segment
+ * follows and that tailseg and tail_end moved onto it. Under RCU (tailseg may
+ * be retired under us once tail_end has moved past it). */
+static int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  if (g->base + g->size > end) { /* someone extended; help finish */
+    ldg__raise_tail_end(s, g->base + g->size);
+    return LDG_OK;
+  }
   struct ldg__seg *next = ldg__load_acquire(&g->next);
   if (next == NULL) {
+    ldg_seq t = ldg__load_relaxed(&s->tail);
     struct ldg__seg *fresh = ldg__seg_alloc(s->ledger, g->base + g->size,
                                             ldg__next_seg_size(s, t));
     if (fresh == NULL) return LDG_ENOMEM;
@@ -234,33 +292,51 @@ static int ldg__ring_extend(ldg_stream *s, struct ldg__seg *g, ldg_seq t) {
     }
   }
   struct ldg__seg *seen = g;
-  /* Publishes next's initialised header to enqueuers (acquire in reserve). */
+  /* Publishes next's initialised header (acquire in ldg__seg_of_reserved). */
   ldg__cas_acq_rel(&s->tailseg, &seen, next);
+  ldg__raise_tail_end(s, next->base + next->size);
   /* g may be done already; it could not be retired while it was last. */
   ldg__ring_advance_head(s);
   return LDG_OK;
 }
 
-/* Reserves the next seq of s and finds its segment. Under RCU. */
-static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq,
-                             struct ldg__seg **seg) {
+/* Reserves the next seq of s. Takes no read lock on the common path. */
+static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
   for (;;) {
-    struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
-    /* Loaded after tailseg: tail >= g->base - 1, because g was installed only
-     * once tail reached the end of its predecessor. */
     ldg_seq t = ldg__load_relaxed(&s->tail);
-    if (t + 1 < g->base + g->size) {
+    ldg_seq end = ldg__load_acquire(&s->tail_end);
+    if (t + 1 < end) {
       /* seq_cst: the destroy handshake reads destroyed after this. */
       if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
         *seq = t + 1;
-        *seg = g;
         return LDG_OK;
       }
       continue;
     }
-    int rc = ldg__ring_extend(s, g, t);
+    ldg__rcu_read_lock();
+    int rc = ldg__ring_extend(s, end);
+    ldg__rcu_read_unlock();
     if (rc != LDG_OK) return rc;
   }
+}
+
+/* The segment of a seq this thread reserved and has not resolved: it and all
+ * later segments are pinned (ENQUEUE WITHOUT A READ-SIDE SECTION). */
+static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  if (g->base <= seq) return g;
+  ldg__rcu_read_lock();
+  g = ldg__load_acquire(&s->head);
+  while (g->base + g->size <= seq) g = ldg__load_acquire(&g->next);
+  ldg__rcu_read_unlock();
+  return g;
+}
+
+/* Counts one slot resolved by its enqueuer. */
+static void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
+  ldg__rcu_read_lock(); /* completing g may retire segments */
+  ldg__seg_resolve(s, g, 1);
+  ldg__rcu_read_unlock();
 }
 
 /* ---- Enqueue ------------------------------------------------------------------------- */
@@ -301,30 +377,25 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
                       ldg_seq *seq_out) {
   /* Everything that can fail is done before a seq is reserved. */
   struct ldg__ext *ext = NULL;
-  size_t words = 0;
   if (e->kind == LDG__KIND_OP) {
-    words = e->n_vec + 2 * e->n_rng; /* the caller checked for overflow */
-    if (words > LDG__INLINE_WORDS) {
-      ext = ldg__malloc(ldg__ext_bytes(words));
+    /* The caller checked that the word count does not overflow. */
+    if (e->n_vec + 2 * e->n_rng > LDG__INLINE_WORDS) {
+      ext = ldg__ext_new(s->ledger, e->n_vec, e->n_rng);
       if (ext == NULL) return LDG_ENOMEM;
-      ext->n_vec = e->n_vec;
-      ext->n_rng = e->n_rng;
     }
   }
   if (ldg__load_acquire(&s->destroyed)) {
-    ldg__free(ext);
+    ldg__ext_free_now(ext);
     return LDG_EDESTROYED;
   }
 
-  ldg__rcu_read_lock();
   ldg_seq seq;
-  struct ldg__seg *g;
-  int rc = ldg__ring_reserve(s, &seq, &g);
+  int rc = ldg__ring_reserve(s, &seq);
   if (rc != LDG_OK) {
-    ldg__rcu_read_unlock();
-    ldg__free(ext);
+    ldg__ext_free_now(ext);
     return rc;
   }
+  struct ldg__seg *g = ldg__seg_of_reserved(s, seq);
   struct ldg__slot *slot = &g->slots[seq - g->base];
   LDG__HOOK(LDG__HOOK_ENQUEUE_RESERVED, s);
 
@@ -332,38 +403,36 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
    * seq_cst CAS. */
   if (ldg__load_seq_cst(&s->destroyed)) {
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
-    ldg__seg_resolve(s, g, 1);
-    ldg__rcu_read_unlock();
-    ldg__free(ext);
+    ldg__resolve_one(s, g);
+    ldg__ext_free_now(ext);
     return LDG_EDESTROYED;
   }
 
-  if (ext != NULL) {
-    ldg__fetch_add_relaxed(&s->ledger->bytes, ldg__ext_bytes(words));
-  }
   ldg__fill_slot(slot, e, ext);
   uint32_t expected = LDG__SLOT_EMPTY;
   /* Publishes the payload written above (acquire in the release walk and in
    * the queries). Fails only if a release abandoned the slot to us. */
   if (ldg__cas_acq_rel(&slot->state, &expected, (uint32_t)LDG__SLOT_FULL)) {
     LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
-    ldg__rcu_read_unlock();
     if (seq_out != NULL) *seq_out = seq;
     return LDG_OK;
   }
 
   /* A release covering seq passed while we were publishing: the entry is
-   * ours to release, outside the read-side section. */
-  ldg__seg_resolve(s, g, 1);
-  ldg__rcu_read_unlock();
+   * ours to release. The slot was never FULL, so no query read its
+   * payload: it can be freed at once. */
+  ldg__resolve_one(s, g);
+  ldg__ext_free_now(ext);
   if (seq_out != NULL) *seq_out = seq;
   if (e->kind == LDG__KIND_OP) {
     if (e->keep.release != NULL) e->keep.release(e->keep.ctx);
   } else {
     ldg__fetch_sub_relaxed(&s->waits_pending, 1);
-    /* Fire the wait; the engine takes over the wait's reference. */
-    bool live = !ldg__load_acquire(&e->target->destroyed);
-    ldg__engine(e->target, live ? e->upto : 0, LDG__TOP_OWNED);
+    if (e->target != NULL) {
+      /* Fire the wait; the engine takes over the wait's reference. */
+      bool live = !ldg__load_acquire(&e->target->destroyed);
+      ldg__engine(e->target, live ? e->upto : 0, LDG__TOP_OWNED);
+    }
   }
   return LDG_OK;
 }
@@ -433,11 +502,20 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     c->next++;
     if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
     if (slot->kind == LDG__KIND_WAIT) {
+      if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
+        ldg__fetch_sub_relaxed(&s->waits_pending, 1);
+        taken++;
+        continue;
+      }
       *wait = slot;
       *wait_seg = g;
       break;
     }
     keeps[n++] = slot->u.op.keep;
+    if (slot->aux == LDG__OP_EXT) {
+      /* Queries may still read it: free after a grace period. */
+      ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
+    }
     taken++;
   }
   if (taken != 0) ldg__seg_resolve(s, g, taken);
