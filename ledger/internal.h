@@ -106,6 +106,7 @@ struct ldg__seg {
   ldg_seq base;
   uint32_t size;
   _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
+  _Atomic uint32_t spare_state; /* LDG__SPARE_*, once retired (ring.c) */
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
   struct rcu_head rcu;
@@ -140,6 +141,7 @@ struct ldg_stream {
    * and the number of waits not yet fired. */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq released;
   _Atomic(struct ldg__seg *) head;
+  _Atomic(struct ldg__seg *) spare; /* a retired segment kept for reuse */
   _Atomic uint64_t waits_pending;
 
   /* References: waits, snapshots and callers take them. */

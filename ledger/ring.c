@@ -72,14 +72,18 @@
  *   resolution adds to g->resolved; a segment is done when all of its seqs
  *   were handed out and resolved. Segments are retired strictly from the
  *   head: whoever completes a segment, or links a successor to a done tail
- *   segment, advances s->head over every done segment that has a successor,
- *   one CAS per segment, and the CAS winner frees the segment with call_rcu.
+ *   segment, advances s->head over every done segment that has a successor
+ *   and that tailseg no longer points at, one CAS per segment, and the CAS
+ *   winner retires the segment with call_rcu: by then neither root (head,
+ *   tailseg) reaches it, so no reader starting later can find it.
  *   Because "done" is stored before head is read, and head is moved before
  *   the next segment's "done" is read (all seq_cst), one of two racing
  *   threads always sees the other's segment done: no done segment is left
- *   behind. Slot memory is never reused for another seq; a segment is freed
- *   only after a grace period, so lock-free readers (queries) that found it
- *   under rcu_read_lock may keep reading its immutable payload.
+ *   behind; likewise an extender swings tailseg before advancing head, and
+ *   an advancer reads tailseg after "done" (seq_cst). A segment's slots
+ *   serve one run of seqs; it is freed (or reused, see the spare) only after
+ *   a grace period, so lock-free readers (queries) that found it under
+ *   rcu_read_lock may keep reading its immutable payload.
  *   Consequence used below: while a thread holds a taken-but-unresolved slot,
  *   its segment and every later one stay allocated, with or without RCU.
  *
@@ -105,7 +109,18 @@
  *   follows the backlog (pending entries) between 64 and 1024 slots; a new
  *   stream starts with 8. It shrinks as segments are retired: memory held is
  *   the pending span rounded up to segments, plus the newest segment (at
- *   most 64 KiB), plus what waits for a grace period.
+ *   most 64 KiB), plus one spare, plus what waits for a grace period.
+ *
+ *   The spare: a stream that streams work steadily would otherwise allocate,
+ *   zero and free a segment every 64 entries, each time on cold memory
+ *   freed by the RCU callback thread. So the thread that retires a segment
+ *   parks it in s->spare (if empty) and queues a callback that, after the
+ *   grace period, marks it READY; the next extension of the ring takes it
+ *   (exchange) and reuses it if READY and of the wanted size. A spare taken
+ *   before it is READY is put back, or, if another was parked meanwhile,
+ *   orphaned: its state word decides (exchange) whether the callback or the
+ *   orphaning thread frees it, so exactly one does. Freeing the stream
+ *   orphans its spare the same way.
  *
  * TRANSITIVE RELEASE, WITHOUT RECURSION OR ALLOCATION
  *   A release walks its interval in chunks: under rcu_read_lock it takes up to
@@ -195,16 +210,87 @@ static void ldg__ext_free_cb(struct rcu_head *head) {
       (struct ldg__ext *)((char *)head - offsetof(struct ldg__ext, rcu)));
 }
 
+static struct ldg__seg *ldg__seg_of_rcu(struct rcu_head *head) {
+  return (struct ldg__seg *)((char *)head - offsetof(struct ldg__seg, rcu));
+}
+
 static void ldg__seg_free_cb(struct rcu_head *head) {
   ldg__rcu_callback_enter();
-  ldg__seg_destroy((struct ldg__seg *)((char *)head -
-                                       offsetof(struct ldg__seg, rcu)));
+  ldg__seg_destroy(ldg__seg_of_rcu(head));
+}
+
+/* spare_state of a retired segment (GROWTH AND SHRINKING, the spare). */
+enum {
+  LDG__SPARE_NONE = 0,   /* in use, or never parked */
+  LDG__SPARE_GRACE = 1,  /* parked, its grace period not yet over */
+  LDG__SPARE_READY = 2,  /* parked, no reader can see it: reusable */
+  LDG__SPARE_ORPHAN = 3, /* not parked any more: the callback frees it */
+};
+
+static void ldg__seg_spare_cb(struct rcu_head *head) {
+  ldg__rcu_callback_enter();
+  struct ldg__seg *g = ldg__seg_of_rcu(head);
+  if (ldg__exchange_acq_rel(&g->spare_state, (uint32_t)LDG__SPARE_READY) ==
+      LDG__SPARE_ORPHAN) {
+    ldg__seg_destroy(g);
+  }
+}
+
+/* Gives up a segment taken out of s->spare: frees it if its grace period is
+ * over, else leaves that to its callback. */
+static void ldg__seg_orphan(struct ldg__seg *g) {
+  if (ldg__exchange_acq_rel(&g->spare_state, (uint32_t)LDG__SPARE_ORPHAN) ==
+      LDG__SPARE_READY) {
+    ldg__seg_destroy(g);
+  }
+}
+
+/* g was just unlinked from s's list: park it as the spare, or free it, after
+ * a grace period. Under RCU. */
+static void ldg__seg_retire(ldg_stream *s, struct ldg__seg *g) {
+  ldg__store_relaxed(&g->spare_state, (uint32_t)LDG__SPARE_GRACE);
+  struct ldg__seg *expected = NULL;
+  /* Publishes the state stored above to the thread that takes the spare. */
+  if (ldg__load_relaxed(&s->spare) == NULL &&
+      ldg__cas_acq_rel(&s->spare, &expected, g)) {
+    ldg__call_rcu(&g->rcu, ldg__seg_spare_cb);
+  } else {
+    ldg__call_rcu(&g->rcu, ldg__seg_free_cb);
+  }
+}
+
+/* A zeroed segment for seqs from base: the spare if it is READY and of that
+ * size, else a new one. NULL if out of memory. */
+static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
+                                     uint32_t size) {
+  struct ldg__seg *g = NULL;
+  if (ldg__load_relaxed(&s->spare) != NULL) {
+    g = ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+  }
+  if (g != NULL) {
+    if (ldg__load_acquire(&g->spare_state) == LDG__SPARE_READY) {
+      if (g->size == size) {
+        memset(g->slots, 0, (size_t)size * sizeof(struct ldg__slot));
+        g->base = base;
+        ldg__store_relaxed(&g->resolved, 0);
+        ldg__store_relaxed(&g->next, (struct ldg__seg *)NULL);
+        ldg__store_relaxed(&g->spare_state, (uint32_t)LDG__SPARE_NONE);
+        return g;
+      }
+      ldg__seg_destroy(g); /* past its grace period: nobody sees it */
+    } else {
+      struct ldg__seg *expected = NULL;
+      if (!ldg__cas_acq_rel(&s->spare, &expected, g)) ldg__seg_orphan(g);
+    }
+  }
+  return ldg__seg_alloc(s->ledger, base, size);
 }
 
 int ldg__ring_init(ldg_stream *s) {
   struct ldg__seg *g = ldg__seg_alloc(s->ledger, 1, LDG__SEG_FIRST);
   if (g == NULL) return LDG_ENOMEM;
   atomic_init(&s->head, g);
+  atomic_init(&s->spare, NULL);
   atomic_init(&s->tailseg, g);
   atomic_init(&s->tail, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
@@ -214,6 +300,9 @@ int ldg__ring_init(ldg_stream *s) {
 }
 
 void ldg__ring_free_all(ldg_stream *s) {
+  struct ldg__seg *spare =
+      ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+  if (spare != NULL) ldg__seg_orphan(spare);
   struct ldg__seg *g = ldg__load_acquire(&s->head);
   while (g != NULL) {
     struct ldg__seg *next = ldg__load_acquire(&g->next);
@@ -233,10 +322,13 @@ static void ldg__ring_advance_head(ldg_stream *s) {
     /* Pairs with the seq_cst CAS linking a successor in ldg__ring_extend. */
     struct ldg__seg *next = ldg__load_seq_cst(&h->next);
     if (next == NULL) return;
+    /* h must be unreachable before it is retired: tailseg may still point at
+     * it while an extender is between linking next and swinging tailseg.
+     * That extender advances head itself after the swing (seq_cst both
+     * ways: one of us sees the other). tailseg never moves back. */
+    if (ldg__load_seq_cst(&s->tailseg) == h) return;
     LDG__HOOK(LDG__HOOK_HEAD_ADVANCE, s);
-    if (ldg__cas_seq_cst(&s->head, &h, next)) {
-      ldg__call_rcu(&h->rcu, ldg__seg_free_cb);
-    }
+    if (ldg__cas_seq_cst(&s->head, &h, next)) ldg__seg_retire(s, h);
   }
 }
 
@@ -279,8 +371,8 @@ static int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   struct ldg__seg *next = ldg__load_acquire(&g->next);
   if (next == NULL) {
     ldg_seq t = ldg__load_relaxed(&s->tail);
-    struct ldg__seg *fresh = ldg__seg_alloc(s->ledger, g->base + g->size,
-                                            ldg__next_seg_size(s, t));
+    struct ldg__seg *fresh =
+        ldg__seg_get(s, g->base + g->size, ldg__next_seg_size(s, t));
     if (fresh == NULL) return LDG_ENOMEM;
     LDG__HOOK(LDG__HOOK_SEGMENT_ALLOCATED, s);
     struct ldg__seg *expected = NULL;
@@ -292,8 +384,9 @@ static int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     }
   }
   struct ldg__seg *seen = g;
-  /* Publishes next's initialised header (acquire in ldg__seg_of_reserved). */
-  ldg__cas_acq_rel(&s->tailseg, &seen, next);
+  /* Publishes next's initialised header (acquire in ldg__seg_of_reserved);
+   * seq_cst: pairs with ldg__ring_advance_head's check of tailseg. */
+  ldg__cas_seq_cst(&s->tailseg, &seen, next);
   ldg__raise_tail_end(s, next->base + next->size);
   /* g may be done already; it could not be retired while it was last. */
   ldg__ring_advance_head(s);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of streamledger: the whole suite in the default build, the
-# whole suite under AddressSanitizer (+LeakSanitizer), and the tests under
-# tests/ (the concurrency tests among them) under ThreadSanitizer. Prints one
-# line per test and configuration, then "N passed, N failed".
+# whole suite under AddressSanitizer (+LeakSanitizer) with UndefinedBehavior-
+# Sanitizer, and the tests under tests/ (the concurrency tests among them)
+# under ThreadSanitizer. Prints one line per test and configuration, then
+# "N passed, N failed".
 # Usage: tools/test.sh [extra bazel flags...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ passed=0
 failed=0
 runs=(
   "default|//..."
-  "asan|//..."
+  "asan+ubsan|//..."
   "tsan|//tests/..."
 )
 
@@ -19,7 +20,10 @@ for run in "${runs[@]}"; do
   config="${run%%|*}"
   targets="${run#*|}"
   flags=()
-  if [ "$config" != "default" ]; then flags+=("--config=$config"); fi
+  if [ "$config" != "default" ]; then
+    IFS=+ read -ra cfgs <<<"$config"
+    for c in "${cfgs[@]}"; do flags+=("--config=$c"); done
+  fi
   echo "=== bazel test ${flags[*]} $targets"
   log=$(mktemp)
   bazel test "${flags[@]}" --test_summary=short --keep_going "$@" -- $targets 2>&1 | tee "$log"

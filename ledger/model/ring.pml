@@ -1,0 +1,132 @@
+/*
+ * ring.pml: one stream's ring (ledger/ring.c), model-checked with Spin.
+ * The ring code is in ring_common.pml, which lists the C function behind each
+ * inline and what the model abstracts (memory orders, RCU, sizes).
+ *
+ * Processes (the C call each one makes):
+ *   Enqueuer(s, e0, n)  n times ldg_enqueue -> ldg__ring_enqueue
+ *                       (ldg__ring_reserve, ldg__ring_extend, ldg__seg_alloc,
+ *                       ldg__seg_resolve, ldg__ring_advance_head)
+ *   Releaser(s, n)      n times ldg_release(s, ldg_mark(s)) -> ldg__engine
+ *                       (ldg__claim, ldg__take_chunk, ldg__seg_resolve,
+ *                       ldg__ring_advance_head, ldg__call_rcu)
+ *   Destroyer(s)        ldg_stream_destroy -> ldg__destroy
+ *                       (ldg__mark_destroyed, then ldg__engine)
+ *   Querier(s, n)       n times ldg__ring_any (ldg_holds_vector & co.)
+ *   init                creates stream 0 (ldg__ring_init), starts the
+ *                       configuration, waits for all of them, releases to the
+ *                       mark (a final stream sync) and checks the end state.
+ *
+ * Configurations (spin -DCFG_...; SZ = 2 slots a segment, so rings grow):
+ *   CFG_EER  2 enqueuers x 2 ops + 1 releaser x 2 releases
+ *   CFG_ERR  1 enqueuer x 3 ops + 2 releasers x 1 release
+ *   CFG_EED  2 enqueuers x 2 ops + 1 destroyer
+ *   CFG_ERD  1 enqueuer x 3 ops + 1 releaser x 1 + 1 destroyer
+ *   CFG_ERQ  1 enqueuer x 3 ops + 1 releaser x 2 + 1 querier x 1
+ *
+ * Assertions (see ring_common.pml): no segment touched after it is freed;
+ * no segment retired (call_rcu) before every slot in it was published or
+ * handed back, its entry released and its resolution counted, nor while the
+ * stream's head or tailseg still points at it; tail and released only grow
+ * (asserted at each CAS); no entry released twice (rel goes 0 -> 1 once);
+ * an enqueue overtaken by a release releases its entry itself (the
+ * ABANDONED path); at the end: no invalid end state, every accepted entry
+ * released exactly once, every refused one never, and the ring holds exactly
+ * one live segment with every handed-out slot resolved (no leak).
+ *
+ * Mutants (each must fail; check.sh checks that they do):
+ *   BUG_ABANDON_STORE      take_chunk abandons with a plain store, not a CAS
+ *   BUG_HEAD_NO_RECHECK    advance_head retires without reading resolved
+ *   BUG_EXTEND_NO_ADVANCE  ring_extend does not advance head after linking
+ *   BUG_DESTROY_ORDER      destroy reads tail before setting destroyed
+ */
+
+#define NS 1
+#define SZ 2
+
+#if defined(CFG_ERR)
+#define NENT 3
+#define NSEG 3
+#elif defined(CFG_EED)
+#define NENT 4
+#define NSEG 4
+#elif defined(CFG_ERD)
+#define NENT 3
+#define NSEG 3
+#elif defined(CFG_ERQ)
+#define NENT 3
+#define NSEG 3
+#else
+#ifndef CFG_EER
+#define CFG_EER
+#endif
+#define NENT 4
+#define NSEG 4
+#endif
+
+#include "ring_common.pml"
+
+proctype Enqueuer(byte s; byte e0; byte n) {
+  RING_LOCALS;
+  byte k, e;
+  do
+  :: k < n -> e = e0 + k; enqueue(s, e); e = 0; k++
+  :: else -> break
+  od
+}
+
+proctype Releaser(byte s; byte n) {
+  RING_LOCALS;
+  byte k;
+  do
+  :: k < n -> release_to_mark(s); k++
+  :: else -> break
+  od
+}
+
+proctype Destroyer(byte s) {
+  RING_LOCALS;
+  destroy(s)
+}
+
+proctype Querier(byte s; byte n) {
+  RING_LOCALS;
+  byte k;
+  do
+  :: k < n -> ring_any(s); k++
+  :: else -> break
+  od
+}
+
+init {
+  RING_LOCALS;
+  d_step {
+    rc_i = 0;
+    do
+    :: rc_i < NSEG -> snext[rc_i] = NIL; rc_i++
+    :: else -> break
+    od;
+    rc_i = 0;
+    stream_init(0, 0);
+    nalloc = 1
+  }
+  atomic {
+#if defined(CFG_EER)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Releaser(0, 2)
+#elif defined(CFG_ERR)
+    run Enqueuer(0, 1, 3); run Releaser(0, 1); run Releaser(0, 1)
+#elif defined(CFG_EED)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Destroyer(0)
+#elif defined(CFG_ERD)
+    run Enqueuer(0, 1, 3); run Releaser(0, 1); run Destroyer(0)
+#elif defined(CFG_ERQ)
+    run Enqueuer(0, 1, 3); run Releaser(0, 2); run Querier(0, 1)
+#endif
+  }
+  (_nr_pr == 1);
+  check_entries();
+  release_to_mark(0);   /* the final sync (refused if destroyed) */
+  check_ring(0);
+  check_entries();
+  check_all_released()
+}
