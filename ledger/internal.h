@@ -137,12 +137,14 @@ struct ldg_stream {
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
   _Atomic ldg_seq tail_end;
 
-  /* Releasers' line: the release high-water mark, the oldest live segment
-   * and the number of waits not yet fired. */
+  /* Releasers' line: the release high-water mark, the oldest live segment,
+   * the spare, and the counts behind ldg_pending_count: operations taken by
+   * releases (or by overtaken enqueuers), and waits ever recorded. */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq released;
   _Atomic(struct ldg__seg *) head;
   _Atomic(struct ldg__seg *) spare; /* a retired segment kept for reuse */
-  _Atomic uint64_t waits_pending;
+  _Atomic uint64_t ops_released;
+  _Atomic uint64_t waits_enqueued;
 
   /* References: waits, snapshots and callers take them. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;

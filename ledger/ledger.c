@@ -71,12 +71,10 @@ int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
       .target = target,
       .upto = a_upto,
   };
-  /* The wait holds a; the count is what ldg_pending_count leaves out. */
+  /* The wait holds a. */
   if (target != NULL) ldg_stream_ref(target);
-  ldg__fetch_add_relaxed(&b->waits_pending, 1);
   int rc = ldg__ring_enqueue(b, &e, seq_out);
   if (rc != LDG_OK) {
-    ldg__fetch_sub_relaxed(&b->waits_pending, 1);
     ldg_stream_unref(target); /* never the last: the caller holds one */
   }
   return rc;

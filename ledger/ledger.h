@@ -258,15 +258,19 @@ size_t ldg_marks_count(const ldg_marks *m);
  * Queries take no lock and see a consistent answer for any moment at which no
  * enqueue or release is in flight; under concurrent updates each answer is
  * one that was true at some instant during the call.
- * An entry stops being pending the moment a release covering it begins: a
- * release first raises the stream's released mark to upto, then runs the
- * keeps. So a keep (or another thread) querying during a release already
- * sees every entry up to upto as released, including those whose keeps have
- * not run yet — the work is known complete, which is what queries report.
+ * During a release: the release first raises the stream's released mark to
+ * upto, then takes the entries and runs their keeps in chunks. ldg_holds_*
+ * and ldg_nonblocking_holding stop reporting an entry when the release
+ * covering it begins (the work is known complete); ldg_pending_count counts
+ * an operation until its release has taken it. So a keep (or another thread)
+ * querying in the middle of a release sees none of its entries held, and a
+ * pending count between what the release has not yet taken and zero.
  */
 
 /* Operations of s enqueued and not yet released (waits are not counted).
- * 0 for a destroyed stream. s must not be NULL. */
+ * O(1). Under concurrent enqueues it may count an operation being enqueued
+ * (or a wait being added) early, never a pending one late. 0 for a
+ * destroyed stream. s must not be NULL. */
 size_t ldg_pending_count(const ldg_stream *s);
 
 /* Whether some live stream of l has a pending entry naming vec_id. */

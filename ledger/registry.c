@@ -319,12 +319,13 @@ static bool ldg__touches_range(const struct ldg__slot *slot, const void *arg) {
 
 size_t ldg_pending_count(const ldg_stream *s) {
   if (ldg__load_acquire(&s->destroyed)) return 0;
+  /* Released operations first, then what was enqueued: anything that moves
+   * in between is counted as pending, never as released. */
+  uint64_t done = ldg__load_acquire(&s->ops_released);
+  uint64_t waits = ldg__load_acquire(&s->waits_enqueued);
   ldg_seq t = ldg__load_acquire(&s->tail);
-  ldg_seq r = ldg__load_acquire(&s->released);
-  uint64_t w = ldg__load_acquire(&s->waits_pending);
-  if (r >= t) return 0;
-  /* Waits in (r, t] are the waits not yet fired, at a quiescent moment. */
-  return t - r > w ? (size_t)(t - r - w) : 0;
+  uint64_t ops = t > waits ? t - waits : 0;
+  return ops > done ? (size_t)(ops - done) : 0;
 }
 
 bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id) {

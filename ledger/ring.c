@@ -295,7 +295,8 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->tail, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
   atomic_init(&s->released, 0);
-  atomic_init(&s->waits_pending, 0);
+  atomic_init(&s->ops_released, 0);
+  atomic_init(&s->waits_enqueued, 0);
   return LDG_OK;
 }
 
@@ -501,6 +502,11 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     return LDG_EDESTROYED;
   }
 
+  if (e->kind == LDG__KIND_WAIT) {
+    /* After the reservation: until this add, ldg_pending_count counts the
+     * wait as an operation (over, never under). */
+    ldg__fetch_add_relaxed(&s->waits_enqueued, 1);
+  }
   ldg__fill_slot(slot, e, ext);
   uint32_t expected = LDG__SLOT_EMPTY;
   /* Publishes the payload written above (acquire in the release walk and in
@@ -518,9 +524,9 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   ldg__ext_free_now(ext);
   if (seq_out != NULL) *seq_out = seq;
   if (e->kind == LDG__KIND_OP) {
+    ldg__fetch_add_relaxed(&s->ops_released, 1);
     if (e->keep.release != NULL) e->keep.release(e->keep.ctx);
   } else {
-    ldg__fetch_sub_relaxed(&s->waits_pending, 1);
     if (e->target != NULL) {
       /* Fire the wait; the engine takes over the wait's reference. */
       bool live = !ldg__load_acquire(&e->target->destroyed);
@@ -596,7 +602,6 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
     if (slot->kind == LDG__KIND_WAIT) {
       if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
-        ldg__fetch_sub_relaxed(&s->waits_pending, 1);
         taken++;
         continue;
       }
@@ -612,6 +617,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     taken++;
   }
   if (taken != 0) ldg__seg_resolve(s, g, taken);
+  if (n != 0) ldg__fetch_add_relaxed(&s->ops_released, n);
   return n;
 }
 
@@ -680,7 +686,6 @@ static void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
       }
       ldg__run_keeps(keeps, n);
       if (w != NULL) {
-        ldg__fetch_sub_relaxed(&cur.s->waits_pending, 1);
         ldg_stream *a = w->u.wait.target;
         ldg_seq u = w->u.wait.upto;
         /* The wait's slot (pinned: taken, unresolved) becomes the frame. */

@@ -124,9 +124,10 @@ init {
 #endif
   }
   (_nr_pr == 1);
+  check_head(0);
   check_entries();
   release_to_mark(0);   /* the final sync (refused if destroyed) */
-  check_ring(0);
   check_entries();
-  check_all_released()
+  check_all_released();
+  check_ring(0)
 }

@@ -134,7 +134,7 @@ byte inrcu;            /* processes inside an RCU read-side section */
   byte en_idx; bit en_ok; \
   byte cl_r, cl_from; bit cl_ok; \
   byte c_s, c_next, c_end, c_frame, c_upto; \
-  byte tc_g, tc_end, tc_base, tc_taken, tc_st, tc_idx, tc_w, tc_wg, tc_e; bit tc_ok; \
+  byte tc_g, tc_base, tc_taken, tc_st, tc_idx, tc_w, tc_wg, tc_act; \
   byte w_e, f_g; \
   byte q_r, q_t, q_g, q_lo, q_hi, q_q, q_b
 
@@ -227,8 +227,18 @@ inline advance_head(s) {
      :: else
      fi;
 #ifdef FIX_TAILSEG_HELP
-     /* Proposed fix: swing tailseg past h before h can be retired. */
+     /* Proposed fix (a): swing tailseg past h (acq_rel CAS tailseg h -> next)
+      * before h can be retired. */
      d_step { if :: tailseg[s] == ah_h -> tailseg[s] = ah_n :: else fi }
+#endif
+#ifdef FIX_TAILSEG_CHECK
+     /* Proposed fix (b): leave h while tailseg still points at it (seq_cst
+      * load; the CAS tailseg in ring_extend made seq_cst): the thread that
+      * swings tailseg advances head afterwards. */
+     if
+     :: tailseg[s] == ah_h -> break
+     :: else
+     fi;
 #endif
      d_step {                                       /* seq_cst CAS head h -> next */
        if
@@ -280,20 +290,22 @@ inline ring_extend(s, g) {
     if
     :: tailseg[s] == g -> tailseg[s] = ex_next
     :: else
-    fi
+    fi;
+    ex_next = 0; ex_fresh = 0
   }
 #ifndef BUG_EXTEND_NO_ADVANCE
   advance_head(s)
 #endif
 }
 
-/* ---- ldg__ring_reserve: out rs_seq, rs_g ---- */
-inline ring_reserve(s) {
+/* ---- ldg__ring_reserve (+ the slot lookup of ldg__ring_enqueue) for entry e:
+ * out rs_seq, rs_g, en_idx ---- */
+inline ring_reserve(s, e) {
   do
   :: rs_g = tailseg[s];                            /* acquire load tailseg */
-     rs_t = tail[s];                               /* relaxed load tail */
-     d_step {                                      /* g->base + g->size */
-       TOUCH(rs_g);
+     d_step {
+       rs_t = tail[s];                             /* relaxed load tail */
+       TOUCH(rs_g);                                /* g->base + g->size */
        rs_end = sbase[rs_g] + SZ;
        assert(rs_t + 1 >= sbase[rs_g])             /* "tail >= g->base - 1" */
      }
@@ -301,15 +313,22 @@ inline ring_reserve(s) {
      :: rs_t + 1 < rs_end ->
         d_step {                                   /* seq_cst CAS tail t -> t+1 */
           if
-          :: tail[s] == rs_t -> tail[s] = rs_t + 1; rs_ok = 1
+          :: tail[s] == rs_t ->
+             assert(rs_t + 1 > tail[s]);           /* tail only grows */
+             tail[s] = rs_t + 1; rs_ok = 1; rs_seq = rs_t + 1;
+             /* ldg__ring_enqueue: slot = &g->slots[seq - g->base] */
+             TOUCH(rs_g);
+             en_idx = rs_g * SZ + rs_seq - sbase[rs_g];
+             eseq[e] = rs_seq
           :: else -> rs_ok = 0
-          fi
+          fi;
+          rs_t = 0; rs_end = 0
         }
         if
-        :: rs_ok -> rs_seq = rs_t + 1; break
+        :: rs_ok -> break
         :: else
         fi
-     :: else -> ring_extend(s, rs_g)
+     :: else -> rs_t = 0; rs_end = 0; ring_extend(s, rs_g)
      fi
   od
 }
@@ -337,7 +356,24 @@ inline claim(s, upto) {
   od
 }
 
-/* ---- ldg__take_chunk on the cursor c_*; out tc_w (wait slot or NIL), tc_wg ---- */
+/* ---- ldg__take_chunk on the cursor c_*; out tc_w (wait slot or NIL), tc_wg ----
+ * One step reads the segment header (plain), the slot's state (acquire) and,
+ * if FULL, its payload (plain, immutable once FULL) and takes an operation's
+ * keep (rel: ghost). */
+#define A_DONE    0   /* slot dealt with, or seq skipped */
+#define A_NEXTSEG 1   /* seq is past g: go to g->next */
+#define A_EMPTY   2   /* reserved, not published: try to abandon it */
+#define A_WAIT    3   /* a published wait: stop, it becomes a frame */
+
+#define TAKE_IF_FULL \
+  if \
+  :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT -> tc_act = A_WAIT \
+  :: tc_st == ST_FULL && ekind[sent[tc_idx]] != K_WAIT -> \
+     assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
+     sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
+  :: tc_st != ST_FULL -> tc_act = A_DONE   /* retracted: its enqueuer resolved it */ \
+  fi
+
 inline take_chunk() {
   tc_taken = 0;
   tc_w = NIL;
@@ -345,60 +381,65 @@ inline take_chunk() {
   do
   :: c_next > c_end -> break
   :: else ->
-     d_step { TOUCH(tc_g); tc_base = sbase[tc_g]; tc_end = sbase[tc_g] + SZ }
+     d_step {
+       TOUCH(tc_g);
+       tc_base = sbase[tc_g];
+       if
+       :: c_next >= tc_base + SZ -> tc_act = A_NEXTSEG
+       :: c_next < tc_base ->
+          /* retired before head: only retracted slots, resolved by their enqueuers */
+          c_next = tc_base; tc_act = A_DONE
+       :: else ->
+          tc_idx = tc_g * SZ + c_next - tc_base;
+          tc_st = slot[tc_idx];                    /* acquire load state */
+          if
+          :: tc_st == ST_EMPTY -> tc_act = A_EMPTY
+          :: else -> c_next++; TAKE_IF_FULL
+          fi
+       fi;
+       tc_base = 0
+     }
      if
-     :: c_next >= tc_end ->
+     :: tc_act == A_NEXTSEG ->
         if
         :: tc_taken != 0 -> seg_resolve(c_s, tc_g, tc_taken)
         :: else
         fi;
         tc_taken = 0;
-        d_step { TOUCH(tc_g); tc_g = snext[tc_g] }  /* acquire load g->next */
-        assert(tc_g != NIL)                        /* "every seq <= tail has a segment" */
-     :: c_next < tc_base ->
-        /* retired before head: only retracted slots, resolved by their enqueuers */
-        c_next = tc_base
-     :: else ->
-        tc_idx = tc_g * SZ + c_next - tc_base;
-        d_step { TOUCH(tc_g); tc_st = slot[tc_idx] }      /* acquire load state */
-        tc_ok = 0;
-        if
-        :: tc_st == ST_EMPTY ->
+        d_step {                                   /* acquire load g->next */
+          TOUCH(tc_g); tc_g = snext[tc_g];
+          assert(tc_g != NIL)                      /* "every seq <= tail has a segment" */
+        }
+     :: tc_act == A_EMPTY ->
 #ifndef BUG_ABANDON_STORE
-           d_step {                                /* acq_rel CAS EMPTY -> ABANDONED */
-             TOUCH(tc_g);
-             if
-             :: slot[tc_idx] == ST_EMPTY -> slot[tc_idx] = ST_ABANDONED; tc_ok = 1
-             :: else -> tc_st = slot[tc_idx]
-             fi
-           }
+        d_step {                                   /* acq_rel CAS EMPTY -> ABANDONED */
+          TOUCH(tc_g);
+          c_next++;
+          if
+          :: slot[tc_idx] == ST_EMPTY -> slot[tc_idx] = ST_ABANDONED; tc_act = A_DONE
+          :: else -> tc_st = slot[tc_idx]; TAKE_IF_FULL   /* published meanwhile */
+          fi;
+          tc_st = 0
+        }
 #else
-           /* mutant: a plain store instead of the CAS */
-           d_step { TOUCH(tc_g); slot[tc_idx] = ST_ABANDONED; tc_ok = 1 }
+        /* mutant: the EMPTY seen is overwritten with a plain store */
+        d_step { TOUCH(tc_g); c_next++; slot[tc_idx] = ST_ABANDONED; tc_act = A_DONE; tc_st = 0 }
 #endif
-        :: else
-        fi;
-        c_next++;
         if
-        :: tc_ok -> skip                            /* the enqueuer releases it */
-        :: !tc_ok && tc_st != ST_FULL -> skip       /* retracted: enqueuer resolved it */
-        :: !tc_ok && tc_st == ST_FULL ->
-           d_step { TOUCH(tc_g); tc_e = sent[tc_idx] }     /* slot->kind, payload */
-           if
-           :: ekind[tc_e] == K_WAIT ->
-              tc_w = tc_idx; tc_wg = tc_g; break
-           :: else ->
-              d_step { assert(rel[tc_e] == 0); rel[tc_e] = 1; sfin[tc_idx] = 1; tc_e = 0 }
-              tc_taken++
-           fi
+        :: tc_act == A_WAIT -> tc_w = tc_idx; tc_wg = tc_g; break
+        :: else
         fi
-     fi
+     :: tc_act == A_WAIT -> tc_w = tc_idx; tc_wg = tc_g; break
+     :: tc_act == A_DONE
+     fi;
+     tc_st = 0; tc_act = 0
   od;
+  tc_st = 0; tc_act = 0; tc_idx = 0;
   if
   :: tc_taken != 0 -> seg_resolve(c_s, tc_g, tc_taken)
   :: else
   fi;
-  tc_taken = 0; tc_g = 0; tc_base = 0; tc_end = 0; tc_st = 0; tc_idx = 0; tc_e = 0; tc_ok = 0
+  tc_taken = 0; tc_g = 0
 }
 
 /* ---- ldg__engine(s, upto, BORROWED or OWNED) ---- */
@@ -473,42 +514,38 @@ inline engine(s, upto) {
 /* ---- ldg__ring_enqueue(s, e): ldg_enqueue (K_OP) or ldg_add_wait (K_WAIT) ---- */
 inline enqueue(s, e) {
   if
-  :: destroyed[s] -> eres[e] = R_REFUSED           /* acquire load: refused early */
+  :: atomic { destroyed[s] -> eres[e] = R_REFUSED }   /* acquire load: refused early */
   :: else ->
      rcu_lock();
-     ring_reserve(s);
-     rs_t = 0;   /* (a plain step: a loop may not jump into a d_step) */
-     d_step {                                      /* slot = &g->slots[seq - g->base] */
-       TOUCH(rs_g);
-       assert(rs_seq >= sbase[rs_g] && rs_seq < sbase[rs_g] + SZ);
-       en_idx = rs_g * SZ + rs_seq - sbase[rs_g];
-       eseq[e] = rs_seq
-     }
+     ring_reserve(s, e);
      if
      :: destroyed[s] ->                            /* seq_cst load destroyed */
         d_step {                                   /* acq_rel exchange RETRACTED */
-          TOUCH(rs_g); slot[en_idx] = ST_RETRACTED; sfin[en_idx] = 1
+          TOUCH(rs_g); slot[en_idx] = ST_RETRACTED; sfin[en_idx] = 1;
+          eres[e] = R_REFUSED; en_idx = 0
         }
         seg_resolve(s, rs_g, 1);
-        rcu_unlock();
-        eres[e] = R_REFUSED
+        rcu_unlock()
      :: else ->
-        d_step { TOUCH(rs_g); sent[en_idx] = e }  /* ldg__fill_slot */
-        d_step {                                   /* acq_rel CAS EMPTY -> FULL */
+        d_step {
           TOUCH(rs_g);
-          if
+          sent[en_idx] = e;                        /* ldg__fill_slot (plain writes) */
+          eres[e] = R_OK;
+          if                                       /* acq_rel CAS EMPTY -> FULL */
           :: slot[en_idx] == ST_EMPTY -> slot[en_idx] = ST_FULL; en_ok = 1
-          :: else -> assert(slot[en_idx] == ST_ABANDONED); en_ok = 0; sfin[en_idx] = 1
-          fi
+          :: else ->
+             /* A release covering seq passed: the entry is ours to release. */
+             assert(slot[en_idx] == ST_ABANDONED); en_ok = 0;
+             sfin[en_idx] = 1;
+             assert(rel[e] == 0); rel[e] = 1       /* run the keep, or fire (below) */
+          fi;
+          en_idx = 0
         }
         if
-        :: en_ok -> rcu_unlock(); eres[e] = R_OK
+        :: en_ok -> rcu_unlock()
         :: else ->
-           /* A release covering seq passed: the entry is ours to release. */
            seg_resolve(s, rs_g, 1);
            rcu_unlock();
-           eres[e] = R_OK;
-           d_step { assert(rel[e] == 0); rel[e] = 1 }  /* run the keep, or fire */
 #ifdef WAITS
            if
            :: ekind[e] == K_WAIT ->
@@ -517,13 +554,13 @@ inline enqueue(s, e) {
               :: else -> engine(etarget[e], eupto[e])
               fi
            :: else
-           fi
+           fi;
 #endif
+           skip
         fi
      fi
   fi;
-  rs_g = 0; rs_t = 0; rs_end = 0; rs_seq = 0; rs_ok = 0; en_idx = 0; en_ok = 0;
-  ex_next = 0; ex_fresh = 0
+  rs_g = 0; rs_seq = 0; rs_ok = 0; en_ok = 0
 }
 
 /* ---- ldg__destroy ---- */
@@ -621,6 +658,12 @@ inline check_ring(s) {
     od;
     rc_i = 0
   }
+}
+
+/* No done segment left behind ("WHO MAY RECLAIM A SLOT"): at a quiescent
+ * moment the head segment is not both fully resolved and followed. */
+inline check_head(s) {
+  d_step { assert(sres[head[s]] != SZ || snext[head[s]] == NIL) }
 }
 
 /* Every entry the ledger accepted (R_OK) with seq <= released was released
