@@ -1,0 +1,1256 @@
+/*
+ * ledger_bench — throughput, scaling and tail latency of the lock-free ledger
+ * (ledger/ledger.h, "ledger") against a C port of the original single-mutex
+ * design (bench/mutex_ledger.h, "mutex"), side by side in one run.
+ *
+ * Both are driven through one small table of function pointers (bench_impl),
+ * so every workload is written once and pays the same indirect call.
+ *
+ * WORKLOADS (issue 5)
+ *   private   each thread enqueues on its own stream and releases to the seq
+ *             of its last enqueue every K ops.
+ *   shared    all threads enqueue on one stream; every K ops each of them
+ *             reads the stream's mark and releases to it.
+ *   serving   each thread owns a copy stream a and a compute stream b on
+ *             device tid % 4: per request, a copy on a, mark a, b waits on
+ *             that mark, two operations on b; every 4 requests it releases b
+ *             to its mark (which releases a through the wait); every 64
+ *             requests it snapshots its device (device_marks, release_marks),
+ *             releasing the other threads' streams of that device too.
+ *             Ops are enqueues and waits.
+ *   serving+reader  the same, plus one thread calling holds_vector and
+ *             holds_host_range without pause (the memory manager); the row
+ *             reports the enqueuers' throughput and what the reader cost them.
+ *   backlog   one thread enqueues N (1 000 000) operations on one stream,
+ *             then releases them with one call: fill and release times,
+ *             peak ledger memory, memory after release and after quiesce.
+ *
+ * MEASURES
+ *   ops/s    total operations over the timed phase's wall time (first thread
+ *            start to last thread end).
+ *   ns/op    wall time x min(threads, CPUs) / ops: the core time one
+ *            enqueue plus its share of a release costs (oversubscribed rows
+ *            are not charged for threads waiting for a CPU).
+ *   p50/p99/p99.9  latency of single ldg_enqueue calls, one in every
+ *            --sample-every, timed with the TSC (x86) or CLOCK_MONOTONIC; the
+ *            timer's own cost is printed and not subtracted.
+ *   ldg/mtx  ledger throughput / mutex throughput.
+ *
+ * Each row: threads are created, pinned round-robin to the allowed CPUs, set
+ * up their streams, meet at a barrier, run a warm-up phase, meet again, run
+ * the timed phase (fixed --seconds, or --ops per thread), then tear down.
+ *
+ * CORRECTNESS GUARD (not timing): every keep is a real callback that adds
+ * its unique id to counters of the thread running it (count, sum, sum of
+ * squares); after each row the totals must equal those of the keeps enqueued,
+ * i.e. every keep ran exactly once. The bench aborts otherwise.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define BENCH_TSC 1
+#else
+#define BENCH_TSC 0
+#endif
+
+#include "bench/mutex_ledger.h"
+#include "ledger/ledger.h"
+
+/* ---- Errors ---------------------------------------------------------------- */
+
+static void die(const char *what, int rc) {
+  fprintf(stderr, "ledger_bench: %s failed: %s (%d)\n", what, ldg_strerror(rc),
+          rc);
+  abort();
+}
+
+#define CHECK(call)                       \
+  do {                                    \
+    int check_rc_ = (call);               \
+    if (check_rc_ != LDG_OK) die(#call, check_rc_); \
+  } while (0)
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n);
+  if (p == NULL) {
+    fprintf(stderr, "ledger_bench: out of memory (%zu bytes)\n", n);
+    abort();
+  }
+  return p;
+}
+
+/* ---- The two implementations behind one table ------------------------------ */
+
+typedef struct bench_impl {
+  const char *name;
+  int (*ledger_create)(void **out);
+  void (*ledger_destroy)(void *l);
+  int (*stream_create)(void *l, int device, unsigned flags, void **out);
+  int (*stream_destroy)(void *s);
+  void (*stream_unref)(void *s);
+  int (*enqueue)(void *s, ldg_keep keep, const uint64_t *vec_ids, size_t n_vec,
+                 const ldg_range *ranges, size_t n_ranges, ldg_seq *seq_out);
+  ldg_seq (*mark)(void *s);
+  int (*add_wait)(void *b, void *a, ldg_seq upto, ldg_seq *seq_out);
+  int (*release)(void *s, ldg_seq upto);
+  int (*device_marks)(void *l, int device, void **out);
+  int (*release_marks)(void *m);
+  size_t (*pending_count)(void *s);
+  bool (*holds_vector)(void *l, uint64_t vec_id);
+  bool (*holds_host_range)(void *l, uintptr_t addr, size_t bytes);
+  size_t (*bytes)(void *l);
+  void (*quiesce)(void);
+} bench_impl;
+
+/* Non-blocking streams need a drain; the bench never settles, so it is never
+ * called. */
+static int drain_ok(void *ctx) { return 0; }
+
+/* Thin typed wrappers (calling through a cast function pointer would be
+ * undefined); each is a tail call. */
+#define BENCH_IMPL(P, NAME, LT, ST, MT)                                        \
+  static int P##_b_ledger_create(void **out) {                                 \
+    LT *l = NULL;                                                              \
+    int rc = P##_ledger_create(&l);                                            \
+    *out = l;                                                                  \
+    return rc;                                                                 \
+  }                                                                            \
+  static void P##_b_ledger_destroy(void *l) { P##_ledger_destroy(l); }         \
+  static int P##_b_stream_create(void *l, int device, unsigned flags,          \
+                                 void **out) {                                 \
+    ST *s = NULL;                                                              \
+    int rc = P##_stream_create(l, device, flags, drain_ok, NULL, &s);          \
+    *out = s;                                                                  \
+    return rc;                                                                 \
+  }                                                                            \
+  static int P##_b_stream_destroy(void *s) { return P##_stream_destroy(s); }   \
+  static void P##_b_stream_unref(void *s) { P##_stream_unref(s); }             \
+  static int P##_b_enqueue(void *s, ldg_keep k, const uint64_t *v, size_t nv,  \
+                           const ldg_range *r, size_t nr, ldg_seq *out) {      \
+    return P##_enqueue(s, k, v, nv, r, nr, out);                               \
+  }                                                                            \
+  static ldg_seq P##_b_mark(void *s) { return P##_mark(s); }                   \
+  static int P##_b_add_wait(void *b, void *a, ldg_seq u, ldg_seq *out) {       \
+    return P##_add_wait(b, a, u, out);                                         \
+  }                                                                            \
+  static int P##_b_release(void *s, ldg_seq u) { return P##_release(s, u); }   \
+  static int P##_b_device_marks(void *l, int device, void **out) {             \
+    MT *m = NULL;                                                              \
+    int rc = P##_device_marks(l, device, &m);                                  \
+    *out = m;                                                                  \
+    return rc;                                                                 \
+  }                                                                            \
+  static int P##_b_release_marks(void *m) { return P##_release_marks(m); }     \
+  static size_t P##_b_pending_count(void *s) { return P##_pending_count(s); }  \
+  static bool P##_b_holds_vector(void *l, uint64_t id) {                       \
+    return P##_holds_vector(l, id);                                            \
+  }                                                                            \
+  static bool P##_b_holds_host_range(void *l, uintptr_t a, size_t b) {         \
+    return P##_holds_host_range(l, a, b);                                      \
+  }                                                                            \
+  static size_t P##_b_bytes(void *l) { return P##_ledger_bytes(l); }           \
+  static void P##_b_quiesce(void) { P##_quiesce(); }                           \
+  static const bench_impl P##_impl = {                                         \
+      NAME,                  P##_b_ledger_create, P##_b_ledger_destroy,        \
+      P##_b_stream_create,   P##_b_stream_destroy, P##_b_stream_unref,         \
+      P##_b_enqueue,         P##_b_mark,           P##_b_add_wait,             \
+      P##_b_release,         P##_b_device_marks,   P##_b_release_marks,        \
+      P##_b_pending_count,   P##_b_holds_vector,   P##_b_holds_host_range,     \
+      P##_b_bytes,           P##_b_quiesce,                                    \
+  };
+
+BENCH_IMPL(ldg, "ledger", ldg_ledger, ldg_stream, ldg_marks)
+BENCH_IMPL(mldg, "mutex", mldg_ledger, mldg_stream, mldg_marks)
+
+enum { IMPL_LEDGER = 0, IMPL_MUTEX = 1, N_IMPLS = 2 };
+static const bench_impl *const impls[N_IMPLS] = {&ldg_impl, &mldg_impl};
+
+/* ---- Options ---------------------------------------------------------------- */
+
+static struct {
+  int max_threads;
+  int thread_list[16];
+  int n_thread_list;
+  double seconds;      /* timed phase per row, when ops == 0 */
+  double warm_seconds; /* warm-up per row, when ops == 0 */
+  uint64_t ops;        /* per thread per row; 0 = use seconds */
+  uint64_t backlog;    /* entries in the deep-backlog workload */
+  unsigned release_every;
+  unsigned sample_every;
+  unsigned repeat; /* runs per row; the one of median throughput is kept */
+  bool pin;
+  bool reader; /* serving also runs serving+reader */
+  double reader_rate; /* reader queries per second; 0 = without pause */
+  bool smoke;
+  bool run_impl[N_IMPLS];
+  const char *workload; /* NULL = all */
+  const char *json;
+} opt = {
+    .seconds = 1.0,
+    .warm_seconds = 0.2,
+    .backlog = 1000000,
+    .release_every = 16,
+    .sample_every = 61, /* prime: does not alias with K or the request shape */
+    .repeat = 1,
+    .pin = true,
+    .reader = true,
+    .run_impl = {true, true},
+};
+
+static int cpus[1024];
+static int n_cpus;
+
+/* ---- Time ------------------------------------------------------------------ */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+#if BENCH_TSC
+/* lfence keeps the enqueue from starting before the first read; rdtscp waits
+ * for it to finish before the second. */
+static inline uint64_t tick_begin(void) {
+  _mm_lfence();
+  uint64_t t = __rdtsc();
+  _mm_lfence();
+  return t;
+}
+static inline uint64_t tick_end(void) {
+  unsigned aux;
+  uint64_t t = __rdtscp(&aux);
+  _mm_lfence();
+  return t;
+}
+static const char *timer_name = "rdtsc";
+#else
+static inline uint64_t tick_begin(void) { return now_ns(); }
+static inline uint64_t tick_end(void) { return now_ns(); }
+static const char *timer_name = "clock_gettime(CLOCK_MONOTONIC)";
+#endif
+
+static double ns_per_tick = 1.0;
+static double timer_overhead_ns;
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void calibrate_timer(void) {
+#if BENCH_TSC
+  uint64_t n0 = now_ns(), t0 = __rdtsc();
+  sleep_s(0.05);
+  uint64_t n1 = now_ns(), t1 = __rdtsc();
+  ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
+#endif
+  enum { N = 20001 };
+  uint64_t *d = xmalloc(N * sizeof *d);
+  for (int i = 0; i < N; i++) {
+    uint64_t a = tick_begin();
+    uint64_t b = tick_end();
+    d[i] = b - a;
+  }
+  qsort(d, N, sizeof *d, cmp_u64);
+  timer_overhead_ns = (double)d[N / 2] * ns_per_tick;
+  free(d);
+}
+
+/* ---- Keeps: the exactly-once guard ----------------------------------------- */
+
+typedef struct keep_sums {
+  uint64_t n, sum, sq;
+} keep_sums;
+
+static _Thread_local keep_sums keeps_ran; /* by the thread running the keep */
+static keep_sums total_ran, total_enqueued;
+static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_fn(void *ctx) {
+  uint64_t id = (uint64_t)(uintptr_t)ctx;
+  keeps_ran.n++;
+  keeps_ran.sum += id;
+  keeps_ran.sq += id * id;
+}
+
+static void sums_add(keep_sums *into, const keep_sums *s) {
+  into->n += s->n;
+  into->sum += s->sum;
+  into->sq += s->sq;
+}
+
+/* Adds this thread's keeps (ran) and `enq` (enqueued by it) to the totals. */
+static void flush_keeps(const keep_sums *enq) {
+  pthread_mutex_lock(&totals_lock);
+  sums_add(&total_ran, &keeps_ran);
+  sums_add(&total_enqueued, enq);
+  pthread_mutex_unlock(&totals_lock);
+  memset(&keeps_ran, 0, sizeof keeps_ran);
+}
+
+static void verify_keeps(const char *row) {
+  keep_sums none = {0, 0, 0};
+  flush_keeps(&none); /* the main thread's own */
+  if (total_ran.n != total_enqueued.n || total_ran.sum != total_enqueued.sum ||
+      total_ran.sq != total_enqueued.sq) {
+    fprintf(stderr,
+            "ledger_bench: %s: keeps did not run exactly once: enqueued %" PRIu64
+            ", ran %" PRIu64 " (sums %s)\n",
+            row, total_enqueued.n, total_ran.n,
+            total_ran.sum == total_enqueued.sum ? "equal" : "differ");
+    abort();
+  }
+  memset(&total_ran, 0, sizeof total_ran);
+  memset(&total_enqueued, 0, sizeof total_enqueued);
+}
+
+/* ---- Rows and workers ------------------------------------------------------- */
+
+typedef struct row_ctx row_ctx;
+typedef struct worker worker;
+
+typedef struct workload {
+  const char *name;
+  void (*row_setup)(row_ctx *rc);    /* main thread, before workers start */
+  void (*row_teardown)(row_ctx *rc); /* main thread, after workers joined */
+  void (*setup)(worker *w);          /* each worker, before the barrier */
+  void (*run)(worker *w);            /* each worker, one phase */
+  void (*teardown)(worker *w);       /* each worker, after the timed phase */
+} workload;
+
+struct row_ctx {
+  const bench_impl *impl;
+  const workload *wl;
+  void *ledger;
+  void *shared; /* the shared workload's stream */
+  int threads;
+  bool reader;
+  bool timed;         /* the phase running now is the timed one */
+  uint64_t phase_ops; /* ops per thread per phase, ops mode */
+  pthread_barrier_t barrier;
+  atomic_int stop;       /* seconds mode: main asks the phase to end */
+  atomic_int enqueuers;  /* enqueuers still in the phase (reader stops at 0) */
+  uint64_t reader_queries;
+};
+
+struct worker {
+  _Alignas(64) row_ctx *rc;
+  const bench_impl *impl;
+  int tid;
+  int cpu;
+  uint64_t ops; /* this phase */
+  uint64_t start_ns, end_ns;
+  unsigned sample_countdown;
+  uint64_t *samples;
+  size_t n_samples, cap_samples;
+  uint64_t keep_base, keep_seq;
+  keep_sums enq;
+  uint64_t rng;
+  void *s[2];
+  char pad[64];
+};
+
+static inline bool phase_going(const worker *w) {
+  const row_ctx *rc = w->rc;
+  if (rc->phase_ops != 0) return w->ops < rc->phase_ops;
+  return (w->ops & 63) != 0 ||
+         atomic_load_explicit(&rc->stop, memory_order_relaxed) == 0;
+}
+
+static inline ldg_keep make_keep(worker *w) {
+  uint64_t id = w->keep_base + ++w->keep_seq;
+  w->enq.n++;
+  w->enq.sum += id;
+  w->enq.sq += id * id;
+  return (ldg_keep){keep_fn, (void *)(uintptr_t)id};
+}
+
+static void push_sample(worker *w, uint64_t ticks) {
+  if (w->n_samples == w->cap_samples) {
+    w->cap_samples = w->cap_samples ? w->cap_samples * 2 : 4096;
+    uint64_t *p = realloc(w->samples, w->cap_samples * sizeof *p);
+    if (p == NULL) {
+      fprintf(stderr, "ledger_bench: out of memory for samples\n");
+      abort();
+    }
+    w->samples = p;
+  }
+  w->samples[w->n_samples++] = ticks;
+}
+
+/* ldg_enqueue with a fresh keep; one call in sample_every is timed. */
+static inline ldg_seq bench_enqueue(worker *w, void *s, const uint64_t *v,
+                                    size_t nv, const ldg_range *r, size_t nr) {
+  ldg_keep k = make_keep(w);
+  ldg_seq seq = 0;
+  int rc;
+  if (--w->sample_countdown == 0) {
+    w->sample_countdown = opt.sample_every;
+    uint64_t t0 = tick_begin();
+    rc = w->impl->enqueue(s, k, v, nv, r, nr, &seq);
+    uint64_t t1 = tick_end();
+    if (w->rc->timed) push_sample(w, t1 - t0);
+  } else {
+    rc = w->impl->enqueue(s, k, v, nv, r, nr, &seq);
+  }
+  if (rc != LDG_OK) die("enqueue", rc);
+  return seq;
+}
+
+static inline uint64_t xorshift(uint64_t *x) {
+  uint64_t v = *x;
+  v ^= v << 13;
+  v ^= v >> 7;
+  v ^= v << 17;
+  return *x = v;
+}
+
+/* Ids and host ranges the workloads name: per thread, a small rotating set,
+ * so the reader's queries find some of them held. */
+#define VEC_BASE(tid) ((uint64_t)((tid) + 1) << 20)
+#define HOST_BASE(tid) ((uintptr_t)0x100000000u + (uintptr_t)(tid) * 0x1000000u)
+#define N_DEVICES 4
+
+/* ---- Workload: private streams --------------------------------------------- */
+
+static void private_setup(worker *w) {
+  CHECK(w->impl->stream_create(w->rc->ledger, w->tid % N_DEVICES, 0, &w->s[0]));
+}
+
+static void private_run(worker *w) {
+  void *s = w->s[0];
+  const unsigned k = opt.release_every;
+  while (phase_going(w)) {
+    uint64_t i = w->ops;
+    uint64_t vec = VEC_BASE(w->tid) + (i & 255);
+    ldg_range r = {HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096, 4096};
+    ldg_seq seq = bench_enqueue(w, s, &vec, 1, &r, 1);
+    w->ops++;
+    if (w->ops % k == 0) CHECK(w->impl->release(s, seq));
+  }
+}
+
+static void private_teardown(worker *w) {
+  CHECK(w->impl->stream_destroy(w->s[0]));
+  w->impl->stream_unref(w->s[0]);
+}
+
+static const workload wl_private = {
+    "private", NULL, NULL, private_setup, private_run, private_teardown,
+};
+
+/* ---- Workload: one shared stream ------------------------------------------- */
+
+static void shared_row_setup(row_ctx *rc) {
+  CHECK(rc->impl->stream_create(rc->ledger, 0, 0, &rc->shared));
+}
+
+static void shared_row_teardown(row_ctx *rc) {
+  CHECK(rc->impl->stream_destroy(rc->shared));
+  rc->impl->stream_unref(rc->shared);
+}
+
+static void shared_run(worker *w) {
+  void *s = w->rc->shared;
+  const unsigned k = opt.release_every;
+  while (phase_going(w)) {
+    uint64_t i = w->ops;
+    uint64_t vec = VEC_BASE(w->tid) + (i & 255);
+    ldg_range r = {HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096, 4096};
+    (void)bench_enqueue(w, s, &vec, 1, &r, 1);
+    w->ops++;
+    if (w->ops % k == 0) {
+      ldg_seq m = w->impl->mark(s);
+      CHECK(w->impl->release(s, m));
+    }
+  }
+}
+
+static void noop_worker(worker *w) {}
+
+static const workload wl_shared = {
+    "shared", shared_row_setup, shared_row_teardown,
+    noop_worker, shared_run, noop_worker,
+};
+
+/* ---- Workload: serving mix --------------------------------------------------- */
+
+enum { SERVE_RELEASE_EVERY = 4, SERVE_SNAPSHOT_EVERY = 64 };
+
+static void serving_setup(worker *w) {
+  int dev = w->tid % N_DEVICES;
+  /* The copy stream is non-blocking, as SPOC creates them. */
+  CHECK(w->impl->stream_create(w->rc->ledger, dev, LDG_STREAM_NONBLOCKING,
+                               &w->s[0]));
+  CHECK(w->impl->stream_create(w->rc->ledger, dev, 0, &w->s[1]));
+}
+
+static void serving_run(worker *w) {
+  const bench_impl *im = w->impl;
+  void *a = w->s[0], *b = w->s[1];
+  int dev = w->tid % N_DEVICES;
+  uint64_t req = 0;
+  while (phase_going(w)) {
+    uint64_t vin = VEC_BASE(w->tid) + (req & 63) * 2, vout = vin + 1;
+    uint64_t kv[2] = {vin, vout};
+    uintptr_t host = HOST_BASE(w->tid) + (uintptr_t)(req & 63) * 65536;
+    ldg_range hin = {host, 32768}, hout = {host + 32768, 32768};
+    (void)bench_enqueue(w, a, &vin, 1, &hin, 1); /* copy H->D on a */
+    ldg_seq ma = im->mark(a);                     /* record e on a */
+    CHECK(im->add_wait(b, a, ma, NULL));          /* b waits on e */
+    (void)bench_enqueue(w, b, kv, 2, NULL, 0);    /* kernel on b */
+    (void)bench_enqueue(w, b, &vout, 1, &hout, 1); /* copy D->H on b */
+    w->ops += 4;
+    req++;
+    if (req % SERVE_RELEASE_EVERY == 0) /* sync b: releases a too */
+      CHECK(im->release(b, im->mark(b)));
+    if (req % SERVE_SNAPSHOT_EVERY == 0) { /* context sync of the device */
+      void *m;
+      CHECK(im->device_marks(w->rc->ledger, dev, &m));
+      CHECK(im->release_marks(m));
+    }
+  }
+}
+
+static void serving_teardown(worker *w) {
+  for (int i = 1; i >= 0; i--) {
+    CHECK(w->impl->stream_destroy(w->s[i]));
+    w->impl->stream_unref(w->s[i]);
+  }
+}
+
+static const workload wl_serving = {
+    "serving", NULL, NULL, serving_setup, serving_run, serving_teardown,
+};
+
+/* The memory manager: asks about vectors and host ranges the enqueuers use. */
+static void *reader_main(void *arg) {
+  worker *w = arg;
+  row_ctx *rc = w->rc;
+  const bench_impl *im = w->impl;
+  for (int phase = 0; phase < 2; phase++) {
+    pthread_barrier_wait(&rc->barrier); /* start of the phase */
+    uint64_t q = 0;
+    /* Paced: one pair of queries every `gap` ns, sleeping through long gaps
+     * and spinning through short ones. */
+    uint64_t gap = opt.reader_rate > 0 ? (uint64_t)(2e9 / opt.reader_rate) : 0;
+    uint64_t next = now_ns();
+    while (atomic_load_explicit(&rc->stop, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&rc->enqueuers, memory_order_relaxed) > 0) {
+      if (gap != 0) {
+        next += gap;
+        for (uint64_t t = now_ns(); t < next; t = now_ns())
+          if (next - t > 200000) sleep_s((double)(next - t - 100000) / 1e9);
+      }
+      uint64_t x = xorshift(&w->rng);
+      int tid = (int)(x % (uint64_t)rc->threads);
+      uint64_t slot = (x >> 16) & 63;
+      (void)im->holds_vector(rc->ledger, VEC_BASE(tid) + slot * 2);
+      (void)im->holds_host_range(rc->ledger, HOST_BASE(tid) + slot * 65536 + 4096,
+                                 256);
+      q += 2;
+    }
+    if (phase == 1) rc->reader_queries = q;
+    pthread_barrier_wait(&rc->barrier); /* end of the phase */
+  }
+  return NULL;
+}
+
+/* ---- Running one row --------------------------------------------------------- */
+
+/* Barrier protocol (workers, the reader if any, and main):
+ *   B1 all set up -> warm-up phase -> B2 -> (main resets) B3 -> timed phase
+ *   -> B4 -> teardown. The reader joins B1..B4 the same way. */
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  row_ctx *rc = w->rc;
+  rc->wl->setup(w);
+  for (int phase = 0; phase < 2; phase++) {
+    pthread_barrier_wait(&rc->barrier); /* B1 / B3 */
+    w->ops = 0;
+    w->start_ns = now_ns();
+    rc->wl->run(w);
+    w->end_ns = now_ns();
+    atomic_fetch_sub_explicit(&rc->enqueuers, 1, memory_order_relaxed);
+    pthread_barrier_wait(&rc->barrier); /* B2 / B4 */
+  }
+  rc->wl->teardown(w);
+  flush_keeps(&w->enq);
+  return NULL;
+}
+
+typedef struct row_result {
+  const char *workload;
+  const char *impl;
+  int threads;
+  uint64_t ops;
+  double seconds;
+  double ops_per_s;
+  double ns_per_op;
+  double p50_ns, p99_ns, p999_ns, max_ns;
+  size_t samples;
+  double reader_qps;  /* serving+reader: reader queries per second */
+  double reader_cost; /* serving+reader: 1 - with / without reader */
+  /* backlog */
+  uint64_t backlog;
+  double fill_ms, release_ms;
+  size_t peak_bytes, bytes_after_release, bytes_after_quiesce;
+  bool is_backlog;
+} row_result;
+
+static row_result *results;
+static size_t n_results, cap_results;
+
+static row_result *new_result(void) {
+  if (n_results == cap_results) {
+    cap_results = cap_results ? cap_results * 2 : 64;
+    row_result *p = realloc(results, cap_results * sizeof *p);
+    if (p == NULL) abort();
+    results = p;
+  }
+  row_result *r = &results[n_results++];
+  memset(r, 0, sizeof *r);
+  return r;
+}
+
+static double percentile_ns(const uint64_t *sorted, size_t n, double p) {
+  if (n == 0) return 0;
+  size_t i = (size_t)floor(p * (double)(n - 1) + 0.5);
+  return (double)sorted[i] * ns_per_tick;
+}
+
+static void fill_latency(row_result *r, uint64_t *all, size_t n) {
+  qsort(all, n, sizeof *all, cmp_u64);
+  r->samples = n;
+  r->p50_ns = percentile_ns(all, n, 0.50);
+  r->p99_ns = percentile_ns(all, n, 0.99);
+  r->p999_ns = percentile_ns(all, n, 0.999);
+  r->max_ns = n ? (double)all[n - 1] * ns_per_tick : 0;
+}
+
+static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg, int cpu) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  if (opt.pin && n_cpus > 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  }
+  int e = pthread_create(t, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  if (e != 0) {
+    fprintf(stderr, "ledger_bench: pthread_create: %s\n", strerror(e));
+    abort();
+  }
+}
+
+static void run_row(const bench_impl *im, const workload *wl, int threads,
+                    bool reader, row_result *out) {
+  row_ctx rc;
+  memset(&rc, 0, sizeof rc);
+  rc.impl = im;
+  rc.wl = wl;
+  rc.threads = threads;
+  rc.reader = reader;
+  atomic_init(&rc.stop, 0);
+  atomic_init(&rc.enqueuers, threads);
+  CHECK(im->ledger_create(&rc.ledger));
+  if (wl->row_setup != NULL) wl->row_setup(&rc);
+  int parties = threads + 1 + (reader ? 1 : 0);
+  pthread_barrier_init(&rc.barrier, NULL, (unsigned)parties);
+
+  worker *ws = aligned_alloc(64, sizeof(worker) * (size_t)(threads + 1));
+  if (ws == NULL) abort();
+  memset(ws, 0, sizeof(worker) * (size_t)(threads + 1));
+  pthread_t *th = xmalloc(sizeof(pthread_t) * (size_t)(threads + 1));
+  for (int i = 0; i <= threads; i++) {
+    worker *w = &ws[i];
+    w->rc = &rc;
+    w->impl = im;
+    w->tid = i;
+    w->cpu = n_cpus ? cpus[i % n_cpus] : 0;
+    w->sample_countdown = opt.sample_every + (unsigned)i; /* de-phase threads */
+    w->keep_base = (uint64_t)(i + 1) << 40;
+    w->rng = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+  }
+  for (int i = 0; i < threads; i++)
+    start_thread(&th[i], worker_main, &ws[i], ws[i].cpu);
+  if (reader) start_thread(&th[threads], reader_main, &ws[threads], ws[threads].cpu);
+
+  uint64_t warm_ops = opt.ops ? (opt.ops / 10 ? opt.ops / 10 : 1) : 0;
+  /* Warm-up. */
+  rc.phase_ops = warm_ops;
+  rc.timed = false;
+  pthread_barrier_wait(&rc.barrier); /* B1 */
+  if (!opt.ops) {
+    sleep_s(opt.warm_seconds);
+    atomic_store_explicit(&rc.stop, 1, memory_order_relaxed);
+  }
+  pthread_barrier_wait(&rc.barrier); /* B2 */
+  /* Timed phase. Workers are parked in B3: plain stores are safe. */
+  rc.phase_ops = opt.ops;
+  rc.timed = true;
+  atomic_store_explicit(&rc.stop, 0, memory_order_relaxed);
+  atomic_store_explicit(&rc.enqueuers, threads, memory_order_relaxed);
+  pthread_barrier_wait(&rc.barrier); /* B3 */
+  if (!opt.ops) {
+    sleep_s(opt.seconds);
+    atomic_store_explicit(&rc.stop, 1, memory_order_relaxed);
+  }
+  pthread_barrier_wait(&rc.barrier); /* B4 */
+  for (int i = 0; i < threads + (reader ? 1 : 0); i++) pthread_join(th[i], NULL);
+
+  uint64_t ops = 0, t_start = UINT64_MAX, t_end = 0;
+  size_t n_samples = 0;
+  for (int i = 0; i < threads; i++) {
+    ops += ws[i].ops;
+    if (ws[i].start_ns < t_start) t_start = ws[i].start_ns;
+    if (ws[i].end_ns > t_end) t_end = ws[i].end_ns;
+    n_samples += ws[i].n_samples;
+  }
+  uint64_t *all = xmalloc((n_samples ? n_samples : 1) * sizeof *all);
+  size_t k = 0;
+  for (int i = 0; i < threads; i++) {
+    memcpy(all + k, ws[i].samples, ws[i].n_samples * sizeof *all);
+    k += ws[i].n_samples;
+    free(ws[i].samples);
+  }
+  double secs = (double)(t_end - t_start) / 1e9;
+  out->impl = im->name;
+  out->threads = threads;
+  out->ops = ops;
+  out->seconds = secs;
+  out->ops_per_s = (double)ops / secs;
+  int cores = threads < n_cpus ? threads : n_cpus;
+  out->ns_per_op = secs * 1e9 * cores / (double)ops;
+  fill_latency(out, all, n_samples);
+  if (reader) out->reader_qps = (double)rc.reader_queries / secs;
+  free(all);
+
+  if (wl->row_teardown != NULL) wl->row_teardown(&rc);
+  im->ledger_destroy(rc.ledger);
+  pthread_barrier_destroy(&rc.barrier);
+  free(th);
+  free(ws);
+  char name[96];
+  snprintf(name, sizeof name, "%s/%s/%d%s", wl->name, im->name, threads,
+           reader ? "+reader" : "");
+  verify_keeps(name);
+}
+
+static int cmp_ops_per_s(const void *a, const void *b) {
+  double x = ((const row_result *)a)->ops_per_s, y = ((const row_result *)b)->ops_per_s;
+  return x < y ? -1 : x > y;
+}
+
+/* run_row opt.repeat times; keeps the run of median throughput (all of its
+ * columns, so latency and throughput come from the same run). */
+static void run_row_median(const bench_impl *im, const workload *wl, int threads,
+                           bool reader, row_result *out) {
+  row_result *runs = xmalloc(opt.repeat * sizeof *runs);
+  for (unsigned i = 0; i < opt.repeat; i++) {
+    memset(&runs[i], 0, sizeof runs[i]);
+    run_row(im, wl, threads, reader, &runs[i]);
+  }
+  qsort(runs, opt.repeat, sizeof *runs, cmp_ops_per_s);
+  *out = runs[opt.repeat / 2];
+  free(runs);
+}
+
+/* ---- Workload: deep backlog (main thread) ------------------------------------ */
+
+static void run_backlog(const bench_impl *im, uint64_t n, row_result *out) {
+  void *l, *s;
+  worker w;
+  row_ctx rc;
+  memset(&w, 0, sizeof w);
+  memset(&rc, 0, sizeof rc);
+  w.rc = &rc;
+  w.impl = im;
+  w.tid = 0;
+  w.keep_base = (uint64_t)0xfffe << 40;
+  w.sample_countdown = opt.sample_every;
+  CHECK(im->ledger_create(&l));
+  CHECK(im->stream_create(l, 0, 0, &s));
+
+  uint64_t peak = 0, fill_ns = 0, rel_ns = 0;
+  /* Round 0 warms up (a tenth of n), round 1 is measured. */
+  for (int round = 0; round < 2; round++) {
+    uint64_t count = round == 0 ? (n / 10 ? n / 10 : 1) : n;
+    rc.timed = round == 1;
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < count; i++) {
+      uint64_t vec = VEC_BASE(0) + (i & 255);
+      ldg_range r = {HOST_BASE(0) + (uintptr_t)(i & 255) * 4096, 4096};
+      (void)bench_enqueue(&w, s, &vec, 1, &r, 1);
+      if ((i & 65535) == 65535 && round == 1) {
+        size_t b = im->bytes(l);
+        if (b > peak) peak = b;
+      }
+    }
+    uint64_t t1 = now_ns();
+    size_t b = im->bytes(l);
+    if (b > peak && round == 1) peak = b;
+    if (im->pending_count(s) != count) {
+      fprintf(stderr, "ledger_bench: backlog: %zu pending, expected %" PRIu64 "\n",
+              im->pending_count(s), count);
+      abort();
+    }
+    ldg_seq m = im->mark(s);
+    uint64_t t2 = now_ns();
+    CHECK(im->release(s, m));
+    uint64_t t3 = now_ns();
+    if (round == 1) {
+      fill_ns = t1 - t0;
+      rel_ns = t3 - t2;
+    }
+  }
+  out->bytes_after_release = im->bytes(l);
+  im->quiesce();
+  out->bytes_after_quiesce = im->bytes(l);
+  CHECK(im->stream_destroy(s));
+  im->stream_unref(s);
+  im->ledger_destroy(l);
+
+  out->is_backlog = true;
+  out->impl = im->name;
+  out->threads = 1;
+  out->backlog = n;
+  out->ops = n;
+  out->seconds = (double)(fill_ns + rel_ns) / 1e9;
+  out->ops_per_s = (double)n / out->seconds;
+  out->ns_per_op = (double)(fill_ns + rel_ns) / (double)n;
+  out->fill_ms = (double)fill_ns / 1e6;
+  out->release_ms = (double)rel_ns / 1e6;
+  out->peak_bytes = peak;
+  fill_latency(out, w.samples, w.n_samples);
+  free(w.samples);
+  /* This thread's keeps: flush as enqueued by it, then check. */
+  pthread_mutex_lock(&totals_lock);
+  sums_add(&total_enqueued, &w.enq);
+  pthread_mutex_unlock(&totals_lock);
+  char name[64];
+  snprintf(name, sizeof name, "backlog/%s", im->name);
+  verify_keeps(name);
+}
+
+/* ---- Output ------------------------------------------------------------------ */
+
+static void fmt_lat(char *buf, size_t n, double ns) {
+  if (ns < 10000)
+    snprintf(buf, n, "%.0f", ns);
+  else if (ns < 10e6)
+    snprintf(buf, n, "%.0fu", ns / 1e3);
+  else
+    snprintf(buf, n, "%.0fm", ns / 1e6);
+}
+
+static void print_impl_cols(const row_result *r) {
+  if (r == NULL) {
+    printf(" | %8s %7s %6s %6s %6s", "-", "-", "-", "-", "-");
+    return;
+  }
+  char a[16], b[16], c[16];
+  fmt_lat(a, sizeof a, r->p50_ns);
+  fmt_lat(b, sizeof b, r->p99_ns);
+  fmt_lat(c, sizeof c, r->p999_ns);
+  printf(" | %8.2f %7.1f %6s %6s %6s", r->ops_per_s / 1e6, r->ns_per_op, a, b, c);
+}
+
+static void print_header(void) {
+  printf("%-15s %3s | %-8s %7s %6s %6s %6s | %-8s %7s %6s %6s %6s | %7s | %s\n",
+         "workload", "thr", "ldg Mop/s", "ns/op", "p50", "p99", "p99.9",
+         "mtx Mop/s", "ns/op", "p50", "p99", "p99.9", "ldg/mtx", "notes");
+  printf("%.*s\n", 130,
+         "--------------------------------------------------------------------"
+         "--------------------------------------------------------------------");
+}
+
+static void print_row(const char *label, int threads, const row_result *ldg,
+                      const row_result *mtx, const char *notes) {
+  printf("%-15s %3d", label, threads);
+  print_impl_cols(ldg);
+  print_impl_cols(mtx);
+  if (ldg != NULL && mtx != NULL)
+    printf(" | %6.2fx", ldg->ops_per_s / mtx->ops_per_s);
+  else
+    printf(" | %7s", "-");
+  printf(" | %s\n", notes);
+  fflush(stdout);
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void cpu_model(char *buf, size_t n) {
+  snprintf(buf, n, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      char *p = strchr(line, ':');
+      if (p != NULL) {
+        p++;
+        while (*p == ' ') p++;
+        p[strcspn(p, "\n")] = 0;
+        snprintf(buf, n, "%s", p);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static void write_json(const char *path, int argc, char **argv) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fprintf(stderr, "ledger_bench: cannot write %s: %s\n", path, strerror(errno));
+    exit(2);
+  }
+  char model[256], host[256] = "unknown", date[64];
+  cpu_model(model, sizeof model);
+  gethostname(host, sizeof host);
+  time_t t = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+  fprintf(f, "{\n  \"meta\": {\"date\": \"%s\", \"host\": ", date);
+  json_str(f, host);
+  fprintf(f, ", \"cpus\": %d, \"cpu_model\": ", n_cpus);
+  json_str(f, model);
+  fprintf(f, ", \"timer\": \"%s\", \"timer_overhead_ns\": %.1f", timer_name,
+          timer_overhead_ns);
+  fprintf(f, ", \"release_every\": %u, \"sample_every\": %u, \"repeat\": %u",
+          opt.release_every, opt.sample_every, opt.repeat);
+  fprintf(f, ", \"seconds\": %g, \"ops_per_thread\": %" PRIu64, opt.seconds, opt.ops);
+  fprintf(f, ", \"reader_rate\": %g", opt.reader_rate);
+  fprintf(f, ", \"argv\": [");
+  for (int i = 0; i < argc; i++) {
+    if (i) fputs(", ", f);
+    json_str(f, argv[i]);
+  }
+  fprintf(f, "]},\n  \"rows\": [\n");
+  for (size_t i = 0; i < n_results; i++) {
+    const row_result *r = &results[i];
+    const row_result *m = NULL;
+    /* The mutex row of the same workload and threads, for the ratio. */
+    for (size_t j = 0; j < n_results; j++)
+      if (strcmp(results[j].impl, "mutex") == 0 &&
+          strcmp(results[j].workload, r->workload) == 0 &&
+          results[j].threads == r->threads)
+        m = &results[j];
+    fprintf(f, "    {\"workload\": \"%s\", \"impl\": \"%s\", \"threads\": %d",
+            r->workload, r->impl, r->threads);
+    fprintf(f, ", \"ops\": %" PRIu64 ", \"seconds\": %.6f, \"ops_per_s\": %.1f",
+            r->ops, r->seconds, r->ops_per_s);
+    fprintf(f, ", \"ns_per_op\": %.2f, \"p50_ns\": %.1f, \"p99_ns\": %.1f"
+               ", \"p999_ns\": %.1f, \"max_ns\": %.1f, \"samples\": %zu",
+            r->ns_per_op, r->p50_ns, r->p99_ns, r->p999_ns, r->max_ns, r->samples);
+    if (m != NULL && m != r)
+      fprintf(f, ", \"ratio_vs_mutex\": %.3f", r->ops_per_s / m->ops_per_s);
+    if (r->reader_qps > 0)
+      fprintf(f, ", \"reader_qps\": %.1f, \"reader_cost\": %.4f", r->reader_qps,
+              r->reader_cost);
+    if (r->is_backlog)
+      fprintf(f, ", \"backlog\": %" PRIu64 ", \"fill_ms\": %.3f, \"release_ms\": %.3f"
+                 ", \"peak_bytes\": %zu, \"bytes_after_release\": %zu"
+                 ", \"bytes_after_quiesce\": %zu",
+              r->backlog, r->fill_ms, r->release_ms, r->peak_bytes,
+              r->bytes_after_release, r->bytes_after_quiesce);
+    fprintf(f, "}%s\n", i + 1 < n_results ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  fclose(f);
+}
+
+/* ---- Main -------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: ledger_bench [options]\n"
+          "  --workload NAME   private | shared | serving | backlog (default: all;\n"
+          "                    serving includes serving+reader)\n"
+          "  --max-threads N   cap of the thread counts 1,2,4,8,16 (default: online CPUs)\n"
+          "  --threads LIST    comma-separated thread counts instead (e.g. 1,2,4)\n"
+          "  --seconds S       timed phase per row (default 1.0; warm-up 0.2 s)\n"
+          "  --ops N           instead: N ops per thread per row (warm-up N/10)\n"
+          "  --backlog N       entries of the deep-backlog row (default 1000000)\n"
+          "  --release-every K ops between releases (default 16)\n"
+          "  --sample-every N  time one enqueue in N (default 61)\n"
+          "  --repeat R        run each row R times, keep the median by throughput\n"
+          "  --impl WHICH      both | ledger | mutex (default both)\n"
+          "  --no-pin          do not pin threads to CPUs\n"
+          "  --no-reader       skip the serving+reader rows\n"
+          "  --reader-rate Q   pace the reader to Q queries/s (default: no pause)\n"
+          "  --json FILE       also write every row as JSON\n"
+          "  --smoke           tiny run for CI: threads 1,2, 2000 ops, backlog 10000\n");
+}
+
+static bool want(const char *name) {
+  return opt.workload == NULL || strcmp(opt.workload, name) == 0;
+}
+
+static uint64_t parse_u64(const char *flag, const char *s) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *s == '\0' || *end != '\0') {
+    fprintf(stderr, "ledger_bench: bad value for %s: %s\n", flag, s);
+    exit(2);
+  }
+  return v;
+}
+
+static void parse_args(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                               \
+  do {                                                             \
+    if (v == NULL) {                                               \
+      fprintf(stderr, "ledger_bench: %s needs a value\n", a);      \
+      exit(2);                                                     \
+    }                                                              \
+    i++;                                                           \
+  } while (0)
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    } else if (strcmp(a, "--workload") == 0) {
+      NEED_VALUE();
+      opt.workload = v;
+    } else if (strcmp(a, "--max-threads") == 0) {
+      NEED_VALUE();
+      opt.max_threads = (int)parse_u64(a, v);
+    } else if (strcmp(a, "--threads") == 0) {
+      NEED_VALUE();
+      char buf[256];
+      snprintf(buf, sizeof buf, "%s", v);
+      opt.n_thread_list = 0;
+      for (char *save, *t = strtok_r(buf, ",", &save); t && opt.n_thread_list < 16;
+           t = strtok_r(NULL, ",", &save))
+        opt.thread_list[opt.n_thread_list++] = (int)parse_u64(a, t);
+    } else if (strcmp(a, "--seconds") == 0) {
+      NEED_VALUE();
+      opt.seconds = atof(v);
+      opt.ops = 0;
+    } else if (strcmp(a, "--ops") == 0) {
+      NEED_VALUE();
+      opt.ops = parse_u64(a, v);
+    } else if (strcmp(a, "--backlog") == 0) {
+      NEED_VALUE();
+      opt.backlog = parse_u64(a, v);
+    } else if (strcmp(a, "--release-every") == 0) {
+      NEED_VALUE();
+      opt.release_every = (unsigned)parse_u64(a, v);
+    } else if (strcmp(a, "--sample-every") == 0) {
+      NEED_VALUE();
+      opt.sample_every = (unsigned)parse_u64(a, v);
+    } else if (strcmp(a, "--repeat") == 0) {
+      NEED_VALUE();
+      opt.repeat = (unsigned)parse_u64(a, v);
+    } else if (strcmp(a, "--impl") == 0) {
+      NEED_VALUE();
+      opt.run_impl[IMPL_LEDGER] = strcmp(v, "both") == 0 || strcmp(v, "ledger") == 0;
+      opt.run_impl[IMPL_MUTEX] = strcmp(v, "both") == 0 || strcmp(v, "mutex") == 0;
+      if (!opt.run_impl[IMPL_LEDGER] && !opt.run_impl[IMPL_MUTEX]) {
+        fprintf(stderr, "ledger_bench: --impl is both, ledger or mutex\n");
+        exit(2);
+      }
+    } else if (strcmp(a, "--no-pin") == 0) {
+      opt.pin = false;
+    } else if (strcmp(a, "--no-reader") == 0) {
+      opt.reader = false;
+    } else if (strcmp(a, "--reader-rate") == 0) {
+      NEED_VALUE();
+      opt.reader_rate = atof(v);
+    } else if (strcmp(a, "--json") == 0) {
+      NEED_VALUE();
+      opt.json = v;
+    } else if (strcmp(a, "--smoke") == 0) {
+      opt.smoke = true;
+    } else {
+      fprintf(stderr, "ledger_bench: unknown option %s\n", a);
+      usage(stderr);
+      exit(2);
+    }
+#undef NEED_VALUE
+  }
+  if (opt.workload != NULL && !want("private") && !want("shared") &&
+      !want("serving") && !want("backlog")) {
+    fprintf(stderr, "ledger_bench: unknown workload %s\n", opt.workload);
+    exit(2);
+  }
+  if (opt.release_every == 0 || opt.sample_every == 0 || opt.repeat == 0) {
+    fprintf(stderr, "ledger_bench: --release-every, --sample-every and --repeat "
+                    "must be > 0\n");
+    exit(2);
+  }
+  if (opt.smoke) {
+    opt.ops = 2000;
+    opt.backlog = 10000;
+    opt.sample_every = 7;
+    if (opt.n_thread_list == 0) {
+      opt.thread_list[0] = 1;
+      opt.thread_list[1] = 2;
+      opt.n_thread_list = 2;
+    }
+  }
+}
+
+static void find_cpus(void) {
+  cpu_set_t set;
+  n_cpus = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE && n_cpus < 1024; c++)
+      if (CPU_ISSET(c, &set)) cpus[n_cpus++] = c;
+  if (n_cpus == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    n_cpus = n > 0 ? (int)n : 1;
+    for (int c = 0; c < n_cpus && c < 1024; c++) cpus[c] = c;
+  }
+}
+
+/* Runs workload wl over every thread count, both implementations per count,
+ * and prints one line per count. reader: also run it with the reader. */
+static void run_threaded(const workload *wl, bool with_reader) {
+  for (int ti = 0; ti < opt.n_thread_list; ti++) {
+    int t = opt.thread_list[ti];
+    row_result plain[N_IMPLS], rr[N_IMPLS];
+    const row_result *show[N_IMPLS] = {NULL, NULL};
+    for (int k = 0; k < N_IMPLS; k++) {
+      if (!opt.run_impl[k]) continue;
+      memset(&plain[k], 0, sizeof plain[k]);
+      run_row_median(impls[k], wl, t, false, &plain[k]);
+      plain[k].workload = wl->name;
+      *new_result() = plain[k];
+      show[k] = &plain[k];
+    }
+    print_row(wl->name, t, show[IMPL_LEDGER], show[IMPL_MUTEX], "");
+    if (!with_reader) continue;
+
+    char notes[160];
+    int len = snprintf(notes, sizeof notes, "reader cost");
+    for (int k = 0; k < N_IMPLS; k++) {
+      if (!opt.run_impl[k]) continue;
+      memset(&rr[k], 0, sizeof rr[k]);
+      run_row_median(impls[k], wl, t, true, &rr[k]);
+      rr[k].workload = "serving+reader";
+      rr[k].reader_cost = 1.0 - rr[k].ops_per_s / plain[k].ops_per_s;
+      *new_result() = rr[k];
+      show[k] = &rr[k];
+      len += snprintf(notes + len, sizeof notes - (size_t)len, " %s %.0f%%",
+                      k == IMPL_LEDGER ? "ldg" : "mtx", 100.0 * rr[k].reader_cost);
+    }
+    len += snprintf(notes + len, sizeof notes - (size_t)len, "; reader Mq/s");
+    for (int k = 0; k < N_IMPLS; k++)
+      if (opt.run_impl[k])
+        len += snprintf(notes + len, sizeof notes - (size_t)len, " %s %.2f",
+                        k == IMPL_LEDGER ? "ldg" : "mtx", rr[k].reader_qps / 1e6);
+    print_row("serving+reader", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
+  }
+}
+
+static void run_backlog_rows(void) {
+  row_result br[N_IMPLS];
+  for (int k = 0; k < N_IMPLS; k++) {
+    if (!opt.run_impl[k]) continue;
+    memset(&br[k], 0, sizeof br[k]);
+    run_backlog(impls[k], opt.backlog, &br[k]);
+    br[k].workload = "backlog";
+    row_result *r = new_result();
+    *r = br[k];
+  }
+  const row_result *l = opt.run_impl[IMPL_LEDGER] ? &br[IMPL_LEDGER] : NULL;
+  const row_result *m = opt.run_impl[IMPL_MUTEX] ? &br[IMPL_MUTEX] : NULL;
+  print_row("backlog", 1, l, m, "(ops/s and ns/op: fill + one release)");
+  printf("\nbacklog of %" PRIu64 " entries, one stream, one release:\n", opt.backlog);
+  printf("  %-7s %10s %11s %12s %15s %15s\n", "impl", "fill ms", "release ms",
+         "peak MiB", "after rel. KiB", "after quies. KiB");
+  for (int k = 0; k < N_IMPLS; k++) {
+    if (!opt.run_impl[k]) continue;
+    const row_result *r = &br[k];
+    printf("  %-7s %10.1f %11.1f %12.1f %15.1f %15.1f\n", r->impl, r->fill_ms,
+           r->release_ms, (double)r->peak_bytes / 1048576.0,
+           (double)r->bytes_after_release / 1024.0,
+           (double)r->bytes_after_quiesce / 1024.0);
+  }
+  fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+  parse_args(argc, argv);
+  find_cpus();
+  if (opt.max_threads <= 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    opt.max_threads = n > 0 ? (int)n : 1;
+  }
+  if (opt.n_thread_list == 0) {
+    static const int counts[] = {1, 2, 4, 8, 16};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+      if (counts[i] <= opt.max_threads) opt.thread_list[opt.n_thread_list++] = counts[i];
+    if (opt.max_threads < 16 &&
+        opt.thread_list[opt.n_thread_list - 1] != opt.max_threads)
+      opt.thread_list[opt.n_thread_list++] = opt.max_threads;
+  }
+  calibrate_timer();
+
+  char model[256];
+  cpu_model(model, sizeof model);
+  printf("streamledger bench: ledger (lock-free, RCU) vs mutex (original design)\n");
+  printf("cpus %d (%s); threads", n_cpus, model);
+  for (int i = 0; i < opt.n_thread_list; i++) printf(" %d", opt.thread_list[i]);
+  if (opt.ops)
+    printf("; %" PRIu64 " ops/thread/row", opt.ops);
+  else
+    printf("; %.2f s/row after %.2f s warm-up", opt.seconds, opt.warm_seconds);
+  printf("; release every %u; pinned %s; median of %u run(s)\n", opt.release_every,
+         opt.pin ? "yes" : "no", opt.repeat);
+  printf("latency: one enqueue in %u, %s (%.3f ns/tick), timer overhead %.0f ns "
+         "included; p-columns in ns (u = us, m = ms)\n",
+         opt.sample_every, timer_name, ns_per_tick, timer_overhead_ns);
+  printf("ns/op = wall x min(threads, cpus) / ops; ldg/mtx = throughput ratio\n");
+  if (opt.reader && want("serving")) {
+    if (opt.reader_rate > 0)
+      printf("reader: paced to %.0f queries/s\n", opt.reader_rate);
+    else
+      printf("reader: queries without pause\n");
+  }
+  printf("\n");
+  print_header();
+
+  if (want("private")) run_threaded(&wl_private, false);
+  if (want("shared")) run_threaded(&wl_shared, false);
+  if (want("serving")) run_threaded(&wl_serving, opt.reader);
+  if (want("backlog")) run_backlog_rows();
+
+  if (opt.json != NULL) write_json(opt.json, argc, argv);
+  printf("\nall keeps ran exactly once.\n");
+  return 0;
+}

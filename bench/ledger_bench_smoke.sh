@@ -1,0 +1,35 @@
+#!/bin/sh
+# Smoke test of ledger_bench: runs every workload tiny (--smoke) and checks
+# that it exits 0, printed the table header and a row per workload, confirmed
+# every keep ran exactly once and wrote its JSON. No timing is asserted.
+set -eu
+bench=$1
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+out=$tmp/smoke.txt
+json=$tmp/smoke.json
+
+if ! "$bench" --smoke --json "$json" >"$out" 2>&1; then
+  echo "FAIL: ledger_bench --smoke exited non-zero" >&2
+  cat "$out" >&2
+  exit 1
+fi
+cat "$out"
+
+fail=0
+check() { # pattern, what
+  if ! grep -q -- "$1" "$out"; then
+    echo "FAIL: output lacks $2" >&2
+    fail=1
+  fi
+}
+check '^workload .*ldg Mop/s.*mtx Mop/s.*ldg/mtx' "the table header"
+for w in private shared serving serving+reader backlog; do
+  check "^$w " "a $w row"
+done
+check '^all keeps ran exactly once' "the exactly-once confirmation"
+if ! grep -q '"rows"' "$json" || ! grep -q '"workload": "backlog"' "$json"; then
+  echo "FAIL: JSON incomplete" >&2
+  fail=1
+fi
+[ "$fail" -eq 0 ] && echo "PASS"
+exit "$fail"
