@@ -19,6 +19,9 @@
 
 #define LDG__CACHE_LINE 64
 
+/* Segment sizes are 8 << class slots, class 0..LDG__POOL_CLASSES-1. */
+#define LDG__POOL_CLASSES 8
+
 /* ---- Slots ------------------------------------------------------------------ */
 
 /* slot.state: the handshake between the enqueuer that fills a slot and the
@@ -106,7 +109,6 @@ struct ldg__seg {
   ldg_seq base;
   uint32_t size;
   _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
-  _Atomic uint32_t spare_state; /* LDG__SPARE_*, once retired (ring.c) */
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
   struct rcu_head rcu;
@@ -138,11 +140,10 @@ struct ldg_stream {
   _Atomic ldg_seq tail_end;
 
   /* Releasers' line: the release high-water mark, the oldest live segment,
-   * the spare, and the counts behind ldg_pending_count: operations taken by
+   * and the counts behind ldg_pending_count: operations taken by
    * releases (or by overtaken enqueuers), and waits ever recorded. */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq released;
   _Atomic(struct ldg__seg *) head;
-  _Atomic(struct ldg__seg *) spare; /* a retired segment kept for reuse */
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
 
@@ -159,9 +160,17 @@ struct ldg_ledger {
   _Atomic uint64_t next_id;
   _Atomic size_t n_nonblocking;
   /* The ledger lives while its owner has not destroyed it or any stream
-   * struct of it is still allocated. */
+   * struct, segment or payload of it is still allocated. */
   _Atomic uint64_t refs;
+  _Atomic bool destroying; /* ldg_ledger_destroy began: pools take nothing */
   alignas(LDG__CACHE_LINE) _Atomic size_t bytes;
+  /* Retired segments past their grace period, kept for reuse, one lock-free
+   * stack per size (8 << class slots); see ring.c, "GROWTH AND SHRINKING". */
+  _Atomic size_t pool_bytes;
+  _Atomic size_t pool_limit;
+  struct ldg__pool {
+    alignas(LDG__CACHE_LINE) _Atomic(struct ldg__seg *) top;
+  } pools[LDG__POOL_CLASSES];
 };
 
 struct ldg_marks {
@@ -207,6 +216,12 @@ int ldg__ring_init(ldg_stream *s);
 
 /* Frees every segment still held (the stream is being freed). */
 void ldg__ring_free_all(ldg_stream *s);
+
+/* Empties the ledger's pools. With `now`, frees at once (teardown, after a
+ * barrier, no concurrent pop); else after a grace period. */
+void ldg__pools_drain(ldg_ledger *l, bool now);
+
+#define LDG__POOL_DEFAULT_LIMIT ((size_t)1 << 20)
 
 /* Records e on s. See ldg_enqueue. */
 int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,

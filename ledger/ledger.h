@@ -297,12 +297,29 @@ bool ldg_has_nonblocking(ldg_ledger *l);
  * LDG_EINVAL if l is NULL. LDG_ENOMEM (nothing drained). May block. */
 int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
 
-/* ---- Memory ---------------------------------------------------------------- */
+/* ---- Memory ----------------------------------------------------------------
+ * A stream's ring grows with what is pending and gives segments back as they
+ * are released: held memory is the pending span rounded up to segments (64
+ * to 1024 entries of 64 bytes), plus the newest segment, plus what waits for
+ * an RCU grace period. One bounded exception: retired segments past their
+ * grace period go to a per-ledger pool that growing rings reuse (a steady
+ * stream would otherwise allocate, zero and page-fault a fresh segment every
+ * 64 entries). The pool holds at most the ledger's pool limit (1 MiB unless
+ * set); ldg_ledger_trim empties it and a limit of 0 turns it off.
+ */
 
-/* Bytes the ledger holds for entries (ring segments and out-of-line id and
- * range arrays), including memory retired but still waiting for an RCU grace
- * period. For monitoring and for tests that check memory follows the work. */
+/* Bytes the ledger holds for streams and entries (stream structs, ring
+ * segments, pooled segments, out-of-line id and range arrays), including
+ * memory retired but still waiting for an RCU grace period. */
 size_t ldg_ledger_bytes(ldg_ledger *l);
+
+/* Gives back the pooled segments (freed after a grace period; call
+ * ldg_quiesce to wait for that). NULL is ignored. */
+void ldg_ledger_trim(ldg_ledger *l);
+
+/* Sets the most bytes of retired segments the pool keeps (default 1 MiB);
+ * 0 keeps none and empties the pool. LDG_EINVAL if l is NULL. */
+int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes);
 
 /* Waits until every free deferred to an RCU grace period so far has run.
  * Blocks. May be called from a keep or drain (they run outside any RCU

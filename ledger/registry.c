@@ -54,6 +54,12 @@ int ldg_ledger_create(ldg_ledger **out) {
   atomic_init(&l->n_nonblocking, 0);
   atomic_init(&l->refs, 1);
   atomic_init(&l->bytes, 0);
+  atomic_init(&l->destroying, false);
+  atomic_init(&l->pool_bytes, 0);
+  atomic_init(&l->pool_limit, LDG__POOL_DEFAULT_LIMIT);
+  for (unsigned c = 0; c < LDG__POOL_CLASSES; c++) {
+    atomic_init(&l->pools[c].top, NULL);
+  }
   *out = l;
   return LDG_OK;
 }
@@ -70,8 +76,11 @@ void ldg_ledger_destroy(ldg_ledger *l) {
     (void)ldg__destroy(s); /* unlinks it; its keeps run here */
     ldg_stream_unref(s);
   }
-  /* Let deferred frees (segments, streams) run before returning. */
+  /* Let deferred frees (segments, streams) run, then empty the pools; a
+   * stream unreferenced later frees its segments instead of pooling them. */
+  ldg__store_release(&l->destroying, true);
   ldg__rcu_barrier();
+  ldg__pools_drain(l, true);
   ldg__ledger_unref(l);
 }
 
@@ -80,6 +89,17 @@ size_t ldg_ledger_bytes(ldg_ledger *l) {
 }
 
 void ldg_quiesce(void) { ldg__rcu_barrier(); }
+
+void ldg_ledger_trim(ldg_ledger *l) {
+  if (l != NULL) ldg__pools_drain(l, false);
+}
+
+int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes) {
+  if (l == NULL) return LDG_EINVAL;
+  ldg__store_relaxed(&l->pool_limit, bytes);
+  if (bytes == 0) ldg_ledger_trim(l);
+  return LDG_OK;
+}
 
 /* ---- Registry --------------------------------------------------------------- */
 

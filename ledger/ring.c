@@ -81,7 +81,7 @@
  *   threads always sees the other's segment done: no done segment is left
  *   behind; likewise an extender swings tailseg before advancing head, and
  *   an advancer reads tailseg after "done" (seq_cst). A segment's slots
- *   serve one run of seqs; it is freed (or reused, see the spare) only after
+ *   serve one run of seqs; it is freed (or pooled for reuse) only after
  *   a grace period, so lock-free readers (queries) that found it under
  *   rcu_read_lock may keep reading its immutable payload.
  *   Consequence used below: while a thread holds a taken-but-unresolved slot,
@@ -109,18 +109,18 @@
  *   follows the backlog (pending entries) between 64 and 1024 slots; a new
  *   stream starts with 8. It shrinks as segments are retired: memory held is
  *   the pending span rounded up to segments, plus the newest segment (at
- *   most 64 KiB), plus one spare, plus what waits for a grace period.
+ *   most 64 KiB), plus what waits for a grace period, plus the pools.
  *
- *   The spare: a stream that streams work steadily would otherwise allocate,
- *   zero and free a segment every 64 entries, each time on cold memory
- *   freed by the RCU callback thread. So the thread that retires a segment
- *   parks it in s->spare (if empty) and queues a callback that, after the
- *   grace period, marks it READY; the next extension of the ring takes it
- *   (exchange) and reuses it if READY and of the wanted size. A spare taken
- *   before it is READY is put back, or, if another was parked meanwhile,
- *   orphaned: its state word decides (exchange) whether the callback or the
- *   orphaning thread frees it, so exactly one does. Freeing the stream
- *   orphans its spare the same way.
+ *   The pools: a stream that streams work steadily would otherwise allocate,
+ *   zero and free a segment every 64 entries, on memory the RCU callback
+ *   thread freed (glibc then trims it, and the next segment page-faults).
+ *   So a retired segment's callback pushes it, past its grace period, on a
+ *   per-ledger lock-free stack for its size (all sizes together at most the
+ *   ledger's pool limit, 1 MiB unless set), and extending a ring pops one
+ *   before allocating. This bounded cache is the one exception to "nothing
+ *   released stays allocated past a grace period"; a limit of 0 turns it
+ *   off, ldg_ledger_trim empties it, ldg_ledger_destroy frees it. Pooled
+ *   memory counts in ldg_ledger_bytes.
  *
  * TRANSITIVE RELEASE, WITHOUT RECURSION OR ALLOCATION
  *   A release walks its interval in chunks: under rcu_read_lock it takes up to
@@ -214,83 +214,94 @@ static struct ldg__seg *ldg__seg_of_rcu(struct rcu_head *head) {
   return (struct ldg__seg *)((char *)head - offsetof(struct ldg__seg, rcu));
 }
 
+/* The pools (GROWTH AND SHRINKING). A segment enters a pool only from its
+ * RCU callback, after its grace period, and leaves it by a pop under
+ * rcu_read_lock. That makes the Treiber stack free of ABA: a popper that read
+ * top = g and g->next cannot see g pushed again before its CAS, because g's
+ * next trip into the pool waits for a grace period that waits for the
+ * popper's read-side section. */
+static unsigned ldg__pool_class(uint32_t size) {
+  return (unsigned)__builtin_ctz(size) - 3; /* 8 -> 0, ..., 1024 -> 7 */
+}
+
 static void ldg__seg_free_cb(struct rcu_head *head) {
   ldg__rcu_callback_enter();
   ldg__seg_destroy(ldg__seg_of_rcu(head));
 }
 
-/* spare_state of a retired segment (GROWTH AND SHRINKING, the spare). */
-enum {
-  LDG__SPARE_NONE = 0,   /* in use, or never parked */
-  LDG__SPARE_GRACE = 1,  /* parked, its grace period not yet over */
-  LDG__SPARE_READY = 2,  /* parked, no reader can see it: reusable */
-  LDG__SPARE_ORPHAN = 3, /* not parked any more: the callback frees it */
-};
-
-static void ldg__seg_spare_cb(struct rcu_head *head) {
+static void ldg__seg_pool_cb(struct rcu_head *head) {
   ldg__rcu_callback_enter();
   struct ldg__seg *g = ldg__seg_of_rcu(head);
-  if (ldg__exchange_acq_rel(&g->spare_state, (uint32_t)LDG__SPARE_READY) ==
-      LDG__SPARE_ORPHAN) {
+  ldg_ledger *l = g->ledger;
+  size_t bytes = ldg__seg_bytes(g->size);
+  /* The limit is checked, then the bytes added: racing callbacks may pass
+   * it by a few segments, never by more than their number. */
+  if (ldg__load_acquire(&l->destroying) ||
+      ldg__load_relaxed(&l->pool_bytes) + bytes >
+          ldg__load_relaxed(&l->pool_limit)) {
     ldg__seg_destroy(g);
+    return;
   }
+  ldg__fetch_add_relaxed(&l->pool_bytes, bytes);
+  struct ldg__pool *p = &l->pools[ldg__pool_class(g->size)];
+  struct ldg__seg *top = ldg__load_relaxed(&p->top);
+  do {
+    ldg__store_relaxed(&g->next, top);
+    /* Publishes g's link (acquire in the pop). */
+  } while (!ldg__cas_weak_acq_rel(&p->top, &top, g));
 }
 
-/* Gives up a segment taken out of s->spare: frees it if its grace period is
- * over, else leaves that to its callback. */
-static void ldg__seg_orphan(struct ldg__seg *g) {
-  if (ldg__exchange_acq_rel(&g->spare_state, (uint32_t)LDG__SPARE_ORPHAN) ==
-      LDG__SPARE_READY) {
-    ldg__seg_destroy(g);
+/* Pops a pooled segment of that size, or NULL. Under RCU. */
+static struct ldg__seg *ldg__pool_pop(ldg_ledger *l, uint32_t size) {
+  struct ldg__pool *p = &l->pools[ldg__pool_class(size)];
+  struct ldg__seg *g = ldg__load_acquire(&p->top);
+  while (g != NULL &&
+         !ldg__cas_weak_acq_rel(&p->top, &g, ldg__load_relaxed(&g->next))) {
   }
+  if (g != NULL) ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(size));
+  return g;
 }
 
-/* g was just unlinked from s's list: park it as the spare, or free it, after
- * a grace period. Under RCU. */
-static void ldg__seg_retire(ldg_stream *s, struct ldg__seg *g) {
-  ldg__store_relaxed(&g->spare_state, (uint32_t)LDG__SPARE_GRACE);
-  struct ldg__seg *expected = NULL;
-  /* Publishes the state stored above to the thread that takes the spare. */
-  if (ldg__load_relaxed(&s->spare) == NULL &&
-      ldg__cas_acq_rel(&s->spare, &expected, g)) {
-    ldg__call_rcu(&g->rcu, ldg__seg_spare_cb);
-  } else {
-    ldg__call_rcu(&g->rcu, ldg__seg_free_cb);
-  }
-}
-
-/* A zeroed segment for seqs from base: the spare if it is READY and of that
- * size, else a new one. NULL if out of memory. */
-static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
-                                     uint32_t size) {
-  struct ldg__seg *g = NULL;
-  if (ldg__load_relaxed(&s->spare) != NULL) {
-    g = ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
-  }
-  if (g != NULL) {
-    if (ldg__load_acquire(&g->spare_state) == LDG__SPARE_READY) {
-      if (g->size == size) {
-        memset(g->slots, 0, (size_t)size * sizeof(struct ldg__slot));
-        g->base = base;
-        ldg__store_relaxed(&g->resolved, 0);
-        ldg__store_relaxed(&g->next, (struct ldg__seg *)NULL);
-        ldg__store_relaxed(&g->spare_state, (uint32_t)LDG__SPARE_NONE);
-        return g;
+void ldg__pools_drain(ldg_ledger *l, bool now) {
+  for (unsigned c = 0; c < LDG__POOL_CLASSES; c++) {
+    struct ldg__seg *g =
+        ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
+    while (g != NULL) {
+      struct ldg__seg *next = ldg__load_relaxed(&g->next);
+      ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
+      if (now) {
+        ldg__seg_destroy(g);
+      } else { /* a popper may still be reading g->next */
+        ldg__call_rcu(&g->rcu, ldg__seg_free_cb);
       }
-      ldg__seg_destroy(g); /* past its grace period: nobody sees it */
-    } else {
-      struct ldg__seg *expected = NULL;
-      if (!ldg__cas_acq_rel(&s->spare, &expected, g)) ldg__seg_orphan(g);
+      g = next;
     }
   }
-  return ldg__seg_alloc(s->ledger, base, size);
+}
+
+/* g was just unlinked from its stream: after a grace period it goes to its
+ * ledger's pool (or is freed). */
+static void ldg__seg_retire(struct ldg__seg *g) {
+  ldg__call_rcu(&g->rcu, ldg__seg_pool_cb);
+}
+
+/* A zeroed segment for seqs from base: from the pool if one of that size is
+ * there, else a new one. NULL if out of memory. Under RCU. */
+static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
+                                     uint32_t size) {
+  struct ldg__seg *g = ldg__pool_pop(s->ledger, size);
+  if (g == NULL) return ldg__seg_alloc(s->ledger, base, size);
+  memset(g->slots, 0, (size_t)size * sizeof(struct ldg__slot));
+  g->base = base;
+  ldg__store_relaxed(&g->resolved, 0);
+  ldg__store_relaxed(&g->next, (struct ldg__seg *)NULL);
+  return g;
 }
 
 int ldg__ring_init(ldg_stream *s) {
   struct ldg__seg *g = ldg__seg_alloc(s->ledger, 1, LDG__SEG_FIRST);
   if (g == NULL) return LDG_ENOMEM;
   atomic_init(&s->head, g);
-  atomic_init(&s->spare, NULL);
   atomic_init(&s->tailseg, g);
   atomic_init(&s->tail, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
@@ -301,9 +312,6 @@ int ldg__ring_init(ldg_stream *s) {
 }
 
 void ldg__ring_free_all(ldg_stream *s) {
-  struct ldg__seg *spare =
-      ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
-  if (spare != NULL) ldg__seg_orphan(spare);
   struct ldg__seg *g = ldg__load_acquire(&s->head);
   while (g != NULL) {
     struct ldg__seg *next = ldg__load_acquire(&g->next);
@@ -329,7 +337,7 @@ static void ldg__ring_advance_head(ldg_stream *s) {
      * ways: one of us sees the other). tailseg never moves back. */
     if (ldg__load_seq_cst(&s->tailseg) == h) return;
     LDG__HOOK(LDG__HOOK_HEAD_ADVANCE, s);
-    if (ldg__cas_seq_cst(&s->head, &h, next)) ldg__seg_retire(s, h);
+    if (ldg__cas_seq_cst(&s->head, &h, next)) ldg__seg_retire(h);
   }
 }
 

@@ -1,43 +1,54 @@
 /*
  * ring.pml: one stream's ring (ledger/ring.c), model-checked with Spin.
  * The ring code is in ring_common.pml, which lists the C function behind each
- * inline and what the model abstracts (memory orders, RCU, sizes).
+ * inline and what the model abstracts (memory orders, RCU, sizes, pools).
  *
- * Processes (the C call each one makes):
- *   Enqueuer(s, e0, n)  n times ldg_enqueue -> ldg__ring_enqueue
- *                       (ldg__ring_reserve, ldg__ring_extend, ldg__seg_alloc,
- *                       ldg__seg_resolve, ldg__ring_advance_head)
- *   Releaser(s, n)      n times ldg_release(s, ldg_mark(s)) -> ldg__engine
- *                       (ldg__claim, ldg__take_chunk, ldg__seg_resolve,
- *                       ldg__ring_advance_head, ldg__call_rcu)
- *   Destroyer(s)        ldg_stream_destroy -> ldg__destroy
- *                       (ldg__mark_destroyed, then ldg__engine)
- *   Querier(s, n)       n times ldg__ring_any (ldg_holds_vector & co.)
- *   init                creates stream 0 (ldg__ring_init), starts the
- *                       configuration, waits for all of them, releases to the
- *                       mark (a final stream sync) and checks the end state.
+ * Processes (the C calls each one makes):
+ *   Enqueuer(s, e0, n)  n x ldg_enqueue -> ldg__ring_enqueue: ldg__ring_reserve,
+ *                       ldg__ring_extend, ldg__seg_get, ldg__raise_tail_end,
+ *                       ldg__seg_of_reserved, ldg__resolve_one,
+ *                       ldg__seg_resolve, ldg__ring_advance_head,
+ *                       ldg__seg_retire
+ *   Releaser(s, n)      n x ldg_release(s, ldg_mark(s)) -> ldg__release ->
+ *                       ldg__engine: ldg__claim, ldg__take_chunk,
+ *                       ldg__seg_resolve, ldg__ring_advance_head,
+ *                       ldg__seg_retire
+ *   Destroyer(s)        ldg_stream_destroy -> ldg__destroy:
+ *                       ldg__mark_destroyed, then ldg__engine
+ *   Querier(s, n)       n x ldg__ring_any (ldg_holds_vector & co.)
+ *   init                ldg__ring_init for stream 0, starts a configuration,
+ *                       waits for it, checks, releases to the mark (a final
+ *                       stream sync; refused if destroyed) and checks again.
  *
  * Configurations (spin -DCFG_...; SZ = 2 slots a segment, so rings grow):
- *   CFG_EER  2 enqueuers x 2 ops + 1 releaser x 2 releases
- *   CFG_ERR  1 enqueuer x 3 ops + 2 releasers x 1 release
- *   CFG_EED  2 enqueuers x 2 ops + 1 destroyer
- *   CFG_ERD  1 enqueuer x 3 ops + 1 releaser x 1 + 1 destroyer
- *   CFG_ERQ  1 enqueuer x 3 ops + 1 releaser x 2 + 1 querier x 1
+ *   CFG_EER   2 enqueuers x 2 ops + 1 releaser x 2 releases   (default)
+ *   CFG_ERR   1 enqueuer x 3 ops + 2 releasers x 1 release
+ *   CFG_EED   2 enqueuers x 2 ops + 1 destroyer
+ *   CFG_ERD   1 enqueuer x 3 ops + 1 releaser x 1 + 1 destroyer
+ *   CFG_ERQ   1 enqueuer x 3 ops + 1 releaser x 2 + 1 querier x 1
+ *   CFG_ERR5  1 enqueuer x 5 ops + 2 releasers x 1 (grows twice)
+ *   CFG_EEQ   2 enqueuers x 2 ops + 1 querier x 1
  *
- * Assertions (see ring_common.pml): no segment touched after it is freed;
- * no segment retired (call_rcu) before every slot in it was published or
- * handed back, its entry released and its resolution counted, nor while the
- * stream's head or tailseg still points at it; tail and released only grow
- * (asserted at each CAS); no entry released twice (rel goes 0 -> 1 once);
- * an enqueue overtaken by a release releases its entry itself (the
- * ABANDONED path); at the end: no invalid end state, every accepted entry
- * released exactly once, every refused one never, and the ring holds exactly
- * one live segment with every handed-out slot resolved (no leak).
+ * Assertions (ring_common.pml): no segment used after its grace period
+ * (TOUCH), none used outside a read-side section unless pinned
+ * (TOUCH_PINNED), no ext read after its grace period; no segment retired
+ * before every slot in it was published or handed back, its entry released
+ * and its resolution counted, nor while head or tailseg still points at it;
+ * tail, tail_end and released only grow (asserted at each CAS), tail_end
+ * never passes tailseg's end, a reserved seq always has its slot; no entry
+ * released twice (rel goes 0 -> 1 once); an enqueue overtaken by a release
+ * releases its entry itself (the ABANDONED path); at the end: no invalid
+ * end state, no done segment left at the head, every accepted entry
+ * released exactly once and every refused one never, and the ring holds
+ * exactly one live segment with every handed-out slot resolved.
  *
- * Mutants (each must fail; check.sh checks that they do):
+ * Mutants (spin -DBUG_...: each must fail; check.sh checks that it does):
  *   BUG_ABANDON_STORE      take_chunk abandons with a plain store, not a CAS
  *   BUG_HEAD_NO_RECHECK    advance_head retires without reading resolved
+ *   BUG_NO_TAILSEG_CHECK   advance_head may retire the segment tailseg names
+ *                          (ring.c before 8e6cfe0)
  *   BUG_EXTEND_NO_ADVANCE  ring_extend does not advance head after linking
+ *   BUG_RESOLVE_REORDER    seg_resolve's add is not seq_cst (store->load)
  *   BUG_DESTROY_ORDER      destroy reads tail before setting destroyed
  */
 
@@ -56,6 +67,12 @@
 #elif defined(CFG_ERQ)
 #define NENT 3
 #define NSEG 3
+#elif defined(CFG_ERR5)
+#define NENT 5
+#define NSEG 3
+#elif defined(CFG_EEQ)
+#define NENT 4
+#define NSEG 4
 #else
 #ifndef CFG_EER
 #define CFG_EER
@@ -106,6 +123,11 @@ init {
     :: rc_i < NSEG -> snext[rc_i] = NIL; rc_i++
     :: else -> break
     od;
+    rc_i = 1;
+    do                      /* every entry: an operation on stream 0, ext allocated */
+    :: rc_i <= NENT -> ekind[rc_i] = K_OP; estream[rc_i] = 0; xstate[rc_i] = SEG_LIVE; rc_i++
+    :: else -> break
+    od;
     rc_i = 0;
     stream_init(0, 0);
     nalloc = 1
@@ -121,6 +143,10 @@ init {
     run Enqueuer(0, 1, 3); run Releaser(0, 1); run Destroyer(0)
 #elif defined(CFG_ERQ)
     run Enqueuer(0, 1, 3); run Releaser(0, 2); run Querier(0, 1)
+#elif defined(CFG_ERR5)
+    run Enqueuer(0, 1, 5); run Releaser(0, 1); run Releaser(0, 1)
+#elif defined(CFG_EEQ)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Querier(0, 1)
 #endif
   }
   (_nr_pr == 1);

@@ -1,63 +1,82 @@
 /*
  * ring_common.pml: the per-stream ring of ledger/ring.c, in Promela.
- * Included by ring.pml (one stream) and wait.pml (two streams, a wait).
+ * Included by ring.pml (one stream) and wait.pml (two streams and waits).
  *
- * Keep in step with ring.c. Each inline below is one C function and each
- * statement that touches shared state is one C atomic access (or one plain
- * access to immutable or owned data, merged with nothing it does not follow):
+ * KEEP IN STEP WITH ring.c. Each inline is one C function; each statement
+ * that touches shared state is one C atomic access (plain reads of immutable
+ * data, and ghost bookkeeping, ride along with the atomic step they follow):
  *
- *   inline seg_alloc        ldg__seg_alloc (private until linked)
- *   inline call_rcu         ldg__call_rcu(&h->rcu, ldg__seg_free_cb) + the
- *                           grace period of liburcu (see RCU below)
- *   inline advance_head     ldg__ring_advance_head
- *   inline seg_resolve      ldg__seg_resolve
- *   inline ring_extend      ldg__ring_extend
- *   inline ring_reserve     ldg__ring_reserve
- *   inline enqueue          ldg__ring_enqueue (ldg_enqueue, ldg_add_wait)
- *   inline claim            ldg__claim
- *   inline take_chunk       ldg__take_chunk
- *   inline engine           ldg__engine, modes BORROWED (ldg_release,
- *                           ldg__destroy) and OWNED (a wait fired by its
- *                           enqueuer); frames of waits when WAITS is defined
- *   inline destroy          ldg__destroy + ldg__mark_destroyed
- *   inline ring_any         ldg__ring_any (a lock-free query, reader only)
+ *   inline seg_get           ldg__seg_get / ldg__seg_alloc (pool: see RCU)
+ *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) + the grace
+ *                            period of liburcu
+ *   inline advance_head      ldg__ring_advance_head
+ *   inline seg_resolve       ldg__seg_resolve
+ *   inline resolve_one       ldg__resolve_one
+ *   inline raise_tail_end    ldg__raise_tail_end
+ *   inline ring_extend       ldg__ring_extend
+ *   inline ring_reserve      ldg__ring_reserve
+ *   inline seg_of_reserved   ldg__seg_of_reserved
+ *   inline enqueue           ldg__ring_enqueue (from ldg_enqueue, ldg_add_wait)
+ *   inline claim             ldg__claim
+ *   inline take_chunk        ldg__take_chunk
+ *   inline engine            ldg__engine in modes BORROWED (ldg__release,
+ *                            ldg__destroy) and OWNED (a wait fired by its
+ *                            overtaken enqueuer); wait frames under WAITS
+ *   inline destroy           ldg__destroy (ldg__mark_destroyed + engine)
+ *   inline release_to_mark   ldg_release(s, ldg_mark(s))
+ *   inline ring_any          ldg__ring_any (the lock-free queries)
  *
- * MEMORY MODEL. Spin explores interleavings of atomic steps, that is,
- * sequential consistency. Every shared access of ring.c is one step here, so
- * the model checks the protocol as if every atomic in ring.c were seq_cst.
- * That abstracts away the weaker orderings the C code uses where the argument
- * needs no store->load ordering (atomics.h names each one):
- *   acquire:  loads of tailseg, g->next, head (take_chunk, ring_any),
- *             released (claim), destroyed (early checks), slot->state;
- *   relaxed:  the load of tail in ldg__ring_reserve, and the load of released
- *             in ldg__next_seg_size (segment size only: not modelled);
- *   acq_rel:  CAS tailseg, CAS slot->state (EMPTY->FULL, EMPTY->ABANDONED),
- *             exchange slot->state (RETRACTED), weak CAS released;
- *   plain:    segment headers (base, size), slot payloads (entry, kind, wait
- *             target/upto, frame fields): immutable after publication or
- *             owned by one thread.
- * and it relies on seq_cst exactly where ring.c uses it for a store->load
- * (Dekker) handshake: g->resolved add / head / h->resolved / h->next / CAS
- * g->next (WHO MAY RECLAIM A SLOT), and CAS destroyed / load tail against
- * CAS tail / load destroyed (DESTROY). The BUG_* mutants below model what
- * losing such an ordering does (a load satisfied before the store).
- * A weak CAS may fail spuriously; that only repeats a loop iteration with the
- * same values and is not modelled. Allocation never fails here (LDG_ENOMEM is
- * returned before anything is reserved and leaves no trace).
+ * MEMORY MODEL. Spin explores interleavings of atomic steps: sequential
+ * consistency. Every shared access of ring.c is one step here, so the model
+ * checks the protocol as if every atomic in ring.c were seq_cst. That
+ * abstracts away the weaker orderings ring.c uses where its argument needs no
+ * store->load order (atomics.h names each one):
+ *   acquire:  loads of tailseg, tail_end, g->next, head (take_chunk,
+ *             seg_of_reserved, ring_any), released, tail (ldg_mark,
+ *             ring_any), destroyed (early checks, a wait's target),
+ *             slot->state;
+ *   release:  CAS tail_end (ldg__raise_tail_end);
+ *   relaxed:  loads of tail (ldg__ring_reserve, ldg__ring_extend), tail_end
+ *             (ldg__raise_tail_end), released (segment size: not modelled);
+ *   acq_rel:  CAS slot->state EMPTY->FULL and EMPTY->ABANDONED, exchange
+ *             slot->state RETRACTED, weak CAS released;
+ *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
+ *             wait target/upto, frame fields): written before publication
+ *             or by their one owner.
+ * It relies on seq_cst exactly where ring.c uses it for a store->load
+ * (Dekker) handshake: the add to g->resolved against the loads of head,
+ * h->resolved, h->next and tailseg in advance_head, and the CASes of
+ * g->next and tailseg (WHO MAY RECLAIM A SLOT); CAS destroyed / load tail
+ * against CAS tail / load destroyed (DESTROY). The BUG_RESOLVE_REORDER and
+ * BUG_DESTROY_ORDER mutants model losing such an order (a load satisfied
+ * before the store it follows) and fail.
+ * A weak CAS may fail spuriously: that only repeats a loop iteration and is
+ * not modelled. Allocation never fails (LDG_ENOMEM is returned before a seq
+ * is reserved and leaves no trace).
  *
- * RCU. inrcu has one bit per process inside a read-side section
- * (ldg__rcu_read_lock / unlock; never nested in ring.c). call_rcu(g) marks g
- * RETIRED and records the readers inside a section at that moment; g becomes
- * FREED as soon as each of them has left its section: exactly the guarantee
- * of a grace period, with the free as early as liburcu may do it (the worst
- * case). A reader that enters after call_rcu is not waited for. Every access
- * to a segment asserts that it is not FREED (TOUCH).
+ * RCU. inrcu has one bit per process inside a read-side section (never
+ * nested in ring.c). call_rcu(g) marks g RETIRED and records the readers
+ * inside a section at that moment; g becomes FREED as soon as each of them
+ * has left its section: exactly the guarantee of a grace period, with the
+ * free as early as liburcu may do it. A reader that enters after call_rcu is
+ * not waited for. After its grace period ring.c pools a segment for reuse
+ * (ldg__seg_pool_cb, ldg__seg_get); here it stays FREED and extensions take
+ * fresh ids. Reuse is invisible to the protocol as long as nothing uses a
+ * segment pointer after the grace period, and that is what is checked:
+ *   TOUCH(g)        a use (dereference, or CAS comparing against g) inside
+ *                   a read-side section: g is not FREED;
+ *   TOUCH_PINNED(g) a use outside any read-side section (the lock-free
+ *                   enqueue; a wait's frame): g is not even RETIRED.
+ * (The pools' Treiber stack and its own ABA argument are not modelled.)
+ * Out-of-line payloads (struct ldg__ext) are modelled the same way: every
+ * operation has one (xstate, SEG_LIVE from the start: ldg__ext_new runs
+ * before anything else); refused or overtaken enqueues free it at once, a
+ * release retires it with call_rcu, and queries check it is not FREED.
  *
- * ABSTRACTIONS. Every segment has SZ slots (ring.c: 8, then 64..1024); the
- * chunk bound LDG__BATCH is never reached; keeps are counted when taken
- * (ring.c copies them and runs them after leaving the read-side section);
- * stream references, FINALIZE frames, waits_pending and byte accounting are
- * not modelled; segment ids come from a pool (nalloc) and are never reused.
+ * NOT MODELLED. Segment sizes (ring.c: 8, then 64..1024; here SZ for all),
+ * LDG__BATCH (never reached), keeps run after the read-side section (here
+ * counted when taken), stream references and FINALIZE frames, the pending
+ * counters (ops_released, waits_enqueued), byte accounting, the registry.
  */
 
 #define NIL 255
@@ -68,11 +87,12 @@
 #define ST_ABANDONED 2
 #define ST_RETRACTED 3
 
-/* segment lifetime (ghost) */
-#define SEG_UNUSED  0   /* not yet allocated from the pool */
-#define SEG_LIVE    1   /* allocated (maybe not yet linked) */
+/* lifetime of a segment or an ext (ghost) */
+#define SEG_UNUSED  0   /* not yet allocated */
+#define SEG_LIVE    1   /* allocated (perhaps not yet linked) */
 #define SEG_RETIRED 2   /* passed to call_rcu, grace period running */
-#define SEG_FREED   3   /* freed (or an unpublished loser copy destroyed) */
+#define SEG_FREED   3   /* past its grace period (pooled or freed), or a
+                           loser's copy that was never published */
 
 /* slot->kind */
 #define K_OP   0
@@ -84,53 +104,59 @@
 #define R_REFUSED 2   /* LDG_EDESTROYED: the caller keeps its keep */
 
 /* ---- Segments (struct ldg__seg) and slots (struct ldg__slot) ---- */
-byte sbase[NSEG];      /* g->base */
+byte sbase[NSEG];      /* g->base (g->size is SZ) */
 byte snext[NSEG];      /* g->next, NIL = NULL */
 byte sres[NSEG];       /* g->resolved */
 byte sstate[NSEG];     /* ghost: SEG_* */
-byte sgp[NSEG];        /* ghost: readers the grace period still waits for */
-byte sstream[NSEG];    /* ghost: owning stream */
+byte sgp[NSEG];        /* ghost: readers its grace period still waits for */
+byte sstream[NSEG];    /* ghost: the stream it belongs to */
 byte slot[NSEG * SZ];  /* slot->state */
-byte sent[NSEG * SZ];  /* payload: the entry (keep, or wait target/upto) */
-bit  sfin[NSEG * SZ];  /* ghost: the slot's owner has finished with it */
+byte sent[NSEG * SZ];  /* slot payload: the entry (keep + ext, or wait) */
+bit  sfin[NSEG * SZ];  /* ghost: its owner is done with it (may reclaim) */
 #ifdef WAITS
-/* a wait's slot used as a frame (slot->u.wait.parent*, seg) */
+/* a wait's slot as a frame: slot->u.wait.parent, parent_next, parent_end,
+ * parent_frame, seg */
 byte fr_ps[NSEG * SZ];
 byte fr_pn[NSEG * SZ];
 byte fr_pe[NSEG * SZ];
 byte fr_pf[NSEG * SZ];
 byte fr_seg[NSEG * SZ];
 #endif
-byte nalloc;           /* next unused segment id of the pool */
+byte nalloc;           /* next unused segment id */
 
 /* ---- Streams (struct ldg_stream) ---- */
 byte tail[NS];         /* s->tail */
+byte tail_end[NS];     /* s->tail_end */
 byte released[NS];     /* s->released */
 byte head[NS];         /* s->head */
 byte tailseg[NS];      /* s->tailseg */
 bool destroyed[NS];    /* s->destroyed */
 
-/* ---- Entries (the callers' ldg__entry; ghost bookkeeping) ---- */
-byte ekind[NENT + 1];  /* K_OP or K_WAIT; entry ids start at 1 */
-byte etarget[NENT + 1];
-byte eupto[NENT + 1];
-byte rel[NENT + 1];    /* times released (keep run, or wait fired) */
-byte eres[NENT + 1];   /* R_* */
-byte eseq[NENT + 1];   /* seq it got (0 = none) */
-byte estream[NENT + 1];/* stream it is enqueued on */
+/* ---- Entries: the callers' struct ldg__entry, and ghost bookkeeping ---- */
+byte ekind[NENT + 1];    /* K_OP or K_WAIT; entry ids start at 1 */
+byte etarget[NENT + 1];  /* a wait's target stream, NIL: a wait on itself */
+byte eupto[NENT + 1];    /* a wait's a_upto */
+byte estream[NENT + 1];  /* the stream it is enqueued on */
+byte rel[NENT + 1];      /* ghost: times released (keep run, or wait fired) */
+byte eres[NENT + 1];     /* ghost: R_* */
+byte eseq[NENT + 1];     /* ghost: the seq it got (0 = none) */
+byte xstate[NENT + 1];   /* ghost: its ext, SEG_* */
+byte xgp[NENT + 1];      /* ghost: readers the ext's grace period waits for */
 
-byte inrcu;            /* processes inside an RCU read-side section */
+byte inrcu;              /* ghost: processes inside a read-side section */
 
 #define PBIT (1 << _pid)
 #define TOUCH(g) assert(g < NSEG && (sstate[g] == SEG_LIVE || sstate[g] == SEG_RETIRED))
+#define TOUCH_PINNED(g) assert(g < NSEG && sstate[g] == SEG_LIVE)
 
-/* Locals every process that runs the ring code declares. */
+/* Locals of every process that runs ring code (Promela inlines have none). */
 #define RING_LOCALS \
   byte rc_i; \
   byte ah_h, ah_v, ah_n; bit ah_ok; \
   byte sr_before; \
-  byte ex_next, ex_fresh; \
-  byte rs_g, rs_t, rs_end, rs_seq; bit rs_ok; \
+  byte rt_cur; bit rt_ok; \
+  byte ex_g, ex_end, ex_next, ex_fresh; \
+  byte rs_t, rs_end, rs_seq, rs_g, rs_b; bit rs_ok; \
   byte en_idx; bit en_ok; \
   byte cl_r, cl_from; bit cl_ok; \
   byte c_s, c_next, c_end, c_frame, c_upto; \
@@ -140,7 +166,8 @@ byte inrcu;            /* processes inside an RCU read-side section */
 
 inline stream_init(s, g) {   /* ldg__ring_init */
   sbase[g] = 1; snext[g] = NIL; sres[g] = 0; sstate[g] = SEG_LIVE; sstream[g] = s;
-  head[s] = g; tailseg[s] = g; tail[s] = 0; released[s] = 0; destroyed[s] = 0
+  head[s] = g; tailseg[s] = g; tail[s] = 0; tail_end[s] = 1 + SZ;
+  released[s] = 0; destroyed[s] = 0
 }
 
 /* ---- RCU ---- */
@@ -167,14 +194,29 @@ inline rcu_unlock() {
        rc_i++
     :: else -> break
     od;
+    rc_i = 1;
+    do
+    :: rc_i <= NENT ->
+       if
+       :: xstate[rc_i] == SEG_RETIRED ->
+          xgp[rc_i] = xgp[rc_i] & ~PBIT;
+          if
+          :: xgp[rc_i] == 0 -> xstate[rc_i] = SEG_FREED
+          :: else
+          fi
+       :: else
+       fi;
+       rc_i++
+    :: else -> break
+    od;
     rc_i = 0
   }
 }
 
-/* h was unlinked by the winner of the head CAS. Checks the reclaim rule: no
- * slot reclaimed before its entry was released (or handed back) and its
- * resolution counted, and h unreachable from the stream's shared pointers
- * (what call_rcu requires). */
+/* ldg__seg_retire(h): h was just unlinked by the winner of the head CAS.
+ * Checks the reclaim rule: every slot of h was published or handed back,
+ * its entry released (or refused) and its resolution counted; and h is
+ * unreachable from the stream's roots, as call_rcu requires. */
 inline call_rcu(h) {
   d_step {
     assert(sstate[h] == SEG_LIVE);
@@ -189,7 +231,7 @@ inline call_rcu(h) {
     rc_i = 0;
 #ifndef NO_REACH_CHECK
     assert(head[sstream[h]] != h);
-    assert(tailseg[sstream[h]] != h);   /* RCU: unlinked before call_rcu */
+    assert(tailseg[sstream[h]] != h);
 #endif
     sstate[h] = SEG_RETIRED;
     sgp[h] = inrcu;
@@ -200,7 +242,9 @@ inline call_rcu(h) {
   }
 }
 
-inline seg_alloc(s, base, out) {   /* ldg__seg_alloc: memset, base, size */
+/* ldg__seg_get: a zeroed segment (from the pool, or new: here always a fresh
+ * id, see RCU above). Private until linked. */
+inline seg_get(s, base, out) {
   d_step {
     assert(nalloc < NSEG);
     out = nalloc;
@@ -226,35 +270,30 @@ inline advance_head(s) {
      :: ah_n == NIL -> break
      :: else
      fi;
-#ifdef FIX_TAILSEG_HELP
-     /* Proposed fix (a): swing tailseg past h (acq_rel CAS tailseg h -> next)
-      * before h can be retired. */
-     d_step { if :: tailseg[s] == ah_h -> tailseg[s] = ah_n :: else fi }
-#endif
-#ifdef FIX_TAILSEG_CHECK
-     /* Proposed fix (b): leave h while tailseg still points at it (seq_cst
-      * load; the CAS tailseg in ring_extend made seq_cst): the thread that
-      * swings tailseg advances head afterwards. */
-     if
+#ifndef BUG_NO_TAILSEG_CHECK
+     if                                             /* seq_cst load tailseg */
      :: tailseg[s] == ah_h -> break
      :: else
      fi;
 #endif
      d_step {                                       /* seq_cst CAS head h -> next */
+       TOUCH(ah_h);
        if
        :: head[s] == ah_h -> head[s] = ah_n; ah_ok = 1
        :: else -> ah_ok = 0
        fi
      }
      if
-     :: ah_ok -> call_rcu(ah_h)
+     :: ah_ok -> call_rcu(ah_h)                     /* ldg__seg_retire */
      :: else
      fi
-  od
+  od;
+  ah_h = 0; ah_v = 0; ah_n = 0; ah_ok = 0
 }
 
-/* ---- ldg__seg_resolve: k more slots of g resolved ---- */
+/* ---- ldg__seg_resolve: k more slots of g resolved (under RCU) ---- */
 inline seg_resolve(s, g, k) {
+#ifndef BUG_RESOLVE_REORDER
   d_step {                                         /* seq_cst fetch_add */
     TOUCH(g);
     sr_before = sres[g];
@@ -264,61 +303,117 @@ inline seg_resolve(s, g, k) {
   if
   :: sr_before + k == SZ -> advance_head(s)
   :: else
-  fi
+  fi;
+#else
+  /* mutant: a non-seq_cst add. advance_head's first loads (head, then
+   * h->resolved) are satisfied before the add is visible (store->load). */
+  ah_h = head[s];
+  d_step { TOUCH(ah_h); ah_v = sres[ah_h] }
+  d_step {
+    TOUCH(g);
+    sr_before = sres[g];
+    sres[g] = sres[g] + k;
+    assert(sres[g] <= SZ);
+    if
+    :: ah_h == g -> ah_v = sres[g]                 /* its own add, forwarded */
+    :: else
+    fi
+  }
+  if
+  :: sr_before + k == SZ && ah_v == SZ -> advance_head(s)
+  :: else                                          /* saw h not done: returns */
+  fi;
+  ah_h = 0; ah_v = 0;
+#endif
+  sr_before = 0
 }
 
-/* ---- ldg__ring_extend: g is the tail segment seen, and it is full ---- */
-inline ring_extend(s, g) {
-  d_step { TOUCH(g); ex_next = snext[g] }          /* acquire load g->next */
-  if
-  :: ex_next == NIL ->
-     d_step { TOUCH(g); rc_i = sbase[g] + SZ }     /* g->base + g->size */
-     seg_alloc(s, rc_i, ex_fresh);
-     d_step {                                      /* seq_cst CAS g->next */
-       TOUCH(g);
-       rc_i = 0;
+/* ---- ldg__resolve_one: an enqueuer resolves its own slot ---- */
+inline resolve_one(s, g) {
+  rcu_lock();
+  seg_resolve(s, g, 1);
+  rcu_unlock()
+}
+
+/* ---- ldg__raise_tail_end: raise s->tail_end to at least end ---- */
+inline raise_tail_end(s, end) {
+  rt_cur = tail_end[s];                            /* relaxed load */
+  do
+  :: rt_cur < end ->
+     d_step {                                      /* release weak CAS */
        if
-       :: snext[g] == NIL -> snext[g] = ex_fresh; ex_next = ex_fresh
-       :: else ->
-          ex_next = snext[g];
-          sstate[ex_fresh] = SEG_FREED             /* ldg__seg_destroy(fresh) */
+       :: tail_end[s] == rt_cur ->
+          assert(end > tail_end[s]);               /* tail_end only grows */
+          /* "segments below it are linked and reachable from tailseg" */
+          assert(end <= sbase[tailseg[s]] + SZ);
+          tail_end[s] = end; rt_ok = 1
+       :: else -> rt_cur = tail_end[s]; rt_ok = 0
        fi
      }
-  :: else
-  fi;
-  d_step {                                         /* acq_rel CAS tailseg g -> next */
-    if
-    :: tailseg[s] == g -> tailseg[s] = ex_next
-    :: else
-    fi;
-    ex_next = 0; ex_fresh = 0
-  }
-#ifndef BUG_EXTEND_NO_ADVANCE
-  advance_head(s)
-#endif
+     if
+     :: rt_ok -> break
+     :: else
+     fi
+  :: else -> break
+  od;
+  rt_cur = 0; rt_ok = 0
 }
 
-/* ---- ldg__ring_reserve (+ the slot lookup of ldg__ring_enqueue) for entry e:
- * out rs_seq, rs_g, en_idx ---- */
+/* ---- ldg__ring_extend(s, end): end is the tail_end seen (under RCU) ---- */
+inline ring_extend(s, end) {
+  ex_g = tailseg[s];                               /* acquire load tailseg */
+  d_step { TOUCH(ex_g); ex_end = sbase[ex_g] + SZ }   /* g->base + g->size */
+  if
+  :: ex_end > end ->                               /* someone extended: help */
+     raise_tail_end(s, ex_end)
+  :: else ->
+     d_step { TOUCH(ex_g); ex_next = snext[ex_g] }    /* acquire load g->next */
+     if
+     :: ex_next == NIL ->
+        seg_get(s, ex_end, ex_fresh);
+        d_step {                                   /* seq_cst CAS g->next */
+          TOUCH(ex_g);
+          if
+          :: snext[ex_g] == NIL -> snext[ex_g] = ex_fresh; ex_next = ex_fresh
+          :: else ->
+             ex_next = snext[ex_g];
+             sstate[ex_fresh] = SEG_FREED          /* ldg__seg_destroy(fresh) */
+          fi;
+          ex_fresh = 0
+        }
+     :: else
+     fi;
+     d_step {                                      /* seq_cst CAS tailseg g -> next */
+       TOUCH(ex_g);
+       if
+       :: tailseg[s] == ex_g -> tailseg[s] = ex_next
+       :: else
+       fi;
+       TOUCH(ex_next);
+       ex_end = sbase[ex_next] + SZ                /* next->base + next->size */
+     }
+     raise_tail_end(s, ex_end);
+#ifndef BUG_EXTEND_NO_ADVANCE
+     advance_head(s)
+#else
+     skip
+#endif
+  fi;
+  ex_g = 0; ex_end = 0; ex_next = 0
+}
+
+/* ---- ldg__ring_reserve: out rs_seq. No read-side section. ---- */
 inline ring_reserve(s, e) {
   do
-  :: rs_g = tailseg[s];                            /* acquire load tailseg */
-     d_step {
-       rs_t = tail[s];                             /* relaxed load tail */
-       TOUCH(rs_g);                                /* g->base + g->size */
-       rs_end = sbase[rs_g] + SZ;
-       assert(rs_t + 1 >= sbase[rs_g])             /* "tail >= g->base - 1" */
-     }
+  :: rs_t = tail[s];                               /* relaxed load tail */
+     rs_end = tail_end[s];                         /* acquire load tail_end */
      if
      :: rs_t + 1 < rs_end ->
         d_step {                                   /* seq_cst CAS tail t -> t+1 */
           if
           :: tail[s] == rs_t ->
-             assert(rs_t + 1 > tail[s]);           /* tail only grows */
+             assert(rs_t + 1 < tail_end[s]);       /* its slot exists */
              tail[s] = rs_t + 1; rs_ok = 1; rs_seq = rs_t + 1;
-             /* ldg__ring_enqueue: slot = &g->slots[seq - g->base] */
-             TOUCH(rs_g);
-             en_idx = rs_g * SZ + rs_seq - sbase[rs_g];
              eseq[e] = rs_seq
           :: else -> rs_ok = 0
           fi;
@@ -328,9 +423,44 @@ inline ring_reserve(s, e) {
         :: rs_ok -> break
         :: else
         fi
-     :: else -> rs_t = 0; rs_end = 0; ring_extend(s, rs_g)
+     :: else ->
+        rcu_lock();
+        ring_extend(s, rs_end);
+        rcu_unlock();
+        rs_t = 0; rs_end = 0
      fi
-  od
+  od;
+  rs_ok = 0
+}
+
+/* ---- ldg__seg_of_reserved(s, seq) + &g->slots[seq - g->base]:
+ * out rs_g, en_idx. seq is reserved and unresolved, so its segment and all
+ * later ones are pinned; only the walk from head needs RCU. ---- */
+inline seg_of_reserved(s, seq) {
+  rs_g = tailseg[s];                               /* acquire load tailseg */
+  d_step { TOUCH_PINNED(rs_g); rs_b = sbase[rs_g] }   /* g->base, no RCU */
+  if
+  :: rs_b <= seq -> skip
+  :: else ->
+     rcu_lock();
+     rs_g = head[s];                               /* acquire load head */
+     do
+     :: d_step { TOUCH(rs_g); rs_b = sbase[rs_g] + SZ }
+        if
+        :: rs_b <= seq ->
+           d_step { TOUCH(rs_g); rs_g = snext[rs_g]; assert(rs_g != NIL) }   /* acquire */
+        :: else -> break
+        fi
+     od;
+     rs_b = 0;   /* (a loop may not jump into a d_step) */
+     rcu_unlock()
+  fi;
+  d_step {
+    TOUCH_PINNED(rs_g);
+    assert(seq >= sbase[rs_g] && seq < sbase[rs_g] + SZ);
+    en_idx = rs_g * SZ + seq - sbase[rs_g];
+    rs_b = 0
+  }
 }
 
 /* ---- ldg__claim: out cl_ok, cl_from; the caller owns (cl_from - 1, upto] ---- */
@@ -356,10 +486,10 @@ inline claim(s, upto) {
   od
 }
 
-/* ---- ldg__take_chunk on the cursor c_*; out tc_w (wait slot or NIL), tc_wg ----
- * One step reads the segment header (plain), the slot's state (acquire) and,
- * if FULL, its payload (plain, immutable once FULL) and takes an operation's
- * keep (rel: ghost). */
+/* ---- ldg__take_chunk on the cursor c_*: out tc_w (a wait's slot, or NIL)
+ * and tc_wg. One step reads the segment header (plain), the slot's state
+ * (acquire) and, if FULL, its payload (plain, immutable once FULL), and
+ * takes an operation (keep copied, ext passed to call_rcu; rel is ghost). */
 #define A_DONE    0   /* slot dealt with, or seq skipped */
 #define A_NEXTSEG 1   /* seq is past g: go to g->next */
 #define A_EMPTY   2   /* reserved, not published: try to abandon it */
@@ -367,9 +497,16 @@ inline claim(s, upto) {
 
 #define TAKE_IF_FULL \
   if \
-  :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT -> tc_act = A_WAIT \
-  :: tc_st == ST_FULL && ekind[sent[tc_idx]] != K_WAIT -> \
+  :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT && etarget[sent[tc_idx]] != NIL -> \
+     tc_act = A_WAIT \
+  :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT && etarget[sent[tc_idx]] == NIL -> \
+     /* a wait on itself: fires nothing */ \
      assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
+     sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
+  :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_OP -> \
+     assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
+     assert(xstate[sent[tc_idx]] == SEG_LIVE); \
+     xstate[sent[tc_idx]] = SEG_RETIRED; xgp[sent[tc_idx]] = inrcu; \
      sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
   :: tc_st != ST_FULL -> tc_act = A_DONE   /* retracted: its enqueuer resolved it */ \
   fi
@@ -459,10 +596,10 @@ inline engine(s, upto) {
 #ifdef WAITS
      if
      :: tc_w != NIL ->
-        /* The wait's slot (taken, unresolved: pinned) becomes the frame.
-         * Outside the read-side section. */
+        /* The wait's slot (taken, unresolved: pinned) becomes the frame,
+         * outside the read-side section. */
         d_step {
-          TOUCH(tc_wg);
+          TOUCH_PINNED(tc_wg);
           assert(tc_wg == tc_w / SZ);
           w_e = sent[tc_w];
           fr_ps[tc_w] = c_s; fr_pn[tc_w] = c_next; fr_pe[tc_w] = c_end;
@@ -491,7 +628,7 @@ inline engine(s, upto) {
 #ifdef WAITS
         /* Pop: resume the stream holding the wait, then resolve the wait. */
         d_step {
-          TOUCH(c_frame / SZ);
+          TOUCH_PINNED(c_frame / SZ);
           f_g = fr_seg[c_frame];
           sfin[c_frame] = 1;
           rc_i = c_frame;
@@ -514,21 +651,30 @@ inline engine(s, upto) {
 /* ---- ldg__ring_enqueue(s, e): ldg_enqueue (K_OP) or ldg_add_wait (K_WAIT) ---- */
 inline enqueue(s, e) {
   if
-  :: atomic { destroyed[s] -> eres[e] = R_REFUSED }   /* acquire load: refused early */
+  :: atomic {                                      /* acquire load: refused early */
+       destroyed[s] -> eres[e] = R_REFUSED;
+       if                                          /* ldg__ext_free_now */
+       :: xstate[e] == SEG_LIVE -> xstate[e] = SEG_FREED
+       :: else
+       fi
+     }
   :: else ->
-     rcu_lock();
      ring_reserve(s, e);
+     seg_of_reserved(s, rs_seq);
      if
      :: destroyed[s] ->                            /* seq_cst load destroyed */
         d_step {                                   /* acq_rel exchange RETRACTED */
-          TOUCH(rs_g); slot[en_idx] = ST_RETRACTED; sfin[en_idx] = 1;
-          eres[e] = R_REFUSED; en_idx = 0
+          TOUCH_PINNED(rs_g); slot[en_idx] = ST_RETRACTED; sfin[en_idx] = 1;
+          eres[e] = R_REFUSED; en_idx = 0;
+          if                                       /* ldg__ext_free_now (after) */
+          :: xstate[e] == SEG_LIVE -> xstate[e] = SEG_FREED
+          :: else
+          fi
         }
-        seg_resolve(s, rs_g, 1);
-        rcu_unlock()
+        resolve_one(s, rs_g)
      :: else ->
         d_step {
-          TOUCH(rs_g);
+          TOUCH_PINNED(rs_g);
           sent[en_idx] = e;                        /* ldg__fill_slot (plain writes) */
           eres[e] = R_OK;
           if                                       /* acq_rel CAS EMPTY -> FULL */
@@ -537,19 +683,22 @@ inline enqueue(s, e) {
              /* A release covering seq passed: the entry is ours to release. */
              assert(slot[en_idx] == ST_ABANDONED); en_ok = 0;
              sfin[en_idx] = 1;
-             assert(rel[e] == 0); rel[e] = 1       /* run the keep, or fire (below) */
+             assert(rel[e] == 0); rel[e] = 1;      /* run the keep, or fire (below) */
+             if                                    /* ldg__ext_free_now (after) */
+             :: xstate[e] == SEG_LIVE -> xstate[e] = SEG_FREED
+             :: else
+             fi
           fi;
           en_idx = 0
         }
         if
-        :: en_ok -> rcu_unlock()
+        :: en_ok -> skip
         :: else ->
-           seg_resolve(s, rs_g, 1);
-           rcu_unlock();
+           resolve_one(s, rs_g);
 #ifdef WAITS
            if
-           :: ekind[e] == K_WAIT ->
-              if
+           :: ekind[e] == K_WAIT && etarget[e] != NIL ->
+              if                                   /* acquire load target->destroyed */
               :: destroyed[etarget[e]] -> engine(etarget[e], 0)
               :: else -> engine(etarget[e], eupto[e])
               fi
@@ -560,10 +709,10 @@ inline enqueue(s, e) {
         fi
      fi
   fi;
-  rs_g = 0; rs_seq = 0; rs_ok = 0; en_ok = 0
+  rs_g = 0; rs_seq = 0; en_ok = 0
 }
 
-/* ---- ldg__destroy ---- */
+/* ---- ldg__destroy (ldg_stream_destroy) ---- */
 inline destroy(s) {
 #ifndef BUG_DESTROY_ORDER
   d_step {                                         /* seq_cst CAS destroyed */
@@ -603,7 +752,7 @@ inline release_to_mark(s) {
   rs_t = 0
 }
 
-/* ---- ldg__ring_any: a lock-free reader (ldg_holds_*), under RCU ---- */
+/* ---- ldg__ring_any: a lock-free query (ldg_holds_vector & co.) ---- */
 inline ring_any(s) {
   rcu_lock();
   q_r = released[s];                               /* acquire */
@@ -622,25 +771,37 @@ inline ring_any(s) {
      q_q = q_lo;
      do
      :: q_q <= q_hi ->
-        d_step { TOUCH(q_g); rc_i = slot[q_g * SZ + q_q - q_b] }   /* acquire state */
-        if
-        :: rc_i == ST_FULL -> d_step { TOUCH(q_g); rc_i = sent[q_g * SZ + q_q - q_b]; rc_i = 0 }
-        :: else -> rc_i = 0
-        fi;
+        d_step {                                   /* acquire load state; kind; payload */
+          TOUCH(q_g);
+          rc_i = q_g * SZ + q_q - q_b;
+          if
+          :: slot[rc_i] == ST_FULL && ekind[sent[rc_i]] == K_OP ->
+             assert(xstate[sent[rc_i]] == SEG_LIVE || xstate[sent[rc_i]] == SEG_RETIRED)
+          :: else
+          fi;
+          rc_i = 0
+        }
         q_q++
      :: else -> break
      od;
-     q_q = 0;
-     d_step { TOUCH(q_g); q_g = snext[q_g] }        /* acquire load g->next */
+     q_q = 0; q_lo = 0; q_hi = 0;
+     d_step { TOUCH(q_g); q_g = snext[q_g]; q_b = 0 }   /* acquire load g->next */
   od;
   rcu_unlock();
-  q_r = 0; q_t = 0; q_g = 0; q_lo = 0; q_hi = 0; q_q = 0; q_b = 0
+  q_r = 0; q_t = 0; q_g = 0; q_b = 0
 }
 
-/* ---- Quiescent checks, run by init once every worker has finished ---- */
+/* ---- Quiescent checks, run by init when every worker has finished ---- */
 
-/* No segment leaked or left unfreed, none retired early: the stream holds
- * exactly its head segment (== tailseg), with every handed-out seq resolved. */
+/* No done segment left behind ("WHO MAY RECLAIM A SLOT"): the head segment
+ * is not both fully resolved and followed. */
+inline check_head(s) {
+  d_step { assert(sres[head[s]] != SZ || snext[head[s]] == NIL) }
+}
+
+/* After a final release: the stream holds exactly one segment, head ==
+ * tailseg, every handed-out seq of it resolved, tail_end at its end; every
+ * other segment of the stream freed, every ext freed. */
 inline check_ring(s) {
   d_step {
     assert(inrcu == 0);
@@ -648,6 +809,7 @@ inline check_ring(s) {
     assert(snext[head[s]] == NIL);
     assert(sstate[head[s]] == SEG_LIVE);
     assert(sres[head[s]] == tail[s] + 1 - sbase[head[s]]);
+    assert(tail_end[s] == sbase[head[s]] + SZ);
     assert(released[s] <= tail[s]);
     rc_i = 0;
     do
@@ -656,18 +818,19 @@ inline check_ring(s) {
        rc_i++
     :: else -> break
     od;
+    rc_i = 1;
+    do
+    :: rc_i <= NENT ->
+       assert(estream[rc_i] != s || xstate[rc_i] == SEG_UNUSED || xstate[rc_i] == SEG_FREED);
+       rc_i++
+    :: else -> break
+    od;
     rc_i = 0
   }
 }
 
-/* No done segment left behind ("WHO MAY RECLAIM A SLOT"): at a quiescent
- * moment the head segment is not both fully resolved and followed. */
-inline check_head(s) {
-  d_step { assert(sres[head[s]] != SZ || snext[head[s]] == NIL) }
-}
-
-/* Every entry the ledger accepted (R_OK) with seq <= released was released
- * exactly once; every refused one never, and no entry is unresolved. */
+/* Every entry was enqueued or refused; every accepted one (R_OK) with seq <=
+ * released was released exactly once and none above it; no refused one. */
 inline check_entries() {
   d_step {
     rc_i = 1;
@@ -684,8 +847,7 @@ inline check_entries() {
   }
 }
 
-/* After a final release of every stream: every accepted entry was released
- * exactly once. */
+/* After the final releases: every accepted entry was released exactly once. */
 inline check_all_released() {
   d_step {
     rc_i = 1;
