@@ -111,6 +111,7 @@ struct ldg__seg {
   _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
+  uint64_t born_ns;   /* CLOCK_MONOTONIC when linked: sizes the next one */
   struct rcu_head rcu;
   struct ldg__slot slots[];
 };

@@ -28,6 +28,8 @@
  *   CFG_ERQ   1 enqueuer x 3 ops + 1 releaser x 2 + 1 querier x 1
  *   CFG_ERR5  1 enqueuer x 5 ops + 2 releasers x 1 (grows twice)
  *   CFG_EEQ   2 enqueuers x 2 ops + 1 querier x 1
+ *   CFG_EE3   2 enqueuers x 3 ops (three segments; an enqueuer finds its
+ *             slot by walking from head)
  *
  * Assertions (ring_common.pml): no segment used after its grace period
  * (TOUCH), none used outside a read-side section unless pinned
@@ -73,6 +75,12 @@
 #elif defined(CFG_EEQ)
 #define NENT 4
 #define NSEG 4
+#elif defined(CFG_EE3)
+#define NENT 6
+#define NSEG 5
+#elif defined(CFG_EE3R)
+#define NENT 6
+#define NSEG 5
 #else
 #ifndef CFG_EER
 #define CFG_EER
@@ -147,6 +155,10 @@ init {
     run Enqueuer(0, 1, 5); run Releaser(0, 1); run Releaser(0, 1)
 #elif defined(CFG_EEQ)
     run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Querier(0, 1)
+#elif defined(CFG_EE3)
+    run Enqueuer(0, 1, 3); run Enqueuer(0, 4, 3)
+#elif defined(CFG_EE3R)
+    run Enqueuer(0, 1, 3); run Enqueuer(0, 4, 3); run Releaser(0, 1)
 #endif
   }
   (_nr_pr == 1);

@@ -149,6 +149,61 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define TOUCH(g) assert(g < NSEG && (sstate[g] == SEG_LIVE || sstate[g] == SEG_RETIRED))
 #define TOUCH_PINNED(g) assert(g < NSEG && sstate[g] == SEG_LIVE)
 
+/* Reachability probes (spin -DPROBE_...): each turns one rare path into an
+ * assertion failure, so that check.sh can show that the configurations do
+ * reach it (the checks are not vacuous). Without the switch: nothing. */
+#define PROBE_AT(c) if :: (c) -> assert(false) :: else fi
+#ifdef PROBE_ABANDONED      /* an overtaken enqueuer takes its entry back */
+#define P_ABANDONED(c) PROBE_AT(c)
+#else
+#define P_ABANDONED(c) skip
+#endif
+#ifdef PROBE_RETRACTED      /* an enqueuer retracts (destroyed meanwhile) */
+#define P_RETRACTED(c) PROBE_AT(c)
+#else
+#define P_RETRACTED(c) skip
+#endif
+#ifdef PROBE_LOSER          /* an extender loses the CAS on g->next */
+#define P_LOSER(c) PROBE_AT(c)
+#else
+#define P_LOSER(c) skip
+#endif
+#ifdef PROBE_HELP           /* an extender finds tailseg moved: helps */
+#define P_HELP(c) PROBE_AT(c)
+#else
+#define P_HELP(c) skip
+#endif
+#ifdef PROBE_WALK           /* seg_of_reserved: tailseg is past seq's segment */
+#define P_WALK(c) PROBE_AT(c)
+#else
+#define P_WALK(c) skip
+#endif
+#ifdef PROBE_WALK_NEXT      /* ... and head is before it */
+#define P_WALK_NEXT(c) PROBE_AT(c)
+#else
+#define P_WALK_NEXT(c) skip
+#endif
+#ifdef PROBE_SKIP_RETIRED   /* take_chunk skips seqs of retired segments */
+#define P_SKIP_RETIRED(c) PROBE_AT(c)
+#else
+#define P_SKIP_RETIRED(c) skip
+#endif
+#ifdef PROBE_TAILSEG_DEFER  /* advance_head leaves a done h that tailseg names */
+#define P_TAILSEG_DEFER(c) PROBE_AT(c)
+#else
+#define P_TAILSEG_DEFER(c) skip
+#endif
+#ifdef PROBE_RETIRE_HELD    /* a segment is retired while a reader is inside */
+#define P_RETIRE_HELD(c) PROBE_AT(c)
+#else
+#define P_RETIRE_HELD(c) skip
+#endif
+#ifdef PROBE_FRAME          /* a wait fired from a release walk pops its frame */
+#define P_FRAME(c) PROBE_AT(c)
+#else
+#define P_FRAME(c) skip
+#endif
+
 /* Locals of every process that runs ring code (Promela inlines have none). */
 #define RING_LOCALS \
   byte rc_i; \
@@ -235,6 +290,7 @@ inline call_rcu(h) {
 #endif
     sstate[h] = SEG_RETIRED;
     sgp[h] = inrcu;
+    P_RETIRE_HELD(sgp[h] != PBIT);
     if
     :: sgp[h] == 0 -> sstate[h] = SEG_FREED
     :: else
@@ -271,8 +327,11 @@ inline advance_head(s) {
      :: else
      fi;
 #ifndef BUG_NO_TAILSEG_CHECK
-     if                                             /* seq_cst load tailseg */
-     :: tailseg[s] == ah_h -> break
+     d_step {                                       /* seq_cst load tailseg */
+       ah_ok = (tailseg[s] == ah_h); P_TAILSEG_DEFER(ah_ok)
+     }
+     if
+     :: ah_ok -> break
      :: else
      fi;
 #endif
@@ -362,7 +421,7 @@ inline raise_tail_end(s, end) {
 /* ---- ldg__ring_extend(s, end): end is the tail_end seen (under RCU) ---- */
 inline ring_extend(s, end) {
   ex_g = tailseg[s];                               /* acquire load tailseg */
-  d_step { TOUCH(ex_g); ex_end = sbase[ex_g] + SZ }   /* g->base + g->size */
+  d_step { TOUCH(ex_g); ex_end = sbase[ex_g] + SZ; P_HELP(ex_end > end) }   /* g->base + g->size */
   if
   :: ex_end > end ->                               /* someone extended: help */
      raise_tail_end(s, ex_end)
@@ -377,7 +436,8 @@ inline ring_extend(s, end) {
           :: snext[ex_g] == NIL -> snext[ex_g] = ex_fresh; ex_next = ex_fresh
           :: else ->
              ex_next = snext[ex_g];
-             sstate[ex_fresh] = SEG_FREED          /* ldg__seg_destroy(fresh) */
+             sstate[ex_fresh] = SEG_FREED;         /* ldg__seg_destroy(fresh) */
+             P_LOSER(true)
           fi;
           ex_fresh = 0
         }
@@ -438,7 +498,7 @@ inline ring_reserve(s, e) {
  * later ones are pinned; only the walk from head needs RCU. ---- */
 inline seg_of_reserved(s, seq) {
   rs_g = tailseg[s];                               /* acquire load tailseg */
-  d_step { TOUCH_PINNED(rs_g); rs_b = sbase[rs_g] }   /* g->base, no RCU */
+  d_step { TOUCH_PINNED(rs_g); rs_b = sbase[rs_g]; P_WALK(rs_b > seq) }   /* g->base, no RCU */
   if
   :: rs_b <= seq -> skip
   :: else ->
@@ -448,7 +508,7 @@ inline seg_of_reserved(s, seq) {
      :: d_step { TOUCH(rs_g); rs_b = sbase[rs_g] + SZ }
         if
         :: rs_b <= seq ->
-           d_step { TOUCH(rs_g); rs_g = snext[rs_g]; assert(rs_g != NIL) }   /* acquire */
+           d_step { TOUCH(rs_g); rs_g = snext[rs_g]; assert(rs_g != NIL); P_WALK_NEXT(true) }   /* acquire */
         :: else -> break
         fi
      od;
@@ -525,7 +585,7 @@ inline take_chunk() {
        :: c_next >= tc_base + SZ -> tc_act = A_NEXTSEG
        :: c_next < tc_base ->
           /* retired before head: only retracted slots, resolved by their enqueuers */
-          c_next = tc_base; tc_act = A_DONE
+          c_next = tc_base; tc_act = A_DONE; P_SKIP_RETIRED(true)
        :: else ->
           tc_idx = tc_g * SZ + c_next - tc_base;
           tc_st = slot[tc_idx];                    /* acquire load state */
@@ -630,7 +690,7 @@ inline engine(s, upto) {
         d_step {
           TOUCH_PINNED(c_frame / SZ);
           f_g = fr_seg[c_frame];
-          sfin[c_frame] = 1;
+          sfin[c_frame] = 1; P_FRAME(true);
           rc_i = c_frame;
           c_s = fr_ps[rc_i]; c_next = fr_pn[rc_i]; c_end = fr_pe[rc_i];
           c_frame = fr_pf[rc_i];
@@ -665,7 +725,7 @@ inline enqueue(s, e) {
      :: destroyed[s] ->                            /* seq_cst load destroyed */
         d_step {                                   /* acq_rel exchange RETRACTED */
           TOUCH_PINNED(rs_g); slot[en_idx] = ST_RETRACTED; sfin[en_idx] = 1;
-          eres[e] = R_REFUSED; en_idx = 0;
+          eres[e] = R_REFUSED; en_idx = 0; P_RETRACTED(true);
           if                                       /* ldg__ext_free_now (after) */
           :: xstate[e] == SEG_LIVE -> xstate[e] = SEG_FREED
           :: else
@@ -681,7 +741,7 @@ inline enqueue(s, e) {
           :: slot[en_idx] == ST_EMPTY -> slot[en_idx] = ST_FULL; en_ok = 1
           :: else ->
              /* A release covering seq passed: the entry is ours to release. */
-             assert(slot[en_idx] == ST_ABANDONED); en_ok = 0;
+             assert(slot[en_idx] == ST_ABANDONED); en_ok = 0; P_ABANDONED(true);
              sfin[en_idx] = 1;
              assert(rel[e] == 0); rel[e] = 1;      /* run the keep, or fire (below) */
              if                                    /* ldg__ext_free_now (after) */
