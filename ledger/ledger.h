@@ -188,7 +188,10 @@ bool ldg_stream_is_nonblocking(const ldg_stream *s);
  * covers this seq ran while this enqueue was still publishing (possible only
  * when another thread read the mark concurrently), the keep runs on this
  * thread before ldg_enqueue returns.
- * On error nothing is recorded, the mark does not move and keep is not called.
+ * On error nothing is recorded, the mark does not move and keep is not called
+ * — with one exception that only a destroyed stream shows: an enqueue that
+ * was under way when another thread destroyed the stream, and is refused with
+ * LDG_EDESTROYED, may leave that stream's (frozen) mark one higher.
  * LDG_EINVAL: s NULL, NULL array with a non-zero count, a zero-byte or
  * wrapping range. LDG_EDESTROYED. LDG_ENOMEM. */
 int ldg_enqueue(ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids,
@@ -197,7 +200,8 @@ int ldg_enqueue(ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids,
 
 /* The sequence number of the last operation (or wait) enqueued on s so far:
  * what an event recorded now covers. 0 when nothing was enqueued. On a
- * destroyed stream, the last mark it had. s must not be NULL. */
+ * destroyed stream, the last mark it had (see ldg_enqueue for the one way a
+ * refused enqueue can still raise it). s must not be NULL. */
 ldg_seq ldg_mark(const ldg_stream *s);
 
 /* Records, after the device-side wait was issued, that b waits for a's work up
@@ -313,12 +317,16 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * memory retired but still waiting for an RCU grace period. */
 size_t ldg_ledger_bytes(ldg_ledger *l);
 
-/* Gives back the pooled segments (freed after a grace period; call
- * ldg_quiesce to wait for that). NULL is ignored. */
+/* Gives back the pooled segments, including those retired before the call
+ * and still in their grace period: they are freed after a grace period, so
+ * ldg_ledger_trim(l) then ldg_quiesce() leaves nothing pooled. Blocks (it
+ * waits for pending RCU callbacks); may be called from a keep or drain.
+ * NULL is ignored. */
 void ldg_ledger_trim(ldg_ledger *l);
 
 /* Sets the most bytes of retired segments the pool keeps (default 1 MiB);
- * 0 keeps none and empties the pool. LDG_EINVAL if l is NULL. */
+ * 0 keeps none and empties the pool (as ldg_ledger_trim, so it may block).
+ * LDG_EINVAL if l is NULL. */
 int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes);
 
 /* Waits until every free deferred to an RCU grace period so far has run.

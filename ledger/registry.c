@@ -91,7 +91,11 @@ size_t ldg_ledger_bytes(ldg_ledger *l) {
 void ldg_quiesce(void) { ldg__rcu_barrier(); }
 
 void ldg_ledger_trim(ldg_ledger *l) {
-  if (l != NULL) ldg__pools_drain(l, false);
+  if (l == NULL) return;
+  /* Segments retired before the call reach the pool from their callbacks:
+   * let those run first, so the trim takes them too. */
+  ldg__rcu_barrier();
+  ldg__pools_drain(l, false);
 }
 
 int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes) {
