@@ -68,7 +68,11 @@
  * WHO MAY RECLAIM A SLOT, AND WHEN
  *   A slot is resolved once, by whoever took its entry: the release that took
  *   a FULL slot, or the enqueuer of an ABANDONED or RETRACTED one. A wait's
- *   slot is resolved only when its firing has finished (see below). Each
+ *   slot is resolved only when its firing has finished (see below). The
+ *   resolver also puts the slot's state back to EMPTY (nobody else looks at
+ *   it in this life), so a retired segment comes back to the pool clean and
+ *   needs no zeroing — except a RETRACTED slot, which the destroyer may
+ *   still be about to look at: its segment is marked dirty and freed. Each
  *   resolution adds to g->resolved; a segment is done when all of its seqs
  *   were handed out and resolved. Segments are retired strictly from the
  *   head: whoever completes a segment, or links a successor to a done tail
@@ -247,7 +251,7 @@ static void ldg__seg_pool_cb(struct rcu_head *head) {
   size_t bytes = ldg__seg_bytes(g->size);
   /* The limit is checked, then the bytes added: racing callbacks may pass
    * it by a few segments, never by more than their number. */
-  if (ldg__load_acquire(&l->destroying) ||
+  if (ldg__load_acquire(&l->destroying) || ldg__load_relaxed(&g->dirty) ||
       ldg__load_relaxed(&l->pool_bytes) + bytes >
           ldg__load_relaxed(&l->pool_limit)) {
     ldg__seg_destroy(g);
@@ -302,7 +306,9 @@ static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
                                      uint32_t size) {
   struct ldg__seg *g = ldg__pool_pop(s->ledger, size);
   if (g == NULL) return ldg__seg_alloc(s->ledger, base, size);
-  memset(g->slots, 0, (size_t)size * sizeof(struct ldg__slot));
+  /* Every slot of a pooled segment is EMPTY already: whoever resolved it
+   * reset it (WHO MAY RECLAIM A SLOT), and segments with a retracted slot
+   * are never pooled. So no memset: that was 64 KiB at 1024 slots. */
   g->base = base;
   ldg__store_relaxed(&g->resolved, 0);
   ldg__store_relaxed(&g->next, (struct ldg__seg *)NULL);
@@ -534,6 +540,9 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
    * seq_cst CAS. */
   if (ldg__load_seq_cst(&s->destroyed)) {
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
+    /* The destroyer may still be walking to this slot, so its state cannot
+     * be reset: the segment will not be reused. */
+    ldg__store_relaxed(&g->dirty, true);
     ldg__resolve_one(s, g);
     ldg__ext_free_now(ext);
     return LDG_EDESTROYED;
@@ -556,7 +565,9 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
 
   /* A release covering seq passed while we were publishing: the entry is
    * ours to release. The slot was never FULL, so no query read its
-   * payload: it can be freed at once. */
+   * payload: it can be freed at once. The release that abandoned it is done
+   * with it: back to EMPTY for the segment's next life. */
+  ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
   ldg__resolve_one(s, g);
   ldg__ext_free_now(ext);
   if (seq_out != NULL) *seq_out = seq;
@@ -639,6 +650,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
     if (slot->kind == LDG__KIND_WAIT) {
       if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
+        ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
         taken++;
         continue;
       }
@@ -651,6 +663,9 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
       /* Queries may still read it: free after a grace period. */
       ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
     }
+    /* Taken: nobody else touches this slot in this life (queries skip
+     * seqs at or below released), so it goes back to EMPTY for reuse. */
+    ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
     taken++;
   }
   if (taken != 0) ldg__seg_resolve(s, g, taken);
@@ -770,6 +785,7 @@ static void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     struct ldg__cursor parent = {f->u.wait.parent, f->u.wait.parent_next,
                                  f->u.wait.parent_end, f->u.wait.parent_frame};
     struct ldg__seg *fg = f->u.wait.seg;
+    ldg__store_relaxed(&f->state, (uint32_t)LDG__SLOT_EMPTY);
     ldg__rcu_read_lock();
     ldg__seg_resolve(parent.s, fg, 1);
     ldg__rcu_read_unlock();

@@ -37,6 +37,13 @@ for run in "${runs[@]}"; do
   passed=$((passed + p))
   failed=$((failed + f))
   rm -f "$log"
+  if [ "$config" = "default" ]; then
+    # Bazel 4 does not show a test's skip notice: say it here.
+    gpu_log="$(bazel info bazel-testlogs 2>/dev/null)/tests/cuda/cuda_suite_libcuda_test/test.log"
+    if [ -f "$gpu_log" ]; then
+      grep -h '^SKIPPED' "$gpu_log" | sed 's/^/=== real-GPU suite: /' || true
+    fi
+  fi
 done
 
 echo "$passed passed, $failed failed"

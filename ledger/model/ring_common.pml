@@ -203,6 +203,11 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #else
 #define P_FRAME(c) skip
 #endif
+#ifdef PROBE_FRAME_PIN      /* ... and only the frame keeps its segment */
+#define P_FRAME_PIN(c) PROBE_AT(c)
+#else
+#define P_FRAME_PIN(c) skip
+#endif
 
 /* Locals of every process that runs ring code (Promela inlines have none). */
 #define RING_LOCALS \
@@ -555,10 +560,18 @@ inline claim(s, upto) {
 #define A_EMPTY   2   /* reserved, not published: try to abandon it */
 #define A_WAIT    3   /* a published wait: stop, it becomes a frame */
 
+#ifdef BUG_FRAME_EARLY_RESOLVE
+/* mutant: a wait's slot is counted resolved when taken, not when its frame
+ * is popped: nothing pins the frame */
+#define FRAME_EARLY_RESOLVE sfin[tc_idx] = 1; tc_taken++
+#else
+#define FRAME_EARLY_RESOLVE skip
+#endif
+
 #define TAKE_IF_FULL \
   if \
   :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT && etarget[sent[tc_idx]] != NIL -> \
-     tc_act = A_WAIT \
+     FRAME_EARLY_RESOLVE; tc_act = A_WAIT \
   :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT && etarget[sent[tc_idx]] == NIL -> \
      /* a wait on itself: fires nothing */ \
      assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
@@ -691,14 +704,17 @@ inline engine(s, upto) {
           TOUCH_PINNED(c_frame / SZ);
           f_g = fr_seg[c_frame];
           sfin[c_frame] = 1; P_FRAME(true);
+          P_FRAME_PIN(snext[f_g] != NIL && sres[f_g] == SZ - 1);
           rc_i = c_frame;
           c_s = fr_ps[rc_i]; c_next = fr_pn[rc_i]; c_end = fr_pe[rc_i];
           c_frame = fr_pf[rc_i];
           rc_i = 0
         }
+#ifndef BUG_FRAME_EARLY_RESOLVE
         rcu_lock();
         seg_resolve(c_s, f_g, 1);
         rcu_unlock();
+#endif
         f_g = 0
 #else
         assert(false)
