@@ -1,0 +1,408 @@
+/*
+ * streamledger's CUDA Driver API layer: the calls a runtime makes instead of
+ * the driver's, so that every asynchronous operation is recorded in the
+ * ledger (ledger/ledger.h) in the right order and its operands are released
+ * exactly when its completion is known.
+ *
+ * Every driver call is paired with the ledger following SPEC.md section 2:
+ *   - Issue, then enqueue: an asynchronous copy, memset or launch is issued to
+ *     the driver first and recorded (ldg_enqueue) only once the driver
+ *     accepted it. A driver call that fails records nothing and releases
+ *     nothing: the caller still owns its keep.
+ *   - Mark, then complete: stream synchronize, event record, and device
+ *     synchronize read the ledger mark (ldg_mark / ldg_device_marks) before
+ *     the driver call, and release to that mark after it succeeded. A failed
+ *     synchronisation releases nothing.
+ *
+ * OBJECTS AND OWNERSHIP
+ *   slc_context  the driver table, one ledger, and one primary context per
+ *                device (retained on first use of the device). Created with
+ *                slc_context_create from a loaded driver table (driver.h: the
+ *                real libcuda, or the host executor of tests/cuda/); the
+ *                table is copied. Destroyed by slc_context_destroy once every
+ *                stream, event, buffer and module of it is gone.
+ *   slc_stream   a driver stream plus its ledger stream (ldg_stream).
+ *                slc_stream_create gives the caller one reference; events
+ *                recorded on it take their own. slc_stream_destroy
+ *                synchronises and destroys it, but the handle stays valid
+ *                (every later call on it is refused with LDG_EDESTROYED)
+ *                until its last reference is dropped with slc_stream_unref
+ *                (which destroys it first if needed).
+ *   slc_event    a driver event owned by the layer, with the (stream, mark)
+ *                of its last record. slc_event_destroy ends it.
+ *   slc_buffer   device memory (cuMemAlloc) or pinned host memory
+ *                (cuMemHostAlloc, portable to every context), each a vector
+ *                with an id for the ledger (slc_buffer_id). Freed only when
+ *                the ledger no longer holds it: slc_buffer_try_free refuses
+ *                with LDG_EBUSY, slc_buffer_free settles first (see there).
+ *   slc_module   a module loaded from an image (PTX or cubin) on a device.
+ *   Keeps: an asynchronous operation takes an slc_hold (keep, vector ids,
+ *   host ranges). On LDG_OK the ledger owns the keep and calls it exactly
+ *   once, when the operation is known complete; on any error it is never
+ *   called and the caller still owns the operands.
+ *
+ * ERRORS
+ *   Actions return LDG_OK (0) or a negative code: the ledger's LDG_E* codes
+ *   or the layer's SLC_E* codes below (slc_strerror names every one).
+ *   Predicates return bool; constructors return through an out-pointer that
+ *   is written only on success. A call that returns an error changed nothing
+ *   (exceptions are spelled out: a failed destroy, a failed record after a
+ *   successful issue).
+ *   Every CUresult maps to a code (slc_code_of):
+ *     CUDA_SUCCESS                                   -> LDG_OK
+ *     CUDA_ERROR_INVALID_VALUE, _INVALID_HANDLE,
+ *       _INVALID_DEVICE, _INVALID_IMAGE, _NOT_FOUND,
+ *       _INVALID_PTX, _UNSUPPORTED_PTX_VERSION       -> LDG_EINVAL
+ *     CUDA_ERROR_OUT_OF_MEMORY                       -> LDG_ENOMEM
+ *     CUDA_ERROR_NO_DEVICE                           -> SLC_ENODEVICE
+ *     CUDA_ERROR_NOT_INITIALIZED, _DEINITIALIZED,
+ *       _STUB_LIBRARY, _CALL_REQUIRES_NEWER_DRIVER,
+ *       _SYSTEM_NOT_READY, _SYSTEM_DRIVER_MISMATCH,
+ *       _COMPAT_NOT_SUPPORTED_ON_DEVICE              -> SLC_ENODRIVER
+ *     every other CUresult (launch failures, illegal
+ *       addresses, CUDA_ERROR_NOT_READY outside a
+ *       query, ...)                                  -> SLC_EDRIVER
+ *   The driver's own name and message are kept: whenever a call returns an
+ *   error, it first stores a description in a thread-local record that
+ *   slc_last_error() returns — the code, the CUresult (CUDA_SUCCESS when the
+ *   layer itself refused), the failing call, and a message such as
+ *   "cuMemcpyHtoDAsync: CUDA_ERROR_INVALID_VALUE (invalid argument)". It
+ *   stays until the next failing call on the same thread. Successful calls
+ *   leave it alone.
+ *
+ * THREADING
+ *   Any thread may use any stream, event, buffer, module or device at any
+ *   time, concurrently, except: slc_context_destroy (no other call on the
+ *   context), slc_event_destroy / slc_buffer_*free / slc_module_unload (the
+ *   last call on that handle; no call on it may run concurrently or later),
+ *   and use of a stream handle after its last reference is gone. Streams
+ *   may be destroyed while other threads use them: each of their calls then
+ *   either completes before the destroy synchronises, or is refused with
+ *   LDG_EDESTROYED.
+ *   Every call that reaches the driver makes the device's primary context
+ *   current on the calling thread (cuCtxGetCurrent, then cuCtxSetCurrent if
+ *   it differs) and leaves it current.
+ *   Shared state and why it is safe:
+ *   - streams: one atomic word per stream (a destroy flag and the count of
+ *     calls inside the driver on its stream). Copies, launches, records,
+ *     waits and syncs only increment and decrement it; destroy sets the flag
+ *     and waits for the count to reach zero before synchronising and
+ *     destroying the driver stream. No lock, and no keep ever runs while the
+ *     count is held, so a keep may call back into any slc_ function on any
+ *     stream, this one included.
+ *   - events: one small mutex per event. The driver event's state (its last
+ *     record) and the (stream, mark) the layer keeps for it must change
+ *     together: two records racing on one event would otherwise leave the
+ *     driver holding one record and the layer the other's mark, and a sync
+ *     would release a stream that was never waited for. The mutex covers
+ *     "read mark, cuEventRecord, store" and "read (stream, mark),
+ *     cuStreamWaitEvent, ldg_add_wait". It is never held across a blocking
+ *     driver call nor while keeps run: a sync reads the record under the
+ *     mutex, waits with it unlocked, and releases only if no record came in
+ *     between (a generation count); otherwise it releases nothing, which is
+ *     always allowed.
+ *   - devices: a primary context is retained on first use under a per-device
+ *     mutex (once per device, then an acquire load of a ready flag).
+ *   - the ledger is lock-free on the enqueue and release paths.
+ *   Keeps run on the thread that released: the thread that synchronised,
+ *   destroyed, queried, freed — or, rarely, the one that enqueued (see
+ *   ldg_enqueue). They may block and may call any slc_ function except
+ *   slc_context_destroy.
+ */
+#ifndef STREAMLEDGER_CUDA_SL_CUDA_H
+#define STREAMLEDGER_CUDA_SL_CUDA_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/driver.h"
+#include "ledger/ledger.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Errors ----------------------------------------------------------------
+ */
+
+enum {
+  SLC_EDRIVER = -100,   /* a driver call failed: see slc_last_error()->cu */
+  SLC_ENODRIVER = -101, /* no usable driver: libcuda.so.1 missing, a stub, or
+                         * too old for an entry the layer needs */
+  SLC_ENODEVICE = -102, /* the driver reports no CUDA device */
+};
+
+/* What the last failing call on this thread said. */
+typedef struct slc_error {
+  int code;          /* the code that call returned (LDG_OK: none yet) */
+  CUresult cu;       /* the driver's result; CUDA_SUCCESS if not the driver */
+  char call[48];     /* the failing driver call or layer function */
+  char message[512]; /* "call: CUDA_ERROR_NAME (driver message)[: detail]" */
+} slc_error;
+
+/* This thread's record; never NULL. */
+const slc_error *slc_last_error(void);
+
+/* Shorthand for slc_last_error()->message. */
+const char *slc_last_error_message(void);
+
+/* Resets this thread's record to "no error". */
+void slc_clear_error(void);
+
+/* The project code of a CUresult (table above). */
+int slc_code_of(CUresult r);
+
+/* A short static name for any LDG_E* or SLC_E* code. Never NULL. */
+const char *slc_strerror(int code);
+
+/* ---- Context and devices ------------------------------------------------ */
+
+typedef struct slc_context slc_context;
+
+/* Creates a context over `driver` (copied): cuInit(0), the driver version,
+ * the device count, and a ledger. Primary contexts are retained lazily.
+ * SLC_ENODRIVER: driver NULL or not loaded (the record carries its
+ * load_error, e.g. "libcuda.so.1 not found (...)"), or cuInit said the driver
+ * is unusable. SLC_ENODEVICE: no device. LDG_EINVAL: out NULL. LDG_ENOMEM. */
+int slc_context_create(const slc_driver *driver, slc_context **out);
+
+/* Ends the context: destroys the ledger and releases the primary contexts.
+ * LDG_EBUSY (and nothing changes) while streams, events, buffers or modules
+ * of it are alive. No other call on c may run concurrently or later. NULL is
+ * ignored (LDG_OK). */
+int slc_context_destroy(slc_context *c);
+
+int slc_device_count(const slc_context *c);
+int slc_driver_version(const slc_context *c); /* e.g. 12080 */
+const slc_driver *slc_context_driver(const slc_context *c);
+
+/* The context's ledger, for queries (ldg_pending_count, ldg_holds_vector...).
+ * Its streams belong to the layer: do not destroy or release them directly. */
+ldg_ledger *slc_context_ledger(const slc_context *c);
+
+/* A fresh vector id from the same counter as buffer ids, for vectors the
+ * caller manages itself (ids are never reused within a context). */
+uint64_t slc_new_vector_id(slc_context *c);
+
+/* Writes the device's name (cuDeviceGetName) into name[len]. */
+int slc_device_name(slc_context *c, int device, char *name, size_t len);
+
+/* Makes the device's primary context current on this thread (retaining it
+ * on first use). For callers that make driver calls of their own.
+ * LDG_EINVAL: device out of range. */
+int slc_device_make_current(slc_context *c, int device);
+
+/* Synchronises one device: takes ldg_device_marks, makes the device current,
+ * cuCtxSynchronize, then ldg_release_marks (each stream of the device,
+ * non-blocking ones included, released to its mark, waits firing
+ * transitively — onto other devices' streams too). Operations enqueued after
+ * the snapshot stay held. On failure: ldg_marks_discard, nothing released,
+ * the driver's error. Only this device's streams are snapshotted. */
+int slc_device_synchronize(slc_context *c, int device);
+
+/* ---- Streams ------------------------------------------------------------ */
+
+typedef struct slc_stream slc_stream;
+
+#define SLC_STREAM_NONBLOCKING 1u /* CU_STREAM_NON_BLOCKING */
+
+/* Creates a driver stream on `device` (cuStreamCreate, CU_STREAM_DEFAULT or
+ * CU_STREAM_NON_BLOCKING) and its ledger stream, whose drain is
+ * cuStreamSynchronize. LDG_EINVAL: bad device, unknown flag bits, out NULL. */
+int slc_stream_create(slc_context *c, int device, unsigned flags,
+                      slc_stream **out);
+
+/* Mark, cuStreamSynchronize, release to the mark. A failed sync releases
+ * nothing. LDG_EDESTROYED after destroy. */
+int slc_stream_synchronize(slc_stream *s);
+
+/* Mark, cuStreamQuery; when the stream is idle (*idle = true), releases to
+ * the mark. CUDA_ERROR_NOT_READY is *idle = false and LDG_OK. */
+int slc_stream_query(slc_stream *s, bool *idle);
+
+/* Refuses new calls on s, waits for calls already inside the driver on it,
+ * cuStreamSynchronize, ldg_stream_destroy (releases everything the stream
+ * holds; its waits fire), cuStreamDestroy. The handle stays valid.
+ * If the synchronisation fails: nothing is released, the stream is live
+ * again (calls racing with this destroy may have been refused), and the
+ * driver's error is returned; retry, or the keeps stay held for good.
+ * If only cuStreamDestroy fails, the stream is destroyed in the ledger (its
+ * work had completed) and the driver's error is returned.
+ * LDG_EDESTROYED if already destroyed (or being destroyed). */
+int slc_stream_destroy(slc_stream *s);
+
+void slc_stream_ref(slc_stream *s);
+/* Drops a reference; the last one destroys the stream if it was not (as
+ * slc_stream_destroy) and frees the handle. If that destroy's sync fails,
+ * the handle goes away anyway: the ledger stream is destroyed with it
+ * (releasing what it held: the device is in error and nothing will ever
+ * complete it) and the driver stream destroyed if the driver allows. Call
+ * slc_stream_destroy first to see such an error. NULL ignored. */
+void slc_stream_unref(slc_stream *s);
+
+int slc_stream_check_live(const slc_stream *s); /* LDG_OK / LDG_EDESTROYED */
+int slc_stream_device(const slc_stream *s);
+CUstream slc_stream_handle(const slc_stream *s);    /* for diagnostics */
+ldg_stream *slc_stream_ledger(const slc_stream *s); /* for queries */
+
+/* ---- Asynchronous operations ------------------------------------------- */
+
+/* Each issues one driver call on s and then records it with the hold: keep
+ * (called once when the operation is known complete), the ids of the
+ * vectors it touches and the host byte ranges it reads or writes (SPEC.md
+ * ldg_enqueue). hold may be NULL (nothing to keep; the operation is still
+ * recorded, so marks count it). The hold's arrays are checked before the
+ * issue (a bad one is LDG_EINVAL with nothing issued) and copied.
+ * Errors: LDG_EINVAL (s NULL, bad hold), LDG_EDESTROYED, or the driver's
+ * (nothing recorded, keep not called).
+ * Should recording fail after the driver accepted the operation
+ * (LDG_ENOMEM), the layer synchronises the stream before returning
+ * LDG_ENOMEM, so the operands are no longer in use when the caller gets its
+ * keep back; if that synchronisation fails too, the sync's error is returned
+ * and the operands' state is unknown.
+ * If s is destroyed between the issue and the record, its destroy
+ * synchronised the operation: the keep is called at once and LDG_OK is
+ * returned. */
+
+typedef struct slc_hold {
+  ldg_keep keep;
+  const uint64_t *vec_ids;
+  size_t n_vec;
+  const ldg_range *ranges;
+  size_t n_ranges;
+} slc_hold;
+
+int slc_copy_htod_async(slc_stream *s, CUdeviceptr dst, const void *src,
+                        size_t bytes, const slc_hold *hold);
+int slc_copy_dtoh_async(slc_stream *s, void *dst, CUdeviceptr src, size_t bytes,
+                        const slc_hold *hold);
+int slc_copy_dtod_async(slc_stream *s, CUdeviceptr dst, CUdeviceptr src,
+                        size_t bytes, const slc_hold *hold);
+int slc_memset_d8_async(slc_stream *s, CUdeviceptr dst, unsigned char value,
+                        size_t bytes, const slc_hold *hold);
+
+typedef struct slc_dim3 {
+  unsigned x, y, z;
+} slc_dim3;
+
+/* cuLaunchKernel(f, grid, block, shared_bytes, s, params, NULL). f must come
+ * from a module of s's device. */
+int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
+               unsigned shared_bytes, void **params, const slc_hold *hold);
+
+/* ---- Events -----------------------------------------------------------------
+ */
+
+typedef struct slc_event slc_event;
+
+/* cuEventCreate(CU_EVENT_DISABLE_TIMING) on `device`. */
+int slc_event_create(slc_context *c, int device, slc_event **out);
+
+/* Under the event's mutex: m = ldg_mark(s), cuEventRecord(e, s), then the
+ * event remembers (s, m), replacing any earlier record. s must be on the
+ * event's device (LDG_EINVAL otherwise). A failed record leaves the
+ * previous record in place. */
+int slc_event_record(slc_event *e, slc_stream *s);
+
+/* cuEventSynchronize, then releases the recorded stream to the recorded
+ * mark. A never-recorded event releases nothing (LDG_OK). A failed sync
+ * releases nothing. A record that lands while the sync waits makes it
+ * release nothing (conservative). */
+int slc_event_synchronize(slc_event *e);
+
+/* cuEventQuery; when complete (*complete = true) releases as a sync does.
+ * CUDA_ERROR_NOT_READY is *complete = false and LDG_OK. */
+int slc_event_query(slc_event *e, bool *complete);
+
+/* b waits for e's last record: cuStreamWaitEvent(b, e), then
+ * ldg_add_wait(b, recorded stream, recorded mark), so that b's completion
+ * past the wait releases the recorded stream up to its mark (transitively,
+ * across devices too). A never-recorded event waits on nothing. */
+int slc_stream_wait_event(slc_stream *b, slc_event *e);
+
+/* cuEventDestroy and frees the handle (dropping its stream reference).
+ * Releases nothing. The last call on e. NULL ignored (LDG_OK). */
+int slc_event_destroy(slc_event *e);
+
+/* Whether e was recorded; its recorded stream's ledger id and mark. */
+bool slc_event_recorded(slc_event *e, uint64_t *stream_id, ldg_seq *mark);
+
+/* ---- Buffers (vectors) and the settle paths ----------------------------- */
+
+typedef struct slc_buffer slc_buffer;
+
+/* cuMemAlloc on the device's primary context. Gets a fresh vector id. */
+int slc_buffer_alloc_device(slc_context *c, int device, size_t bytes,
+                            slc_buffer **out);
+
+/* Pinned host memory: cuMemHostAlloc(CU_MEMHOSTALLOC_PORTABLE) under device
+ * 0's primary context, usable by copies on every device. Fresh vector id. */
+int slc_buffer_alloc_host(slc_context *c, size_t bytes, slc_buffer **out);
+
+uint64_t slc_buffer_id(const slc_buffer *b);
+size_t slc_buffer_size(const slc_buffer *b);
+bool slc_buffer_is_host(const slc_buffer *b);
+int slc_buffer_device(const slc_buffer *b);       /* device 0 for host */
+CUdeviceptr slc_buffer_dptr(const slc_buffer *b); /* 0 for host buffers */
+void *slc_buffer_host(const slc_buffer *b);       /* NULL for device ones */
+
+/* Whether the ledger holds b: a pending operation names its id or (host
+ * buffers) overlaps its bytes. */
+bool slc_buffer_held(const slc_buffer *b);
+
+/* Frees b if the ledger does not hold it; LDG_EBUSY (nothing freed, b still
+ * valid) if it does. Never synchronises. An error of cuMemFree/cuMemFreeHost
+ * is returned and b stays valid. */
+int slc_buffer_try_free(slc_buffer *b);
+
+/* Settles b, then frees it. Settling:
+ *   1. ldg_settle_vector: each non-blocking stream holding b's id is marked,
+ *      synchronised and released to its mark;
+ *   2. while the ledger still holds b (blocking streams, and host buffers
+ *      named only by range), the devices are synchronised one at a time —
+ *      b's own device first, then the others in order — through
+ *      slc_device_synchronize, until it is no longer held.
+ * A failed synchronisation stops it with that error (nothing freed). If b
+ * is still held after every device was synchronised (operations on it were
+ * enqueued meanwhile), LDG_EBUSY and nothing is freed. May block. */
+int slc_buffer_free(slc_buffer *b);
+
+/* Synchronous copies for the implicit paths: settle the vector's
+ * non-blocking holders (ldg_settle_vector), then cuMemcpyHtoD / cuMemcpyDtoH
+ * on b's device, which the driver orders after all work of that device's
+ * blocking streams (legacy default stream). Ledger entries of blocking
+ * streams stay held until their streams or device are synchronised.
+ * LDG_EINVAL: out of b's bounds, a host buffer. */
+int slc_copy_htod(slc_buffer *dst, size_t dst_offset, const void *src,
+                  size_t bytes);
+int slc_copy_dtoh(void *dst, slc_buffer *src, size_t src_offset, size_t bytes);
+
+/* Before the host touches [addr, addr + bytes): if a pending operation
+ * holds an overlapping range, synchronises devices as slc_buffer_free's
+ * step 2 until none does. LDG_OK when the range is free, LDG_EBUSY if it is
+ * still held after every device, or the sync's error. */
+int slc_host_range_settle(slc_context *c, const void *addr, size_t bytes);
+
+/* ---- Modules and kernels ------------------------------------------------ */
+
+typedef struct slc_module slc_module;
+
+/* cuModuleLoadDataEx(image) on the device's primary context, with the JIT
+ * error log captured: a failure's message carries the log. */
+int slc_module_load(slc_context *c, int device, const void *image,
+                    slc_module **out);
+
+/* cuModuleGetFunction. */
+int slc_module_function(slc_module *m, const char *name, CUfunction *out);
+
+/* cuModuleUnload and frees the handle. No launch of its functions may be
+ * pending on a stream not yet synchronised. NULL ignored (LDG_OK). */
+int slc_module_unload(slc_module *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMLEDGER_CUDA_SL_CUDA_H */

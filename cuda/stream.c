@@ -1,0 +1,415 @@
+/*
+ * Streams and the asynchronous operations issued on them.
+ *
+ * Every call that reaches the driver on a stream runs inside the stream's
+ * gate (internal.h): enter, driver call, exit — and only then touches the
+ * ledger (enqueue, release), whose keeps may call back into the layer. So a
+ * destroy waiting for the gate never waits for a keep, and a keep may
+ * destroy any stream, its own included.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cuda/internal.h"
+
+/* ---- The gate ----------------------------------------------------------- */
+
+int slc__stream_enter(slc_stream *s, const char *call) {
+  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
+  if (old & SLC__GATE_DESTROYING) {
+    slc__fetch_sub_release(&s->gate, 1);
+    return slc__fail(LDG_EDESTROYED, call, "stream %llu was destroyed",
+                     (unsigned long long)ldg_stream_id(s->ls));
+  }
+  return LDG_OK;
+}
+
+void slc__stream_exit(slc_stream *s) {
+  /* Release: this call's driver work happens-before the destroy that waits
+   * for the count to drop (the acquire load in slc__wait_users). */
+  slc__fetch_sub_release(&s->gate, 1);
+}
+
+static void slc__backoff(unsigned *spins) {
+  if (++*spins < 64) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, 50 * 1000}; /* 50 us */
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Waits until no call is inside the driver on s (the flag is already set). */
+static void slc__wait_users(slc_stream *s) {
+  unsigned spins = 0;
+  while ((slc__load_acquire(&s->gate) & SLC__GATE_USERS) != 0)
+    slc__backoff(&spins);
+}
+
+/* ---- Streams ------------------------------------------------------------ */
+
+int slc__stream_drain(void *ctx) {
+  slc_stream *s = ctx;
+  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
+  if (old & SLC__GATE_DESTROYING) {
+    /* Its destroy synchronises and releases everything; reporting success
+     * here would let ldg_settle_vector release to its mark before that. */
+    slc__fetch_sub_release(&s->gate, 1);
+    slc__drain_note(SLC__DRAIN_SKIPPED);
+    return 1;
+  }
+  int rc = slc__make_current(s->c, s->device, "slc_stream drain");
+  CUresult r = CUDA_SUCCESS;
+  if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
+  slc__stream_exit(s);
+  if (rc == LDG_OK && r != CUDA_SUCCESS)
+    (void)slc__fail_cu(s->c, "cuStreamSynchronize", r,
+                       "draining stream %llu for ldg_settle_vector",
+                       (unsigned long long)ldg_stream_id(s->ls));
+  if (rc != LDG_OK || r != CUDA_SUCCESS) {
+    slc__drain_note(SLC__DRAIN_FAILED);
+    return 1;
+  }
+  return 0;
+}
+
+int slc_stream_create(slc_context *c, int device, unsigned flags,
+                      slc_stream **out) {
+  static const char fn[] = "slc_stream_create";
+  if (out == NULL) return slc__fail(LDG_EINVAL, fn, "out is NULL");
+  if (flags & ~SLC_STREAM_NONBLOCKING)
+    return slc__fail(LDG_EINVAL, fn, "unknown flags 0x%x", flags);
+  int rc = slc__make_current(c, device, fn);
+  if (rc != LDG_OK) return rc;
+  slc_stream *s = calloc(1, sizeof(*s));
+  if (s == NULL) return slc__fail(LDG_ENOMEM, fn, NULL);
+  const bool nb = (flags & SLC_STREAM_NONBLOCKING) != 0;
+  CUresult r = c->drv.pfn_cuStreamCreate(
+      &s->cu, nb ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT);
+  if (r != CUDA_SUCCESS) {
+    free(s);
+    return slc__fail_cu(c, "cuStreamCreate", r, "device %d", device);
+  }
+  s->c = c;
+  s->device = device;
+  s->flags = flags;
+  atomic_init(&s->gate, 0);
+  atomic_init(&s->refs, 1);
+  atomic_init(&s->destroyed, 0);
+  rc = ldg_stream_create(c->ledger, device, nb ? LDG_STREAM_NONBLOCKING : 0,
+                         slc__stream_drain, s, &s->ls);
+  if (rc != LDG_OK) {
+    (void)c->drv.pfn_cuStreamDestroy(s->cu);
+    free(s);
+    return slc__fail(rc, "ldg_stream_create", NULL);
+  }
+  slc__fetch_add_acq_rel(&c->live_handles, 1);
+  *out = s;
+  return LDG_OK;
+}
+
+int slc_stream_synchronize(slc_stream *s) {
+  static const char fn[] = "slc_stream_synchronize";
+  if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
+  int rc = slc__stream_enter(s, fn);
+  if (rc != LDG_OK) return rc;
+  /* Mark, then complete. */
+  ldg_seq m = ldg_mark(s->ls);
+  rc = slc__make_current(s->c, s->device, fn);
+  CUresult r = CUDA_SUCCESS;
+  if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
+  slc__stream_exit(s);
+  if (rc != LDG_OK) return rc;
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(s->c, "cuStreamSynchronize", r, "stream %llu",
+                        (unsigned long long)ldg_stream_id(s->ls));
+  rc = ldg_release(s->ls, m);
+  /* Destroyed since the exit: its destroy released everything. */
+  if (rc != LDG_OK && rc != LDG_EDESTROYED)
+    return slc__fail(rc, "ldg_release", NULL);
+  return LDG_OK;
+}
+
+int slc_stream_query(slc_stream *s, bool *idle) {
+  static const char fn[] = "slc_stream_query";
+  if (s == NULL || idle == NULL)
+    return slc__fail(LDG_EINVAL, fn, "NULL argument");
+  int rc = slc__stream_enter(s, fn);
+  if (rc != LDG_OK) return rc;
+  ldg_seq m = ldg_mark(s->ls);
+  rc = slc__make_current(s->c, s->device, fn);
+  CUresult r = CUDA_SUCCESS;
+  if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamQuery(s->cu);
+  slc__stream_exit(s);
+  if (rc != LDG_OK) return rc;
+  if (r == CUDA_ERROR_NOT_READY) {
+    *idle = false;
+    return LDG_OK;
+  }
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(s->c, "cuStreamQuery", r, "stream %llu",
+                        (unsigned long long)ldg_stream_id(s->ls));
+  *idle = true;
+  rc = ldg_release(s->ls, m);
+  if (rc != LDG_OK && rc != LDG_EDESTROYED)
+    return slc__fail(rc, "ldg_release", NULL);
+  return LDG_OK;
+}
+
+static int slc__stream_destroy(slc_stream *s, const char *call) {
+  uint64_t old = slc__fetch_or_acq_rel(&s->gate, SLC__GATE_DESTROYING);
+  if (old & SLC__GATE_DESTROYING)
+    return slc__fail(LDG_EDESTROYED, call,
+                     "stream %llu already destroyed or being destroyed",
+                     (unsigned long long)ldg_stream_id(s->ls));
+  slc__wait_users(s);
+  /* Every driver call on s has returned and no new one starts: the sync
+   * below covers every operation ever issued on it. */
+  int rc = slc__make_current(s->c, s->device, call);
+  CUresult r = CUDA_SUCCESS;
+  if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
+  if (rc != LDG_OK || r != CUDA_SUCCESS) {
+    /* Nothing released; the stream is live again. */
+    slc__fetch_and_acq_rel(&s->gate, ~SLC__GATE_DESTROYING);
+    if (rc != LDG_OK) return rc;
+    return slc__fail_cu(s->c, "cuStreamSynchronize", r,
+                        "destroying stream %llu; nothing released",
+                        (unsigned long long)ldg_stream_id(s->ls));
+  }
+  /* Releases everything the stream holds; keeps run here, and any call they
+   * make on s is refused. */
+  rc = ldg_stream_destroy(s->ls);
+  if (rc != LDG_OK && rc != LDG_EDESTROYED)
+    return slc__fail(rc, "ldg_stream_destroy", NULL);
+  r = s->c->drv.pfn_cuStreamDestroy(s->cu);
+  slc__store_release(&s->destroyed, 1);
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(s->c, "cuStreamDestroy", r,
+                        "stream %llu (released in the ledger)",
+                        (unsigned long long)ldg_stream_id(s->ls));
+  return LDG_OK;
+}
+
+int slc_stream_destroy(slc_stream *s) {
+  if (s == NULL) return slc__fail(LDG_EINVAL, "slc_stream_destroy", "NULL");
+  return slc__stream_destroy(s, "slc_stream_destroy");
+}
+
+void slc_stream_ref(slc_stream *s) { slc__fetch_add_relaxed(&s->refs, 1); }
+
+void slc_stream_unref(slc_stream *s) {
+  if (s == NULL) return;
+  /* acq_rel: every holder's use of s happens-before the free below. */
+  if (slc__fetch_sub_acq_rel(&s->refs, 1) != 1) return;
+  slc_context *c = s->c;
+  if (!(slc__load_acquire(&s->gate) & SLC__GATE_DESTROYING)) {
+    if (slc__stream_destroy(s, "slc_stream_unref") != LDG_OK &&
+        !slc__load_acquire(&s->destroyed)) {
+      /* The sync failed and the handle is going away: the ledger stream is
+       * destroyed with its last reference below (releasing what it holds;
+       * the device is in error) and the driver stream destroyed if it can. */
+      if (slc__make_current(c, s->device, "slc_stream_unref") == LDG_OK)
+        (void)c->drv.pfn_cuStreamDestroy(s->cu);
+    }
+  }
+  ldg_stream_unref(s->ls);
+  free(s);
+  slc__fetch_sub_acq_rel(&c->live_handles, 1);
+}
+
+int slc_stream_check_live(const slc_stream *s) {
+  if (s == NULL) return LDG_EINVAL;
+  return (slc__load_acquire(&((slc_stream *)s)->gate) & SLC__GATE_DESTROYING)
+             ? LDG_EDESTROYED
+             : LDG_OK;
+}
+
+int slc_stream_device(const slc_stream *s) { return s->device; }
+CUstream slc_stream_handle(const slc_stream *s) { return s->cu; }
+ldg_stream *slc_stream_ledger(const slc_stream *s) { return s->ls; }
+
+/* ---- Asynchronous operations -------------------------------------------- */
+
+enum slc__op_kind {
+  SLC__HTOD,
+  SLC__DTOH,
+  SLC__DTOD,
+  SLC__MEMSET,
+  SLC__LAUNCH,
+};
+
+struct slc__op {
+  enum slc__op_kind kind;
+  CUdeviceptr dptr, sptr;
+  void *hdst;
+  const void *hsrc;
+  size_t bytes;
+  unsigned char value;
+  CUfunction f;
+  slc_dim3 grid, block;
+  unsigned shared;
+  void **params;
+};
+
+static const char *const slc__op_call[] = {
+    [SLC__HTOD] = "cuMemcpyHtoDAsync", [SLC__DTOH] = "cuMemcpyDtoHAsync",
+    [SLC__DTOD] = "cuMemcpyDtoDAsync", [SLC__MEMSET] = "cuMemsetD8Async",
+    [SLC__LAUNCH] = "cuLaunchKernel",
+};
+
+static CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
+  const slc_driver *d = &s->c->drv;
+  switch (op->kind) {
+    case SLC__HTOD:
+      return d->pfn_cuMemcpyHtoDAsync(op->dptr, op->hsrc, op->bytes, s->cu);
+    case SLC__DTOH:
+      return d->pfn_cuMemcpyDtoHAsync(op->hdst, op->sptr, op->bytes, s->cu);
+    case SLC__DTOD:
+      return d->pfn_cuMemcpyDtoDAsync(op->dptr, op->sptr, op->bytes, s->cu);
+    case SLC__MEMSET:
+      return d->pfn_cuMemsetD8Async(op->dptr, op->value, op->bytes, s->cu);
+    case SLC__LAUNCH:
+      return d->pfn_cuLaunchKernel(op->f, op->grid.x, op->grid.y, op->grid.z,
+                                   op->block.x, op->block.y, op->block.z,
+                                   op->shared, s->cu, op->params, NULL);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* What ldg_enqueue would refuse with LDG_EINVAL, checked before the issue. */
+static int slc__check_hold(const slc_hold *h, const char *call) {
+  if (h == NULL) return LDG_OK;
+  if ((h->n_vec != 0 && h->vec_ids == NULL) ||
+      (h->n_ranges != 0 && h->ranges == NULL))
+    return slc__fail(LDG_EINVAL, call, "hold: NULL array with a count");
+  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
+  if (h->n_vec > max_words || h->n_ranges > max_words)
+    return slc__fail(LDG_EINVAL, call, "hold: too many ids or ranges");
+  for (size_t i = 0; i < h->n_ranges; i++) {
+    const ldg_range *r = &h->ranges[i];
+    if (r->bytes == 0 || r->bytes - 1 > UINTPTR_MAX - r->addr)
+      return slc__fail(LDG_EINVAL, call,
+                       "hold: range %zu is empty or wraps the address space",
+                       i);
+  }
+  return LDG_OK;
+}
+
+/* The issue failed to be recorded: make the operation complete before the
+ * caller gets its keep back. Holds nothing while it waits. */
+static int slc__sync_after_failed_record(slc_stream *s, const char *call) {
+  unsigned spins = 0;
+  for (;;) {
+    uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
+    if (!(old & SLC__GATE_DESTROYING)) break;
+    slc__fetch_sub_release(&s->gate, 1);
+    /* Being destroyed: done once the driver stream is gone (its sync
+     * covered the operation), or retry if that destroy failed. */
+    if (slc__load_acquire(&s->destroyed)) return LDG_OK;
+    slc__backoff(&spins);
+  }
+  int rc = slc__make_current(s->c, s->device, call);
+  CUresult r = CUDA_SUCCESS;
+  if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
+  slc__stream_exit(s);
+  if (rc != LDG_OK) return rc;
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(s->c, "cuStreamSynchronize", r,
+                        "after %s could not be recorded; its operands may "
+                        "still be in use",
+                        call);
+  return LDG_OK;
+}
+
+static int slc__run_op(slc_stream *s, const struct slc__op *op,
+                       const slc_hold *hold, const char *call) {
+  if (s == NULL) return slc__fail(LDG_EINVAL, call, "stream is NULL");
+  int rc = slc__check_hold(hold, call);
+  if (rc != LDG_OK) return rc;
+  rc = slc__stream_enter(s, call);
+  if (rc != LDG_OK) return rc;
+  rc = slc__make_current(s->c, s->device, call);
+  CUresult r = CUDA_SUCCESS;
+  if (rc == LDG_OK) r = slc__issue(s, op);
+  slc__stream_exit(s);
+  if (rc != LDG_OK) return rc;
+  if (r != CUDA_SUCCESS && op->kind == SLC__LAUNCH)
+    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
+                        "grid (%u,%u,%u) block (%u,%u,%u) on stream %llu "
+                        "(device %d); nothing recorded",
+                        op->grid.x, op->grid.y, op->grid.z, op->block.x,
+                        op->block.y, op->block.z,
+                        (unsigned long long)ldg_stream_id(s->ls), s->device);
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
+                        "%zu bytes on stream %llu (device %d); nothing "
+                        "recorded",
+                        op->bytes, (unsigned long long)ldg_stream_id(s->ls),
+                        s->device);
+  /* Issue, then enqueue. */
+  ldg_keep keep = {NULL, NULL};
+  const uint64_t *ids = NULL;
+  const ldg_range *ranges = NULL;
+  size_t n_ids = 0, n_ranges = 0;
+  if (hold != NULL) {
+    keep = hold->keep;
+    ids = hold->vec_ids;
+    n_ids = hold->n_vec;
+    ranges = hold->ranges;
+    n_ranges = hold->n_ranges;
+  }
+  rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
+  if (rc == LDG_OK) return LDG_OK;
+  if (rc == LDG_EDESTROYED) {
+    /* s was destroyed after the issue: its destroy waited for the gate and
+     * then synchronised, so the operation is complete. */
+    if (keep.release != NULL) keep.release(keep.ctx);
+    return LDG_OK;
+  }
+  int src = slc__sync_after_failed_record(s, slc__op_call[op->kind]);
+  if (src != LDG_OK) return src;
+  return slc__fail(rc, "ldg_enqueue",
+                   "%s was issued but could not be recorded; the stream was "
+                   "synchronised and the caller keeps its keep",
+                   slc__op_call[op->kind]);
+}
+
+int slc_copy_htod_async(slc_stream *s, CUdeviceptr dst, const void *src,
+                        size_t bytes, const slc_hold *hold) {
+  struct slc__op op = {
+      .kind = SLC__HTOD, .dptr = dst, .hsrc = src, .bytes = bytes};
+  return slc__run_op(s, &op, hold, "slc_copy_htod_async");
+}
+
+int slc_copy_dtoh_async(slc_stream *s, void *dst, CUdeviceptr src, size_t bytes,
+                        const slc_hold *hold) {
+  struct slc__op op = {
+      .kind = SLC__DTOH, .hdst = dst, .sptr = src, .bytes = bytes};
+  return slc__run_op(s, &op, hold, "slc_copy_dtoh_async");
+}
+
+int slc_copy_dtod_async(slc_stream *s, CUdeviceptr dst, CUdeviceptr src,
+                        size_t bytes, const slc_hold *hold) {
+  struct slc__op op = {
+      .kind = SLC__DTOD, .dptr = dst, .sptr = src, .bytes = bytes};
+  return slc__run_op(s, &op, hold, "slc_copy_dtod_async");
+}
+
+int slc_memset_d8_async(slc_stream *s, CUdeviceptr dst, unsigned char value,
+                        size_t bytes, const slc_hold *hold) {
+  struct slc__op op = {
+      .kind = SLC__MEMSET, .dptr = dst, .value = value, .bytes = bytes};
+  return slc__run_op(s, &op, hold, "slc_memset_d8_async");
+}
+
+int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
+               unsigned shared_bytes, void **params, const slc_hold *hold) {
+  struct slc__op op = {.kind = SLC__LAUNCH,
+                       .f = f,
+                       .grid = grid,
+                       .block = block,
+                       .shared = shared_bytes,
+                       .params = params};
+  return slc__run_op(s, &op, hold, "slc_launch");
+}

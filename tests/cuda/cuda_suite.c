@@ -1,0 +1,2180 @@
+/*
+ * cuda_suite: the behaviour tests of the cuda/ layer, written once against
+ * its API (cuda/sl_cuda.h) and run against either driver:
+ *
+ *   cuda_suite --driver=host      the host executor (tests/cuda/host_driver.h):
+ *                                 streams are worker threads that really copy
+ *                                 later, so a premature release corrupts data
+ *                                 (poisoned staging) or is a use-after-free
+ *                                 that ASan reports. Runs in CI, under ASan and
+ *                                 TSan too. Two devices by default.
+ *   cuda_suite --driver=libcuda   the real driver (libcuda.so.1): real copies,
+ *                                 a real kernel (PTX, tests/cuda/kernels.c).
+ *                                 Without a driver it prints
+ *                                 "SKIPPED: no CUDA driver (libcuda.so.1 not
+ *                                 found)" and exits 0, unless --require-gpu.
+ *
+ * Each test is one function with a one-line description; it gets a fresh
+ * slc_context (and, on the host driver, a fresh executor) and must release
+ * everything it made: the context's destroy refuses while handles are alive,
+ * and the executor counts what was left. With --fork (the default for
+ * libcuda) each test runs in a child process with a time limit, so a test
+ * that leaves the GPU in a sticky error state cannot affect the next.
+ *
+ * Options: --driver=host|libcuda  --only=a,b  --skip=a,b  --list
+ * --fork|--no-fork
+ *          --require-gpu  --libcuda=PATH  --devices=N (host)  --delay-us=N
+ *          (host)  --threads=N --iters=N (stress tests)  --timeout=S (fork)
+ * Exit status: 0 when no test failed, 1 otherwise.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/sl_cuda.h"
+#include "ledger/ledger_testing.h"
+#include "tests/cuda/host_driver.h"
+#include "tests/cuda/kernels.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SUITE_SANITIZED 1
+#else
+#define SUITE_SANITIZED 0
+#endif
+
+enum { PASS = 0, FAIL = 1, SKIP = 77 };
+
+#define MAX_DEV 16
+
+typedef struct suite {
+  bool host;           /* the host executor, else libcuda */
+  bool forked;         /* this test runs in a child process */
+  const char *libcuda; /* path given to dlopen; NULL: libcuda.so.1 */
+  int host_devices;
+  unsigned delay_us;
+  int threads, iters;
+  slc_driver drv;
+  /* Per test. */
+  slc_context *c;
+  int devices;
+  slc_module *mod[MAX_DEV];
+  bool abandon; /* the test left the device in an error state (fork only) */
+  const char *skip_reason;
+} suite;
+
+/* ---- Checks ----------------------------------------------------------------
+ */
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "    %s:%d: CHECK failed: %s\n      last error: %s\n", \
+              __FILE__, __LINE__, #cond, slc_last_error_message());          \
+      return FAIL;                                                           \
+    }                                                                        \
+  } while (0)
+
+#define CHECK_RC(call, want)                                                  \
+  do {                                                                        \
+    int rc_ = (call);                                                         \
+    if (rc_ != (want)) {                                                      \
+      fprintf(stderr,                                                         \
+              "    %s:%d: %s\n      returned %d (%s), expected %d (%s)\n"     \
+              "      last error: %s\n",                                       \
+              __FILE__, __LINE__, #call, rc_, slc_strerror(rc_), (int)(want), \
+              slc_strerror(want), slc_last_error_message());                  \
+      return FAIL;                                                            \
+    }                                                                         \
+  } while (0)
+
+#define CHECK_OK(call) CHECK_RC(call, LDG_OK)
+
+/* A driver call the driver must refuse: the host executor with exactly
+ * `cu` (mapped by slc_code_of); the real driver with any error, whose name
+ * the output records. */
+#define CHECK_REFUSED(call, cu_want)                                       \
+  do {                                                                     \
+    slc_clear_error();                                                     \
+    int rc2_ = (call);                                                     \
+    CUresult cu_ = slc_last_error()->cu;                                   \
+    if (rc2_ == LDG_OK || cu_ == CUDA_SUCCESS ||                           \
+        (S->host && (cu_ != (cu_want) || rc2_ != slc_code_of(cu_want)))) { \
+      fprintf(stderr,                                                      \
+              "    %s:%d: %s\n      returned %d, CUresult %d; expected "   \
+              "CUresult %d\n      last error: %s\n",                       \
+              __FILE__, __LINE__, #call, rc2_, (int)cu_, (int)(cu_want),   \
+              slc_last_error_message());                                   \
+      return FAIL;                                                         \
+    }                                                                      \
+  } while (0)
+
+#define SKIP_IF(cond, why)    \
+  do {                        \
+    if (cond) {               \
+      S->skip_reason = (why); \
+      return SKIP;            \
+    }                         \
+  } while (0)
+
+/* Prints what an expected error said, for the record of the GPU runs. */
+static void note_error(const char *what) {
+  printf("    %s -> %d: %s\n", what, slc_last_error()->code,
+         slc_last_error_message());
+}
+
+/* ---- Helpers ------------------------------------------------------------ */
+
+static uint32_t pattern(uint32_t seed, size_t i) {
+  return (seed + 1u) * 2654435761u + (uint32_t)i * 40503u + 17u;
+}
+
+static void fill(void *p, size_t n_words, uint32_t seed) {
+  uint32_t *w = p;
+  for (size_t i = 0; i < n_words; i++) w[i] = pattern(seed, i);
+}
+
+/* Index of the first word that is not pattern(seed) + add, or n_words. */
+static size_t mismatch(const void *p, size_t n_words, uint32_t seed,
+                       uint32_t add) {
+  const uint32_t *w = p;
+  for (size_t i = 0; i < n_words; i++)
+    if (w[i] != pattern(seed, i) + add) return i;
+  return n_words;
+}
+
+static bool all_bytes(const void *p, size_t n, unsigned char v) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != v) return false;
+  return true;
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A keep that counts. */
+typedef struct counter {
+  atomic_int n;
+} counter;
+
+static void count_release(void *ctx) {
+  atomic_fetch_add(&((counter *)ctx)->n, 1);
+}
+
+static int count_of(counter *k) { return atomic_load(&k->n); }
+
+static ldg_keep count_keep(counter *k) { return (ldg_keep){count_release, k}; }
+
+#define POISON 0xA5
+
+/* A pinned staging buffer whose keep poisons it and checks that the copy
+ * that read it has completed (a raw driver event recorded right after the
+ * copy on the same stream, when set). */
+typedef struct staging {
+  suite *S;
+  slc_buffer *buf;
+  size_t bytes;
+  CUevent done; /* raw event, or NULL */
+  atomic_int released;
+  atomic_int early; /* released while `done` was not complete */
+} staging;
+
+static void staging_release(void *ctx) {
+  staging *st = ctx;
+  if (st->done != NULL) {
+    CUresult r = slc_context_driver(st->S->c)->pfn_cuEventQuery(st->done);
+    if (r != CUDA_SUCCESS) atomic_fetch_add(&st->early, 1);
+  }
+  memset(slc_buffer_host(st->buf), POISON, st->bytes);
+  atomic_fetch_add(&st->released, 1);
+}
+
+static int staging_init(suite *S, staging *st, size_t bytes, uint32_t seed) {
+  memset(st, 0, sizeof(*st));
+  st->S = S;
+  st->bytes = bytes;
+  int rc = slc_buffer_alloc_host(S->c, bytes, &st->buf);
+  if (rc == LDG_OK) fill(slc_buffer_host(st->buf), bytes / 4, seed);
+  return rc;
+}
+
+static ldg_range range_of(const void *p, size_t bytes) {
+  return (ldg_range){(uintptr_t)p, bytes};
+}
+
+/* Raw driver events (not the layer's), for completion checks in keeps. */
+static int raw_event(suite *S, int device, CUevent *out) {
+  int rc = slc_device_make_current(S->c, device);
+  if (rc != LDG_OK) return rc;
+  CUresult r =
+      slc_context_driver(S->c)->pfn_cuEventCreate(out, CU_EVENT_DISABLE_TIMING);
+  return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
+}
+
+static int raw_record(suite *S, CUevent ev, slc_stream *s) {
+  int rc = slc_device_make_current(S->c, slc_stream_device(s));
+  if (rc != LDG_OK) return rc;
+  CUresult r =
+      slc_context_driver(S->c)->pfn_cuEventRecord(ev, slc_stream_handle(s));
+  return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
+}
+
+static void raw_event_destroy(suite *S, CUevent ev) {
+  if (ev != NULL) (void)slc_context_driver(S->c)->pfn_cuEventDestroy(ev);
+}
+
+static int module_for(suite *S, int device, slc_module **out) {
+  if (S->mod[device] == NULL) {
+    int rc = slc_module_load(S->c, device, slc_test_ptx, &S->mod[device]);
+    if (rc != LDG_OK) return rc;
+  }
+  *out = S->mod[device];
+  return LDG_OK;
+}
+
+static int kernel(suite *S, int device, const char *name, CUfunction *f) {
+  slc_module *m;
+  int rc = module_for(S, device, &m);
+  if (rc != LDG_OK) return rc;
+  return slc_module_function(m, name, f);
+}
+
+/* add1 over n words at p, on s. */
+static int launch_add1(suite *S, slc_stream *s, CUdeviceptr p, unsigned n,
+                       const slc_hold *h) {
+  CUfunction f;
+  int rc = kernel(S, slc_stream_device(s), "add1", &f);
+  if (rc != LDG_OK) return rc;
+  void *params[] = {&p, &n};
+  return slc_launch(s, f, (slc_dim3){(n + 255) / 256, 1, 1},
+                    (slc_dim3){256, 1, 1}, 0, params, h);
+}
+
+/* Keeps s busy for ms milliseconds (a spinning kernel; a sleep on the host
+ * executor), so that what follows is really pending for a while. */
+static int busy(suite *S, slc_stream *s, unsigned ms, const slc_hold *h) {
+  CUfunction f;
+  int rc = kernel(S, slc_stream_device(s), "spin", &f);
+  if (rc != LDG_OK) return rc;
+  unsigned long long ns = (unsigned long long)ms * 1000000ull;
+  void *params[] = {&ns};
+  return slc_launch(s, f, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1}, 0, params,
+                    h);
+}
+
+static slc_hold hold_keep(ldg_keep k) {
+  return (slc_hold){k, NULL, 0, NULL, 0};
+}
+
+static size_t pending(slc_stream *s) {
+  return ldg_pending_count(slc_stream_ledger(s));
+}
+
+/* ---- Tests -------------------------------------------------------------- */
+
+static int t_info(suite *S) {
+  const slc_driver *d = slc_context_driver(S->c);
+  printf("    driver: %s; version %d; %d device(s)\n", d->origin,
+         slc_driver_version(S->c), S->devices);
+  for (int i = 0; i < S->devices; i++) {
+    char name[128];
+    CHECK_OK(slc_device_name(S->c, i, name, sizeof(name)));
+    printf("    device %d: %s\n", i, name);
+  }
+  slc_module *m;
+  CHECK_OK(module_for(S, 0, &m)); /* the PTX JIT-compiles for device 0 */
+  return PASS;
+}
+
+static int t_copy_roundtrip(suite *S) {
+  const size_t n = 1u << 20, bytes = n * 4;
+  staging src;
+  slc_buffer *dst, *A, *B;
+  CHECK_OK(staging_init(S, &src, bytes, 7));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &dst));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &A));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  counter k_dd = {0}, k_k = {0}, k_out = {0};
+
+  uint64_t ids1[] = {slc_buffer_id(src.buf), slc_buffer_id(A)};
+  ldg_range r1 = range_of(slc_buffer_host(src.buf), bytes);
+  slc_hold h1 = {{staging_release, &src}, ids1, 2, &r1, 1};
+  CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(A), slc_buffer_host(src.buf),
+                               bytes, &h1));
+  uint64_t ids2[] = {slc_buffer_id(A), slc_buffer_id(B)};
+  slc_hold h2 = {count_keep(&k_dd), ids2, 2, NULL, 0};
+  CHECK_OK(slc_copy_dtod_async(s, slc_buffer_dptr(B), slc_buffer_dptr(A), bytes,
+                               &h2));
+  uint64_t ids3[] = {slc_buffer_id(B)};
+  slc_hold h3 = {count_keep(&k_k), ids3, 1, NULL, 0};
+  CHECK_OK(launch_add1(S, s, slc_buffer_dptr(B), (unsigned)n, &h3));
+  uint64_t ids4[] = {slc_buffer_id(B), slc_buffer_id(dst)};
+  ldg_range r4 = range_of(slc_buffer_host(dst), bytes);
+  slc_hold h4 = {count_keep(&k_out), ids4, 2, &r4, 1};
+  CHECK_OK(slc_copy_dtoh_async(s, slc_buffer_host(dst), slc_buffer_dptr(B),
+                               bytes, &h4));
+
+  /* Nothing was synchronised: everything is held, whatever the device did. */
+  CHECK(pending(s) == 4);
+  CHECK(slc_buffer_held(src.buf) && slc_buffer_held(A) && slc_buffer_held(dst));
+  CHECK_RC(slc_buffer_try_free(src.buf), LDG_EBUSY);
+  CHECK(atomic_load(&src.released) == 0);
+
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(atomic_load(&src.released) == 1);
+  CHECK(count_of(&k_dd) == 1 && count_of(&k_k) == 1 && count_of(&k_out) == 1);
+  CHECK(pending(s) == 0);
+  CHECK(all_bytes(slc_buffer_host(src.buf), bytes, POISON));
+  CHECK(mismatch(slc_buffer_host(dst), n, 7, 1) == n);
+
+  CHECK_OK(slc_buffer_try_free(src.buf));
+  CHECK_OK(slc_buffer_try_free(dst));
+  CHECK_OK(slc_buffer_try_free(A));
+  CHECK_OK(slc_buffer_try_free(B));
+  CHECK_OK(slc_stream_destroy(s));
+  slc_stream_unref(s);
+  return PASS;
+}
+
+static int t_memset(suite *S) {
+  const size_t bytes = 1u << 16;
+  slc_buffer *D, *out;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &out));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &s));
+  counter k = {0};
+  uint64_t id = slc_buffer_id(D);
+  slc_hold h = {count_keep(&k), &id, 1, NULL, 0};
+  CHECK_OK(slc_memset_d8_async(s, slc_buffer_dptr(D), 0x5A, bytes, &h));
+  CHECK_OK(slc_copy_dtoh_async(s, slc_buffer_host(out), slc_buffer_dptr(D),
+                               bytes, NULL));
+  CHECK(pending(s) == 2);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(count_of(&k) == 1 && pending(s) == 0);
+  CHECK(all_bytes(slc_buffer_host(out), bytes, 0x5A));
+  slc_stream_unref(s); /* the last reference destroys */
+  CHECK_OK(slc_buffer_try_free(D));
+  CHECK_OK(slc_buffer_try_free(out));
+  return PASS;
+}
+
+/* Each pinned staging buffer is released only after its copy completed:
+ * its keep checks a raw event recorded right after the copy and poisons it;
+ * the data that arrived must still be the original. */
+static int t_staging_after_copy(suite *S) {
+  enum { K = 16 };
+  const size_t chunk = 1u << 20, words = chunk / 4;
+  slc_buffer *D, *out;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, K * chunk, &D));
+  CHECK_OK(slc_buffer_alloc_host(S->c, K * chunk, &out));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  staging st[K];
+  CHECK_OK(busy(S, s, 20, NULL)); /* the copies queue behind it */
+  for (int i = 0; i < K; i++) {
+    CHECK_OK(staging_init(S, &st[i], chunk, 100u + (uint32_t)i));
+    CHECK_OK(raw_event(S, 0, &st[i].done));
+    uint64_t ids[] = {slc_buffer_id(st[i].buf), slc_buffer_id(D)};
+    ldg_range r = range_of(slc_buffer_host(st[i].buf), chunk);
+    slc_hold h = {{staging_release, &st[i]}, ids, 2, &r, 1};
+    CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(D) + i * chunk,
+                                 slc_buffer_host(st[i].buf), chunk, &h));
+    CHECK_OK(raw_record(S, st[i].done, s));
+  }
+  uint64_t oid[] = {slc_buffer_id(D), slc_buffer_id(out)};
+  slc_hold ho = {{NULL, NULL}, oid, 2, NULL, 0};
+  CHECK_OK(slc_copy_dtoh_async(s, slc_buffer_host(out), slc_buffer_dptr(D),
+                               K * chunk, &ho));
+  for (int i = 0; i < K; i++) CHECK(atomic_load(&st[i].released) == 0);
+  CHECK_OK(slc_stream_synchronize(s));
+  for (int i = 0; i < K; i++) {
+    CHECK(atomic_load(&st[i].released) == 1);
+    CHECK(atomic_load(&st[i].early) == 0);
+    CHECK(all_bytes(slc_buffer_host(st[i].buf), chunk, POISON));
+    const uint32_t *o = (const uint32_t *)slc_buffer_host(out) + i * words;
+    CHECK(mismatch(o, words, 100u + (uint32_t)i, 0) == words);
+    raw_event_destroy(S, st[i].done);
+    CHECK_OK(slc_buffer_try_free(st[i].buf));
+  }
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(D));
+  CHECK_OK(slc_buffer_try_free(out));
+  return PASS;
+}
+
+/* Pageable staging freed by its keep: on the host executor a premature
+ * release is a use-after-free that ASan reports. */
+typedef struct freeing {
+  void *p;
+  counter *count;
+} freeing;
+
+static void free_release(void *ctx) {
+  freeing *f = ctx;
+  free(f->p);
+  count_release(f->count);
+  free(f);
+}
+
+static int t_pageable_freed_in_keep(suite *S) {
+  const size_t n = 1u << 18, bytes = n * 4;
+  slc_buffer *D, *out;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &out));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  counter freed = {0};
+  CHECK_OK(busy(S, s, 10, NULL));
+  for (int i = 0; i < 4; i++) {
+    freeing *f = malloc(sizeof(*f));
+    CHECK(f != NULL);
+    f->p = malloc(bytes);
+    f->count = &freed;
+    CHECK(f->p != NULL);
+    fill(f->p, n, 3u + (uint32_t)i);
+    uint64_t id = slc_buffer_id(D);
+    ldg_range r = range_of(f->p, bytes);
+    slc_hold h = {{free_release, f}, &id, 1, &r, 1};
+    CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(D), f->p, bytes, &h));
+  }
+  CHECK_OK(launch_add1(S, s, slc_buffer_dptr(D), (unsigned)n, NULL));
+  CHECK_OK(slc_copy_dtoh_async(s, slc_buffer_host(out), slc_buffer_dptr(D),
+                               bytes, NULL));
+  CHECK(count_of(&freed) == 0);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(count_of(&freed) == 4);
+  CHECK(mismatch(slc_buffer_host(out), n, 6, 1) == n); /* the last copy, +1 */
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(D));
+  CHECK_OK(slc_buffer_try_free(out));
+  return PASS;
+}
+
+/* README's pattern: copy on `copy`, record, `compute` waits, kernel and copy
+ * back on `compute`, sync `compute` only: the copy stream's staging buffer is
+ * released transitively. */
+static int t_record_wait_sync(suite *S) {
+  const size_t n = 1u << 20, bytes = n * 4;
+  staging st;
+  slc_buffer *D, *out;
+  CHECK_OK(staging_init(S, &st, bytes, 11));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &out));
+  slc_stream *copy, *compute;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &copy));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &compute));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  CHECK_OK(raw_event(S, 0, &st.done));
+
+  CHECK_OK(busy(S, copy, 30, NULL)); /* without the wait, add1 would race */
+  uint64_t ids1[] = {slc_buffer_id(st.buf), slc_buffer_id(D)};
+  ldg_range r1 = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h1 = {{staging_release, &st}, ids1, 2, &r1, 1};
+  CHECK_OK(slc_copy_htod_async(copy, slc_buffer_dptr(D),
+                               slc_buffer_host(st.buf), bytes, &h1));
+  CHECK_OK(raw_record(S, st.done, copy));
+  CHECK_OK(slc_event_record(e, copy));
+  CHECK_OK(slc_stream_wait_event(compute, e));
+  uint64_t ids2[] = {slc_buffer_id(D)};
+  slc_hold h2 = {{NULL, NULL}, ids2, 1, NULL, 0};
+  CHECK_OK(launch_add1(S, compute, slc_buffer_dptr(D), (unsigned)n, &h2));
+  uint64_t ids3[] = {slc_buffer_id(D), slc_buffer_id(out)};
+  slc_hold h3 = {{NULL, NULL}, ids3, 2, NULL, 0};
+  CHECK_OK(slc_copy_dtoh_async(compute, slc_buffer_host(out),
+                               slc_buffer_dptr(D), bytes, &h3));
+  CHECK(pending(copy) == 2 && pending(compute) == 2);
+
+  CHECK_OK(slc_stream_synchronize(compute));
+  CHECK(atomic_load(&st.released) == 1); /* `copy` was never synchronised */
+  CHECK(atomic_load(&st.early) == 0);
+  CHECK(pending(copy) == 0 && pending(compute) == 0);
+  CHECK(mismatch(slc_buffer_host(out), n, 11, 1) == n);
+
+  raw_event_destroy(S, st.done);
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(copy);
+  slc_stream_unref(compute);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D));
+  CHECK_OK(slc_buffer_try_free(out));
+  return PASS;
+}
+
+static int t_event_sync_to_mark(suite *S) {
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  counter k1 = {0}, k2 = {0}, k3 = {0};
+  slc_hold h1 = hold_keep(count_keep(&k1)), h2 = hold_keep(count_keep(&k2)),
+           h3 = hold_keep(count_keep(&k3));
+  CHECK_OK(slc_memset_d8_async(s, slc_buffer_dptr(D), 1, 4096, &h1));
+  CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(busy(S, s, 50, &h2));
+  CHECK_OK(slc_memset_d8_async(s, slc_buffer_dptr(D), 2, 4096, &h3));
+  uint64_t sid = 0;
+  ldg_seq mark = 0;
+  CHECK(slc_event_recorded(e, &sid, &mark));
+  CHECK(sid == ldg_stream_id(slc_stream_ledger(s)) && mark == 1);
+
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK(count_of(&k1) == 1 && count_of(&k2) == 0 && count_of(&k3) == 0);
+  CHECK(pending(s) == 2);
+  CHECK_OK(slc_event_synchronize(e)); /* again: nothing more */
+  CHECK(count_of(&k1) == 1 && pending(s) == 2);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(count_of(&k2) == 1 && count_of(&k3) == 1 && pending(s) == 0);
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+static int t_event_and_stream_query(suite *S) {
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  counter k = {0};
+  slc_hold h = hold_keep(count_keep(&k));
+  CHECK_OK(busy(S, s, 300, &h));
+  CHECK_OK(slc_event_record(e, s));
+  bool done = true, idle = true;
+  CHECK_OK(slc_event_query(e, &done));
+  CHECK(!done && count_of(&k) == 0);
+  CHECK_OK(slc_stream_query(s, &idle));
+  CHECK(!idle && count_of(&k) == 0 && pending(s) == 1);
+  double t0 = now_s();
+  while (!done && now_s() - t0 < 60) {
+    sleep_ms(2);
+    CHECK_OK(slc_event_query(e, &done));
+  }
+  CHECK(done);
+  CHECK(count_of(&k) == 1 && pending(s) == 0);
+  counter k2 = {0};
+  slc_hold h2 = hold_keep(count_keep(&k2));
+  CHECK_OK(busy(S, s, 1, &h2));
+  idle = false;
+  t0 = now_s();
+  while (!idle && now_s() - t0 < 60) {
+    CHECK_OK(slc_stream_query(s, &idle));
+    if (!idle) sleep_ms(1);
+  }
+  CHECK(idle && count_of(&k2) == 1 && pending(s) == 0);
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(s);
+  return PASS;
+}
+
+static int t_event_rerecord(suite *S) {
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *a, *b;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  counter ka = {0}, kb = {0};
+  slc_hold ha = hold_keep(count_keep(&ka)), hb = hold_keep(count_keep(&kb));
+  CHECK_OK(slc_memset_d8_async(a, slc_buffer_dptr(D), 1, 2048, &ha));
+  CHECK_OK(slc_event_record(e, a));
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(D) + 2048, 2, 2048, &hb));
+  CHECK_OK(slc_event_record(e, b)); /* replaces the record on a */
+  uint64_t sid = 0;
+  CHECK(slc_event_recorded(e, &sid, NULL));
+  CHECK(sid == ldg_stream_id(slc_stream_ledger(b)));
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK(count_of(&kb) == 1);
+  CHECK(count_of(&ka) == 0 && pending(a) == 1); /* a was not waited for */
+  CHECK_OK(slc_stream_synchronize(a));
+  CHECK(count_of(&ka) == 1);
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+static int t_event_never_recorded(suite *S) {
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *s, *b;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &b));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  counter k = {0};
+  slc_hold h = hold_keep(count_keep(&k));
+  CHECK_OK(slc_memset_d8_async(s, slc_buffer_dptr(D), 1, 4096, &h));
+  CHECK(!slc_event_recorded(e, NULL, NULL));
+  CHECK_OK(slc_event_synchronize(e));
+  bool done = false;
+  CHECK_OK(slc_event_query(e, &done));
+  CHECK(done); /* the driver: a never-recorded event is complete */
+  CHECK(count_of(&k) == 0 && pending(s) == 1);
+  ldg_seq before = ldg_mark(slc_stream_ledger(b));
+  CHECK_OK(slc_stream_wait_event(b, e));
+  CHECK(ldg_mark(slc_stream_ledger(b)) == before); /* no wait recorded */
+  CHECK_OK(slc_stream_synchronize(b));
+  CHECK(count_of(&k) == 0);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(count_of(&k) == 1);
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(s);
+  slc_stream_unref(b);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* a -> e1 -> b -> e2 -> c: synchronising c releases b and a up to the
+ * events, not what a did after e1. */
+static int t_wait_chain(suite *S) {
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *a, *b, *c;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &c));
+  slc_event *e1, *e2;
+  CHECK_OK(slc_event_create(S->c, 0, &e1));
+  CHECK_OK(slc_event_create(S->c, 0, &e2));
+  counter ka = {0}, ka2 = {0}, kb = {0}, kc = {0};
+  slc_hold ha = hold_keep(count_keep(&ka)), ha2 = hold_keep(count_keep(&ka2)),
+           hb = hold_keep(count_keep(&kb)), hc = hold_keep(count_keep(&kc));
+  CHECK_OK(busy(S, a, 20, &ha));
+  CHECK_OK(slc_event_record(e1, a));
+  CHECK_OK(slc_memset_d8_async(a, slc_buffer_dptr(D), 1, 1024, &ha2));
+  CHECK_OK(slc_stream_wait_event(b, e1));
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(D) + 1024, 2, 1024, &hb));
+  CHECK_OK(slc_event_record(e2, b));
+  CHECK_OK(slc_stream_wait_event(c, e2));
+  CHECK_OK(slc_memset_d8_async(c, slc_buffer_dptr(D) + 2048, 3, 1024, &hc));
+  CHECK_OK(slc_stream_synchronize(c));
+  CHECK(count_of(&kc) == 1 && count_of(&kb) == 1 && count_of(&ka) == 1);
+  CHECK(count_of(&ka2) == 0 && pending(a) == 1 && pending(b) == 0);
+  CHECK_OK(slc_stream_synchronize(a));
+  CHECK(count_of(&ka2) == 1);
+  CHECK_OK(slc_event_destroy(e1));
+  CHECK_OK(slc_event_destroy(e2));
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  slc_stream_unref(c);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* A synchronous copy settles the non-blocking streams holding its vector. */
+static int t_nonblocking_settle(suite *S) {
+  const size_t n = 1u << 18, bytes = n * 4;
+  staging st;
+  slc_buffer *X;
+  CHECK_OK(staging_init(S, &st, bytes, 21));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &X));
+  slc_stream *nb;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &nb));
+  CHECK_OK(busy(S, nb, 20, NULL));
+  uint64_t ids[] = {slc_buffer_id(X), slc_buffer_id(st.buf)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, ids, 2, &r, 1};
+  CHECK_OK(slc_copy_htod_async(nb, slc_buffer_dptr(X), slc_buffer_host(st.buf),
+                               bytes, &h));
+  CHECK_RC(slc_buffer_try_free(X), LDG_EBUSY);
+  uint32_t *back = malloc(bytes);
+  CHECK(back != NULL);
+  CHECK_OK(slc_copy_dtoh(back, X, 0, bytes)); /* drains nb first */
+  CHECK(atomic_load(&st.released) == 1);
+  CHECK(mismatch(back, n, 21, 0) == n);
+  free(back);
+  CHECK(!slc_buffer_held(X));
+  /* And the other direction. */
+  uint32_t *src = malloc(bytes);
+  CHECK(src != NULL);
+  fill(src, n, 22);
+  counter k = {0};
+  uint64_t id = slc_buffer_id(X);
+  slc_hold h2 = {count_keep(&k), &id, 1, NULL, 0};
+  CHECK_OK(busy(S, nb, 20, NULL));
+  CHECK_OK(slc_memset_d8_async(nb, slc_buffer_dptr(X), 0, bytes, &h2));
+  CHECK_OK(slc_copy_htod(X, 0, src, bytes)); /* after the memset */
+  CHECK(count_of(&k) == 1);
+  CHECK_OK(slc_copy_dtoh(src, X, 0, bytes));
+  CHECK(mismatch(src, n, 22, 0) == n);
+  free(src);
+  CHECK_RC(slc_copy_htod(X, 8, NULL, bytes), LDG_EINVAL); /* out of bounds */
+  note_error("slc_copy_htod past the end");
+  slc_stream_unref(nb);
+  CHECK_OK(slc_buffer_try_free(X));
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  return PASS;
+}
+
+static int t_free_settles(suite *S) {
+  const size_t bytes = 1u << 16;
+  slc_buffer *Y, *Z, *D, *P;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &Y));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &Z));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &P));
+  slc_stream *s, *nb;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &nb));
+  counter ky = {0}, kz = {0}, kp = {0}, km = {0};
+  /* (a) held by a blocking stream: settled by synchronising the device. */
+  uint64_t yid = slc_buffer_id(Y);
+  slc_hold hy = {count_keep(&ky), &yid, 1, NULL, 0};
+  CHECK_OK(busy(S, s, 20, NULL));
+  CHECK_OK(slc_memset_d8_async(s, slc_buffer_dptr(Y), 1, bytes, &hy));
+  CHECK_RC(slc_buffer_try_free(Y), LDG_EBUSY);
+  note_error("slc_buffer_try_free of a held buffer");
+  CHECK_OK(slc_buffer_free(Y));
+  CHECK(count_of(&ky) == 1);
+  /* (b) held by a non-blocking stream: settled by draining it. */
+  uint64_t zid = slc_buffer_id(Z);
+  slc_hold hz = {count_keep(&kz), &zid, 1, NULL, 0};
+  CHECK_OK(busy(S, nb, 20, NULL));
+  CHECK_OK(slc_memset_d8_async(nb, slc_buffer_dptr(Z), 1, bytes, &hz));
+  CHECK_OK(slc_buffer_free(Z));
+  CHECK(count_of(&kz) == 1);
+  /* (c) a pinned buffer named only by its bytes. */
+  ldg_range rp = range_of(slc_buffer_host(P), bytes);
+  slc_hold hp = {count_keep(&kp), NULL, 0, &rp, 1};
+  CHECK_OK(busy(S, s, 20, NULL));
+  CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(D), slc_buffer_host(P), bytes,
+                               &hp));
+  CHECK(slc_buffer_held(P));
+  CHECK_OK(slc_buffer_free(P));
+  CHECK(count_of(&kp) == 1);
+  /* (d) a pageable host range. */
+  void *M = malloc(bytes);
+  CHECK(M != NULL);
+  memset(M, 3, bytes);
+  ldg_range rm = range_of(M, bytes);
+  slc_hold hm = {count_keep(&km), NULL, 0, &rm, 1};
+  CHECK_OK(busy(S, nb, 20, NULL));
+  CHECK_OK(slc_copy_htod_async(nb, slc_buffer_dptr(D), M, bytes, &hm));
+  CHECK(ldg_holds_host_range(slc_context_ledger(S->c), (uintptr_t)M, bytes));
+  CHECK_OK(slc_host_range_settle(S->c, M, bytes));
+  CHECK(count_of(&km) == 1);
+  free(M);
+  slc_stream_unref(s);
+  slc_stream_unref(nb);
+  CHECK_OK(slc_buffer_free(D));
+  return PASS;
+}
+
+static int t_device_sync(suite *S) {
+  slc_stream *s1, *s2, *s3 = NULL;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s1));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &s2));
+  counter k1 = {0}, k2 = {0}, k3 = {0};
+  slc_hold h1 = hold_keep(count_keep(&k1)), h2 = hold_keep(count_keep(&k2)),
+           h3 = hold_keep(count_keep(&k3));
+  CHECK_OK(busy(S, s1, 20, &h1));
+  CHECK_OK(busy(S, s2, 20, &h2));
+  if (S->devices >= 2) {
+    CHECK_OK(slc_stream_create(S->c, 1, 0, &s3));
+    CHECK_OK(busy(S, s3, 20, &h3));
+  }
+  CHECK_OK(slc_device_synchronize(S->c, 0));
+  CHECK(count_of(&k1) == 1 && count_of(&k2) == 1);
+  CHECK(pending(s1) == 0 && pending(s2) == 0);
+  if (s3 != NULL) {
+    CHECK(count_of(&k3) == 0 && pending(s3) == 1); /* only its device */
+    CHECK_OK(slc_device_synchronize(S->c, 1));
+    CHECK(count_of(&k3) == 1);
+    slc_stream_unref(s3);
+  }
+  CHECK_RC(slc_device_synchronize(S->c, S->devices), LDG_EINVAL);
+  slc_stream_unref(s1);
+  slc_stream_unref(s2);
+  return PASS;
+}
+
+/* Cross-device: a copy on device 0, an event on device 0, a stream of device
+ * 1 waits on it; synchronising device 1 releases device 0's copy up to the
+ * event (transitively), not what device 0 did after it. */
+static int t_cross_device_wait(suite *S) {
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  const size_t bytes = 1u << 20;
+  staging st;
+  slc_buffer *D0, *D1;
+  CHECK_OK(staging_init(S, &st, bytes, 31));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D0));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 1, bytes, &D1));
+  slc_stream *a, *b;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &a));
+  CHECK_OK(slc_stream_create(S->c, 1, SLC_STREAM_NONBLOCKING, &b));
+  slc_event *e0;
+  CHECK_OK(slc_event_create(S->c, 0, &e0));
+  CHECK_OK(raw_event(S, 0, &st.done));
+  CHECK_OK(busy(S, a, 30, NULL));
+  uint64_t ids[] = {slc_buffer_id(st.buf), slc_buffer_id(D0)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, ids, 2, &r, 1};
+  CHECK_OK(slc_copy_htod_async(a, slc_buffer_dptr(D0), slc_buffer_host(st.buf),
+                               bytes, &h));
+  CHECK_OK(raw_record(S, st.done, a));
+  CHECK_RC(slc_event_record(e0, b), LDG_EINVAL); /* wrong device */
+  note_error("slc_event_record on another device's stream");
+  CHECK_OK(slc_event_record(e0, a));
+  counter ka2 = {0}, kb = {0};
+  slc_hold ha2 = hold_keep(count_keep(&ka2)), hb = hold_keep(count_keep(&kb));
+  CHECK_OK(slc_memset_d8_async(a, slc_buffer_dptr(D0), 0, 64, &ha2));
+  CHECK_OK(slc_stream_wait_event(b, e0));
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(D1), 1, bytes, &hb));
+
+  CHECK_OK(slc_device_synchronize(S->c, 1));
+  CHECK(count_of(&kb) == 1);
+  CHECK(atomic_load(&st.released) == 1 && atomic_load(&st.early) == 0);
+  CHECK(count_of(&ka2) == 0 && pending(a) == 1);
+  CHECK_OK(slc_device_synchronize(S->c, 0));
+  CHECK(count_of(&ka2) == 1 && pending(a) == 0);
+
+  raw_event_destroy(S, st.done);
+  CHECK_OK(slc_event_destroy(e0));
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D0));
+  CHECK_OK(slc_buffer_try_free(D1));
+  return PASS;
+}
+
+/* Data across devices: copy to device 0, device 1 waits, copies device 0's
+ * buffer into its own (peer / unified addressing), adds 1, copies back. */
+static int t_cross_device_copy(suite *S) {
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  const size_t n = 1u << 20, bytes = n * 4;
+  staging st;
+  slc_buffer *D0, *D1, *out;
+  CHECK_OK(staging_init(S, &st, bytes, 41));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D0));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 1, bytes, &D1));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &out));
+  slc_stream *a, *b;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
+  CHECK_OK(slc_stream_create(S->c, 1, 0, &b));
+  slc_event *e0;
+  CHECK_OK(slc_event_create(S->c, 0, &e0));
+  CHECK_OK(busy(S, a, 20, NULL));
+  uint64_t ids[] = {slc_buffer_id(st.buf), slc_buffer_id(D0)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, ids, 2, &r, 1};
+  CHECK_OK(slc_copy_htod_async(a, slc_buffer_dptr(D0), slc_buffer_host(st.buf),
+                               bytes, &h));
+  CHECK_OK(slc_event_record(e0, a));
+  CHECK_OK(slc_stream_wait_event(b, e0));
+  uint64_t ids2[] = {slc_buffer_id(D0), slc_buffer_id(D1)};
+  slc_hold h2 = {{NULL, NULL}, ids2, 2, NULL, 0};
+  CHECK_OK(slc_copy_dtod_async(b, slc_buffer_dptr(D1), slc_buffer_dptr(D0),
+                               bytes, &h2));
+  CHECK_OK(launch_add1(S, b, slc_buffer_dptr(D1), (unsigned)n, NULL));
+  CHECK_OK(slc_copy_dtoh_async(b, slc_buffer_host(out), slc_buffer_dptr(D1),
+                               bytes, NULL));
+  CHECK_OK(slc_stream_synchronize(b));
+  CHECK(atomic_load(&st.released) == 1 && pending(a) == 0);
+  CHECK(mismatch(slc_buffer_host(out), n, 41, 1) == n);
+  CHECK_OK(slc_event_destroy(e0));
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D0));
+  CHECK_OK(slc_buffer_try_free(D1));
+  CHECK_OK(slc_buffer_try_free(out));
+  return PASS;
+}
+
+static int t_stream_destroy(suite *S) {
+  const size_t bytes = 1u << 18;
+  staging st;
+  slc_buffer *D;
+  CHECK_OK(staging_init(S, &st, bytes, 51));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  slc_stream *s, *b;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &b));
+  slc_event *e, *e2;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  CHECK_OK(slc_event_create(S->c, 0, &e2));
+  CHECK_OK(raw_event(S, 0, &st.done));
+  counter k1 = {0}, k2 = {0};
+  slc_hold h1 = hold_keep(count_keep(&k1));
+  CHECK_OK(busy(S, s, 20, &h1));
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, NULL, 0, &r, 1};
+  CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(D), slc_buffer_host(st.buf),
+                               bytes, &h));
+  CHECK_OK(raw_record(S, st.done, s));
+  CHECK_OK(slc_event_record(e, s));
+
+  CHECK_OK(slc_stream_destroy(s));
+  CHECK(count_of(&k1) == 1 && atomic_load(&st.released) == 1);
+  CHECK(atomic_load(&st.early) == 0);
+  CHECK_RC(slc_stream_check_live(s), LDG_EDESTROYED);
+  slc_hold h2 = hold_keep(count_keep(&k2));
+  CHECK_RC(slc_memset_d8_async(s, slc_buffer_dptr(D), 0, 64, &h2),
+           LDG_EDESTROYED);
+  note_error("an operation on a destroyed stream");
+  CHECK(count_of(&k2) == 0);
+  CHECK_RC(slc_stream_synchronize(s), LDG_EDESTROYED);
+  bool idle;
+  CHECK_RC(slc_stream_query(s, &idle), LDG_EDESTROYED);
+  CHECK_RC(slc_stream_destroy(s), LDG_EDESTROYED);
+  CHECK_RC(slc_event_record(e2, s), LDG_EDESTROYED);
+  CHECK(!slc_event_recorded(e2, NULL, NULL));
+  /* The event recorded before the destroy still works, releasing nothing. */
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK_OK(slc_stream_wait_event(b, e));
+  CHECK_OK(slc_stream_synchronize(b));
+  raw_event_destroy(S, st.done);
+  CHECK_OK(slc_event_destroy(e));
+  CHECK_OK(slc_event_destroy(e2));
+  slc_stream_unref(s);
+  slc_stream_unref(b);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+static int t_bad_pointers(suite *S) {
+  const size_t bytes = 4096;
+  slc_buffer *X, *H;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &X));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &H));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  counter k = {0};
+  uint64_t id = slc_buffer_id(X);
+  slc_hold h = {count_keep(&k), &id, 1, NULL, 0};
+  ldg_seq mark0 = ldg_mark(slc_stream_ledger(s));
+
+  CHECK_REFUSED(slc_copy_htod_async(s, 0, slc_buffer_host(H), 64, &h),
+                CUDA_ERROR_INVALID_VALUE);
+  CHECK(strstr(slc_last_error_message(), "cuMemcpyHtoDAsync") != NULL);
+  note_error("cuMemcpyHtoDAsync to device address 0");
+  CHECK_REFUSED(slc_copy_dtoh_async(s, slc_buffer_host(H), 0, 64, &h),
+                CUDA_ERROR_INVALID_VALUE);
+  note_error("cuMemcpyDtoHAsync from device address 0");
+  CHECK_REFUSED(slc_copy_dtod_async(s, slc_buffer_dptr(X), 0, 64, &h),
+                CUDA_ERROR_INVALID_VALUE);
+  note_error("cuMemcpyDtoDAsync from device address 0");
+  CHECK_REFUSED(slc_memset_d8_async(s, 0, 0, 64, &h), CUDA_ERROR_INVALID_VALUE);
+  note_error("cuMemsetD8Async at device address 0");
+  if (S->host) { /* the real driver need not check the end of a range */
+    CHECK_RC(slc_copy_htod_async(s, slc_buffer_dptr(X) + bytes - 16,
+                                 slc_buffer_host(H), 64, &h),
+             LDG_EINVAL);
+  }
+  /* A bad hold is refused before anything is issued. */
+  ldg_range empty = {(uintptr_t)slc_buffer_host(H), 0};
+  slc_hold bad = {count_keep(&k), NULL, 0, &empty, 1};
+  CHECK_RC(
+      slc_copy_htod_async(s, slc_buffer_dptr(X), slc_buffer_host(H), 64, &bad),
+      LDG_EINVAL);
+  CHECK(slc_last_error()->cu == CUDA_SUCCESS);
+  note_error("a hold with an empty range");
+  slc_hold nullids = {count_keep(&k), NULL, 3, NULL, 0};
+  CHECK_RC(slc_memset_d8_async(s, slc_buffer_dptr(X), 0, 64, &nullids),
+           LDG_EINVAL);
+  CHECK_RC(
+      slc_copy_htod_async(NULL, slc_buffer_dptr(X), slc_buffer_host(H), 64, &h),
+      LDG_EINVAL);
+
+  CHECK(count_of(&k) == 0);
+  CHECK(ldg_mark(slc_stream_ledger(s)) == mark0 && pending(s) == 0);
+  CHECK_OK(slc_stream_synchronize(s)); /* the stream is still fine */
+  CHECK(count_of(&k) == 0);
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(X));
+  CHECK_OK(slc_buffer_try_free(H));
+  return PASS;
+}
+
+static int t_launch_and_module_errors(suite *S) {
+  slc_buffer *X;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &X));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CUfunction add1;
+  CHECK_OK(kernel(S, 0, "add1", &add1));
+  counter k = {0};
+  slc_hold h = hold_keep(count_keep(&k));
+  CUdeviceptr p = slc_buffer_dptr(X);
+  unsigned n = 1024;
+  void *params[] = {&p, &n};
+  CHECK_REFUSED(slc_launch(s, add1, (slc_dim3){1, 1, 1}, (slc_dim3){2048, 1, 1},
+                           0, params, &h),
+                CUDA_ERROR_INVALID_VALUE);
+  CHECK(strstr(slc_last_error_message(), "cuLaunchKernel") != NULL);
+  note_error("cuLaunchKernel with 2048 threads per block");
+  if (S->host) {
+    hd_fail_next(HD_FAULT_LAUNCH, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 1);
+    CHECK_RC(slc_launch(s, add1, (slc_dim3){4, 1, 1}, (slc_dim3){256, 1, 1}, 0,
+                        params, &h),
+             SLC_EDRIVER);
+    CHECK(slc_last_error()->cu == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+    note_error("an injected launch failure");
+  }
+  CHECK(count_of(&k) == 0 && pending(s) == 0);
+  CHECK_OK(slc_launch(s, add1, (slc_dim3){4, 1, 1}, (slc_dim3){256, 1, 1}, 0,
+                      params, &h));
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(count_of(&k) == 1);
+
+  slc_module *bad = NULL;
+  int rc = slc_module_load(S->c, 0, "this is not PTX", &bad);
+  CHECK(rc != LDG_OK && bad == NULL);
+  CHECK(slc_last_error()->cu != CUDA_SUCCESS);
+  note_error("slc_module_load of a bad image");
+  slc_module *m;
+  CHECK_OK(module_for(S, 0, &m));
+  CUfunction f;
+  CHECK_RC(slc_module_function(m, "no_such_kernel", &f), LDG_EINVAL);
+  CHECK(slc_last_error()->cu == CUDA_ERROR_NOT_FOUND);
+  note_error("cuModuleGetFunction of a missing kernel");
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(X));
+  return PASS;
+}
+
+/* Injected failures of every synchronisation: each releases nothing. */
+static int t_failed_syncs_release_nothing(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  const size_t n = 1u << 16, bytes = n * 4;
+  staging st;
+  slc_buffer *D, *X;
+  CHECK_OK(staging_init(S, &st, bytes, 61));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &X));
+  slc_stream *s, *nb;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &nb));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+
+  hd_hold(true); /* nothing runs until the end */
+  uint64_t ids[] = {slc_buffer_id(st.buf), slc_buffer_id(D)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, ids, 2, &r, 1};
+  CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(D), slc_buffer_host(st.buf),
+                               bytes, &h));
+  CHECK_OK(slc_event_record(e, s));
+  counter kx = {0};
+  uint64_t xid = slc_buffer_id(X);
+  slc_hold hx = {count_keep(&kx), &xid, 1, NULL, 0};
+  CHECK_OK(slc_memset_d8_async(nb, slc_buffer_dptr(X), 0, bytes, &hx));
+
+  hd_fail_next(HD_FAULT_STREAM_SYNC, CUDA_ERROR_LAUNCH_FAILED, 1);
+  CHECK_RC(slc_stream_synchronize(s), SLC_EDRIVER);
+  CHECK(slc_last_error()->cu == CUDA_ERROR_LAUNCH_FAILED);
+  note_error("a failed cuStreamSynchronize");
+  hd_fail_next(HD_FAULT_EVENT_SYNC, CUDA_ERROR_LAUNCH_FAILED, 1);
+  CHECK_RC(slc_event_synchronize(e), SLC_EDRIVER);
+  hd_fail_next(HD_FAULT_EVENT_QUERY, CUDA_ERROR_ILLEGAL_ADDRESS, 1);
+  bool done = true;
+  CHECK_RC(slc_event_query(e, &done), SLC_EDRIVER);
+  hd_fail_next(HD_FAULT_STREAM_QUERY, CUDA_ERROR_ILLEGAL_ADDRESS, 1);
+  CHECK_RC(slc_stream_query(s, &done), SLC_EDRIVER);
+  hd_fail_next(HD_FAULT_CTX_SYNC, CUDA_ERROR_LAUNCH_FAILED, 1);
+  CHECK_RC(slc_device_synchronize(S->c, 0), SLC_EDRIVER);
+  note_error("a failed cuCtxSynchronize");
+  hd_fail_next(HD_FAULT_STREAM_SYNC, CUDA_ERROR_LAUNCH_FAILED, 1);
+  CHECK_RC(slc_stream_destroy(s), SLC_EDRIVER);
+  note_error("a failed destroy");
+  CHECK_OK(slc_stream_check_live(s)); /* live again */
+  hd_fail_next(HD_FAULT_STREAM_SYNC, CUDA_ERROR_LAUNCH_FAILED, 1);
+  CHECK_RC(slc_buffer_free(X), SLC_EDRIVER); /* the drain of nb failed */
+  note_error("slc_buffer_free whose drain failed");
+  CHECK(count_of(&kx) == 0 && slc_buffer_held(X));
+  hd_fail_next(HD_FAULT_STREAM_SYNC, CUDA_ERROR_LAUNCH_FAILED, 1);
+  CHECK_RC(slc_copy_dtoh(slc_buffer_host(st.buf), X, 0, 64), SLC_EDRIVER);
+  /* Failed issues record nothing. */
+  hd_fail_next(HD_FAULT_EVENT_RECORD, CUDA_ERROR_INVALID_HANDLE, 1);
+  slc_event *e2;
+  CHECK_OK(slc_event_create(S->c, 0, &e2));
+  CHECK_RC(slc_event_record(e2, s), LDG_EINVAL);
+  CHECK(!slc_event_recorded(e2, NULL, NULL));
+  hd_fail_next(HD_FAULT_STREAM_WAIT, CUDA_ERROR_INVALID_HANDLE, 1);
+  ldg_seq m_nb = ldg_mark(slc_stream_ledger(nb));
+  CHECK_RC(slc_stream_wait_event(nb, e), LDG_EINVAL);
+  CHECK(ldg_mark(slc_stream_ledger(nb)) == m_nb);
+  hd_fail_next(HD_FAULT_COPY, CUDA_ERROR_OUT_OF_MEMORY, 1);
+  counter kc = {0};
+  slc_hold hc = hold_keep(count_keep(&kc));
+  CHECK_RC(slc_memset_d8_async(s, slc_buffer_dptr(D), 0, 64, &hc), LDG_ENOMEM);
+  CHECK(count_of(&kc) == 0);
+  hd_fail_next(HD_FAULT_STREAM_CREATE, CUDA_ERROR_OUT_OF_MEMORY, 1);
+  slc_stream *nope = NULL;
+  CHECK_RC(slc_stream_create(S->c, 0, 0, &nope), LDG_ENOMEM);
+  CHECK(nope == NULL);
+
+  CHECK(atomic_load(&st.released) == 0 && pending(s) == 1);
+  CHECK(slc_buffer_held(st.buf));
+  hd_hold(false);
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK(atomic_load(&st.released) == 1);
+  uint32_t *back = malloc(bytes);
+  CHECK(back != NULL);
+  CHECK_OK(slc_copy_dtoh(back, D, 0, bytes));
+  CHECK(mismatch(back, n, 61, 0) == n);
+  free(back);
+  CHECK_OK(slc_buffer_free(X));
+  CHECK(count_of(&kx) == 1);
+  CHECK_OK(slc_event_destroy(e));
+  CHECK_OK(slc_event_destroy(e2));
+  CHECK_OK(slc_stream_destroy(s));
+  slc_stream_unref(s);
+  slc_stream_unref(nb);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* A kernel that faults: the synchronisations fail and release nothing. On a
+ * GPU the context is then unusable, so this runs only in its own process. */
+static int t_kernel_fault(suite *S) {
+  SKIP_IF(!S->host && !S->forked, "needs --fork on a GPU (sticky error)");
+  const size_t bytes = 1u << 16;
+  staging st;
+  slc_buffer *D;
+  CHECK_OK(staging_init(S, &st, bytes, 71));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CUfunction trap;
+  CHECK_OK(kernel(S, 0, "trap_kernel", &trap));
+  counter kt = {0}, k2 = {0};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, NULL, 0, &r, 1};
+  CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(D), slc_buffer_host(st.buf),
+                               bytes, &h));
+  slc_hold ht = hold_keep(count_keep(&kt)), h2 = hold_keep(count_keep(&k2));
+  CHECK_OK(slc_launch(s, trap, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1}, 0,
+                      NULL, &ht));
+  int rc = slc_memset_d8_async(s, slc_buffer_dptr(D), 0, 64, &h2);
+  CHECK(rc == LDG_OK || slc_last_error()->cu != CUDA_SUCCESS);
+  rc = slc_stream_synchronize(s);
+  CHECK(rc != LDG_OK && slc_last_error()->cu != CUDA_SUCCESS);
+  note_error("cuStreamSynchronize after a trapping kernel");
+  CHECK(atomic_load(&st.released) == 0 && count_of(&kt) == 0);
+  CHECK(count_of(&k2) == 0);
+  rc = slc_device_synchronize(S->c, 0);
+  CHECK(rc != LDG_OK);
+  note_error("cuCtxSynchronize after a trapping kernel");
+  CHECK(atomic_load(&st.released) == 0 && count_of(&kt) == 0);
+  if (!S->host) {
+    S->abandon = true; /* the context is gone; the process ends */
+    return PASS;
+  }
+  hd_set_sticky(CUDA_SUCCESS);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(atomic_load(&st.released) == 1 && count_of(&kt) == 1);
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* The driver accepted the copy but the ledger could not record it: the layer
+ * synchronises, the caller keeps its keep, and the data did arrive. */
+static int t_record_enomem(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor (ledger allocation faults)");
+  const size_t n = 1u << 16, bytes = n * 4;
+  slc_buffer *D, *H;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &H));
+  fill(slc_buffer_host(H), n, 81);
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CHECK_OK(busy(S, s, 20, NULL));
+  counter k = {0};
+  uint64_t ids[8];
+  for (int i = 0; i < 8; i++) ids[i] = slc_buffer_id(D) + 1000u * (uint64_t)i;
+  slc_hold h = {count_keep(&k), ids, 8, NULL, 0}; /* out of line: allocates */
+  ldg__fault_fail_all_allocs(true);
+  int rc =
+      slc_copy_htod_async(s, slc_buffer_dptr(D), slc_buffer_host(H), bytes, &h);
+  ldg__fault_fail_all_allocs(false);
+  CHECK_RC(rc, LDG_ENOMEM);
+  note_error("a copy the ledger could not record");
+  CHECK(count_of(&k) == 0);
+  CHECK(!slc_buffer_held(D));
+  uint32_t *back = malloc(bytes);
+  CHECK(back != NULL);
+  CHECK_OK(slc_copy_dtoh(back, D, 0, bytes));
+  CHECK(mismatch(back, n, 81, 0) == n);
+  free(back);
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(D));
+  CHECK_OK(slc_buffer_try_free(H));
+  return PASS;
+}
+
+/* The harness catches a premature release: release on purpose before the
+ * copy ran (bypassing the layer), and the poisoned staging arrives. */
+static int t_selfcheck_premature_release(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hold");
+  const size_t n = 1u << 14, bytes = n * 4;
+  staging st;
+  slc_buffer *D;
+  CHECK_OK(staging_init(S, &st, bytes, 91));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  hd_hold(true);
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, NULL, 0, &r, 1};
+  CHECK_OK(slc_copy_htod_async(s, slc_buffer_dptr(D), slc_buffer_host(st.buf),
+                               bytes, &h));
+  ldg_stream *ls = slc_stream_ledger(s);
+  CHECK_OK(ldg_release(ls, ldg_mark(ls))); /* the bug */
+  CHECK(atomic_load(&st.released) == 1);
+  hd_hold(false);
+  CHECK_OK(slc_stream_synchronize(s));
+  uint32_t *back = malloc(bytes);
+  CHECK(back != NULL);
+  CHECK_OK(slc_copy_dtoh(back, D, 0, bytes));
+  CHECK(mismatch(back, n, 91, 0) == 0); /* detected: the poison arrived */
+  CHECK(all_bytes(back, bytes, POISON));
+  free(back);
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+static int t_no_driver(suite *S) {
+  slc_driver d;
+  CHECK(slc_driver_load(&d, "/nonexistent/libcuda.so.1") != 0);
+  CHECK(!d.loaded && d.library_missing);
+  CHECK(strstr(d.load_error, "not found") != NULL);
+  CHECK(d.pfn_cuInit(0) == CUDA_ERROR_NOT_INITIALIZED); /* a stub, no crash */
+  CUdeviceptr p = 0;
+  CHECK(d.pfn_cuMemAlloc(&p, 16) == CUDA_ERROR_NOT_INITIALIZED && p == 0);
+  for (size_t i = 0; i < slc_driver_entry_count(); i++)
+    CHECK(slc_driver_entry_is_stub(&d, i));
+  slc_context *c = NULL;
+  CHECK_RC(slc_context_create(&d, &c), SLC_ENODRIVER);
+  CHECK(c == NULL && strstr(slc_last_error_message(), "not found") != NULL);
+  note_error("slc_context_create without a driver");
+  CHECK_RC(slc_context_create(NULL, &c), SLC_ENODRIVER);
+  slc_driver_unload(&d);
+  /* And the handles of a context that was never made are refused. */
+  CHECK_RC(slc_stream_synchronize(NULL), LDG_EINVAL);
+  CHECK_RC(slc_event_synchronize(NULL), LDG_EINVAL);
+  CHECK_RC(slc_buffer_try_free(NULL), LDG_EINVAL);
+  slc_stream *s = NULL;
+  CHECK_RC(slc_stream_create(NULL, 0, 0, &s), LDG_EINVAL);
+  CHECK_RC(slc_device_synchronize(NULL, 0), LDG_EINVAL);
+  (void)S;
+  return PASS;
+}
+
+/* The CUDA toolkit's stub libcuda exports every symbol and fails cuInit:
+ * checks the versioned names of the dlsym fallback, and the clean failure. */
+static int t_stub_library(suite *S) {
+  static const char *paths[] = {
+      "/usr/local/cuda/lib64/stubs/libcuda.so",
+      "/usr/local/cuda/lib/stubs/libcuda.so",
+      "/usr/local/cuda/targets/x86_64-linux/lib/stubs/libcuda.so",
+  };
+  const char *path = NULL;
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && path == NULL; i++)
+    if (access(paths[i], R_OK) == 0) path = paths[i];
+  SKIP_IF(path == NULL, "no CUDA toolkit stub libcuda.so here");
+  slc_driver d;
+  if (slc_driver_load(&d, path) != 0) {
+    fprintf(stderr, "    %s\n", d.load_error);
+    return FAIL;
+  }
+  printf("    %s\n", d.origin);
+  for (size_t i = 0; i < slc_driver_entry_count(); i++)
+    CHECK(!slc_driver_entry_is_stub(&d, i));
+  slc_context *c = NULL;
+  int rc = slc_context_create(&d, &c);
+  CHECK(rc == SLC_ENODRIVER && c == NULL);
+  CHECK(slc_last_error()->cu == CUDA_ERROR_STUB_LIBRARY);
+  note_error("slc_context_create over the stub library");
+  slc_driver_unload(&d);
+  (void)S;
+  return PASS;
+}
+
+/* The ordering rules, each checked at the exact moment it matters: a hook
+ * of the host executor acts on another "thread" of work while the layer is
+ * inside the driver call. Each case fails if the layer reads its mark or
+ * snapshot after the driver call, enqueues before issuing, or releases
+ * through an event that was re-recorded while it waited. */
+typedef struct hook_ctx {
+  suite *S;
+  slc_stream *s;
+  slc_event *e;
+  CUdeviceptr p;
+  counter k;
+  int rc;
+} hook_ctx;
+
+static void hook_memset(void *arg) { /* an operation lands meanwhile */
+  hook_ctx *h = arg;
+  slc_hold hold = hold_keep(count_keep(&h->k));
+  h->rc = slc_memset_d8_async(h->s, h->p, 9, 64, &hold);
+}
+
+static void hook_sync(void *arg) { /* another thread marks, syncs, releases */
+  hook_ctx *h = arg;
+  h->rc = slc_stream_synchronize(h->s);
+}
+
+static void hook_rerecord(void *arg) { /* the event is re-recorded */
+  hook_ctx *h = arg;
+  h->rc = slc_event_record(h->e, h->s);
+  /* ... and that record completes before the layer's driver call goes on. */
+  const slc_driver *d = slc_context_driver(h->S->c);
+  while (d->pfn_cuStreamQuery(slc_stream_handle(h->s)) == CUDA_ERROR_NOT_READY)
+    sleep_ms(1);
+}
+
+static int t_ordering_rules(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hooks");
+  const size_t bytes = 1u << 14;
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &D));
+  slc_stream *s, *s1;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &s));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &s1));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  const CUdeviceptr p = slc_buffer_dptr(D);
+
+  /* 1. Issue, then enqueue: a sync while the copy is being issued must not
+   *    release it. */
+  staging st;
+  CHECK_OK(staging_init(S, &st, bytes, 5));
+  hook_ctx h1 = {.s = s};
+  hd_set_hook(HD_FAULT_COPY, hook_sync, &h1);
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold hs = {{staging_release, &st}, NULL, 0, &r, 1};
+  CHECK_OK(slc_copy_htod_async(s, p, slc_buffer_host(st.buf), bytes, &hs));
+  CHECK_OK(h1.rc);
+  CHECK(atomic_load(&st.released) == 0 && pending(s) == 1);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(atomic_load(&st.released) == 1);
+
+  /* 2. Stream sync: mark, then sync. */
+  hook_ctx h2 = {.s = s, .p = p};
+  hd_set_hook(HD_FAULT_STREAM_SYNC, hook_memset, &h2);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK_OK(h2.rc);
+  CHECK(count_of(&h2.k) == 0 && pending(s) == 1);
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(count_of(&h2.k) == 1);
+
+  /* 3. Event record: mark, then record. */
+  hook_ctx h3 = {.s = s, .p = p};
+  hd_set_hook(HD_FAULT_EVENT_RECORD, hook_memset, &h3);
+  CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(h3.rc);
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK(count_of(&h3.k) == 0 && pending(s) == 1);
+  CHECK_OK(slc_stream_synchronize(s));
+
+  /* 4. Device sync: snapshot, then sync. */
+  hook_ctx h4 = {.s = s1, .p = p};
+  hd_set_hook(HD_FAULT_CTX_SYNC, hook_memset, &h4);
+  CHECK_OK(slc_device_synchronize(S->c, 0));
+  CHECK_OK(h4.rc);
+  CHECK(count_of(&h4.k) == 0 && pending(s1) == 1);
+  CHECK_OK(slc_stream_synchronize(s1));
+
+  /* 5. Event sync and query: recorded on s (busy), re-recorded on the idle
+   *    s1 while the layer waits: the driver waited for s1's record, so s's
+   *    work must stay held. */
+  for (int q = 0; q < 2; q++) {
+    counter kb = {0};
+    slc_hold hb = hold_keep(count_keep(&kb));
+    CHECK_OK(busy(S, s, 100, &hb));
+    CHECK_OK(slc_event_record(e, s));
+    hook_ctx h5 = {.S = S, .s = s1, .e = e};
+    hd_set_hook(q == 0 ? HD_FAULT_EVENT_SYNC : HD_FAULT_EVENT_QUERY,
+                hook_rerecord, &h5);
+    bool done = false;
+    if (q == 0) {
+      CHECK_OK(slc_event_synchronize(e));
+    } else {
+      CHECK_OK(slc_event_query(e, &done));
+    }
+    CHECK_OK(h5.rc);
+    CHECK(q == 0 || done); /* the driver saw s1's completed record */
+    CHECK(count_of(&kb) == 0 && pending(s) == 1);
+    CHECK_OK(slc_stream_synchronize(s));
+    CHECK(count_of(&kb) == 1);
+  }
+
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(s);
+  slc_stream_unref(s1);
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* ---- Threads ------------------------------------------------------------ */
+
+enum { NSTREAMS = 4, MAXTHREADS = 16 };
+
+typedef struct stress {
+  suite *S;
+  slc_stream *streams[NSTREAMS];
+  slc_event *events[MAXTHREADS];
+  slc_buffer *region[MAXTHREADS];
+  size_t words;
+  int threads, iters;
+  counter released;
+  atomic_int issued;
+  atomic_int errors;
+} stress;
+
+typedef struct stress_arg {
+  stress *st;
+  int t;
+  bool copied;         /* the thread's region was written at least once */
+  uint32_t seed, adds; /* then it holds pattern(seed) + adds at the end */
+} stress_arg;
+
+static uint32_t rnd(uint32_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 17;
+  *x ^= *x << 5;
+  return *x;
+}
+
+#define STRESS_FAIL(what)                                         \
+  do {                                                            \
+    fprintf(stderr, "    thread %d: %s failed: %s\n", a->t, what, \
+            slc_last_error_message());                            \
+    atomic_fetch_add(&st->errors, 1);                             \
+    return NULL;                                                  \
+  } while (0)
+
+static void *stress_thread(void *p) {
+  stress_arg *a = p;
+  stress *st = a->st;
+  suite *S = st->S;
+  uint32_t x = 0x9E3779B9u * (uint32_t)(a->t + 1);
+  slc_stream *home = st->streams[a->t % NSTREAMS];
+  const size_t bytes = st->words * 4;
+  for (int i = 0; i < st->iters; i++) {
+    uint32_t op = rnd(&x) % 10;
+    if (op < 4) { /* a copy from pageable staging, freed by its keep */
+      freeing *f = malloc(sizeof(*f));
+      if (f == NULL) STRESS_FAIL("malloc");
+      f->p = malloc(bytes);
+      f->count = &st->released;
+      if (f->p == NULL) STRESS_FAIL("malloc");
+      uint32_t seed = (uint32_t)(a->t * 100000 + i);
+      fill(f->p, st->words, seed);
+      uint64_t id = slc_buffer_id(st->region[a->t]);
+      ldg_range r = range_of(f->p, bytes);
+      slc_hold h = {{free_release, f}, &id, 1, &r, 1};
+      if (slc_copy_htod_async(home, slc_buffer_dptr(st->region[a->t]), f->p,
+                              bytes, &h) != LDG_OK) {
+        free(f->p);
+        free(f);
+        STRESS_FAIL("slc_copy_htod_async");
+      }
+      atomic_fetch_add(&st->issued, 1);
+      a->copied = true;
+      a->seed = seed;
+      a->adds = 0;
+    } else if (op == 4) {
+      uint64_t id = slc_buffer_id(st->region[a->t]);
+      slc_hold h = {count_keep(&st->released), &id, 1, NULL, 0};
+      if (launch_add1(S, home, slc_buffer_dptr(st->region[a->t]),
+                      (unsigned)st->words, &h) != LDG_OK)
+        STRESS_FAIL("slc_launch");
+      atomic_fetch_add(&st->issued, 1);
+      a->adds++;
+    } else if (op == 5) {
+      if (slc_event_record(st->events[a->t], home) != LDG_OK)
+        STRESS_FAIL("slc_event_record");
+    } else if (op == 6) { /* any stream waits on any thread's event */
+      slc_stream *b = st->streams[rnd(&x) % NSTREAMS];
+      slc_event *e = st->events[rnd(&x) % (uint32_t)st->threads];
+      if (slc_stream_wait_event(b, e) != LDG_OK)
+        STRESS_FAIL("slc_stream_wait_event");
+    } else {
+      uint32_t which = rnd(&x) % 5;
+      slc_stream *s = st->streams[rnd(&x) % NSTREAMS];
+      slc_event *e = st->events[rnd(&x) % (uint32_t)st->threads];
+      bool flag;
+      int rc = which == 0   ? slc_stream_synchronize(s)
+               : which == 1 ? slc_event_synchronize(e)
+               : which == 2 ? slc_stream_query(s, &flag)
+               : which == 3 ? slc_event_query(e, &flag)
+                            : slc_device_synchronize(
+                                  S->c, (int)(rnd(&x) % (uint32_t)S->devices));
+      if (rc != LDG_OK) STRESS_FAIL("a synchronisation");
+    }
+  }
+  return NULL;
+}
+
+/* Threads copy, launch, record, wait and synchronise at once on shared
+ * streams (blocking and not, on every device) and events. Every keep runs
+ * exactly once, after its work (pageable staging freed by the keeps: a
+ * premature release is a use-after-free under ASan), and the data is right. */
+static int t_threads(suite *S) {
+  stress st;
+  memset(&st, 0, sizeof(st));
+  st.S = S;
+  st.threads = S->threads < MAXTHREADS ? S->threads : MAXTHREADS;
+  st.iters = S->iters;
+  st.words = 1u << 12;
+  for (int i = 0; i < NSTREAMS; i++)
+    CHECK_OK(slc_stream_create(S->c, i % S->devices,
+                               i & 1 ? SLC_STREAM_NONBLOCKING : 0,
+                               &st.streams[i]));
+  for (int t = 0; t < st.threads; t++) {
+    int dev = slc_stream_device(st.streams[t % NSTREAMS]);
+    CHECK_OK(slc_buffer_alloc_device(S->c, dev, st.words * 4, &st.region[t]));
+    CHECK_OK(slc_event_create(S->c, dev, &st.events[t]));
+    slc_module *m;
+    CHECK_OK(module_for(S, dev, &m)); /* loaded before the threads start */
+  }
+  pthread_t th[MAXTHREADS];
+  stress_arg args[MAXTHREADS];
+  for (int t = 0; t < st.threads; t++) {
+    args[t] = (stress_arg){&st, t, false, 0, 0};
+    CHECK(pthread_create(&th[t], NULL, stress_thread, &args[t]) == 0);
+  }
+  for (int t = 0; t < st.threads; t++) pthread_join(th[t], NULL);
+  CHECK(atomic_load(&st.errors) == 0);
+  for (int i = 0; i < NSTREAMS; i++)
+    CHECK_OK(slc_stream_synchronize(st.streams[i]));
+  for (int i = 0; i < NSTREAMS; i++) CHECK(pending(st.streams[i]) == 0);
+  CHECK(count_of(&st.released) == atomic_load(&st.issued));
+  printf(
+      "    %d threads x %d operations: %d copies and launches recorded and "
+      "released\n",
+      st.threads, st.iters, atomic_load(&st.issued));
+  uint32_t *back = malloc(st.words * 4);
+  CHECK(back != NULL);
+  for (int t = 0; t < st.threads; t++) {
+    if (!args[t].copied) continue;
+    CHECK_OK(slc_copy_dtoh(back, st.region[t], 0, st.words * 4));
+    size_t bad = mismatch(back, st.words, args[t].seed, args[t].adds);
+    if (bad != st.words) {
+      fprintf(stderr, "    thread %d: word %zu is %u, expected %u\n", t, bad,
+              back[bad], pattern(args[t].seed, bad) + args[t].adds);
+      free(back);
+      return FAIL;
+    }
+  }
+  free(back);
+  for (int t = 0; t < st.threads; t++) {
+    CHECK_OK(slc_event_destroy(st.events[t]));
+    CHECK_OK(slc_buffer_try_free(st.region[t]));
+  }
+  for (int i = 0; i < NSTREAMS; i++) slc_stream_unref(st.streams[i]);
+  return PASS;
+}
+
+typedef struct race {
+  suite *S;
+  slc_stream *x;
+  slc_buffer *D;
+  atomic_int stop;
+  atomic_int issued, refused, errors;
+  counter released;
+} race;
+
+static void *race_thread(void *p) {
+  race *r = p;
+  while (!atomic_load(&r->stop)) {
+    freeing *f = malloc(sizeof(*f));
+    if (f == NULL) break;
+    f->p = malloc(256);
+    f->count = &r->released;
+    if (f->p == NULL) {
+      free(f);
+      break;
+    }
+    memset(f->p, 7, 256);
+    ldg_range rg = range_of(f->p, 256);
+    slc_hold h = {{free_release, f}, NULL, 0, &rg, 1};
+    int rc = slc_copy_htod_async(r->x, slc_buffer_dptr(r->D), f->p, 256, &h);
+    if (rc == LDG_OK) {
+      atomic_fetch_add(&r->issued, 1);
+    } else {
+      free(f->p);
+      free(f);
+      if (rc == LDG_EDESTROYED) {
+        atomic_fetch_add(&r->refused, 1);
+        break;
+      }
+      atomic_fetch_add(&r->errors, 1);
+      break;
+    }
+    rc = slc_stream_synchronize(r->x);
+    if (rc != LDG_OK && rc != LDG_EDESTROYED) atomic_fetch_add(&r->errors, 1);
+  }
+  return NULL;
+}
+
+/* A stream destroyed while threads copy on it: each copy either lands
+ * before the destroy (and is released by it or a sync) or is refused with
+ * LDG_EDESTROYED and its keep is not called. */
+static int t_destroy_race(suite *S) {
+  race r;
+  memset(&r, 0, sizeof(r));
+  r.S = S;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 256, &r.D));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &r.x));
+  enum { T = 3 };
+  pthread_t th[T];
+  for (int i = 0; i < T; i++)
+    CHECK(pthread_create(&th[i], NULL, race_thread, &r) == 0);
+  sleep_ms(20);
+  CHECK_OK(slc_stream_destroy(r.x));
+  atomic_store(&r.stop, 1);
+  for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+  CHECK(atomic_load(&r.errors) == 0);
+  CHECK(count_of(&r.released) == atomic_load(&r.issued));
+  printf("    %d copies before the destroy, %d refused after it\n",
+         atomic_load(&r.issued), atomic_load(&r.refused));
+  slc_stream_unref(r.x);
+  CHECK_OK(slc_buffer_try_free(r.D));
+  return PASS;
+}
+
+/* Tracked copies: the keep checks a raw event recorded right after the copy
+ * has completed, then frees the staging. */
+typedef struct tracked {
+  suite *S;
+  CUevent done;
+  void *p;
+  atomic_int *early;
+  counter *count;
+} tracked;
+
+static void tracked_release(void *ctx) {
+  tracked *t = ctx;
+  const slc_driver *d = slc_context_driver(t->S->c);
+  if (d->pfn_cuEventQuery(t->done) != CUDA_SUCCESS)
+    atomic_fetch_add(t->early, 1);
+  (void)d->pfn_cuEventDestroy(t->done);
+  free(t->p);
+  count_release(t->count);
+  free(t);
+}
+
+typedef struct evrace {
+  suite *S;
+  slc_stream *s[3];
+  slc_event *e;
+  slc_buffer *D;
+  int iters;
+  atomic_int stop, early, errors, issued;
+  counter released;
+} evrace;
+
+typedef struct evrace_arg {
+  evrace *r;
+  int role;
+} evrace_arg;
+
+static void *evrace_thread(void *p) {
+  evrace_arg *a = p;
+  evrace *r = a->r;
+  suite *S = r->S;
+  if (a->role < 2) { /* copy on s[role], then re-record the shared event */
+    slc_stream *s = r->s[a->role];
+    for (int i = 0; i < r->iters; i++) {
+      tracked *t = calloc(1, sizeof(*t));
+      if (t == NULL) break;
+      t->S = S;
+      t->early = &r->early;
+      t->count = &r->released;
+      t->p = malloc(1024);
+      if (t->p == NULL || raw_event(S, 0, &t->done) != LDG_OK) {
+        free(t->p);
+        free(t);
+        atomic_fetch_add(&r->errors, 1);
+        break;
+      }
+      memset(t->p, i & 0xff, 1024);
+      ldg_range rg = range_of(t->p, 1024);
+      slc_hold h = {{tracked_release, t}, NULL, 0, &rg, 1};
+      CUdeviceptr dst = slc_buffer_dptr(r->D) + (CUdeviceptr)a->role * 1024;
+      if (slc_copy_htod_async(s, dst, t->p, 1024, &h) != LDG_OK) {
+        raw_event_destroy(S, t->done);
+        free(t->p);
+        free(t);
+        atomic_fetch_add(&r->errors, 1);
+        break;
+      }
+      atomic_fetch_add(&r->issued, 1);
+      /* Before any completion point can cover the copy (see t_event_race). */
+      if (raw_record(S, t->done, s) != LDG_OK ||
+          slc_event_record(r->e, s) != LDG_OK) {
+        atomic_fetch_add(&r->errors, 1);
+        break;
+      }
+    }
+  } else if (a->role == 2) { /* synchronise and query the shared event */
+    while (!atomic_load(&r->stop)) {
+      bool done;
+      if (slc_event_synchronize(r->e) != LDG_OK ||
+          slc_event_query(r->e, &done) != LDG_OK) {
+        atomic_fetch_add(&r->errors, 1);
+        break;
+      }
+    }
+  } else { /* a third stream waits on the event and is synchronised */
+    while (!atomic_load(&r->stop)) {
+      if (slc_stream_wait_event(r->s[2], r->e) != LDG_OK ||
+          slc_stream_synchronize(r->s[2]) != LDG_OK) {
+        atomic_fetch_add(&r->errors, 1);
+        break;
+      }
+    }
+  }
+  return NULL;
+}
+
+/* One event re-recorded on two streams while other threads synchronise,
+ * query and wait on it: a release through the event must cover only work
+ * that has completed (each copy's keep checks its own completion event).
+ * A copy is released only through a record made after its raw event was
+ * recorded, so the raw check is sound. */
+static int t_event_race(suite *S) {
+  evrace r;
+  memset(&r, 0, sizeof(r));
+  r.S = S;
+  r.iters = S->iters;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &r.D));
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(slc_stream_create(S->c, 0, i == 1 ? SLC_STREAM_NONBLOCKING : 0,
+                               &r.s[i]));
+  CHECK_OK(slc_event_create(S->c, 0, &r.e));
+  pthread_t th[4];
+  evrace_arg args[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (evrace_arg){&r, i};
+    CHECK(pthread_create(&th[i], NULL, evrace_thread, &args[i]) == 0);
+  }
+  pthread_join(th[0], NULL);
+  pthread_join(th[1], NULL);
+  atomic_store(&r.stop, 1);
+  pthread_join(th[2], NULL);
+  pthread_join(th[3], NULL);
+  CHECK(atomic_load(&r.errors) == 0);
+  for (int i = 0; i < 3; i++) CHECK_OK(slc_stream_synchronize(r.s[i]));
+  CHECK(count_of(&r.released) == atomic_load(&r.issued));
+  CHECK(atomic_load(&r.early) == 0);
+  printf("    %d tracked copies, none released before it completed\n",
+         atomic_load(&r.issued));
+  CHECK_OK(slc_event_destroy(r.e));
+  for (int i = 0; i < 3; i++) slc_stream_unref(r.s[i]);
+  CHECK_OK(slc_buffer_try_free(r.D));
+  return PASS;
+}
+
+/* ---- Registry ----------------------------------------------------------- */
+
+typedef struct test {
+  const char *name;
+  int (*fn)(suite *);
+  const char *what;
+} test;
+
+static const test tests[] = {
+    {"info", t_info, "driver, devices, and the PTX module loads"},
+    {"copy_roundtrip", t_copy_roundtrip,
+     "H->D, D->D, add1 kernel, D->H on one stream; sync releases all"},
+    {"memset", t_memset, "cuMemsetD8Async then D->H on a non-blocking stream"},
+    {"staging_after_copy", t_staging_after_copy,
+     "each pinned staging buffer released only after its copy completed"},
+    {"pageable_freed_in_keep", t_pageable_freed_in_keep,
+     "pageable staging freed by its keep (a use-after-free if early)"},
+    {"record_wait_sync", t_record_wait_sync,
+     "copy/record/wait/sync: the copy stream is released transitively"},
+    {"event_sync_to_mark", t_event_sync_to_mark,
+     "event sync releases to the mark read before the record, no further"},
+    {"event_and_stream_query", t_event_and_stream_query,
+     "queries: not ready releases nothing, complete releases to the mark"},
+    {"event_rerecord", t_event_rerecord,
+     "re-recording an event replaces its stream and mark"},
+    {"event_never_recorded", t_event_never_recorded,
+     "a never-recorded event releases nothing and waits on nothing"},
+    {"wait_chain", t_wait_chain,
+     "waits chain: a -> b -> c, sync c releases b and a up to the events"},
+    {"nonblocking_settle", t_nonblocking_settle,
+     "synchronous copies settle the non-blocking streams holding a vector"},
+    {"free_settles", t_free_settles,
+     "buffer free settles (drain / device sync); try_free says busy"},
+    {"device_sync", t_device_sync,
+     "device sync releases its streams (non-blocking too), only its own"},
+    {"cross_device_wait", t_cross_device_wait,
+     "2 devices: a wait releases across devices; per-device sync"},
+    {"cross_device_copy", t_cross_device_copy,
+     "2 devices: data copied device 0 -> device 1 after a cross wait"},
+    {"stream_destroy", t_stream_destroy,
+     "destroy releases everything; later calls are refused"},
+    {"bad_pointers", t_bad_pointers,
+     "bad device pointers and bad holds: refused, nothing recorded"},
+    {"launch_and_module_errors", t_launch_and_module_errors,
+     "launch and module errors carry the driver's name and message"},
+    {"failed_syncs_release_nothing", t_failed_syncs_release_nothing,
+     "every failing sync/query/destroy/settle releases nothing"},
+    {"ordering_rules", t_ordering_rules,
+     "each ordering rule checked at the moment it matters (hooks)"},
+    {"kernel_fault", t_kernel_fault,
+     "a trapping kernel: the syncs fail and release nothing"},
+    {"record_enomem", t_record_enomem,
+     "issued but not recorded: synchronised, keep returned to the caller"},
+    {"selfcheck_premature_release", t_selfcheck_premature_release,
+     "the harness detects a premature release (poisoned data arrives)"},
+    {"no_driver", t_no_driver,
+     "no libcuda: loading fails cleanly, every call is a clear error"},
+    {"stub_library", t_stub_library,
+     "the toolkit's stub libcuda: every symbol resolves, cuInit refuses"},
+    {"threads", t_threads,
+     "threads copy/launch/record/wait/sync at once on shared handles"},
+    {"destroy_race", t_destroy_race,
+     "a stream destroyed while threads copy on it"},
+    {"event_race", t_event_race,
+     "one event re-recorded while others sync, query and wait on it"},
+};
+
+#define N_TESTS (sizeof(tests) / sizeof(tests[0]))
+
+/* ---- Running ------------------------------------------------------------ */
+
+static int suite_begin(suite *S) {
+  S->c = NULL;
+  S->devices = 0;
+  S->abandon = false;
+  S->skip_reason = NULL;
+  memset(S->mod, 0, sizeof(S->mod));
+  if (S->host) {
+    hd_config cfg = {S->host_devices, S->delay_us};
+    if (hd_install(&S->drv, &cfg) != 0) {
+      fprintf(stderr, "    hd_install failed\n");
+      return FAIL;
+    }
+    slc_test_register_host_kernels();
+  } else if (!S->drv.loaded && slc_driver_load(&S->drv, S->libcuda) != 0) {
+    fprintf(stderr, "    %s\n", S->drv.load_error);
+    return FAIL;
+  }
+  int rc = slc_context_create(&S->drv, &S->c);
+  if (rc != LDG_OK) {
+    fprintf(stderr, "    slc_context_create: %s\n", slc_last_error_message());
+    return FAIL;
+  }
+  S->devices = slc_device_count(S->c);
+  if (S->devices > MAX_DEV) S->devices = MAX_DEV;
+  return PASS;
+}
+
+static int suite_end(suite *S, int result) {
+  if (S->abandon) return result;
+  int rc = PASS;
+  for (int i = 0; i < MAX_DEV; i++) {
+    if (S->mod[i] != NULL && slc_module_unload(S->mod[i]) != LDG_OK) {
+      fprintf(stderr, "    slc_module_unload: %s\n", slc_last_error_message());
+      rc = FAIL;
+    }
+    S->mod[i] = NULL;
+  }
+  if (result == PASS || result == SKIP) {
+    if (slc_context_destroy(S->c) != LDG_OK) {
+      fprintf(stderr, "    the test left handles alive: %s\n",
+              slc_last_error_message());
+      rc = FAIL;
+    }
+  }
+  S->c = NULL;
+  if (S->host) {
+    long leaked = hd_shutdown();
+    if (leaked != 0 && (result == PASS || result == SKIP)) {
+      fprintf(stderr, "    the host executor had %ld objects left\n", leaked);
+      rc = FAIL;
+    }
+  }
+  return result != PASS ? result : rc;
+}
+
+static int run_in_process(suite *S, const test *t) {
+  int r = suite_begin(S);
+  if (r != PASS) return r;
+  r = t->fn(S);
+  return suite_end(S, r);
+}
+
+static unsigned g_timeout_s = 120;
+
+static int run_forked(suite *S, const test *t, char *why, size_t why_len) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(why, why_len, "fork failed");
+    return FAIL;
+  }
+  if (pid == 0) {
+    alarm(g_timeout_s);
+    S->forked = true;
+    int r = run_in_process(S, t);
+    if (r == SKIP && S->skip_reason != NULL)
+      fprintf(stdout, "    (skip: %s)\n", S->skip_reason);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(r);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  if (WIFSIGNALED(status)) {
+    snprintf(why, why_len, "killed by signal %d%s", WTERMSIG(status),
+             WTERMSIG(status) == SIGALRM ? " (time limit)" : "");
+    return FAIL;
+  }
+  int code = WEXITSTATUS(status);
+  return code == PASS || code == SKIP ? code : FAIL;
+}
+
+static bool selected(const char *only, const char *name) {
+  if (only == NULL) return true;
+  size_t n = strlen(name);
+  for (const char *p = only; *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == n && strncmp(p, name, n) == 0) return true;
+    p += len + (comma ? 1 : 0);
+  }
+  return false;
+}
+
+static bool opt(const char *arg, const char *name, const char **val) {
+  size_t n = strlen(name);
+  if (strncmp(arg, name, n) != 0) return false;
+  if (arg[n] == '=') {
+    *val = arg + n + 1;
+    return true;
+  }
+  if (arg[n] == '\0') {
+    *val = NULL;
+    return true;
+  }
+  return false;
+}
+
+enum { PROBE_OK = 0, PROBE_ERROR = 1, PROBE_NO_LIBRARY = 2, PROBE_NO_GPU = 3 };
+
+/* Loads the driver and creates a context, then says what happened in msg:
+ * PROBE_OK (msg: the driver's origin), PROBE_NO_LIBRARY (no libcuda.so.1),
+ * PROBE_NO_GPU (a stub or unusable driver, or no device), PROBE_ERROR. */
+static int probe_here(suite *S, char *msg, size_t msg_len) {
+  if (!S->drv.loaded && slc_driver_load(&S->drv, S->libcuda) != 0) {
+    snprintf(msg, msg_len, "%s", S->drv.load_error);
+    return S->drv.library_missing ? PROBE_NO_LIBRARY : PROBE_ERROR;
+  }
+  slc_context *c = NULL;
+  int rc = slc_context_create(&S->drv, &c);
+  if (rc != LDG_OK) {
+    snprintf(msg, msg_len, "%s", slc_last_error_message());
+    return rc == SLC_ENODRIVER || rc == SLC_ENODEVICE ? PROBE_NO_GPU
+                                                      : PROBE_ERROR;
+  }
+  snprintf(msg, msg_len, "%s", S->drv.origin);
+  (void)slc_context_destroy(c);
+  return PROBE_OK;
+}
+
+/* probe_here in a child process: with --fork this process never loads or
+ * initialises the driver (CUDA does not survive a fork once initialised);
+ * each test's child loads it for itself. */
+static int probe(suite *S, char *msg, size_t msg_len) {
+  int fds[2];
+  if (pipe(fds) != 0) return PROBE_ERROR;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    char m[600];
+    int code = probe_here(S, m, sizeof(m));
+    ssize_t w = write(fds[1], m, strlen(m));
+    (void)w;
+    _exit(code);
+  }
+  close(fds[1]);
+  ssize_t n = read(fds[0], msg, msg_len - 1);
+  msg[n > 0 ? n : 0] = '\0';
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : PROBE_ERROR;
+}
+
+/* Under `bazel test`, a line in the test summary as well as in the log. */
+static void test_warning(const char *line) {
+  const char *path = getenv("TEST_WARNINGS_OUTPUT_FILE");
+  if (path == NULL) return;
+  FILE *f = fopen(path, "a");
+  if (f == NULL) return;
+  fprintf(f, "%s\n", line);
+  fclose(f);
+}
+
+int main(int argc, char **argv) {
+  suite S;
+  memset(&S, 0, sizeof(S));
+  S.host = true;
+  S.host_devices = 2;
+  S.delay_us = 20;
+  S.threads = 4;
+  S.iters = SUITE_SANITIZED ? 60 : 300;
+  const char *only = NULL, *skip = NULL;
+  bool list = false, require_gpu = false;
+  int fork_mode = -1; /* default: fork for libcuda, not for host */
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    if (opt(argv[i], "--driver", &v) && v != NULL) {
+      if (strcmp(v, "host") == 0) {
+        S.host = true;
+      } else if (strcmp(v, "libcuda") == 0) {
+        S.host = false;
+      } else {
+        fprintf(stderr, "unknown driver %s (host or libcuda)\n", v);
+        return 2;
+      }
+    } else if (opt(argv[i], "--only", &v) && v != NULL) {
+      only = v;
+    } else if (opt(argv[i], "--skip", &v) && v != NULL) {
+      skip = v;
+    } else if (opt(argv[i], "--list", &v)) {
+      list = true;
+    } else if (opt(argv[i], "--fork", &v)) {
+      fork_mode = 1;
+    } else if (opt(argv[i], "--no-fork", &v)) {
+      fork_mode = 0;
+    } else if (opt(argv[i], "--require-gpu", &v)) {
+      require_gpu = true;
+    } else if (opt(argv[i], "--libcuda", &v) && v != NULL) {
+      S.libcuda = v;
+    } else if (opt(argv[i], "--devices", &v) && v != NULL) {
+      S.host_devices = atoi(v);
+    } else if (opt(argv[i], "--delay-us", &v) && v != NULL) {
+      S.delay_us = (unsigned)atoi(v);
+    } else if (opt(argv[i], "--threads", &v) && v != NULL) {
+      S.threads = atoi(v) > 0 ? atoi(v) : 1;
+    } else if (opt(argv[i], "--iters", &v) && v != NULL) {
+      S.iters = atoi(v) > 0 ? atoi(v) : 1;
+    } else if (opt(argv[i], "--timeout", &v) && v != NULL) {
+      g_timeout_s = (unsigned)atoi(v);
+    } else {
+      fprintf(stderr,
+              "usage: %s [--driver=host|libcuda] [--only=a,b] [--skip=a,b] "
+              "[--list] "
+              "[--fork|--no-fork] [--require-gpu] [--libcuda=PATH] "
+              "[--devices=N] [--delay-us=N] [--threads=N] [--iters=N] "
+              "[--timeout=S]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (list) {
+    for (size_t i = 0; i < N_TESTS; i++)
+      printf("%-30s %s\n", tests[i].name, tests[i].what);
+    return 0;
+  }
+  const bool use_fork = fork_mode < 0 ? !S.host : fork_mode == 1;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  char origin[600] = "host executor";
+  if (!S.host) {
+    int p = use_fork ? probe(&S, origin, sizeof(origin))
+                     : probe_here(&S, origin, sizeof(origin));
+    if (p == PROBE_NO_LIBRARY && !require_gpu) {
+      printf("SKIPPED: no CUDA driver (libcuda.so.1 not found)\n  %s\n",
+             origin);
+      test_warning(
+          "SKIPPED: no CUDA driver (libcuda.so.1 not found); "
+          "the real-GPU tests did not run");
+      return 0;
+    }
+    if (p == PROBE_NO_GPU && !require_gpu) {
+      printf("SKIPPED: no usable CUDA device (%s)\n", origin);
+      test_warning(
+          "SKIPPED: no usable CUDA device; the real-GPU tests did "
+          "not run");
+      return 0;
+    }
+    if (p != PROBE_OK) {
+      printf(
+          "FAILED: %s: %s\n",
+          p == PROBE_NO_LIBRARY ? "no CUDA driver" : "no usable CUDA context",
+          origin);
+      return 1;
+    }
+  }
+  printf("cuda_suite: driver %s, %s\n", origin,
+         use_fork ? "one process per test" : "in process");
+
+  int passed = 0, failed = 0, skipped = 0;
+  for (size_t i = 0; i < N_TESTS; i++) {
+    const test *t = &tests[i];
+    if (!selected(only, t->name)) continue;
+    if (skip != NULL && selected(skip, t->name)) continue;
+    printf("---- %s: %s\n", t->name, t->what);
+    char why[96] = "";
+    double t0 = now_s();
+    int r;
+    if (use_fork) {
+      r = run_forked(&S, t, why, sizeof(why));
+    } else {
+      slc_clear_error();
+      r = run_in_process(&S, t);
+      if (r == SKIP && S.skip_reason != NULL)
+        snprintf(why, sizeof(why), "%s", S.skip_reason);
+    }
+    double dt = now_s() - t0;
+    const char *word = r == PASS ? "PASS" : r == SKIP ? "SKIP" : "FAIL";
+    printf("%s %s (%.2f s)%s%s\n", word, t->name, dt, why[0] ? ": " : "", why);
+    if (r == PASS)
+      passed++;
+    else if (r == SKIP)
+      skipped++;
+    else
+      failed++;
+  }
+  printf("cuda_suite (%s): %d passed, %d failed, %d skipped\n",
+         S.host ? "host executor" : "libcuda", passed, failed, skipped);
+  if (!S.host) slc_driver_unload(&S.drv);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,126 @@
+/*
+ * A fake CUDA driver for CI: an asynchronous host executor that fills the
+ * same table (cuda/driver.h) the real libcuda does.
+ *
+ * Model
+ *   - N devices (config), one primary context each; the current context is
+ *     thread-local, as in the driver. Calls that need a context fail with
+ *     CUDA_ERROR_INVALID_CONTEXT without one, and stream calls also when the
+ *     stream's context is not current (stricter than the driver: it catches a
+ *     layer that forgets to make the right context current).
+ *   - "Device" memory is malloc'd host memory, filled with 0xCD; device
+ *     pointers are its addresses. Every device range a call names must lie in
+ *     one live allocation, else CUDA_ERROR_INVALID_VALUE (bad pointers). Host
+ *     pointers only have to be non-NULL. cuMemFree / cuMemFreeHost free at
+ *     once, without waiting for pending work: a free before the work that
+ *     uses the memory has run is a real use-after-free that ASan reports.
+ *   - Each stream is a worker thread that runs its operations later, in
+ *     order: copies are memcpy, memsets memset, launches call a registered
+ *     host function with copies of the parameters taken at launch. Events are
+ *     records that complete when the worker reaches them; cuStreamWaitEvent
+ *     makes the worker wait for the record that was the event's last at the
+ *     time of the call; cuEventQuery/Synchronize see the last record (a
+ *     never-recorded event is complete). Stream/context synchronise wait for
+ *     the workers to drain what was submitted before the call.
+ *   - The synchronous copies (cuMemcpyHtoD/DtoH) follow the legacy default
+ *     stream: they first wait for every blocking stream of the current
+ *     context to drain.
+ *   - cuModuleLoadData(Ex) accepts any image containing ".entry" (PTX text);
+ *     other images fail with CUDA_ERROR_INVALID_PTX and a JIT log line.
+ *     cuModuleGetFunction finds the host kernels registered by name.
+ * Knobs: a delay before each copy or kernel (widens the window in which a
+ * premature release corrupts data), a hold that stops every worker before
+ * its next operation, and one-shot failures per entry point.
+ *
+ * Threading: every entry point may be called from any thread. One mutex and
+ * one condition variable guard the executor's state; no memory operation
+ * runs under it.
+ */
+#ifndef STREAMLEDGER_TESTS_CUDA_HOST_DRIVER_H
+#define STREAMLEDGER_TESTS_CUDA_HOST_DRIVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cuda/driver.h"
+
+#define HD_MAX_DEVICES 8
+#define HD_MAX_PARAMS 8
+
+typedef struct hd_config {
+  int devices;            /* 1 .. HD_MAX_DEVICES */
+  unsigned task_delay_us; /* sleep before each copy, memset, kernel */
+} hd_config;
+
+/* Starts the executor (again, after hd_shutdown) and fills *table with it:
+ * every entry of SLC_DRIVER_ENTRIES is implemented; table->loaded. Returns 0,
+ * or -1 if the executor is already running. */
+int hd_install(slc_driver *table, const hd_config *cfg);
+
+/* Ends the executor: returns how many streams, events, modules, device and
+ * host allocations and retained contexts were still alive (0 after a clean
+ * run), and frees them. */
+long hd_shutdown(void);
+
+/* Points where a failure can be injected. */
+typedef enum hd_fault {
+  HD_FAULT_STREAM_SYNC,    /* cuStreamSynchronize: returns without waiting */
+  HD_FAULT_STREAM_QUERY,   /* cuStreamQuery */
+  HD_FAULT_CTX_SYNC,       /* cuCtxSynchronize: returns without waiting */
+  HD_FAULT_EVENT_SYNC,     /* cuEventSynchronize: returns without waiting */
+  HD_FAULT_EVENT_QUERY,    /* cuEventQuery */
+  HD_FAULT_EVENT_RECORD,   /* cuEventRecord: nothing recorded */
+  HD_FAULT_STREAM_WAIT,    /* cuStreamWaitEvent: nothing queued */
+  HD_FAULT_COPY,           /* the async copies and memset: nothing queued */
+  HD_FAULT_LAUNCH,         /* cuLaunchKernel: nothing queued */
+  HD_FAULT_STREAM_CREATE,  /* cuStreamCreate */
+  HD_FAULT_STREAM_DESTROY, /* cuStreamDestroy: the stream stays */
+  HD_FAULT_MEM_ALLOC,      /* cuMemAlloc, cuMemHostAlloc, cuMemAllocHost */
+  HD_FAULT_COUNT
+} hd_fault;
+
+/* The next `times` calls at `point` fail with `code` (0 times disarms). */
+void hd_fail_next(hd_fault point, CUresult code, int times);
+
+/* How many injected failures at `point` were not yet consumed. */
+int hd_fault_pending(hd_fault point);
+
+/* While on, no worker starts another operation. Turning it off resumes. */
+void hd_hold(bool on);
+
+/* A one-shot hook: the next call at `point` runs fn(arg) on the calling
+ * thread, outside the executor's lock, before doing anything else — except
+ * HD_FAULT_EVENT_RECORD, where it runs after the record was queued. Tests
+ * use it to act at the exact moment the layer is inside a driver call (to
+ * check the ordering rules). HD_FAULT_STREAM_WAIT has no hook (the layer
+ * holds the event's lock there). fn may call the layer and the executor. */
+typedef void (*hd_hook_fn)(void *arg);
+void hd_set_hook(hd_fault point, hd_hook_fn fn, void *arg);
+
+/* A sticky error, as after a kernel fault: from now on every
+ * synchronisation and query (after waiting, as the driver would) and every
+ * issue returns `code`. CUDA_SUCCESS clears it; hd_shutdown too. */
+void hd_set_sticky(CUresult code);
+
+/* The delay before each copy, memset or kernel, from now on. */
+void hd_set_delay_us(unsigned us);
+
+/* Launch geometry passed to host kernels. */
+typedef struct hd_dims {
+  unsigned grid[3], block[3], shared;
+} hd_dims;
+
+/* A host kernel: params[i] points to a copy of parameter i (its size as
+ * registered), taken when the kernel was launched. */
+typedef void (*hd_kernel_fn)(void *const *params, const hd_dims *dims);
+
+/* Registers a kernel under `name` with n_params parameters of the given
+ * sizes (n_params <= HD_MAX_PARAMS). Registrations survive hd_shutdown.
+ * Returns 0, or -1 if the registry is full or the arguments are bad. */
+int hd_register_kernel(const char *name, hd_kernel_fn fn, size_t n_params,
+                       const size_t *param_sizes);
+
+/* Operations the workers ran so far (copies, memsets, kernels). */
+unsigned long hd_ops_executed(void);
+
+#endif /* STREAMLEDGER_TESTS_CUDA_HOST_DRIVER_H */

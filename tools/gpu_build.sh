@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds the binaries a GPU host runs and copies them into gpu-bin/ (git-ignored)
+# with tools/gpu_run.sh, so that the folder alone can be carried to the GPU host
+# (which has no Bazel and no liburcu):
+#   cuda_suite       the CUDA layer's behaviour tests (--driver=libcuda|host)
+#   ledger_bench     the ledger benchmark, if //bench:ledger_bench exists
+#   *bench*          any other cc_binary named like a benchmark in //bench or //cuda
+# Built with --config=portable (optimised, liburcu linked statically). libcuda is
+# not linked: the layer opens libcuda.so.1 at run time. The script checks with
+# ldd that only glibc libraries remain, and prints the newest glibc symbol
+# version each binary needs (the GPU host has glibc 2.39; this builds on 2.36).
+# Usage: tools/gpu_build.sh [extra bazel flags...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=gpu-bin
+targets=(//tests/cuda:cuda_suite)
+for t in $(bazel query --noshow_progress \
+  "attr(name, 'bench', kind('cc_binary', //bench/... + //cuda/...))" 2>/dev/null || true); do
+  targets+=("$t")
+done
+
+# --as-needed: the toolchain links every C binary against libstdc++ (and so
+# libgcc_s); nothing here uses it, so the linker drops it.
+flags=(--config=portable --linkopt=-Wl,--as-needed "$@")
+echo "=== bazel build ${flags[*]} ${targets[*]}"
+bazel build "${flags[@]}" -- "${targets[@]}"
+bin=$(bazel info "${flags[@]}" bazel-bin 2>/dev/null)
+
+rm -rf "$out"
+mkdir -p "$out"
+for t in "${targets[@]}"; do
+  pkg=${t#//}
+  pkg=${pkg%%:*}
+  name=${t##*:}
+  cp "$bin/$pkg/$name" "$out/$name"
+  chmod u+w,a+rx "$out/$name"
+done
+cp tools/gpu_run.sh "$out/gpu_run.sh"
+chmod a+rx "$out/gpu_run.sh"
+
+# Only the C library's own shared objects may remain (no liburcu, no libcuda,
+# no libstdc++/libgcc_s).
+allowed='^(linux-vdso\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|/lib64/ld-linux-x86-64\.so|ld-linux-x86-64\.so)'
+bad=0
+for f in "$out"/*; do
+  [ "$f" = "$out/gpu_run.sh" ] && continue
+  echo "--- ldd $f"
+  ldd "$f" | sed 's/^/    /'
+  while read -r lib _; do
+    [ -z "$lib" ] && continue
+    if ! [[ "$lib" =~ $allowed ]]; then
+      echo "    NOT ALLOWED: $lib"
+      bad=1
+    fi
+  done < <(ldd "$f" | awk '{print $1}')
+  need=$(objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+  echo "    newest glibc symbol version needed: ${need:-none}"
+done
+
+{
+  echo "built:    $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
+  echo "commit:   $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+  echo "compiler: $(gcc --version | head -1)"
+  echo "glibc:    $(ldd --version | head -1)"
+  echo "config:   bazel build ${flags[*]}"
+  echo "targets:  ${targets[*]}"
+} > "$out/BUILD_INFO.txt"
+
+if [ "$bad" -ne 0 ]; then
+  echo "=== gpu_build: a binary needs a library the GPU host may not have" >&2
+  exit 1
+fi
+echo "=== gpu-bin/ is ready:"
+ls -l "$out"
+echo "Carry it to the GPU host and run: gpu-bin/gpu_run.sh"
