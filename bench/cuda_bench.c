@@ -1,0 +1,1652 @@
+/*
+ * cuda_bench — what the ledger costs next to the driver calls it wraps: each
+ * driver call made raw (through the driver table, cuda/driver.h) and the same
+ * call made through the CUDA layer (cuda/sl_cuda.h), side by side, from 1 to
+ * 16 threads (issue 5, "the GPU comparison").
+ *
+ * OPERATIONS (one row per operation and thread count)
+ *   record       raw   cuEventRecord(ev, s)
+ *                layer slc_event_record(e, s): event mutex, stream gate,
+ *                      make-current, ldg_mark, cuEventRecord, the event's
+ *                      (stream, mark), stream references
+ *   wait         raw   cuStreamWaitEvent(s, ev, 0)
+ *                layer slc_stream_wait_event(s, e) + ldg_add_wait: e was
+ *                      recorded once (setup) on a second stream after one
+ *                      launch there, so its mark is 1 and every wait is
+ *                      recorded in the ledger (ev likewise, raw)
+ *   htod64       raw   cuMemcpyHtoDAsync of 64 B from pinned memory
+ *                      (cuMemHostAlloc) to device memory
+ *                layer slc_copy_htod_async with a hold: a keep (counter
+ *                      callback), one vector id and one host range
+ *   launch       raw   cuLaunchKernel of an empty kernel, grid 1, block 1
+ *                layer slc_launch of the same with a hold of a keep only
+ *   ledger_hold  layer only: ldg_enqueue(keep, 1 id, 1 range) (htod64's hold)
+ *   ledger_keep  layer only: ldg_enqueue(keep) (launch's hold)
+ *                      both on a ledger of their own, released every K calls
+ *                      (ldg_mark + ldg_release): the ledger's part alone
+ *   ctx          raw   cuCtxGetCurrent; layer slc_device_make_current, which
+ *                      the layer runs before every driver call; no syncs
+ *   Each thread has its own stream(s) on device 0 (--nonblocking: created
+ *   CU_STREAM_NON_BLOCKING), its own events and buffers, and is pinned to one
+ *   CPU. Raw and layer calls go to the very same driver stream
+ *   (slc_stream_handle), so only the layer differs.
+ *
+ * SYNCHRONISATION
+ *   Every K (--sync-every, 256) calls: raw cuStreamSynchronize(s); layer
+ *   slc_stream_synchronize(s) (mark, sync, release: the keeps run there);
+ *   ledger rows ldg_mark + ldg_release. Queues stay bounded and the layer's
+ *   release cost is paid where it is in real use. K matters: the first calls
+ *   after a sync are slower, on both sides (H200, one thread: raw
+ *   cuEventRecord about 240 ns/call with K = 256, 150 with K = 2048), so
+ *   read a target at more than one K.
+ *
+ * PASSES
+ *   A pass is N (--calls) calls of each side per thread, interleaved batch
+ *   by batch: K raw calls and their sync, K layer calls and their sync, then
+ *   layer first, and so on. Launch and copy times drift by 10 % and more
+ *   from one pass to the next; interleaving puts the drift on both sides
+ *   alike, which a 1 % target needs. Per row: one warm-up pass (--warmup
+ *   calls), then --repeat timed passes; threads meet at a barrier before
+ *   each pass.
+ *
+ * MEASURES
+ *   ns        per thread, the time of its batches of one side (syncs
+ *             included) / N; the mean over the threads; the median over the
+ *             passes: the amortised cost of one call on one thread while the
+ *             other threads do the same.
+ *   issue     the same without the syncs.
+ *   overhead  (layer - raw) / raw, of the medians; "pairs" is the range of
+ *             the same ratio pass by pass (min..max), to judge the noise.
+ *
+ * CORRECTNESS GUARD (not timing): every keep adds its unique id to counters
+ * of the thread that runs it; after each row the totals must equal those of
+ * the keeps enqueued (every keep ran exactly once), and after every layer
+ * batch's sync the ledger must hold nothing. Any failing call prints the
+ * call, the driver's error and exits 1; a keep mismatch aborts.
+ *
+ * DRIVERS
+ *   --driver=libcuda (default)  the real driver, libcuda.so.1 (dlopen). No
+ *                               library: "SKIPPED: no CUDA driver", exit 0.
+ *   --driver=host               a fake driver in this file (below): every
+ *                               code path of the bench and of the layer runs
+ *                               on the host, with the checks a driver makes;
+ *                               its times say nothing about GPUs.
+ *   (The host executor of tests/cuda/ is testonly and private to its package;
+ *   a benchmark carried to the GPU host should not link it anyway.)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/driver.h"
+#include "cuda/sl_cuda.h"
+#include "ledger/ledger.h"
+
+/* ---- The empty kernel ------------------------------------------------------
+ * For GPUs, PTX made with
+ *   echo 'extern "C" __global__ void sl_bench_empty(void) {}' > e.cu
+ *   nvcc -ptx -arch=compute_90 e.cu        (CUDA 13.0)
+ * with `.version 9.0` lowered to 7.8 as tests/cuda/kernels.c does, so any
+ * driver from CUDA 11.8 on JITs it for sm_90 (H100/H200) and newer; it
+ * assembles with `ptxas -arch=sm_90` and `-arch=sm_100` (--print-ptx prints
+ * it; the smoke test assembles it where ptxas is installed). The host
+ * driver below loads the same text (it only looks for the entry). */
+#define EMPTY_KERNEL "sl_bench_empty"
+
+static const char empty_ptx[] =
+    ".version 7.8\n"
+    ".target sm_90\n"
+    ".address_size 64\n"
+    "\n"
+    "\t// .globl\t" EMPTY_KERNEL "\n"
+    "\n"
+    ".visible .entry " EMPTY_KERNEL "()\n"
+    "{\n"
+    "\tret;\n"
+    "}\n";
+
+/* ---- The host driver (--driver=host) ------------------------------------------
+ * A small synchronous fake of the entries the layer and this bench use, so
+ * that CI runs every code path without a GPU. Work completes when it is
+ * issued (copies are memcpy at once, launches do nothing), so syncs only
+ * check their arguments. It checks what a driver checks and a mistake would
+ * trip on a GPU: cuInit first; valid, live handles; a current context for
+ * everything but the error names and device queries, and for stream work
+ * the stream's own context; copies into a live device allocation; a module
+ * image with `.entry`, and the function named in it. It counts live objects
+ * (streams, events, allocations, modules, context retains): fh_live() must
+ * be 0 at the end. Entries not listed stay stubs (CUDA_ERROR_NOT_INITIALIZED),
+ * so a call the bench does not expect fails loudly. Thread-safe: counters
+ * are atomic, the allocation list has a mutex. */
+
+enum { FH_CTX = 0x63747831, FH_STREAM, FH_EVENT, FH_MODULE, FH_FUNC, FH_DEAD };
+
+typedef struct fh_obj {
+  unsigned magic;
+} fh_obj;
+
+typedef struct fh_stream {
+  fh_obj o;
+  void *ctx;
+} fh_stream;
+
+typedef struct fh_module {
+  fh_obj o;
+  void *ctx;
+  char *image;
+  fh_obj func; /* the one function handed out, FH_FUNC */
+} fh_module;
+
+typedef struct fh_alloc {
+  struct fh_alloc *next;
+  uintptr_t base;
+  size_t bytes;
+  bool host;
+} fh_alloc;
+
+static fh_obj fh_primary = {FH_CTX}; /* device 0's primary context */
+static atomic_int fh_inited;
+static atomic_long fh_live_count;
+static atomic_long fh_retains;
+static _Thread_local void *fh_current;
+static pthread_mutex_t fh_mu = PTHREAD_MUTEX_INITIALIZER;
+static fh_alloc *fh_allocs;
+
+static long fh_live(void) {
+  return atomic_load(&fh_live_count) + atomic_load(&fh_retains);
+}
+
+static bool fh_is(const void *p, unsigned magic) {
+  return p != NULL && ((const fh_obj *)p)->magic == magic;
+}
+
+/* Called first by every entry that needs a context. */
+static CUresult fh_ctx_check(void) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (fh_current == NULL || atomic_load(&fh_retains) == 0)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+/* A stream for work: live, and its context current. */
+static CUresult fh_stream_check(CUstream s) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (!fh_is(s, FH_STREAM)) return CUDA_ERROR_INVALID_HANDLE;
+  if (((fh_stream *)s)->ctx != fh_current) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuGetErrorName(CUresult e, const char **s) {
+  if (s == NULL) return CUDA_ERROR_INVALID_VALUE;
+  switch (e) {
+#define FH_NAME(c) \
+  case c:          \
+    *s = #c;       \
+    return CUDA_SUCCESS;
+    FH_NAME(CUDA_SUCCESS)
+    FH_NAME(CUDA_ERROR_INVALID_VALUE)
+    FH_NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    FH_NAME(CUDA_ERROR_NOT_INITIALIZED)
+    FH_NAME(CUDA_ERROR_INVALID_CONTEXT)
+    FH_NAME(CUDA_ERROR_INVALID_PTX)
+    FH_NAME(CUDA_ERROR_INVALID_HANDLE)
+    FH_NAME(CUDA_ERROR_NOT_FOUND)
+    FH_NAME(CUDA_ERROR_NOT_SUPPORTED)
+    FH_NAME(CUDA_ERROR_INVALID_DEVICE)
+#undef FH_NAME
+    default:
+      *s = NULL;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+static CUresult CUDAAPI fh_cuGetErrorString(CUresult e, const char **s) {
+  const char *name = NULL;
+  CUresult r = fh_cuGetErrorName(e, &name);
+  if (r != CUDA_SUCCESS) return r;
+  *s = e == CUDA_SUCCESS ? "no error" : "error reported by the host driver";
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuInit(unsigned flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  atomic_store(&fh_inited, 1);
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuDriverGetVersion(int *v) {
+  if (v == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *v = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuDeviceGetCount(int *n) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (n == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *n = 1;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuDeviceGet(CUdevice *d, int ordinal) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (d == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuDeviceGetName(char *name, int len, CUdevice d) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (name == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  snprintf(name, (size_t)len, "cuda_bench host driver");
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (c == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  atomic_fetch_add(&fh_retains, 1);
+  *c = (CUcontext)&fh_primary;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuDevicePrimaryCtxRelease(CUdevice d) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (atomic_fetch_sub(&fh_retains, 1) <= 0) {
+    atomic_fetch_add(&fh_retains, 1);
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuCtxSetCurrent(CUcontext c) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (c != NULL && !fh_is(c, FH_CTX)) return CUDA_ERROR_INVALID_CONTEXT;
+  fh_current = c;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuCtxGetCurrent(CUcontext *c) {
+  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
+  if (c == NULL) return CUDA_ERROR_INVALID_VALUE;
+  *c = fh_current;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuCtxSynchronize(void) { return fh_ctx_check(); }
+
+static CUresult CUDAAPI fh_cuStreamCreate(CUstream *s, unsigned flags) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (s == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  fh_stream *p = calloc(1, sizeof *p);
+  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  p->o.magic = FH_STREAM;
+  p->ctx = fh_current;
+  atomic_fetch_add(&fh_live_count, 1);
+  *s = (CUstream)p;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuStreamDestroy(CUstream s) {
+  CUresult r = fh_stream_check(s);
+  if (r != CUDA_SUCCESS) return r;
+  ((fh_obj *)s)->magic = FH_DEAD;
+  free(s);
+  atomic_fetch_sub(&fh_live_count, 1);
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuStreamSynchronize(CUstream s) {
+  return fh_stream_check(s);
+}
+
+static CUresult CUDAAPI fh_cuStreamQuery(CUstream s) {
+  return fh_stream_check(s);
+}
+
+static CUresult CUDAAPI fh_cuEventCreate(CUevent *e, unsigned flags) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (e == NULL) return CUDA_ERROR_INVALID_VALUE;
+  fh_stream *p = calloc(1, sizeof *p); /* same shape: magic, ctx */
+  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  p->o.magic = FH_EVENT;
+  p->ctx = fh_current;
+  atomic_fetch_add(&fh_live_count, 1);
+  *e = (CUevent)p;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuEventDestroy(CUevent e) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (!fh_is(e, FH_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+  ((fh_obj *)e)->magic = FH_DEAD;
+  free(e);
+  atomic_fetch_sub(&fh_live_count, 1);
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuEventRecord(CUevent e, CUstream s) {
+  CUresult r = fh_stream_check(s);
+  if (r != CUDA_SUCCESS) return r;
+  if (!fh_is(e, FH_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+  if (((fh_stream *)e)->ctx != ((fh_stream *)s)->ctx)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuEventSynchronize(CUevent e) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  return fh_is(e, FH_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult CUDAAPI fh_cuEventQuery(CUevent e) {
+  return fh_cuEventSynchronize(e);
+}
+
+static CUresult CUDAAPI fh_cuStreamWaitEvent(CUstream s, CUevent e,
+                                             unsigned flags) {
+  CUresult r = fh_stream_check(s);
+  if (r != CUDA_SUCCESS) return r;
+  if (!fh_is(e, FH_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fh_alloc_add(void *p, size_t bytes, bool host) {
+  fh_alloc *a = malloc(sizeof *a);
+  if (a == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  a->base = (uintptr_t)p;
+  a->bytes = bytes;
+  a->host = host;
+  pthread_mutex_lock(&fh_mu);
+  a->next = fh_allocs;
+  fh_allocs = a;
+  pthread_mutex_unlock(&fh_mu);
+  atomic_fetch_add(&fh_live_count, 1);
+  return CUDA_SUCCESS;
+}
+
+static CUresult fh_alloc_remove(uintptr_t base, bool host) {
+  pthread_mutex_lock(&fh_mu);
+  for (fh_alloc **pp = &fh_allocs; *pp != NULL; pp = &(*pp)->next) {
+    fh_alloc *a = *pp;
+    if (a->base == base && a->host == host) {
+      *pp = a->next;
+      pthread_mutex_unlock(&fh_mu);
+      free(a);
+      free((void *)base);
+      atomic_fetch_sub(&fh_live_count, 1);
+      return CUDA_SUCCESS;
+    }
+  }
+  pthread_mutex_unlock(&fh_mu);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult CUDAAPI fh_cuMemAlloc(CUdeviceptr *dp, size_t bytes) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (dp == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  void *p = malloc(bytes);
+  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(p, 0xcd, bytes);
+  r = fh_alloc_add(p, bytes, false);
+  if (r != CUDA_SUCCESS) {
+    free(p);
+    return r;
+  }
+  *dp = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuMemFree(CUdeviceptr dp) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  return fh_alloc_remove((uintptr_t)dp, false);
+}
+
+static CUresult CUDAAPI fh_cuMemHostAlloc(void **pp, size_t bytes,
+                                          unsigned flags) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (pp == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  void *p = malloc(bytes);
+  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  r = fh_alloc_add(p, bytes, true);
+  if (r != CUDA_SUCCESS) {
+    free(p);
+    return r;
+  }
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuMemFreeHost(void *p) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  return fh_alloc_remove((uintptr_t)p, true);
+}
+
+static CUresult CUDAAPI fh_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src,
+                                             size_t bytes, CUstream s) {
+  CUresult r = fh_stream_check(s);
+  if (r != CUDA_SUCCESS) return r;
+  if (src == NULL) return CUDA_ERROR_INVALID_VALUE;
+  bool ok = false;
+  pthread_mutex_lock(&fh_mu);
+  for (fh_alloc *a = fh_allocs; a != NULL && !ok; a = a->next)
+    ok = !a->host && (uintptr_t)dst >= a->base &&
+         bytes <= a->bytes - ((uintptr_t)dst - a->base);
+  pthread_mutex_unlock(&fh_mu);
+  if (!ok) return CUDA_ERROR_INVALID_VALUE;
+  memcpy((void *)(uintptr_t)dst, src, bytes); /* completes at once */
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuModuleLoadDataEx(CUmodule *m, const void *image,
+                                              unsigned n, CUjit_option *opts,
+                                              void **vals) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (m == NULL || image == NULL || (n > 0 && (opts == NULL || vals == NULL)))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (strstr(image, ".entry") == NULL) {
+    for (unsigned i = 0; i < n; i++)
+      if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) {
+        size_t len = 0;
+        for (unsigned j = 0; j < n; j++)
+          if (opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            len = (size_t)(uintptr_t)vals[j];
+        if (len > 0) snprintf(vals[i], len, "host driver: no .entry in image");
+      }
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  fh_module *p = calloc(1, sizeof *p);
+  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  p->image = strdup(image);
+  if (p->image == NULL) {
+    free(p);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  p->o.magic = FH_MODULE;
+  p->ctx = fh_current;
+  p->func.magic = FH_FUNC;
+  atomic_fetch_add(&fh_live_count, 1);
+  *m = (CUmodule)p;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuModuleGetFunction(CUfunction *f, CUmodule m,
+                                               const char *name) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (f == NULL || name == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!fh_is(m, FH_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+  char entry[160];
+  snprintf(entry, sizeof entry, ".entry %s(", name);
+  fh_module *p = (fh_module *)m;
+  if (strstr(p->image, entry) == NULL) return CUDA_ERROR_NOT_FOUND;
+  *f = (CUfunction)&p->func;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuModuleUnload(CUmodule m) {
+  CUresult r = fh_ctx_check();
+  if (r != CUDA_SUCCESS) return r;
+  if (!fh_is(m, FH_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+  fh_module *p = (fh_module *)m;
+  p->o.magic = FH_DEAD;
+  p->func.magic = FH_DEAD;
+  free(p->image);
+  free(p);
+  atomic_fetch_sub(&fh_live_count, 1);
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI fh_cuLaunchKernel(CUfunction f, unsigned gx,
+                                          unsigned gy, unsigned gz,
+                                          unsigned bx, unsigned by,
+                                          unsigned bz, unsigned shared,
+                                          CUstream s, void **params,
+                                          void **extra) {
+  CUresult r = fh_stream_check(s);
+  if (r != CUDA_SUCCESS) return r;
+  if (!fh_is(f, FH_FUNC)) return CUDA_ERROR_INVALID_HANDLE;
+  if (extra != NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
+      (unsigned long long)bx * by * bz > 1024 || shared > 48 * 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  (void)params; /* the empty kernel takes none */
+  return CUDA_SUCCESS;
+}
+
+static void fh_install(slc_driver *d) {
+  slc_driver_init_unloaded(d);
+#define FH_SET(name) d->pfn_##name = fh_##name;
+  FH_SET(cuGetErrorName)
+  FH_SET(cuGetErrorString)
+  FH_SET(cuInit)
+  FH_SET(cuDriverGetVersion)
+  FH_SET(cuDeviceGetCount)
+  FH_SET(cuDeviceGet)
+  FH_SET(cuDeviceGetName)
+  FH_SET(cuDevicePrimaryCtxRetain)
+  FH_SET(cuDevicePrimaryCtxRelease)
+  FH_SET(cuCtxSetCurrent)
+  FH_SET(cuCtxGetCurrent)
+  FH_SET(cuCtxSynchronize)
+  FH_SET(cuStreamCreate)
+  FH_SET(cuStreamDestroy)
+  FH_SET(cuStreamSynchronize)
+  FH_SET(cuStreamQuery)
+  FH_SET(cuStreamWaitEvent)
+  FH_SET(cuEventCreate)
+  FH_SET(cuEventDestroy)
+  FH_SET(cuEventRecord)
+  FH_SET(cuEventSynchronize)
+  FH_SET(cuEventQuery)
+  FH_SET(cuMemAlloc)
+  FH_SET(cuMemFree)
+  FH_SET(cuMemHostAlloc)
+  FH_SET(cuMemFreeHost)
+  FH_SET(cuMemcpyHtoDAsync)
+  FH_SET(cuModuleLoadDataEx)
+  FH_SET(cuModuleGetFunction)
+  FH_SET(cuModuleUnload)
+  FH_SET(cuLaunchKernel)
+#undef FH_SET
+  d->loaded = true;
+  snprintf(d->origin, sizeof d->origin, "host (cuda_bench's fake driver)");
+}
+
+/* ---- Errors ---------------------------------------------------------------- */
+
+static const slc_driver *g_drv; /* the context's table, for error names */
+
+static void fail_exit(void) {
+  fflush(stdout);
+  fflush(stderr);
+  /* Not exit(): other threads may be inside the driver. */
+  _exit(1);
+}
+
+static void die_cu(const char *what, CUresult r, const char *file, int line) {
+  const char *name = NULL, *msg = NULL;
+  if (g_drv != NULL) {
+    if (g_drv->pfn_cuGetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (g_drv->pfn_cuGetErrorString(r, &msg) != CUDA_SUCCESS) msg = NULL;
+  }
+  fprintf(stderr, "cuda_bench: %s failed (%s:%d): CUresult %d %s (%s)\n", what,
+          file, line, (int)r, name ? name : "?", msg ? msg : "?");
+  fail_exit();
+}
+
+static void die_ldg(const char *what, int rc, const char *file, int line) {
+  fprintf(stderr, "cuda_bench: %s failed (%s:%d): %s (%d)\n  last error: %s\n",
+          what, file, line, slc_strerror(rc), rc, slc_last_error_message());
+  fail_exit();
+}
+
+/* A raw driver call: anything but CUDA_SUCCESS is fatal. */
+#define CU_CHECK(call)                                           \
+  do {                                                           \
+    CUresult cu_check_r_ = (call);                               \
+    if (cu_check_r_ != CUDA_SUCCESS)                             \
+      die_cu(#call, cu_check_r_, __FILE__, __LINE__);            \
+  } while (0)
+
+/* A layer or ledger call: anything but LDG_OK is fatal. */
+#define CHECK(call)                                              \
+  do {                                                           \
+    int check_rc_ = (call);                                      \
+    if (check_rc_ != LDG_OK) die_ldg(#call, check_rc_, __FILE__, __LINE__); \
+  } while (0)
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (p == NULL) {
+    fprintf(stderr, "cuda_bench: out of memory (%zu bytes)\n", n);
+    abort();
+  }
+  return p;
+}
+
+/* ---- Operations ------------------------------------------------------------ */
+
+enum {
+  OP_RECORD,
+  OP_WAIT,
+  OP_HTOD,
+  OP_LAUNCH,
+  OP_LEDGER_HOLD,
+  OP_LEDGER_KEEP,
+  OP_CTX,
+  N_OPS
+};
+enum { SIDE_RAW = 0, SIDE_LAYER = 1 };
+
+typedef struct op_desc {
+  const char *name;
+  const char *raw;   /* NULL: no raw side */
+  const char *layer;
+  double target_pct; /* issue 5's target for the overhead; < 0: none */
+} op_desc;
+
+static const op_desc ops[N_OPS] = {
+    [OP_RECORD] = {"record", "cuEventRecord(ev, s)", "slc_event_record(e, s)",
+                   10.0},
+    [OP_WAIT] = {"wait", "cuStreamWaitEvent(s, ev, 0)",
+                 "slc_stream_wait_event(s, e) (+ ldg_add_wait)", -1},
+    [OP_HTOD] = {"htod64", "cuMemcpyHtoDAsync 64 B pinned->device",
+                 "slc_copy_htod_async + hold{keep, 1 id, 1 range}", -1},
+    [OP_LAUNCH] = {"launch", "cuLaunchKernel(empty, 1x1x1, 1x1x1)",
+                   "slc_launch + hold{keep}", 1.0},
+    [OP_LEDGER_HOLD] = {"ledger_hold", NULL,
+                        "ldg_enqueue(keep, 1 id, 1 range) alone (htod64's)",
+                        -1},
+    [OP_LEDGER_KEEP] = {"ledger_keep", NULL,
+                        "ldg_enqueue(keep) alone (launch's)", -1},
+    [OP_CTX] = {"ctx", "cuCtxGetCurrent",
+                "slc_device_make_current (once per layer call)", -1},
+};
+
+/* ---- Options ---------------------------------------------------------------- */
+
+#define MAX_THREAD_COUNTS 16
+#define MAX_REPEAT 101
+
+static struct {
+  bool host; /* --driver=host */
+  const char *libcuda;
+  bool require_gpu;
+  int thread_list[MAX_THREAD_COUNTS];
+  int n_thread_list;
+  uint64_t calls;  /* per thread per pass */
+  uint64_t warmup; /* per thread, one pass per side */
+  unsigned sync_every;
+  unsigned repeat;
+  bool run_op[N_OPS];
+  bool pin;
+  bool nonblocking; /* streams CU_STREAM_NON_BLOCKING */
+  bool smoke;
+  const char *json;
+} opt = {
+    .host = false,
+    .calls = 10000,
+    .warmup = 0, /* 0: calls / 5 */
+    .sync_every = 256,
+    .repeat = 11,
+    .run_op = {true, true, true, true, true, true, true},
+    .pin = true,
+};
+
+static int cpus[1024];
+static int n_cpus;
+static int online_cpus;
+
+/* ---- Time ------------------------------------------------------------------ */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, unsigned n) {
+  double tmp[MAX_REPEAT];
+  memcpy(tmp, v, n * sizeof *v);
+  qsort(tmp, n, sizeof *tmp, cmp_double);
+  return n % 2 ? tmp[n / 2] : (tmp[n / 2 - 1] + tmp[n / 2]) / 2;
+}
+
+/* ---- Keeps: the exactly-once guard ----------------------------------------- */
+
+typedef struct keep_sums {
+  uint64_t n, sum, sq;
+} keep_sums;
+
+static _Thread_local keep_sums keeps_ran; /* by the thread running the keep */
+static keep_sums total_ran, total_enqueued;
+static keep_sums grand_ran, grand_enqueued;
+static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The keep: a counter callback. */
+static void keep_fn(void *ctx) {
+  uint64_t id = (uint64_t)(uintptr_t)ctx;
+  keeps_ran.n++;
+  keeps_ran.sum += id;
+  keeps_ran.sq += id * id;
+}
+
+static void sums_add(keep_sums *into, const keep_sums *s) {
+  into->n += s->n;
+  into->sum += s->sum;
+  into->sq += s->sq;
+}
+
+/* Adds ids [first, last) to *enq (outside the timed loops). */
+static void sums_add_range(keep_sums *enq, uint64_t first, uint64_t last) {
+  for (uint64_t id = first; id < last; id++) {
+    enq->n++;
+    enq->sum += id;
+    enq->sq += id * id;
+  }
+}
+
+/* Adds this thread's keeps (ran) and `enq` (enqueued by it) to the totals. */
+static void flush_keeps(const keep_sums *enq) {
+  pthread_mutex_lock(&totals_lock);
+  sums_add(&total_ran, &keeps_ran);
+  sums_add(&total_enqueued, enq);
+  pthread_mutex_unlock(&totals_lock);
+  memset(&keeps_ran, 0, sizeof keeps_ran);
+}
+
+static bool sums_equal(const keep_sums *a, const keep_sums *b) {
+  return a->n == b->n && a->sum == b->sum && a->sq == b->sq;
+}
+
+static void verify_keeps(const char *row) {
+  keep_sums none = {0, 0, 0};
+  flush_keeps(&none); /* the main thread's own */
+  if (!sums_equal(&total_ran, &total_enqueued)) {
+    fprintf(stderr,
+            "cuda_bench: %s: keeps did not run exactly once: enqueued %" PRIu64
+            ", ran %" PRIu64 " (sums %s)\n",
+            row, total_enqueued.n, total_ran.n,
+            total_ran.sum == total_enqueued.sum ? "equal" : "differ");
+    abort();
+  }
+  sums_add(&grand_ran, &total_ran);
+  sums_add(&grand_enqueued, &total_enqueued);
+  memset(&total_ran, 0, sizeof total_ran);
+  memset(&total_enqueued, 0, sizeof total_enqueued);
+}
+
+/* ---- Rows and workers ------------------------------------------------------- */
+
+static slc_context *g_ctx;
+static CUfunction g_empty; /* the empty kernel, device 0 */
+static ldg_ledger *g_ledger; /* the ledger row's own ledger */
+
+typedef struct row_ctx {
+  int op;
+  int threads;
+  pthread_barrier_t barrier;
+} row_ctx;
+
+typedef struct worker {
+  _Alignas(64) row_ctx *rc;
+  int tid;
+  int cpu;
+  /* Resources (those the op needs). */
+  slc_stream *s;     /* the stream every call goes to */
+  CUstream cs;       /* its driver stream: the raw calls' */
+  slc_stream *prod;  /* wait: the stream the event was recorded on */
+  slc_event *ev;     /* record: the event recorded; wait: the one waited on */
+  CUevent raw_ev;    /* the raw counterpart of ev */
+  slc_buffer *hbuf;  /* htod: pinned source */
+  slc_buffer *dbuf;  /* htod: device destination */
+  ldg_stream *ls;    /* ledger: the stream of the ledger row */
+  uint64_t vec_id;   /* htod, ledger: the id named by every hold */
+  ldg_range range;   /* htod, ledger: the host range named */
+  uint64_t keep_next;
+  keep_sums enq;
+  /* Results: per side, per pass (warm-up excluded). */
+  double total_ns[2][MAX_REPEAT];
+  double issue_ns[2][MAX_REPEAT];
+  char pad[64];
+} worker;
+
+/* ---- Per-op setup and teardown (on the worker's thread) ---------------------- */
+
+static void worker_setup(worker *w) {
+  const slc_driver *d = g_drv;
+  const int op = w->rc->op;
+  if (op == OP_LEDGER_HOLD || op == OP_LEDGER_KEEP) {
+    CHECK(ldg_stream_create(g_ledger, 0, 0, NULL, NULL, &w->ls));
+    w->vec_id = ((uint64_t)(w->tid + 1) << 32) | 1u;
+    w->range = (ldg_range){(uintptr_t)0x100000000u + (uintptr_t)w->tid * 4096u,
+                           64};
+    return;
+  }
+  /* The raw calls need the primary context current on this thread; the layer
+   * makes it current itself (and leaves it so). */
+  CHECK(slc_device_make_current(g_ctx, 0));
+  if (op == OP_CTX) return;
+  const unsigned flags = opt.nonblocking ? SLC_STREAM_NONBLOCKING : 0;
+  CHECK(slc_stream_create(g_ctx, 0, flags, &w->s));
+  w->cs = slc_stream_handle(w->s);
+  switch (op) {
+    case OP_RECORD:
+      CHECK(slc_event_create(g_ctx, 0, &w->ev));
+      /* The flags slc_event_create uses. */
+      CU_CHECK(d->pfn_cuEventCreate(&w->raw_ev, CU_EVENT_DISABLE_TIMING));
+      break;
+    case OP_WAIT: {
+      CHECK(slc_stream_create(g_ctx, 0, flags, &w->prod));
+      CHECK(slc_event_create(g_ctx, 0, &w->ev));
+      CU_CHECK(d->pfn_cuEventCreate(&w->raw_ev, CU_EVENT_DISABLE_TIMING));
+      /* One launch on the producer, then the record: the event's mark is 1,
+       * so each slc_stream_wait_event records a wait (ldg_add_wait). */
+      uint64_t id = w->keep_next++;
+      slc_hold h = {{keep_fn, (void *)(uintptr_t)id}, NULL, 0, NULL, 0};
+      slc_dim3 one = {1, 1, 1};
+      CHECK(slc_launch(w->prod, g_empty, one, one, 0, NULL, &h));
+      sums_add_range(&w->enq, id, id + 1);
+      CHECK(slc_event_record(w->ev, w->prod));
+      ldg_seq m = 0;
+      if (!slc_event_recorded(w->ev, NULL, &m) || m != 1) {
+        fprintf(stderr, "cuda_bench: wait setup: event mark %" PRIu64
+                        ", expected 1\n", m);
+        fail_exit();
+      }
+      /* The same on the raw side. */
+      CUstream pcs = slc_stream_handle(w->prod);
+      CU_CHECK(d->pfn_cuLaunchKernel(g_empty, 1, 1, 1, 1, 1, 1, 0, pcs, NULL,
+                                     NULL));
+      CU_CHECK(d->pfn_cuEventRecord(w->raw_ev, pcs));
+      /* Both records complete before any pass (the producer's ledger entry
+       * stays held until the first sync of s releases it through a wait). */
+      CU_CHECK(d->pfn_cuStreamSynchronize(pcs));
+      break;
+    }
+    case OP_HTOD:
+      CHECK(slc_buffer_alloc_host(g_ctx, 4096, &w->hbuf));
+      CHECK(slc_buffer_alloc_device(g_ctx, 0, 4096, &w->dbuf));
+      memset(slc_buffer_host(w->hbuf), 0x5a, 4096);
+      w->vec_id = slc_buffer_id(w->dbuf);
+      w->range = (ldg_range){(uintptr_t)slc_buffer_host(w->hbuf), 64};
+      break;
+    default:
+      break;
+  }
+}
+
+static void worker_teardown(worker *w) {
+  const slc_driver *d = g_drv;
+  if (w->ls != NULL) {
+    CHECK(ldg_stream_destroy(w->ls));
+    ldg_stream_unref(w->ls);
+  }
+  if (w->ev != NULL) CHECK(slc_event_destroy(w->ev));
+  if (w->raw_ev != NULL) CU_CHECK(d->pfn_cuEventDestroy(w->raw_ev));
+  if (w->hbuf != NULL) CHECK(slc_buffer_free(w->hbuf));
+  if (w->dbuf != NULL) CHECK(slc_buffer_free(w->dbuf));
+  if (w->prod != NULL) {
+    CHECK(slc_stream_destroy(w->prod));
+    slc_stream_unref(w->prod);
+  }
+  if (w->s != NULL) {
+    CHECK(slc_stream_destroy(w->s));
+    slc_stream_unref(w->s);
+  }
+}
+
+/* ---- The timed passes --------------------------------------------------------
+ * A pass is N calls of each side, interleaved batch by batch: K raw calls
+ * and their sync, K layer calls and their sync, then the other way round
+ * (raw-layer, layer-raw, ...), so a drift of the driver's or the GPU's speed
+ * during the pass (launches drift by 10 % and more between passes) falls on
+ * both sides alike. Each batch starts on an idle stream (the previous batch
+ * ended with a sync).
+ *
+ * BATCH(CALL, SYNC): `count` calls of CALL, then SYNC; the batch's time is
+ * added to *total, the calls' alone to *issue. */
+#define BATCH(CALL, SYNC)                                      \
+  do {                                                         \
+    const uint64_t t0_ = now_ns();                             \
+    for (uint64_t j_ = 0; j_ < count; j_++) {                  \
+      CALL;                                                    \
+    }                                                          \
+    const uint64_t t1_ = now_ns();                             \
+    SYNC;                                                      \
+    const uint64_t t2_ = now_ns();                             \
+    *issue += (double)(t1_ - t0_);                             \
+    *total += (double)(t2_ - t0_);                             \
+  } while (0)
+
+static void run_batch_raw(worker *w, uint64_t count, double *total,
+                          double *issue) {
+  const slc_driver *d = g_drv;
+  const CUstream cs = w->cs;
+  CUcontext cur = NULL;
+  switch (w->rc->op) {
+    case OP_RECORD:
+      BATCH(CU_CHECK(d->pfn_cuEventRecord(w->raw_ev, cs)),
+            CU_CHECK(d->pfn_cuStreamSynchronize(cs)));
+      break;
+    case OP_WAIT:
+      BATCH(CU_CHECK(d->pfn_cuStreamWaitEvent(cs, w->raw_ev, 0)),
+            CU_CHECK(d->pfn_cuStreamSynchronize(cs)));
+      break;
+    case OP_HTOD: {
+      const CUdeviceptr dst = slc_buffer_dptr(w->dbuf);
+      const void *src = slc_buffer_host(w->hbuf);
+      BATCH(CU_CHECK(d->pfn_cuMemcpyHtoDAsync(dst, src, 64, cs)),
+            CU_CHECK(d->pfn_cuStreamSynchronize(cs)));
+      break;
+    }
+    case OP_LAUNCH:
+      BATCH(CU_CHECK(d->pfn_cuLaunchKernel(g_empty, 1, 1, 1, 1, 1, 1, 0, cs,
+                                           NULL, NULL)),
+            CU_CHECK(d->pfn_cuStreamSynchronize(cs)));
+      break;
+    case OP_CTX:
+      BATCH(CU_CHECK(d->pfn_cuCtxGetCurrent(&cur)), (void)0);
+      break;
+    default:
+      abort(); /* no raw side */
+  }
+}
+
+static void run_batch_layer(worker *w, uint64_t count, double *total,
+                            double *issue) {
+  slc_stream *const s = w->s;
+  const slc_dim3 one = {1, 1, 1};
+  const uint64_t first_id = w->keep_next;
+  uint64_t id = first_id;
+  slc_hold hold = {{keep_fn, NULL}, NULL, 0, NULL, 0};
+  const int op = w->rc->op;
+  switch (op) {
+    case OP_RECORD:
+      BATCH(CHECK(slc_event_record(w->ev, s)), CHECK(slc_stream_synchronize(s)));
+      break;
+    case OP_WAIT:
+      BATCH(CHECK(slc_stream_wait_event(s, w->ev)),
+            CHECK(slc_stream_synchronize(s)));
+      break;
+    case OP_HTOD: {
+      const CUdeviceptr dst = slc_buffer_dptr(w->dbuf);
+      const void *src = slc_buffer_host(w->hbuf);
+      hold.vec_ids = &w->vec_id;
+      hold.n_vec = 1;
+      hold.ranges = &w->range;
+      hold.n_ranges = 1;
+      BATCH(
+          {
+            hold.keep.ctx = (void *)(uintptr_t)id++;
+            CHECK(slc_copy_htod_async(s, dst, src, 64, &hold));
+          },
+          CHECK(slc_stream_synchronize(s)));
+      break;
+    }
+    case OP_LAUNCH:
+      BATCH(
+          {
+            hold.keep.ctx = (void *)(uintptr_t)id++;
+            CHECK(slc_launch(s, g_empty, one, one, 0, NULL, &hold));
+          },
+          CHECK(slc_stream_synchronize(s)));
+      break;
+    case OP_LEDGER_HOLD:
+    case OP_LEDGER_KEEP: {
+      ldg_stream *const ls = w->ls;
+      ldg_keep k = hold.keep;
+      const size_t n_ids = op == OP_LEDGER_HOLD ? 1 : 0;
+      const uint64_t *ids = n_ids ? &w->vec_id : NULL;
+      const ldg_range *ranges = n_ids ? &w->range : NULL;
+      BATCH(
+          {
+            k.ctx = (void *)(uintptr_t)id++;
+            CHECK(ldg_enqueue(ls, k, ids, n_ids, ranges, n_ids, NULL));
+          },
+          CHECK(ldg_release(ls, ldg_mark(ls))));
+      break;
+    }
+    case OP_CTX:
+      BATCH(CHECK(slc_device_make_current(g_ctx, 0)), (void)0);
+      break;
+    default:
+      abort();
+  }
+  /* Untimed: count the keeps enqueued, and check that the sync left nothing
+   * held. */
+  w->keep_next = id;
+  sums_add_range(&w->enq, first_id, id);
+  ldg_stream *ls = w->ls != NULL ? w->ls : s != NULL ? slc_stream_ledger(s)
+                                                     : NULL;
+  if (ls != NULL && ldg_pending_count(ls) != 0) {
+    fprintf(stderr, "cuda_bench: %s: %zu operations still held after a "
+                    "batch's sync\n", ops[op].name, ldg_pending_count(ls));
+    fail_exit();
+  }
+}
+
+/* One pass: n calls of each side (of the layer only if the op has no raw
+ * side), interleaved by batches of K. Adds the times to total[side] and
+ * issue[side]. */
+static void run_pass(worker *w, uint64_t n, double total[2], double issue[2]) {
+  const bool has_raw = ops[w->rc->op].raw != NULL;
+  const uint64_t k = opt.sync_every;
+  total[0] = total[1] = issue[0] = issue[1] = 0;
+  unsigned b = 0;
+  for (uint64_t done = 0; done < n; done += k, b++) {
+    const uint64_t count = n - done < k ? n - done : k;
+    const bool raw_first = (b & 1) == 0;
+    if (has_raw && raw_first)
+      run_batch_raw(w, count, &total[SIDE_RAW], &issue[SIDE_RAW]);
+    run_batch_layer(w, count, &total[SIDE_LAYER], &issue[SIDE_LAYER]);
+    if (has_raw && !raw_first)
+      run_batch_raw(w, count, &total[SIDE_RAW], &issue[SIDE_RAW]);
+  }
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  row_ctx *rc = w->rc;
+  worker_setup(w);
+  pthread_barrier_wait(&rc->barrier);
+  double t[2], i[2];
+  run_pass(w, opt.warmup, t, i); /* warm-up */
+  pthread_barrier_wait(&rc->barrier);
+  for (unsigned r = 0; r < opt.repeat; r++) {
+    run_pass(w, opt.calls, t, i);
+    for (int side = 0; side < 2; side++) {
+      w->total_ns[side][r] = t[side];
+      w->issue_ns[side][r] = i[side];
+    }
+    pthread_barrier_wait(&rc->barrier);
+  }
+  worker_teardown(w);
+  flush_keeps(&w->enq);
+  return NULL;
+}
+
+/* ---- Rows --------------------------------------------------------------------- */
+
+typedef struct row_result {
+  int op;
+  int threads;
+  bool has_raw;
+  double ns[2];    /* median ns/call, syncs included */
+  double issue[2]; /* median ns/call, syncs excluded */
+  double runs[2][MAX_REPEAT];
+  double issue_runs[2][MAX_REPEAT];
+  double pair_pct[MAX_REPEAT]; /* overhead pass by pass */
+  double pair_min, pair_max, pair_median;
+} row_result;
+
+static row_result *results;
+static size_t n_results, cap_results;
+
+static row_result *new_result(void) {
+  if (n_results == cap_results) {
+    cap_results = cap_results ? cap_results * 2 : 64;
+    row_result *p = realloc(results, cap_results * sizeof *p);
+    if (p == NULL) abort();
+    results = p;
+  }
+  row_result *r = &results[n_results++];
+  memset(r, 0, sizeof *r);
+  return r;
+}
+
+static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg, int cpu) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  if (opt.pin && n_cpus > 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+  }
+  int e = pthread_create(t, &attr, fn, arg);
+  pthread_attr_destroy(&attr);
+  if (e != 0) {
+    fprintf(stderr, "cuda_bench: pthread_create: %s\n", strerror(e));
+    abort();
+  }
+}
+
+static unsigned row_counter;
+
+static double pct(double layer, double raw) {
+  return 100.0 * (layer - raw) / raw;
+}
+
+static void run_row(int op, int threads, row_result *out) {
+  row_ctx rc;
+  memset(&rc, 0, sizeof rc);
+  rc.op = op;
+  rc.threads = threads;
+  pthread_barrier_init(&rc.barrier, NULL, (unsigned)threads);
+  worker *ws = aligned_alloc(64, sizeof(worker) * (size_t)threads);
+  if (ws == NULL) abort();
+  memset(ws, 0, sizeof(worker) * (size_t)threads);
+  pthread_t *th = xmalloc(sizeof(pthread_t) * (size_t)threads);
+  const unsigned row = ++row_counter;
+  for (int i = 0; i < threads; i++) {
+    worker *w = &ws[i];
+    w->rc = &rc;
+    w->tid = i;
+    w->cpu = n_cpus ? cpus[i % n_cpus] : 0;
+    w->keep_next = ((uint64_t)row << 44) | ((uint64_t)(i + 1) << 32);
+  }
+  for (int i = 0; i < threads; i++)
+    start_thread(&th[i], worker_main, &ws[i], ws[i].cpu);
+  for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
+
+  out->op = op;
+  out->threads = threads;
+  out->has_raw = ops[op].raw != NULL;
+  for (int side = 0; side < 2; side++) {
+    if (side == SIDE_RAW && !out->has_raw) continue;
+    for (unsigned r = 0; r < opt.repeat; r++) {
+      double tot = 0, iss = 0;
+      for (int i = 0; i < threads; i++) {
+        tot += ws[i].total_ns[side][r];
+        iss += ws[i].issue_ns[side][r];
+      }
+      out->runs[side][r] = tot / threads / (double)opt.calls;
+      out->issue_runs[side][r] = iss / threads / (double)opt.calls;
+    }
+    out->ns[side] = median(out->runs[side], opt.repeat);
+    out->issue[side] = median(out->issue_runs[side], opt.repeat);
+  }
+  if (out->has_raw) {
+    for (unsigned r = 0; r < opt.repeat; r++) {
+      double p = pct(out->runs[SIDE_LAYER][r], out->runs[SIDE_RAW][r]);
+      out->pair_pct[r] = p;
+      if (r == 0 || p < out->pair_min) out->pair_min = p;
+      if (r == 0 || p > out->pair_max) out->pair_max = p;
+    }
+    out->pair_median = median(out->pair_pct, opt.repeat);
+  }
+  pthread_barrier_destroy(&rc.barrier);
+  free(th);
+  free(ws);
+  char name[64];
+  snprintf(name, sizeof name, "%s/%d", ops[op].name, threads);
+  verify_keeps(name);
+}
+
+/* ---- Output -------------------------------------------------------------------- */
+
+static void print_header(void) {
+  printf("%-11s %3s | %9s %9s %8s %8s %15s | %9s %9s %8s | %s\n", "op", "thr",
+         "raw ns", "layer ns", "+ns", "overhead", "pairs", "raw issue",
+         "lay issue", "overhead", "target");
+  printf("%.*s\n", 124,
+         "------------------------------------------------------------------"
+         "------------------------------------------------------------------");
+}
+
+static void print_row(const row_result *r) {
+  const op_desc *o = &ops[r->op];
+  printf("%-11s %3d |", o->name, r->threads);
+  if (r->has_raw) {
+    double ov = pct(r->ns[1], r->ns[0]);
+    char pairs[40];
+    snprintf(pairs, sizeof pairs, "%.1f..%.1f%%", r->pair_min, r->pair_max);
+    printf(" %9.1f %9.1f %8.1f %7.1f%% %15s | %9.1f %9.1f %7.1f%% |", r->ns[0],
+           r->ns[1], r->ns[1] - r->ns[0], ov, pairs, r->issue[0], r->issue[1],
+           pct(r->issue[1], r->issue[0]));
+    if (o->target_pct >= 0) {
+      if (ov <= o->target_pct)
+        printf(" <= %.0f%%: met", o->target_pct);
+      else
+        printf(" <= %.0f%%: MISSED by %.1f points", o->target_pct,
+               ov - o->target_pct);
+      if (r->pair_min <= o->target_pct && o->target_pct < r->pair_max)
+        printf(" (within the pass-to-pass noise)");
+    }
+  } else {
+    printf(" %9s %9.1f %8s %8s %15s | %9s %9.1f %8s |", "-", r->ns[1], "-", "-",
+           "-", "-", r->issue[1], "-");
+  }
+  printf("\n");
+  fflush(stdout);
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      fputc('\\', f);
+    else if ((unsigned char)*s < 0x20) {
+      fprintf(f, "\\u%04x", (unsigned char)*s);
+      continue;
+    }
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+static void cpu_model(char *buf, size_t n) {
+  snprintf(buf, n, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      char *p = strchr(line, ':');
+      if (p != NULL) {
+        p++;
+        while (*p == ' ') p++;
+        p[strcspn(p, "\n")] = 0;
+        snprintf(buf, n, "%s", p);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static char g_device_name[256] = "unknown";
+
+static void json_runs(FILE *f, const char *key, const double *v) {
+  fprintf(f, ", \"%s\": [", key);
+  for (unsigned i = 0; i < opt.repeat; i++)
+    fprintf(f, "%s%.2f", i ? ", " : "", v[i]);
+  fputc(']', f);
+}
+
+static void write_json(const char *path, int argc, char **argv) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    fprintf(stderr, "cuda_bench: cannot write %s: %s\n", path, strerror(errno));
+    fail_exit();
+  }
+  char model[256], host[256] = "unknown", date[64];
+  cpu_model(model, sizeof model);
+  gethostname(host, sizeof host);
+  time_t t = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+  fprintf(f, "{\n  \"meta\": {\"date\": \"%s\", \"host\": ", date);
+  json_str(f, host);
+  fprintf(f, ", \"cpus\": %d, \"cpu_model\": ", n_cpus);
+  json_str(f, model);
+  fprintf(f, ", \"driver\": ");
+  json_str(f, opt.host ? "host" : "libcuda");
+  fprintf(f, ", \"driver_origin\": ");
+  json_str(f, g_drv->origin);
+  fprintf(f, ", \"driver_version\": %d, \"device\": ", slc_driver_version(g_ctx));
+  json_str(f, g_device_name);
+  fprintf(f, ", \"calls\": %" PRIu64 ", \"warmup\": %" PRIu64
+             ", \"sync_every\": %u, \"repeat\": %u, \"pinned\": %s"
+             ", \"nonblocking\": %s, \"interleaved\": true",
+          opt.calls, opt.warmup, opt.sync_every, opt.repeat,
+          opt.pin ? "true" : "false", opt.nonblocking ? "true" : "false");
+  fprintf(f, ", \"argv\": [");
+  for (int i = 0; i < argc; i++) {
+    if (i) fputs(", ", f);
+    json_str(f, argv[i]);
+  }
+  fprintf(f, "]},\n  \"rows\": [\n");
+  for (size_t i = 0; i < n_results; i++) {
+    const row_result *r = &results[i];
+    const op_desc *o = &ops[r->op];
+    fprintf(f, "    {\"op\": \"%s\", \"threads\": %d, \"layer_call\": ", o->name,
+            r->threads);
+    json_str(f, o->layer);
+    if (r->has_raw) {
+      fprintf(f, ", \"raw_call\": ");
+      json_str(f, o->raw);
+      fprintf(f, ", \"raw_ns\": %.2f, \"layer_ns\": %.2f, \"overhead_ns\": %.2f"
+                 ", \"overhead_pct\": %.3f, \"raw_issue_ns\": %.2f"
+                 ", \"layer_issue_ns\": %.2f, \"issue_overhead_pct\": %.3f",
+              r->ns[0], r->ns[1], r->ns[1] - r->ns[0], pct(r->ns[1], r->ns[0]),
+              r->issue[0], r->issue[1], pct(r->issue[1], r->issue[0]));
+      if (o->target_pct >= 0)
+        fprintf(f, ", \"target_pct\": %.1f, \"target_met\": %s", o->target_pct,
+                pct(r->ns[1], r->ns[0]) <= o->target_pct ? "true" : "false");
+      fprintf(f, ", \"pair_overhead_pct_median\": %.3f"
+                 ", \"pair_overhead_pct_min\": %.3f"
+                 ", \"pair_overhead_pct_max\": %.3f",
+              r->pair_median, r->pair_min, r->pair_max);
+      json_runs(f, "pair_overhead_pct_runs", r->pair_pct);
+      json_runs(f, "raw_ns_runs", r->runs[0]);
+      json_runs(f, "raw_issue_ns_runs", r->issue_runs[0]);
+    } else {
+      fprintf(f, ", \"layer_ns\": %.2f, \"layer_issue_ns\": %.2f", r->ns[1],
+              r->issue[1]);
+    }
+    json_runs(f, "layer_ns_runs", r->runs[1]);
+    json_runs(f, "layer_issue_ns_runs", r->issue_runs[1]);
+    fprintf(f, "}%s\n", i + 1 < n_results ? "," : "");
+  }
+  fprintf(f, "  ]\n}\n");
+  if (fclose(f) != 0) {
+    fprintf(stderr, "cuda_bench: cannot write %s: %s\n", path, strerror(errno));
+    fail_exit();
+  }
+}
+
+/* ---- Main -------------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: cuda_bench [options]\n"
+          "  --driver=libcuda|host  the real driver (default) or a fake one in\n"
+          "                    this binary (exercises the code; its times mean\n"
+          "                    nothing for GPUs)\n"
+          "  --libcuda PATH    dlopen PATH instead of libcuda.so.1\n"
+          "  --require-gpu     no driver or no device is an error, not a skip\n"
+          "  --threads LIST    comma-separated thread counts (default 1,2,4,8,16\n"
+          "                    capped at the online CPUs)\n"
+          "  --calls N         calls of each side per thread per pass (default 10000)\n"
+          "  --warmup N        calls of each side per thread in the warm-up pass\n"
+          "                    (default calls/5)\n"
+          "  --repeat R        timed passes; the median is shown (default 11)\n"
+          "  --sync-every K    synchronise every K calls (default 256)\n"
+          "  --ops LIST        some of record,wait,htod64,launch,ledger_hold,\n"
+          "                    ledger_keep,ctx (default all)\n"
+          "  --nonblocking     create the streams CU_STREAM_NON_BLOCKING\n"
+          "  --no-pin          do not pin threads to CPUs\n"
+          "  --json FILE       also write every row as JSON\n"
+          "  --smoke           tiny run for CI: threads 1,2, 600 calls, 2 passes\n"
+          "  --print-ptx       print the empty kernel's PTX and exit\n");
+}
+
+static uint64_t parse_u64(const char *flag, const char *s) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno != 0 || *s == '\0' || *end != '\0' || s[0] == '-') {
+    fprintf(stderr, "cuda_bench: bad value for %s: %s\n", flag, s);
+    exit(2);
+  }
+  return v;
+}
+
+static void parse_args(int argc, char **argv) {
+  bool warmup_set = false, calls_set = false, repeat_set = false;
+  for (int i = 1; i < argc; i++) {
+    /* --flag=value and --flag value are both accepted. */
+    char flag[64];
+    const char *a = argv[i];
+    const char *v = NULL;
+    const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+    if (eq != NULL && (size_t)(eq - a) < sizeof flag) {
+      memcpy(flag, a, (size_t)(eq - a));
+      flag[eq - a] = '\0';
+      a = flag;
+      v = eq + 1;
+    }
+    const bool inline_value = v != NULL;
+#define NEED_VALUE()                                                   \
+  do {                                                                 \
+    if (!inline_value) {                                               \
+      if (i + 1 >= argc) {                                             \
+        fprintf(stderr, "cuda_bench: %s needs a value\n", a);          \
+        exit(2);                                                       \
+      }                                                                \
+      v = argv[++i];                                                   \
+    }                                                                  \
+  } while (0)
+#define NO_VALUE()                                                     \
+  do {                                                                 \
+    if (inline_value) {                                                \
+      fprintf(stderr, "cuda_bench: %s takes no value\n", a);           \
+      exit(2);                                                         \
+    }                                                                  \
+  } while (0)
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      usage(stdout);
+      exit(0);
+    } else if (strcmp(a, "--driver") == 0) {
+      NEED_VALUE();
+      if (strcmp(v, "host") == 0) {
+        opt.host = true;
+      } else if (strcmp(v, "libcuda") == 0) {
+        opt.host = false;
+      } else {
+        fprintf(stderr, "cuda_bench: --driver is libcuda or host, not %s\n", v);
+        exit(2);
+      }
+    } else if (strcmp(a, "--libcuda") == 0) {
+      NEED_VALUE();
+      opt.libcuda = v;
+    } else if (strcmp(a, "--require-gpu") == 0) {
+      NO_VALUE();
+      opt.require_gpu = true;
+    } else if (strcmp(a, "--threads") == 0) {
+      NEED_VALUE();
+      char buf[256];
+      snprintf(buf, sizeof buf, "%s", v);
+      opt.n_thread_list = 0;
+      for (char *save, *t = strtok_r(buf, ",", &save); t != NULL;
+           t = strtok_r(NULL, ",", &save)) {
+        uint64_t n = parse_u64(a, t);
+        if (n == 0 || n > 1024 || opt.n_thread_list == MAX_THREAD_COUNTS) {
+          fprintf(stderr, "cuda_bench: --threads: 1..1024 each, at most %d "
+                          "counts\n", MAX_THREAD_COUNTS);
+          exit(2);
+        }
+        opt.thread_list[opt.n_thread_list++] = (int)n;
+      }
+      if (opt.n_thread_list == 0) {
+        fprintf(stderr, "cuda_bench: --threads needs a list\n");
+        exit(2);
+      }
+    } else if (strcmp(a, "--calls") == 0) {
+      NEED_VALUE();
+      opt.calls = parse_u64(a, v);
+      calls_set = true;
+    } else if (strcmp(a, "--warmup") == 0) {
+      NEED_VALUE();
+      opt.warmup = parse_u64(a, v);
+      warmup_set = true;
+    } else if (strcmp(a, "--repeat") == 0) {
+      NEED_VALUE();
+      opt.repeat = (unsigned)parse_u64(a, v);
+      repeat_set = true;
+    } else if (strcmp(a, "--sync-every") == 0) {
+      NEED_VALUE();
+      opt.sync_every = (unsigned)parse_u64(a, v);
+    } else if (strcmp(a, "--ops") == 0) {
+      NEED_VALUE();
+      char buf[256];
+      snprintf(buf, sizeof buf, "%s", v);
+      memset(opt.run_op, 0, sizeof opt.run_op);
+      for (char *save, *t = strtok_r(buf, ",", &save); t != NULL;
+           t = strtok_r(NULL, ",", &save)) {
+        int k = 0;
+        while (k < N_OPS && strcmp(ops[k].name, t) != 0) k++;
+        if (k == N_OPS) {
+          fprintf(stderr, "cuda_bench: unknown op %s (record, wait, htod64, "
+                          "launch, ledger_hold, ledger_keep, ctx)\n", t);
+          exit(2);
+        }
+        opt.run_op[k] = true;
+      }
+    } else if (strcmp(a, "--nonblocking") == 0) {
+      NO_VALUE();
+      opt.nonblocking = true;
+    } else if (strcmp(a, "--no-pin") == 0) {
+      NO_VALUE();
+      opt.pin = false;
+    } else if (strcmp(a, "--json") == 0) {
+      NEED_VALUE();
+      opt.json = v;
+    } else if (strcmp(a, "--smoke") == 0) {
+      NO_VALUE();
+      opt.smoke = true;
+    } else if (strcmp(a, "--print-ptx") == 0) {
+      fputs(empty_ptx, stdout);
+      exit(0);
+    } else {
+      fprintf(stderr, "cuda_bench: unknown option %s\n", argv[i]);
+      usage(stderr);
+      exit(2);
+    }
+#undef NEED_VALUE
+#undef NO_VALUE
+  }
+  if (opt.smoke) {
+    /* 600 = two full batches of 256 and a partial one. */
+    if (!calls_set) opt.calls = 600;
+    if (!warmup_set) opt.warmup = 100;
+    if (!repeat_set) opt.repeat = 2;
+    if (opt.n_thread_list == 0) {
+      opt.thread_list[0] = 1;
+      opt.thread_list[1] = 2;
+      opt.n_thread_list = 2;
+    }
+  }
+  if (!warmup_set && !opt.smoke) opt.warmup = opt.calls / 5;
+  if (opt.calls == 0 || opt.sync_every == 0 || opt.repeat == 0 ||
+      opt.repeat > MAX_REPEAT) {
+    fprintf(stderr, "cuda_bench: --calls and --sync-every must be > 0, "
+                    "--repeat 1..%d\n", MAX_REPEAT);
+    exit(2);
+  }
+}
+
+static void find_cpus(void) {
+  cpu_set_t set;
+  n_cpus = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE && n_cpus < 1024; c++)
+      if (CPU_ISSET(c, &set)) cpus[n_cpus++] = c;
+  if (n_cpus == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    n_cpus = n > 0 ? (int)n : 1;
+    for (int c = 0; c < n_cpus && c < 1024; c++) cpus[c] = c;
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  online_cpus = n > 0 ? (int)n : 1;
+}
+
+/* Thread counts 1,2,4,8,16 capped at the online CPUs (and the CPUs this
+ * process may run on), unless --threads gave a list. */
+static void pick_thread_counts(void) {
+  if (opt.n_thread_list != 0) return;
+  int cap = online_cpus < n_cpus ? online_cpus : n_cpus;
+  static const int counts[] = {1, 2, 4, 8, 16};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+    if (counts[i] <= cap) opt.thread_list[opt.n_thread_list++] = counts[i];
+  if (cap < 16 && opt.thread_list[opt.n_thread_list - 1] != cap)
+    opt.thread_list[opt.n_thread_list++] = cap;
+}
+
+static slc_driver g_table;
+
+/* Loads the driver and creates the context; prints SKIPPED and exits 0 when
+ * there is no driver or device (unless --require-gpu). */
+static void open_driver(void) {
+  if (opt.host) {
+    fh_install(&g_table);
+  } else if (slc_driver_load(&g_table, opt.libcuda) != 0) {
+    if (g_table.library_missing && !opt.require_gpu) {
+      printf("SKIPPED: no CUDA driver (%s)\n", g_table.load_error);
+      exit(0);
+    }
+    printf("FAILED: no usable CUDA driver: %s\n", g_table.load_error);
+    exit(1);
+  }
+  int rc = slc_context_create(&g_table, &g_ctx);
+  if (rc != LDG_OK) {
+    if ((rc == SLC_ENODRIVER || rc == SLC_ENODEVICE) && !opt.host &&
+        !opt.require_gpu) {
+      printf("SKIPPED: no usable CUDA device (%s)\n", slc_last_error_message());
+      exit(0);
+    }
+    printf("FAILED: slc_context_create: %s (%d): %s\n", slc_strerror(rc), rc,
+           slc_last_error_message());
+    exit(1);
+  }
+  g_drv = slc_context_driver(g_ctx);
+  if (slc_device_name(g_ctx, 0, g_device_name, sizeof g_device_name) != LDG_OK)
+    snprintf(g_device_name, sizeof g_device_name, "? (%s)",
+             slc_last_error_message());
+}
+
+int main(int argc, char **argv) {
+  parse_args(argc, argv);
+  find_cpus();
+  pick_thread_counts();
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  open_driver();
+  slc_module *mod = NULL;
+  CHECK(slc_module_load(g_ctx, 0, empty_ptx, &mod));
+  CHECK(slc_module_function(mod, EMPTY_KERNEL, &g_empty));
+  CHECK(ldg_ledger_create(&g_ledger));
+
+  char model[256];
+  cpu_model(model, sizeof model);
+  printf("cuda_bench: the ledger's cost next to the driver calls it wraps, raw "
+         "vs through cuda/\n");
+  printf("driver: %s, version %d; device 0: %s (%d device(s))\n",
+         g_drv->origin,
+         slc_driver_version(g_ctx), g_device_name, slc_device_count(g_ctx));
+  if (opt.host)
+    printf("NOTE: host driver (a synchronous fake): the code paths "
+           "run, the times say nothing about a GPU\n");
+  printf("cpus %d online, %d usable (%s); threads", online_cpus, n_cpus, model);
+  for (int i = 0; i < opt.n_thread_list; i++) printf(" %d", opt.thread_list[i]);
+  printf(", each its own %sstream(s) on device 0; pinned %s\n",
+         opt.nonblocking ? "non-blocking " : "", opt.pin ? "yes" : "no");
+  printf("per pass %" PRIu64 " calls of each side per thread, raw and layer "
+         "interleaved in batches of %u, each batch ended by a sync;\n"
+         "%u passes after a %" PRIu64 "-call warm-up pass; ns = median over "
+         "the passes of the per-thread time / calls, mean over threads\n",
+         opt.calls, opt.sync_every, opt.repeat, opt.warmup);
+  printf("ns includes the syncs (amortised), issue excludes them; sync: raw "
+         "cuStreamSynchronize, layer slc_stream_synchronize (releases: keeps "
+         "run)\noverhead = (layer - raw) / raw of the medians; pairs = "
+         "min..max of the same pass by pass\n");
+  for (int k = 0; k < N_OPS; k++)
+    if (opt.run_op[k])
+      printf("  %-11s raw: %-38s layer: %s\n", ops[k].name,
+             ops[k].raw ? ops[k].raw : "-", ops[k].layer);
+  printf("\n");
+  print_header();
+
+  for (int k = 0; k < N_OPS; k++) {
+    if (!opt.run_op[k]) continue;
+    for (int ti = 0; ti < opt.n_thread_list; ti++) {
+      row_result *r = new_result();
+      run_row(k, opt.thread_list[ti], r);
+      print_row(r);
+    }
+  }
+
+  if (opt.json != NULL) write_json(opt.json, argc, argv);
+
+  /* Tear down; every handle must be gone. */
+  ldg_ledger_destroy(g_ledger);
+  CHECK(slc_module_unload(mod));
+  CHECK(slc_context_destroy(g_ctx));
+  g_ctx = NULL;
+  if (opt.host) {
+    long left = fh_live();
+    if (left != 0) {
+      fprintf(stderr, "cuda_bench: the host driver had %ld objects left\n",
+                      left);
+      fail_exit();
+    }
+  } else {
+    slc_driver_unload(&g_table);
+  }
+  g_drv = NULL;
+  verify_keeps("end");
+  if (!sums_equal(&grand_ran, &grand_enqueued)) abort();
+  printf("\nall keeps ran exactly once (%" PRIu64 " keeps).\n", grand_ran.n);
+  return 0;
+}
