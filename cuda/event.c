@@ -42,12 +42,10 @@ int slc_event_record(slc_event *e, slc_stream *s) {
   if (s->device != e->device)
     return slc__fail(LDG_EINVAL, fn, "stream on device %d, event on device %d",
                      s->device, e->device);
-  slc_stream_ref(s); /* the reference the event will hold */
   pthread_mutex_lock(&e->mu);
   int rc = slc__stream_enter(s, fn);
   if (rc != LDG_OK) {
     pthread_mutex_unlock(&e->mu);
-    slc_stream_unref(s);
     return rc;
   }
   rc = slc__make_current(e->c, e->device, fn);
@@ -58,14 +56,19 @@ int slc_event_record(slc_event *e, slc_stream *s) {
   slc__stream_exit(s);
   slc_stream *old = NULL;
   if (rc == LDG_OK && r == CUDA_SUCCESS) {
-    old = e->stream;
-    e->stream = s;
+    /* The event holds a reference to its stream; re-recording on the same
+     * stream (the common case) keeps the one it has. Taking one never
+     * destroys anything, so it may happen under the mutex. */
+    if (e->stream != s) {
+      slc_stream_ref(s);
+      old = e->stream;
+      e->stream = s;
+    }
     e->mark = m;
     e->generation++;
   }
   pthread_mutex_unlock(&e->mu);
   if (rc != LDG_OK || r != CUDA_SUCCESS) {
-    slc_stream_unref(s);
     if (rc != LDG_OK) return rc;
     return slc__fail_cu(e->c, "cuEventRecord", r,
                         "on stream %llu; the previous record stands",
