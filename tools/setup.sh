@@ -9,6 +9,7 @@ PACKAGES=(
   gcc g++ libc6-dev # the C toolchain Bazel auto-configures
   liburcu-dev       # userspace RCU (0.13), shared and static libraries
   clang             # libFuzzer harnesses
+  libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes (only recommended by clang)
   spin              # model checking of the ring protocol
   gnuplot-nox       # benchmark plots
   python3           # benchmark JSON to plot data

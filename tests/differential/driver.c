@@ -1,23 +1,26 @@
 /*
- * differential_test — random call sequences against both the ledger and a
- * reference model (model.h), compared after every call.
+ * The call driver (driver.h): ledger calls against both the ledger and a
+ * reference model (model.h), compared after every call. The differential
+ * test (differential_test.c) draws its calls from a seeded PRNG; the fuzzer
+ * (tests/fuzz/ledger_fuzzer.c) from its input.
  *
- * What it does: a seeded PRNG (splitmix64) issues long random sequences of
- * ledger calls, bad inputs included (NULL handles and out-pointers, NULL
- * arrays with non-zero counts, zero-byte and wrapping ranges, releases and
- * waits past a mark, calls on destroyed streams, injected allocation
- * failures). Every status code must be one the model accepts; after every
- * call the test compares which keeps ran (each exactly once, in sequence
- * order within one release of one stream), and every stream's mark, pending
- * count and liveness, and the vector, host-range and non-blocking queries.
- * Some keeps re-enter the ledger from the release callback (queries,
- * ldg_release, ldg_enqueue on a side stream); drains re-enter too.
+ * What it does: it issues ledger calls, bad inputs included (NULL handles
+ * and out-pointers, NULL arrays with non-zero counts, zero-byte and wrapping
+ * ranges, releases and waits past a mark, calls on destroyed streams,
+ * injected allocation failures). Every status code must be one the model
+ * accepts; after every call the driver compares which keeps ran (each
+ * exactly once, in sequence order within one release of one stream), and
+ * every stream's mark, pending count and liveness, and the vector,
+ * host-range and non-blocking queries. Some keeps re-enter the ledger from
+ * the release callback (queries, ldg_release, ldg_enqueue on a side stream);
+ * drains re-enter too.
  *
  * Injected ENOMEM: which call allocates is the library's business, so when a
  * call returns LDG_ENOMEM while a failure was injected (and the header lets
- * that call fail so), the test checks that nothing changed instead.
+ * that call fail so), the driver checks that nothing changed instead.
  *
- * Where the header is silent, the test accepts either reading or stays away:
+ * Where the header is silent, the driver accepts either reading or stays
+ * away:
  *   - two errors that both apply (say EINVAL and EDESTROYED): either code;
  *   - a range ending exactly at the top (addr + bytes == 2^64): OK or EINVAL
  *     at enqueue (the model follows the answer); never used as a probe;
@@ -25,17 +28,12 @@
  *     once, whatever releasing one of them does to the others;
  *   - a keep running during ldg_stream_destroy(s) may see s live or not;
  *   - keeps never release_all/destroy the side stream they enqueue on, and
- *     the test never drops its last reference to a live stream that a wait
+ *     the driver never drops its last reference to a live stream that a wait
  *     ever named (waits hold references the ledger may drop later, so the
  *     destroy would come at a moment the model cannot know).
  *
  * Single-threaded by design (the concurrency tests live elsewhere); it is not
- * a benchmark. Deterministic from its seed.
- *
- * Usage: differential_test [seed [steps [seeds]]]
- *   env LDG_DIFF_SEED, LDG_DIFF_STEPS, LDG_DIFF_SEEDS; LDG_DIFF_TRACE=1
- *   prints every call. Defaults: 20 seeds (1..20) x 3000 steps; fewer under
- *   sanitizers. Exit 0: pass; 1: mismatch (seed, step and call printed).
+ * a benchmark. Deterministic from its draws (the seed, or the fuzz input).
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -47,30 +45,20 @@
 
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
+#include "tests/differential/driver.h"
 #include "tests/differential/model.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define DIFF_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define DIFF_SANITIZED 1
-#endif
-#endif
-#ifndef DIFF_SANITIZED
-#define DIFF_SANITIZED 0
-#endif
 
 /* Small spaces so that ids and ranges collide often. */
 enum {
   VSPACE = 12,        /* vector ids 0..11 are used; 12.. are probed only */
   N_DEV = 3,          /* streams live on devices 0..2; 3 is probed empty */
-  MAX_LIVE = 8,       /* live streams besides the side stream */
+  MAX_LIVE = 8,       /* live streams besides the side stream (default) */
   MAX_SNAPS = 4,      /* open device snapshots */
   MAX_REFS = 4,       /* references the test holds on one stream */
   LOW_SPAN = 48,      /* host ranges start in [LOW_BASE, LOW_BASE+48) */
   HIGH_SPAN = 40,     /* or in the top HIGH_SPAN bytes of the address space */
   RING = 24,          /* calls remembered for a failure report */
+  FILL_MAX = 256,     /* op_fill adds nothing past this much pending work */
   CALL_LEN = 640,
 };
 #define LOW_BASE ((uintptr_t)0x10000)
@@ -135,17 +123,17 @@ typedef struct tstream {
 } tstream;
 
 static struct {
+  drv_config cfg;
   /* run */
   uint64_t seed;
   long step;
   long checks;
-  long total_checks;
   size_t sum_pending, max_pending;
   long steps;
+  long n_steps; /* steps made, for the pending average */
   bool fill;     /* a fill phase: mostly enqueues, many on one hot stream */
   int hot;
   uint64_t rng;
-  bool trace;
   /* handles */
   ldg_ledger *l;
   ldg_ledger *l2;
@@ -219,8 +207,15 @@ static uint64_t rnd64(void) {
   return z ^ (z >> 31);
 }
 
-/* Uniform enough in [0, n); n > 0. */
-static uint64_t rnd(uint64_t n) { return rnd64() % n; }
+/* A choice of a call or its arguments: uniform enough in [0, n); n > 0.
+ * From the configured source (the fuzzer's input) or the PRNG. */
+static uint64_t rnd(uint64_t n) {
+  if (G.cfg.draw != NULL) return G.cfg.draw(G.cfg.draw_ctx, n);
+  return rnd64() % n;
+}
+
+/* A choice that only varies the checks: always the PRNG. */
+static uint64_t rnd_check(uint64_t n) { return rnd64() % n; }
 
 static bool chance(unsigned percent) { return rnd(100) < percent; }
 
@@ -256,13 +251,18 @@ static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), nore
 static void fail(const char *fmt, ...) {
   va_list ap;
   fflush(stdout);
-  fprintf(stderr, "differential_test: FAIL seed=%" PRIu64 " step=%ld\n  call: %s\n  ",
-          G.seed, G.step, G.call);
+  if (G.cfg.draw != NULL) /* the draws are not from the seed */
+    fprintf(stderr, "%s: FAIL step=%ld\n  call: %s\n  ",
+            G.cfg.name ? G.cfg.name : "driver", G.step, G.call);
+  else
+    fprintf(stderr, "differential_test: FAIL seed=%" PRIu64 " step=%ld\n  call: %s\n  ",
+            G.seed, G.step, G.call);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fprintf(stderr, "\n");
   dump_ring();
+  if (G.cfg.on_fail != NULL) G.cfg.on_fail();
   fprintf(stderr,
           "  reproduce: LDG_DIFF_TRACE=1 differential_test %" PRIu64 " %ld 1\n",
           G.seed, G.steps);
@@ -289,7 +289,7 @@ static void call_done(const char *fmt, ...) {
   size_t i = G.ring_n++ % RING;
   memcpy(G.ring[i], G.call, sizeof G.call);
   G.ring_step[i] = G.step;
-  if (G.trace) fprintf(stderr, "[%ld] %s\n", G.step, G.call);
+  if (G.cfg.trace) fprintf(stderr, "[%ld] %s\n", G.step, G.call);
 }
 
 /* A stream argument, for descriptions. Rotating buffers. */
@@ -747,7 +747,7 @@ static void check_vec(uint64_t v) {
 
   int want[64];
   size_t mn = mdl_nb_holding(&G.m, v, want, 64);
-  size_t cap = (size_t)rnd(mn + 2);
+  size_t cap = (size_t)rnd_check(mn + 2);
   if (cap > 64) cap = 64;
   ldg_stream *out[64];
   for (size_t i = 0; i < 64; i++) out[i] = NULL;
@@ -816,10 +816,10 @@ static void check_all(void) {
   check_range(UINTPTR_MAX - HIGH_SPAN - 8, HIGH_SPAN);
   check_range(UINTPTR_MAX, 0);
   for (int tries = 0; tries < 3; tries++) {
-    int s = (int)rnd(G.m.n_s);
+    int s = (int)rnd_check(G.m.n_s);
     const mdl_stream *st = &G.m.s[s];
     if (st->n_items == 0) continue;
-    const mdl_item *it = &st->items[rnd(st->n_items)];
+    const mdl_item *it = &st->items[rnd_check(st->n_items)];
     for (size_t j = 0; j < it->n_range; j++) {
       ldg_range r = it->range[j];
       uintptr_t last = r.addr + (r.bytes - 1);
@@ -901,7 +901,8 @@ static const char *kind_name(int kind) {
 
 static void op_create(void) {
   int variant = chance(10) ? 1 + (int)rnd(5) : 0;
-  if (variant == 0 && count_live() >= MAX_LIVE) variant = 1 + (int)rnd(5);
+  size_t max_live = G.cfg.max_live ? G.cfg.max_live : MAX_LIVE;
+  if (variant == 0 && count_live() >= max_live) variant = 1 + (int)rnd(5);
   int device = (int)rnd(N_DEV);
   unsigned flags = chance(45) ? LDG_STREAM_NONBLOCKING : 0;
   bool with_drain = flags ? true : chance(50);
@@ -1385,15 +1386,135 @@ static void step_op(void) {
   else op_misc();
 }
 
-static void step_once(void) {
-  step_op();
+/* Not in drv_run's mix (which the differential test's seeds fix): the pool
+ * settings. They move no pending work, so no keep may run and every check
+ * must still hold afterwards. */
+static void op_pool(void) {
+  static const size_t limits[4] = {0, 4096, (size_t)1 << 20, SIZE_MAX};
+  bool l_null = chance(5);
+  switch (rnd(3)) {
+    case 0: {
+      size_t lim = limits[rnd(4)];
+      call_desc("ldg_ledger_set_pool_limit(%s, %zu) ", l_null ? "NULL" : "l",
+                lim);
+      pre_call(false);
+      int rc = ldg_ledger_set_pool_limit(l_null ? NULL : G.l, lim);
+      post_call();
+      int want = l_null ? LDG_EINVAL : LDG_OK;
+      if (rc != want) fail("returned %s, want %s", rcname(rc), rcname(want));
+      call_done("-> %s", rcname(rc));
+      break;
+    }
+    case 1:
+      call_desc("ldg_ledger_trim(%s) ", l_null ? "NULL" : "l");
+      pre_call(false);
+      ldg_ledger_trim(l_null ? NULL : G.l);
+      post_call();
+      call_done(" ");
+      break;
+    default:
+      call_desc("ldg_quiesce(); ldg_ledger_bytes(l) ");
+      pre_call(false);
+      ldg_quiesce();
+      size_t bytes = ldg_ledger_bytes(G.l);
+      post_call();
+      call_done("-> %zu", bytes);
+      break;
+  }
+  finish_call();
+}
+
+/* Not in drv_run's mix either (the differential test has its fill phases):
+ * up to 128 plain enqueues on one stream in a row, checked once at the end.
+ * Pending work in the hundreds makes rings grow past their first segments,
+ * retire them to the pool and reuse them, and releases take many chunks.
+ * Entries name 0-3 vector ids and 0-2 ranges, in a pattern that mixes inline
+ * and out-of-line payloads. */
+static void op_fill(void) {
+  int s = pick(true, false);
+  if (s == NONE) return;
+  size_t n = 1 + (size_t)rnd(128);
+  size_t pending = mdl_pending_total(&G.m);
+  if (pending >= FILL_MAX) return; /* keeps the checks of one input quick */
+  if (n > FILL_MAX - pending) n = FILL_MAX - pending;
+  unsigned shape = (unsigned)rnd(4);
+  uint64_t v0 = rnd(VSPACE);
+  ldg_range r0 = valid_range();
+  call_desc("ldg_enqueue(%s, plain, ...) x%zu [shape %u] ", sd(s), n, shape);
+  pre_call(false);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t vec[3];
+    ldg_range rg[2];
+    size_t nv = (i + shape) % 4, nr = (i / 2 + shape) % 3;
+    for (size_t j = 0; j < nv; j++) vec[j] = (v0 + i + j) % VSPACE;
+    for (size_t j = 0; j < nr; j++) {
+      rg[j] = r0;
+      if (r0.addr < UINTPTR_MAX / 2) rg[j].addr += (i + 7 * j) % LOW_SPAN;
+    }
+    tkeep *k = new_keep(K_PLAIN, s);
+    ldg_seq seq = 0;
+    int rc = ldg_enqueue(G.ts[s].h, (ldg_keep){keep_cb, k}, nv ? vec : NULL,
+                         nv, nr ? rg : NULL, nr, &seq);
+    if (rc != LDG_OK) {
+      k->state = KS_REJECTED;
+      fail("the %zu-th enqueue returned %s", i + 1, rcname(rc));
+    }
+    ldg_seq want = mdl_enqueue(&G.m, s, k->id, -1, 0, vec, nv, rg, nr);
+    if (seq != want)
+      fail("the %zu-th enqueue got seq %" PRIu64 ", model %" PRIu64, i + 1,
+           seq, want);
+    k->state = KS_OWNED;
+    k->seq = want;
+  }
+  post_call();
+  call_done("-> LDG_OK x%zu, mark %" PRIu64, n, G.m.s[s].mark);
+  finish_call();
+}
+
+/* After each step: references re-entrant keeps left to drop, statistics. */
+static void after_step(void) {
   drain_deferred();
   size_t p = mdl_pending_total(&G.m);
   G.sum_pending += p;
   if (p > G.max_pending) G.max_pending = p;
+  G.n_steps++;
 }
 
-static volatile sig_atomic_t watchdog_armed;
+static void step_once(void) {
+  step_op();
+  after_step();
+}
+
+void drv_op(enum drv_op op) {
+  G.step++;
+  switch (op) {
+    case DRV_OP_CREATE: op_create(); break;
+    case DRV_OP_DESTROY: op_destroy(); break;
+    case DRV_OP_REF_UNREF: op_ref_unref(false); break;
+    case DRV_OP_UNREF_DESTROYED: op_ref_unref(true); break;
+    case DRV_OP_ENQUEUE: op_enqueue(); break;
+    case DRV_OP_ADD_WAIT: op_add_wait(); break;
+    case DRV_OP_RELEASE: op_release(false); break;
+    case DRV_OP_RELEASE_ALL: op_release(true); break;
+    case DRV_OP_DEVICE_MARKS: op_device_marks(); break;
+    case DRV_OP_RELEASE_MARKS: op_marks_end(true); break;
+    case DRV_OP_MARKS_DISCARD: op_marks_end(false); break;
+    case DRV_OP_SETTLE: op_settle(); break;
+    case DRV_OP_MISC: op_misc(); break;
+    case DRV_OP_POOL: op_pool(); break;
+    case DRV_OP_FILL: op_fill(); break;
+    default:
+      fprintf(stderr, "drv_op: no op %d\n", (int)op);
+      abort();
+  }
+  after_step();
+}
+
+void drv_run(void) {
+  for (G.step = 0; G.step < G.steps; G.step++) step_once();
+}
+
+void drv_configure(const drv_config *cfg) { G.cfg = *cfg; }
 
 static void on_alarm(int sig) {
   (void)sig;
@@ -1409,7 +1530,12 @@ static void on_alarm(int sig) {
   _exit(1);
 }
 
-static void run_seed(uint64_t seed, long steps) {
+void drv_watchdog(unsigned seconds) {
+  signal(SIGALRM, on_alarm);
+  alarm(seconds);
+}
+
+void drv_begin(uint64_t seed, long steps) {
   memset(&G.m, 0, sizeof G.m);
   G.seed = seed;
   G.steps = steps;
@@ -1417,6 +1543,7 @@ static void run_seed(uint64_t seed, long steps) {
   G.step = -1;
   G.checks = 0;
   G.sum_pending = G.max_pending = 0;
+  G.n_steps = 0;
   G.last_id = 0;
   G.n_k = 0;
   G.n_defer = 0;
@@ -1426,7 +1553,6 @@ static void run_seed(uint64_t seed, long steps) {
   G.fill = false;
   G.hot = -1;
   mdl_init(&G.m);
-  alarm(DIFF_SANITIZED ? 240 : 120);
 
   /* Ledger creation, including under injected failures. */
   call_desc("ldg_ledger_create(&l) under allocation failures");
@@ -1473,9 +1599,9 @@ static void run_seed(uint64_t seed, long steps) {
   G.ts[G.side].h = side;
   call_done("-> %s", sd(G.side));
   finish_call();
+}
 
-  for (G.step = 0; G.step < steps; G.step++) step_once();
-
+void drv_end(drv_stats *stats) {
   /* The end: settle open snapshots, then destroy the ledger with work still
    * pending; every keep handed over must have run exactly once. */
   G.reentry = false;
@@ -1524,47 +1650,26 @@ static void run_seed(uint64_t seed, long steps) {
   ldg_stream_unref(G.foreign);
   ldg_ledger_destroy(G.l2);
   ldg_quiesce();
-  alarm(0);
 
-  printf("differential_test: seed=%" PRIu64 " steps=%ld checks=%ld keeps=%zu "
-         "streams=%zu pending avg=%zu max=%zu ran-at-destroy=%zu ok\n",
-         seed, steps, G.checks, G.n_k, G.m.n_s,
-         steps ? G.sum_pending / (size_t)steps : 0, G.max_pending, nl);
-  G.total_checks += G.checks;
+  if (stats != NULL) {
+    stats->checks = G.checks;
+    stats->keeps = G.n_k;
+    stats->streams = G.m.n_s;
+    stats->pending_avg = G.n_steps ? G.sum_pending / (size_t)G.n_steps : 0;
+    stats->pending_max = G.max_pending;
+    stats->ran_at_destroy = nl;
+  }
   for (size_t i = 0; i < G.n_k; i++) free(G.k[i]);
   mdl_fini(&G.m);
   G.l = G.l2 = NULL;
   G.foreign = NULL;
 }
 
-static long env_long(const char *name, long dflt) {
-  const char *v = getenv(name);
-  return v && *v ? strtol(v, NULL, 0) : dflt;
-}
-
-int main(int argc, char **argv) {
-  uint64_t seed0 = (uint64_t)env_long("LDG_DIFF_SEED", 1);
-  long steps = env_long("LDG_DIFF_STEPS", DIFF_SANITIZED ? 2000 : 3000);
-  long seeds = env_long("LDG_DIFF_SEEDS", DIFF_SANITIZED ? 10 : 20);
-  if (argc > 1) {
-    seed0 = strtoull(argv[1], NULL, 0);
-    seeds = 1;
-  }
-  if (argc > 2) steps = strtol(argv[2], NULL, 0);
-  if (argc > 3) seeds = strtol(argv[3], NULL, 0);
-  G.trace = env_long("LDG_DIFF_TRACE", 0) != 0;
-  signal(SIGALRM, on_alarm);
-  setvbuf(stdout, NULL, _IOLBF, 0);
-
-  for (long i = 0; i < seeds; i++) run_seed(seed0 + (uint64_t)i, steps);
-  printf("differential_test: PASS %ld seeds from %" PRIu64 " x %ld steps, "
-         "%ld checks%s\n",
-         seeds, seed0, steps, G.total_checks,
-         DIFF_SANITIZED ? " (sanitizer scale)" : "");
+void drv_fini(void) {
   free(G.ts);
   free(G.snaps);
   free(G.k);
   free(G.lfired);
   free(G.defer);
-  return 0;
+  memset(&G, 0, sizeof G);
 }
