@@ -30,6 +30,12 @@
  *   CFG_EEQ   2 enqueuers x 2 ops + 1 querier x 1
  *   CFG_EE3   2 enqueuers x 3 ops (three segments; an enqueuer finds its
  *             slot by walking from head)
+ *   CFG_E3D   3 enqueuers x 1 op + 1 destroyer (a destroy whose interval
+ *             starts in a segment retired by retracting enqueuers)
+ *   CFG_EE5R  2 enqueuers x 3 + 2 ops + 1 releaser x 1 (three segments,
+ *             walks from head while segments are retired)
+ *   CFG_EE3R  2 enqueuers x 3 ops + 1 releaser x 1 (over 140M states and
+ *             8 GB: check.sh --deep only)
  *
  * Assertions (ring_common.pml): no segment used after its grace period
  * (TOUCH), none used outside a read-side section unless pinned
@@ -39,7 +45,9 @@
  * tail, tail_end and released only grow (asserted at each CAS), tail_end
  * never passes tailseg's end, a reserved seq always has its slot; no entry
  * released twice (rel goes 0 -> 1 once); an enqueue overtaken by a release
- * releases its entry itself (the ABANDONED path); at the end: no invalid
+ * releases its entry itself (the ABANDONED path); a segment whose grace
+ * period ends (and would be pooled for reuse without zeroing) has every
+ * slot back to EMPTY unless it is dirty; at the end: no invalid
  * end state, no done segment left at the head, every accepted entry
  * released exactly once and every refused one never, and the ring holds
  * exactly one live segment with every handed-out slot resolved.
@@ -52,6 +60,17 @@
  *   BUG_EXTEND_NO_ADVANCE  ring_extend does not advance head after linking
  *   BUG_RESOLVE_REORDER    seg_resolve's add is not seq_cst (store->load)
  *   BUG_DESTROY_ORDER      destroy reads tail before setting destroyed
+ *   BUG_NO_RESET           take_chunk leaves a taken slot FULL (a pooled
+ *                          segment would come back dirty)
+ *   BUG_RESET_AFTER_RESOLVE  an overtaken enqueuer puts its slot back to
+ *                          EMPTY after resolving it (the segment may be gone)
+ *   BUG_NO_DIRTY           a retracting enqueuer does not mark the segment
+ *                          dirty (it would be pooled with a RETRACTED slot)
+ * and in wait.pml:
+ *   BUG_FRAME_EARLY_RESOLVE  a wait's slot is resolved when taken, so nothing
+ *                          pins the frame
+ * Reachability probes (spin -DPROBE_..., listed in ring_common.pml) turn a
+ * rare path into a failure, to show a configuration reaches it.
  */
 
 #define NS 1
@@ -81,6 +100,12 @@
 #elif defined(CFG_EE3R)
 #define NENT 6
 #define NSEG 5
+#elif defined(CFG_EE5R)
+#define NENT 5
+#define NSEG 5
+#elif defined(CFG_E3D)
+#define NENT 3
+#define NSEG 4
 #else
 #ifndef CFG_EER
 #define CFG_EER
@@ -159,6 +184,10 @@ init {
     run Enqueuer(0, 1, 3); run Enqueuer(0, 4, 3)
 #elif defined(CFG_EE3R)
     run Enqueuer(0, 1, 3); run Enqueuer(0, 4, 3); run Releaser(0, 1)
+#elif defined(CFG_EE5R)
+    run Enqueuer(0, 1, 3); run Enqueuer(0, 4, 2); run Releaser(0, 1)
+#elif defined(CFG_E3D)
+    run Enqueuer(0, 1, 1); run Enqueuer(0, 2, 1); run Enqueuer(0, 3, 1); run Destroyer(0)
 #endif
   }
   (_nr_pr == 1);

@@ -8,7 +8,8 @@
  *
  *   inline seg_get           ldg__seg_get / ldg__seg_alloc (pool: see RCU)
  *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) + the grace
- *                            period of liburcu
+ *                            period of liburcu; FREE_SEG: its end, where
+ *                            ldg__seg_pool_cb pools or frees the segment
  *   inline advance_head      ldg__ring_advance_head
  *   inline seg_resolve       ldg__seg_resolve
  *   inline resolve_one       ldg__resolve_one
@@ -38,6 +39,8 @@
  *   release:  CAS tail_end (ldg__raise_tail_end);
  *   relaxed:  loads of tail (ldg__ring_reserve, ldg__ring_extend), tail_end
  *             (ldg__raise_tail_end), released (segment size: not modelled);
+ *             stores of slot->state = EMPTY by the slot's resolver, and of
+ *             g->dirty by a retracting enqueuer;
  *   acq_rel:  CAS slot->state EMPTY->FULL and EMPTY->ABANDONED, exchange
  *             slot->state RETRACTED, weak CAS released;
  *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
@@ -60,9 +63,12 @@
  * has left its section: exactly the guarantee of a grace period, with the
  * free as early as liburcu may do it. A reader that enters after call_rcu is
  * not waited for. After its grace period ring.c pools a segment for reuse
- * (ldg__seg_pool_cb, ldg__seg_get); here it stays FREED and extensions take
- * fresh ids. Reuse is invisible to the protocol as long as nothing uses a
- * segment pointer after the grace period, and that is what is checked:
+ * (ldg__seg_pool_cb, ldg__seg_get) unless it is dirty (a slot retracted);
+ * here it stays FREED and extensions take fresh ids. Reuse is invisible to
+ * the protocol if nothing uses a segment after its grace period and a
+ * pooled segment is as good as a zeroed one: every slot was put back to
+ * EMPTY by whoever resolved it (ldg__seg_get does not zero it). Both are
+ * checked: FREE_SEG asserts the second when a grace period ends, and
  *   TOUCH(g)        a use (dereference, or CAS comparing against g) inside
  *                   a read-side section: g is not FREED;
  *   TOUCH_PINNED(g) a use outside any read-side section (the lock-free
@@ -113,6 +119,7 @@ byte sstream[NSEG];    /* ghost: the stream it belongs to */
 byte slot[NSEG * SZ];  /* slot->state */
 byte sent[NSEG * SZ];  /* slot payload: the entry (keep + ext, or wait) */
 bit  sfin[NSEG * SZ];  /* ghost: its owner is done with it (may reclaim) */
+bit  sdirty[NSEG];     /* g->dirty: a slot was retracted, never pooled */
 #ifdef WAITS
 /* a wait's slot as a frame: slot->u.wait.parent, parent_next, parent_end,
  * parent_frame, seg */
@@ -148,6 +155,18 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define PBIT (1 << _pid)
 #define TOUCH(g) assert(g < NSEG && (sstate[g] == SEG_LIVE || sstate[g] == SEG_RETIRED))
 #define TOUCH_PINNED(g) assert(g < NSEG && sstate[g] == SEG_LIVE)
+
+/* g's grace period is over: ldg__seg_pool_cb pools it unless dirty, and
+ * ldg__seg_get reuses it without zeroing, so every slot must be EMPTY. */
+#if SZ != 2
+#error "FREE_SEG checks two slots a segment: SZ must be 2"
+#endif
+#define FREE_SEG(g) \
+  sstate[g] = SEG_FREED; \
+  if \
+  :: !sdirty[g] -> assert(slot[g * SZ] == ST_EMPTY && slot[g * SZ + 1] == ST_EMPTY) \
+  :: else -> P_DIRTY(true) \
+  fi
 
 /* Reachability probes (spin -DPROBE_...): each turns one rare path into an
  * assertion failure, so that check.sh can show that the configurations do
@@ -193,6 +212,11 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #else
 #define P_TAILSEG_DEFER(c) skip
 #endif
+#ifdef PROBE_DIRTY          /* a dirty segment's grace period ends (not pooled) */
+#define P_DIRTY(c) PROBE_AT(c)
+#else
+#define P_DIRTY(c) skip
+#endif
 #ifdef PROBE_RETIRE_HELD    /* a segment is retired while a reader is inside */
 #define P_RETIRE_HELD(c) PROBE_AT(c)
 #else
@@ -202,6 +226,16 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define P_FRAME(c) PROBE_AT(c)
 #else
 #define P_FRAME(c) skip
+#endif
+#ifdef PROBE_NESTED         /* a wait fires inside another wait's walk */
+#define P_NESTED(c) PROBE_AT(c)
+#else
+#define P_NESTED(c) skip
+#endif
+#ifdef PROBE_WAIT_ABANDONED /* an overtaken enqueuer of a wait fires it */
+#define P_WAIT_ABANDONED(c) PROBE_AT(c)
+#else
+#define P_WAIT_ABANDONED(c) skip
 #endif
 #ifdef PROBE_FRAME_PIN      /* ... and only the frame keeps its segment */
 #define P_FRAME_PIN(c) PROBE_AT(c)
@@ -246,7 +280,7 @@ inline rcu_unlock() {
        :: sstate[rc_i] == SEG_RETIRED ->
           sgp[rc_i] = sgp[rc_i] & ~PBIT;
           if
-          :: sgp[rc_i] == 0 -> sstate[rc_i] = SEG_FREED
+          :: sgp[rc_i] == 0 -> FREE_SEG(rc_i)
           :: else
           fi
        :: else
@@ -284,7 +318,7 @@ inline call_rcu(h) {
     rc_i = 0;
     do
     :: rc_i < SZ ->
-       assert(sfin[h * SZ + rc_i] && slot[h * SZ + rc_i] != ST_EMPTY);
+       assert(sfin[h * SZ + rc_i]);
        rc_i++
     :: else -> break
     od;
@@ -297,7 +331,7 @@ inline call_rcu(h) {
     sgp[h] = inrcu;
     P_RETIRE_HELD(sgp[h] != PBIT);
     if
-    :: sgp[h] == 0 -> sstate[h] = SEG_FREED
+    :: sgp[h] == 0 -> FREE_SEG(h)
     :: else
     fi
   }
@@ -568,19 +602,25 @@ inline claim(s, upto) {
 #define FRAME_EARLY_RESOLVE skip
 #endif
 
+#ifndef BUG_NO_RESET
+#define TAKEN_RESET slot[tc_idx] = ST_EMPTY   /* relaxed store: back to EMPTY */
+#else
+#define TAKEN_RESET skip   /* mutant: a taken slot stays FULL */
+#endif
+
 #define TAKE_IF_FULL \
   if \
   :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT && etarget[sent[tc_idx]] != NIL -> \
      FRAME_EARLY_RESOLVE; tc_act = A_WAIT \
   :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT && etarget[sent[tc_idx]] == NIL -> \
-     /* a wait on itself: fires nothing */ \
+     /* a wait on itself: fires nothing; back to EMPTY */ \
      assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
-     sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
+     slot[tc_idx] = ST_EMPTY; sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
   :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_OP -> \
      assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
      assert(xstate[sent[tc_idx]] == SEG_LIVE); \
      xstate[sent[tc_idx]] = SEG_RETIRED; xgp[sent[tc_idx]] = inrcu; \
-     sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
+     TAKEN_RESET; sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
   :: tc_st != ST_FULL -> tc_act = A_DONE   /* retracted: its enqueuer resolved it */ \
   fi
 
@@ -677,7 +717,8 @@ inline engine(s, upto) {
           w_e = sent[tc_w];
           fr_ps[tc_w] = c_s; fr_pn[tc_w] = c_next; fr_pe[tc_w] = c_end;
           fr_pf[tc_w] = c_frame; fr_seg[tc_w] = tc_wg;
-          assert(rel[w_e] == 0); rel[w_e] = 1      /* the wait fires */
+          assert(rel[w_e] == 0); rel[w_e] = 1;     /* the wait fires */
+          P_NESTED(c_frame != NIL)
         }
         c_s = etarget[w_e]; c_upto = eupto[w_e]; c_next = 1; c_end = 0;
         c_frame = tc_w; tc_w = NIL; tc_wg = 0; w_e = 0;
@@ -704,6 +745,7 @@ inline engine(s, upto) {
           TOUCH_PINNED(c_frame / SZ);
           f_g = fr_seg[c_frame];
           sfin[c_frame] = 1; P_FRAME(true);
+          slot[c_frame] = ST_EMPTY;                /* relaxed store f->state */
           P_FRAME_PIN(snext[f_g] != NIL && sres[f_g] == SZ - 1);
           rc_i = c_frame;
           c_s = fr_ps[rc_i]; c_next = fr_pn[rc_i]; c_end = fr_pe[rc_i];
@@ -741,6 +783,9 @@ inline enqueue(s, e) {
      :: destroyed[s] ->                            /* seq_cst load destroyed */
         d_step {                                   /* acq_rel exchange RETRACTED */
           TOUCH_PINNED(rs_g); slot[en_idx] = ST_RETRACTED; sfin[en_idx] = 1;
+#ifndef BUG_NO_DIRTY
+          sdirty[rs_g] = 1;                        /* relaxed store g->dirty */
+#endif
           eres[e] = R_REFUSED; en_idx = 0; P_RETRACTED(true);
           if                                       /* ldg__ext_free_now (after) */
           :: xstate[e] == SEG_LIVE -> xstate[e] = SEG_FREED
@@ -758,8 +803,12 @@ inline enqueue(s, e) {
           :: else ->
              /* A release covering seq passed: the entry is ours to release. */
              assert(slot[en_idx] == ST_ABANDONED); en_ok = 0; P_ABANDONED(true);
+             P_WAIT_ABANDONED(ekind[e] == K_WAIT && etarget[e] != NIL);
              sfin[en_idx] = 1;
              assert(rel[e] == 0); rel[e] = 1;      /* run the keep, or fire (below) */
+#ifndef BUG_RESET_AFTER_RESOLVE
+             slot[en_idx] = ST_EMPTY;              /* relaxed store: back to EMPTY */
+#endif
              if                                    /* ldg__ext_free_now (after) */
              :: xstate[e] == SEG_LIVE -> xstate[e] = SEG_FREED
              :: else
@@ -771,6 +820,10 @@ inline enqueue(s, e) {
         :: en_ok -> skip
         :: else ->
            resolve_one(s, rs_g);
+#ifdef BUG_RESET_AFTER_RESOLVE
+           /* mutant: the reset after the resolution (the slot may be gone) */
+           d_step { TOUCH_PINNED(rs_g); slot[rs_g * SZ + rs_seq - sbase[rs_g]] = ST_EMPTY }
+#endif
 #ifdef WAITS
            if
            :: ekind[e] == K_WAIT && etarget[e] != NIL ->

@@ -5,10 +5,12 @@
  * the C function behind each inline and what the model abstracts.
  *
  * Streams: a = 0, b = 1. Processes (the C calls each one makes):
- *   Waiter(e_op, e_wait)  ldg_enqueue(a) [e_op], then ldg_add_wait(b, a,
+ *   Waiter(a, b, e_op, e_wait)
+ *                         ldg_enqueue(a) [e_op], then ldg_add_wait(b, a,
  *                         ldg_mark(a)) [e_wait] -> ldg__ring_enqueue on b;
  *                         if a release of b overtakes it, the enqueuer fires
- *                         the wait itself: ldg__engine(a, u, OWNED)
+ *                         the wait itself: ldg__engine(a, u, OWNED); with
+ *                         a == b the wait has target NULL and fires nothing
  *   Enqueuer(s, e0, n)    n x ldg_enqueue(s) (as in ring.pml)
  *   Releaser(s, n)        n x ldg_release(s, ldg_mark(s)) -> ldg__engine:
  *                         a wait met in b's interval becomes a frame (the
@@ -28,7 +30,9 @@
  * walk uses it outside a read-side section (TOUCH_PINNED); after b is
  * released past an accepted wait on a live a, a is released up to the
  * wait's a_upto and every accepted entry of a up to there was released
- * exactly once.
+ * exactly once; cycles of waits terminate (no invalid end state).
+ * Mutant: BUG_FRAME_EARLY_RESOLVE (see ring.pml). Not modelled: stream
+ * references, so no stream is finalised inside a walk (FINALIZE frames).
  */
 
 #define NS 2
@@ -45,12 +49,12 @@
  * WCFG_G: the wait's segment of b has a successor, so only the frame's pin
  *   keeps it: Waiter(1, 2), Enqueuer(b, 3, 2): ops 3, 4 on b (b grows),
  *   Releaser(b, 1).
- * WCFG_C: a cycle of waits: Waiter(1, 2) waits b->a, Waiter2(3, 4) waits
- *   a->b (ops 3 on b, wait 4 on a), Releaser(b, 1).
+ * WCFG_C: a cycle of waits: Waiter(a, b, 1, 2) waits b->a, Waiter(b, a, 3, 4)
+ *   waits a->b (op 3 on b, wait 4 on a), Releaser(b, 1).
  * WCFG_D: the waited stream is destroyed meanwhile: Waiter(1, 2),
  *   Destroyer(a), Releaser(b, 1).
  * WCFG_S: a wait of b on itself (target NULL, fires nothing), among ops:
- *   SelfWaiter(1, 2): op 1 on b, wait 2 b->b; Enqueuer(b, 3, 1);
+ *   Waiter(b, b, 1, 2): op 1 on b, wait 2 b->b; Enqueuer(b, 3, 1);
  *   Releaser(b, 1).
  */
 #if defined(WCFG_G)

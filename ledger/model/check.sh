@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# Model-checks the ring protocol of ledger/ring.c with Spin (ring.pml,
+# wait.pml, ring_common.pml beside this script), exhaustively, for small
+# bounds. Three kinds of run, each its own spin -a / gcc / pan:
+#   pass   a configuration of the real protocol: no assertion violation, no
+#          invalid end state, search complete;
+#   fail   a mutant (BUG_*): Spin must find an assertion violation (the
+#          assertions can fail);
+#   reach  a reachability probe (PROBE_*): Spin must reach the probed rare
+#          path (the configurations exercise what they claim to).
+# Exit status 0 when every run came out as expected.
+#
+# Usage: ledger/model/check.sh [--deep] [--jobs N] [--only REGEX] [-DNAME]... [--keep]
+#   --deep     also CFG_EE3R (140M+ states: needs more than 8 GB and ~10 min)
+#   --jobs N   runs at once (default 2)
+#   --only RE  only the runs whose line matches RE (e.g. --only EER, --only ^pass)
+#   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass
+#              to watch a mutant fail everywhere, with its counterexample)
+#   --keep     keep the work directory (pan output, trails) and print it
+# Needs spin and gcc on PATH. Works under $TEST_TMPDIR when Bazel sets it.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+deep=0
+jobs=2
+only=''
+keep=0
+extra=''
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --deep) deep=1 ;;
+    --jobs) jobs=$2; shift ;;
+    --only) only=$2; shift ;;
+    --keep) keep=1 ;;
+    -D[A-Za-z_]*) extra+=" $1" ;;
+    *) echo "usage: $0 [--deep] [--jobs N] [--only REGEX] [-DNAME]... [--keep]" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+for tool in spin gcc; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "check.sh: $tool not found on PATH ($PATH); install it (Debian: apt-get install $tool)" >&2
+    exit 1
+  fi
+done
+
+work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/ring_model.XXXXXX")
+cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
+trap cleanup EXIT
+for f in ring_common.pml ring.pml wait.pml; do
+  cp -L "$here/$f" "$work/$f"
+done
+
+# expect  model     defines
+runs=$(cat <<'EOF'
+pass  ring.pml  -DCFG_EER
+pass  ring.pml  -DCFG_ERR
+pass  ring.pml  -DCFG_EED
+pass  ring.pml  -DCFG_ERD
+pass  ring.pml  -DCFG_ERQ
+pass  ring.pml  -DCFG_ERR5
+pass  ring.pml  -DCFG_EEQ
+pass  ring.pml  -DCFG_EE3
+pass  ring.pml  -DCFG_E3D
+pass  ring.pml  -DCFG_EE5R
+pass  wait.pml  -DWCFG_T
+pass  wait.pml  -DWCFG_G
+pass  wait.pml  -DWCFG_C
+pass  wait.pml  -DWCFG_D
+pass  wait.pml  -DWCFG_S
+fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
+fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
+fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
+fail  ring.pml  -DCFG_EER -DBUG_EXTEND_NO_ADVANCE
+fail  ring.pml  -DCFG_ERR5 -DBUG_RESOLVE_REORDER
+fail  ring.pml  -DCFG_EED -DBUG_DESTROY_ORDER
+fail  ring.pml  -DCFG_EER -DBUG_NO_RESET
+fail  ring.pml  -DCFG_EER -DBUG_RESET_AFTER_RESOLVE
+fail  ring.pml  -DCFG_E3D -DBUG_NO_DIRTY
+fail  wait.pml  -DWCFG_G -DBUG_FRAME_EARLY_RESOLVE
+reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
+reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
+reach ring.pml  -DCFG_EER -DPROBE_LOSER
+reach ring.pml  -DCFG_EER -DPROBE_HELP
+reach ring.pml  -DCFG_EER -DPROBE_WALK
+reach ring.pml  -DCFG_EE5R -DPROBE_WALK_NEXT
+reach ring.pml  -DCFG_E3D -DPROBE_SKIP_RETIRED
+reach ring.pml  -DCFG_EER -DPROBE_TAILSEG_DEFER
+reach ring.pml  -DCFG_EER -DPROBE_RETIRE_HELD
+reach ring.pml  -DCFG_E3D -DPROBE_DIRTY
+reach wait.pml  -DWCFG_T -DPROBE_FRAME
+reach wait.pml  -DWCFG_G -DPROBE_FRAME_PIN
+reach wait.pml  -DWCFG_C -DPROBE_NESTED
+reach wait.pml  -DWCFG_T -DPROBE_WAIT_ABANDONED
+EOF
+)
+if [ "$deep" = 1 ]; then
+  runs+=$'\n'"pass  ring.pml  -DCFG_EE3R"
+fi
+if [ -n "$only" ]; then
+  runs=$(printf '%s\n' "$runs" | grep -E -- "$only" || true)
+fi
+if [ -z "$runs" ]; then
+  echo "check.sh: no run selected" >&2
+  exit 2
+fi
+
+# One run: spin -a, gcc, pan in its own directory. Prints one result line;
+# writes the verdict to $dir/verdict (ok / BAD).
+one() {
+  local n=$1 expect=$2 model=$3
+  shift 3
+  local dir="$work/run$n"
+  mkdir -p "$dir"
+  cp "$work"/*.pml "$dir/"
+  cd "$dir" || return
+  # -O1 pays off for the large searches of ring.pml; wait.pml's pan.c takes
+  # minutes to optimise and its searches are small; mutants and probes stop
+  # early.
+  local opt=-O0 memlim=3072
+  if [ "$expect" = pass ] && [ "$model" = ring.pml ]; then opt=-O1; fi
+  if [ "$deep" = 1 ]; then memlim=14336; fi
+  local t0 t1 verdict=BAD why=''
+  t0=$(date +%s)
+  if ! spin -a "$@" "$model" >spin.out 2>&1; then
+    why="spin -a failed: $(tail -3 spin.out | tr '\n' ' ')"
+  elif ! gcc $opt -w -DSAFETY -DCOLLAPSE -DMEMLIM=$memlim -o pan pan.c >gcc.out 2>&1; then
+    why="gcc failed: $(tail -3 gcc.out | tr '\n' ' ')"
+  else
+    ./pan -m1000000 -w24 >pan.out 2>&1
+    local errors incomplete
+    errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' pan.out | tail -1)
+    incomplete=0
+    if grep -qE 'out of memory|MEMLIM|max search depth too small|Search not completed' pan.out &&
+       [ "${errors:-x}" = 0 ]; then
+      incomplete=1
+    fi
+    case "$expect" in
+      pass)
+        if [ "${errors:-x}" = 0 ] && [ $incomplete = 0 ]; then verdict=ok; fi
+        why=$(grep -m1 -E 'pan:[0-9]+:|out of memory|MEMLIM|max search depth' pan.out) ;;
+      fail)
+        if grep -q 'assertion violated' pan.out && ! grep -q 'assertion violated 0 ' pan.out; then
+          verdict=ok
+        fi
+        why=$(grep -m1 -E 'pan:[0-9]+:' pan.out || echo 'no assertion violation found') ;;
+      reach)
+        if grep -q 'assertion violated 0 ' pan.out; then verdict=ok; fi
+        why=$(grep -m1 -E 'pan:[0-9]+:' pan.out || echo 'probe never reached') ;;
+    esac
+  fi
+  t1=$(date +%s)
+  local states depth secs mem
+  states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' pan.out 2>/dev/null | head -1)
+  depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out 2>/dev/null | head -1)
+  secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\).*/\1/p' pan.out 2>/dev/null | head -1)
+  mem=$(sed -n 's/^ *\([0-9.]*\)\s*total actual memory usage.*/\1/p' pan.out 2>/dev/null | head -1)
+  printf '%-4s %-5s %-8s %-40s states=%-10s depth=%-4s pan=%-7s %5sMB  (%ss)  %s\n' \
+    "$verdict" "$expect" "$model" "$*" "${states:--}" "${depth:--}" "${secs:--}s" \
+    "${mem%.*}" "$((t1 - t0))" \
+    "$([ "$expect" = pass ] && [ $verdict = ok ] || echo "${why:-}")"
+  echo "$verdict" >verdict
+  if [ "$verdict" = BAD ] && [ -f "$model.trail" ]; then
+    # The counterexample, shared steps only, for the log.
+    # (one line per step: the first statement of each atomic step)
+    spin -t -p "$@" "$model" 2>&1 | grep -E '^ *[0-9]+:\s+proc' |
+      awk '$1 != last { print; last = $1 }' | tail -60 >trail.txt
+    echo "---- $model $*: last steps of the counterexample (all of it: spin -t -p $* $model, with --keep) ----"
+    cat trail.txt
+  fi
+}
+
+echo "ring model check: $(spin -V | head -1); $(printf '%s\n' "$runs" | wc -l) runs, $jobs at a time, in $work"
+n=0
+running=0
+while read -r expect model defs; do
+  [ -n "$expect" ] || continue
+  n=$((n + 1))
+  # shellcheck disable=SC2086
+  one "$n" "$expect" "$model" $defs $extra &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+done <<<"$runs"
+wait
+
+bad=0
+total=0
+for v in "$work"/run*/verdict; do
+  total=$((total + 1))
+  [ "$(cat "$v")" = ok ] || bad=$((bad + 1))
+done
+if [ "$total" -ne "$n" ]; then
+  echo "check.sh: $((n - total)) runs left no verdict" >&2
+  bad=$((bad + n - total))
+fi
+[ "$keep" = 1 ] && echo "work directory kept: $work"
+if [ "$bad" -ne 0 ]; then
+  echo "FAILED: $bad of $n runs not as expected"
+  exit 1
+fi
+echo "OK: $n runs as expected (pass: no violation; fail: mutant caught; reach: probe reached)"
