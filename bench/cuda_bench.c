@@ -89,6 +89,7 @@
 
 #include "cuda/driver.h"
 #include "cuda/sl_cuda.h"
+#include "bench/bench_keeps.h"
 #include "ledger/ledger.h"
 
 /* ---- The empty kernel ------------------------------------------------------
@@ -724,68 +725,6 @@ static double median(const double *v, unsigned n) {
 
 /* ---- Keeps: the exactly-once guard ----------------------------------------- */
 
-typedef struct keep_sums {
-  uint64_t n, sum, sq;
-} keep_sums;
-
-static _Thread_local keep_sums keeps_ran; /* by the thread running the keep */
-static keep_sums total_ran, total_enqueued;
-static keep_sums grand_ran, grand_enqueued;
-static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The keep: a counter callback. */
-static void keep_fn(void *ctx) {
-  uint64_t id = (uint64_t)(uintptr_t)ctx;
-  keeps_ran.n++;
-  keeps_ran.sum += id;
-  keeps_ran.sq += id * id;
-}
-
-static void sums_add(keep_sums *into, const keep_sums *s) {
-  into->n += s->n;
-  into->sum += s->sum;
-  into->sq += s->sq;
-}
-
-/* Adds ids [first, last) to *enq (outside the timed loops). */
-static void sums_add_range(keep_sums *enq, uint64_t first, uint64_t last) {
-  for (uint64_t id = first; id < last; id++) {
-    enq->n++;
-    enq->sum += id;
-    enq->sq += id * id;
-  }
-}
-
-/* Adds this thread's keeps (ran) and `enq` (enqueued by it) to the totals. */
-static void flush_keeps(const keep_sums *enq) {
-  pthread_mutex_lock(&totals_lock);
-  sums_add(&total_ran, &keeps_ran);
-  sums_add(&total_enqueued, enq);
-  pthread_mutex_unlock(&totals_lock);
-  memset(&keeps_ran, 0, sizeof keeps_ran);
-}
-
-static bool sums_equal(const keep_sums *a, const keep_sums *b) {
-  return a->n == b->n && a->sum == b->sum && a->sq == b->sq;
-}
-
-static void verify_keeps(const char *row) {
-  keep_sums none = {0, 0, 0};
-  flush_keeps(&none); /* the main thread's own */
-  if (!sums_equal(&total_ran, &total_enqueued)) {
-    fprintf(stderr,
-            "cuda_bench: %s: keeps did not run exactly once: enqueued %" PRIu64
-            ", ran %" PRIu64 " (sums %s)\n",
-            row, total_enqueued.n, total_ran.n,
-            total_ran.sum == total_enqueued.sum ? "equal" : "differ");
-    abort();
-  }
-  sums_add(&grand_ran, &total_ran);
-  sums_add(&grand_enqueued, &total_enqueued);
-  memset(&total_ran, 0, sizeof total_ran);
-  memset(&total_enqueued, 0, sizeof total_enqueued);
-}
-
 /* ---- Rows and workers ------------------------------------------------------- */
 
 static slc_context *g_ctx;
@@ -1181,7 +1120,7 @@ static void run_row(int op, int threads, row_result *out) {
   free(ws);
   char name[64];
   snprintf(name, sizeof name, "%s/%d", ops[op].name, threads);
-  verify_keeps(name);
+  verify_keeps("cuda_bench", name);
 }
 
 /* ---- Output -------------------------------------------------------------------- */
@@ -1234,26 +1173,6 @@ static void json_str(FILE *f, const char *s) {
     fputc(*s, f);
   }
   fputc('"', f);
-}
-
-static void cpu_model(char *buf, size_t n) {
-  snprintf(buf, n, "unknown");
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (f == NULL) return;
-  char line[512];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "model name", 10) == 0) {
-      char *p = strchr(line, ':');
-      if (p != NULL) {
-        p++;
-        while (*p == ' ') p++;
-        p[strcspn(p, "\n")] = 0;
-        snprintf(buf, n, "%s", p);
-      }
-      break;
-    }
-  }
-  fclose(f);
 }
 
 static char g_device_name[256] = "unknown";
@@ -1645,8 +1564,8 @@ int main(int argc, char **argv) {
     slc_driver_unload(&g_table);
   }
   g_drv = NULL;
-  verify_keeps("end");
-  if (!sums_equal(&grand_ran, &grand_enqueued)) abort();
-  printf("\nall keeps ran exactly once (%" PRIu64 " keeps).\n", grand_ran.n);
+  verify_keeps("cuda_bench", "end");
+  printf("\nall keeps ran exactly once (%" PRIu64 " keeps).\n",
+         keeps_verified());
   return 0;
 }

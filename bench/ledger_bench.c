@@ -67,6 +67,7 @@
 #endif
 
 #include "bench/mutex_ledger.h"
+#include "bench/bench_keeps.h"
 #include "ledger/ledger.h"
 
 /* ---- Errors ---------------------------------------------------------------- */
@@ -277,52 +278,6 @@ static void calibrate_timer(void) {
 }
 
 /* ---- Keeps: the exactly-once guard ----------------------------------------- */
-
-typedef struct keep_sums {
-  uint64_t n, sum, sq;
-} keep_sums;
-
-static _Thread_local keep_sums keeps_ran; /* by the thread running the keep */
-static keep_sums total_ran, total_enqueued;
-static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void keep_fn(void *ctx) {
-  uint64_t id = (uint64_t)(uintptr_t)ctx;
-  keeps_ran.n++;
-  keeps_ran.sum += id;
-  keeps_ran.sq += id * id;
-}
-
-static void sums_add(keep_sums *into, const keep_sums *s) {
-  into->n += s->n;
-  into->sum += s->sum;
-  into->sq += s->sq;
-}
-
-/* Adds this thread's keeps (ran) and `enq` (enqueued by it) to the totals. */
-static void flush_keeps(const keep_sums *enq) {
-  pthread_mutex_lock(&totals_lock);
-  sums_add(&total_ran, &keeps_ran);
-  sums_add(&total_enqueued, enq);
-  pthread_mutex_unlock(&totals_lock);
-  memset(&keeps_ran, 0, sizeof keeps_ran);
-}
-
-static void verify_keeps(const char *row) {
-  keep_sums none = {0, 0, 0};
-  flush_keeps(&none); /* the main thread's own */
-  if (total_ran.n != total_enqueued.n || total_ran.sum != total_enqueued.sum ||
-      total_ran.sq != total_enqueued.sq) {
-    fprintf(stderr,
-            "ledger_bench: %s: keeps did not run exactly once: enqueued %" PRIu64
-            ", ran %" PRIu64 " (sums %s)\n",
-            row, total_enqueued.n, total_ran.n,
-            total_ran.sum == total_enqueued.sum ? "equal" : "differ");
-    abort();
-  }
-  memset(&total_ran, 0, sizeof total_ran);
-  memset(&total_enqueued, 0, sizeof total_enqueued);
-}
 
 /* ---- Rows and workers ------------------------------------------------------- */
 
@@ -756,7 +711,7 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   char name[96];
   snprintf(name, sizeof name, "%s/%s/%d%s", wl->name, im->name, threads,
            reader ? "+reader" : "");
-  verify_keeps(name);
+  verify_keeps("ledger_bench", name);
 }
 
 static int cmp_ops_per_s(const void *a, const void *b) {
@@ -847,12 +802,10 @@ static void run_backlog(const bench_impl *im, uint64_t n, row_result *out) {
   fill_latency(out, w.samples, w.n_samples);
   free(w.samples);
   /* This thread's keeps: flush as enqueued by it, then check. */
-  pthread_mutex_lock(&totals_lock);
-  sums_add(&total_enqueued, &w.enq);
-  pthread_mutex_unlock(&totals_lock);
+  add_enqueued(&w.enq);
   char name[64];
   snprintf(name, sizeof name, "backlog/%s", im->name);
-  verify_keeps(name);
+  verify_keeps("ledger_bench", name);
 }
 
 /* ---- Output ------------------------------------------------------------------ */
@@ -907,26 +860,6 @@ static void json_str(FILE *f, const char *s) {
     fputc(*s, f);
   }
   fputc('"', f);
-}
-
-static void cpu_model(char *buf, size_t n) {
-  snprintf(buf, n, "unknown");
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (f == NULL) return;
-  char line[512];
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "model name", 10) == 0) {
-      char *p = strchr(line, ':');
-      if (p != NULL) {
-        p++;
-        while (*p == ' ') p++;
-        p[strcspn(p, "\n")] = 0;
-        snprintf(buf, n, "%s", p);
-      }
-      break;
-    }
-  }
-  fclose(f);
 }
 
 static void write_json(const char *path, int argc, char **argv) {
