@@ -112,7 +112,7 @@ struct ldg__seg {
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
   uint64_t born_ns;   /* CLOCK_MONOTONIC when linked: sizes the next one */
-  _Atomic bool dirty; /* a slot was retracted: zero it before reuse */
+  _Atomic bool dirty; /* a slot was retracted: never pooled, freed */
   struct rcu_head rcu;
   struct ldg__slot slots[];
 };

@@ -23,8 +23,9 @@
  *   Everything in (released, tail] is pending.
  *
  * WHAT EACH ATOMIC PUBLISHES
- *   s->tailseg  (release store / acquire load) a fully initialised segment;
- *               all seqs up to its end may be handed out.
+ *   s->tailseg  (seq_cst CAS / acquire or seq_cst load) a fully initialised
+ *               segment; seq_cst where ldg__ring_advance_head checks that
+ *               tailseg no longer names the segment it retires.
  *   g->next     (seq_cst CAS) the successor segment, initialised.
  *   s->tail_end (release store / acquire load) segments up to it are linked
  *               and tailseg reaches them.
@@ -39,6 +40,9 @@
  *   g->resolved (seq_cst add) slots of the segment whose entry has been taken
  *               by its one owner; at g->size the segment is done.
  *   s->head     (seq_cst CAS) the oldest segment not retired.
+ *   slot->state = EMPTY (relaxed store) by a slot's resolver, before the
+ *               add to g->resolved that publishes it; g->dirty (relaxed
+ *               store) by a retracting enqueuer, before its resolution.
  *
  * PUBLICATION, AND A RELEASE THAT OVERTAKES AN ENQUEUE
  *   Enqueue: reserve seq (CAS tail), write the slot, CAS state EMPTY -> FULL.
@@ -69,8 +73,9 @@
  *   A slot is resolved once, by whoever took its entry: the release that took
  *   a FULL slot, or the enqueuer of an ABANDONED or RETRACTED one. A wait's
  *   slot is resolved only when its firing has finished (see below). The
- *   resolver also puts the slot's state back to EMPTY (nobody else looks at
- *   it in this life), so a retired segment comes back to the pool clean and
+ *   resolver also puts the slot's state back to EMPTY — before counting it
+ *   resolved, since after that the segment may be retired — (nobody else
+ *   looks at it in this life), so a retired segment comes back to the pool clean and
  *   needs no zeroing — except a RETRACTED slot, which the destroyer may
  *   still be about to look at: its segment is marked dirty and freed. Each
  *   resolution adds to g->resolved; a segment is done when all of its seqs
@@ -338,7 +343,8 @@ void ldg__ring_free_all(ldg_stream *s) {
   }
 }
 
-/* Retires every done segment at the head that has a successor. Under RCU:
+/* Retires every done segment at the head that has a successor and that
+ * tailseg no longer names. Under RCU:
  * another thread may retire h between our load and our read of it. */
 static void ldg__ring_advance_head(ldg_stream *s) {
   for (;;) {

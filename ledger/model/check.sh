@@ -11,7 +11,7 @@
 # Exit status 0 when every run came out as expected.
 #
 # Usage: ledger/model/check.sh [--deep] [--jobs N] [--only REGEX] [-DNAME]... [--keep]
-#   --deep     also CFG_EE3R (140M+ states: needs more than 8 GB and ~10 min)
+#   --deep     also CFG_EE3R (140M states: 8.3 GB and ~7 min)
 #   --jobs N   runs at once (default 2)
 #   --only RE  only the runs whose line matches RE (e.g. --only EER, --only ^pass)
 #   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass

@@ -34,8 +34,8 @@
  *             starts in a segment retired by retracting enqueuers)
  *   CFG_EE5R  2 enqueuers x 3 + 2 ops + 1 releaser x 1 (three segments,
  *             walks from head while segments are retired)
- *   CFG_EE3R  2 enqueuers x 3 ops + 1 releaser x 1 (over 140M states and
- *             8 GB: check.sh --deep only)
+ *   CFG_EE3R  2 enqueuers x 3 ops + 1 releaser x 1 (140M states, 8.3 GB,
+ *             ~7 min: check.sh --deep only)
  *
  * Assertions (ring_common.pml): no segment used after its grace period
  * (TOUCH), none used outside a read-side section unless pinned
