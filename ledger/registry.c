@@ -352,12 +352,13 @@ size_t ldg_pending_count(const ldg_stream *s) {
   return ops > done ? (size_t)(ops - done) : 0;
 }
 
-bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id) {
-  if (l == NULL) return false;
+/* Whether some live stream of l has a pending operation fn accepts. */
+static bool ldg__any_live_holds(ldg_ledger *l, ldg__entry_pred fn,
+                                const void *arg) {
   bool found = false;
   ldg__rcu_read_lock();
   LDG__FOR_EACH_LIVE(l, s) {
-    if (ldg__ring_any(s, ldg__names_vec, &vec_id)) {
+    if (ldg__ring_any(s, fn, arg)) {
       found = true;
       break;
     }
@@ -366,21 +367,16 @@ bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id) {
   return found;
 }
 
+bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id) {
+  return l != NULL && ldg__any_live_holds(l, ldg__names_vec, &vec_id);
+}
+
 bool ldg_holds_host_range(ldg_ledger *l, uintptr_t addr, size_t bytes) {
   if (l == NULL || bytes == 0) return false;
   /* A probe reaching past the top of the address space is clipped. */
   size_t room = (size_t)(UINTPTR_MAX - addr) + 1;
   ldg_range probe = {addr, (room != 0 && bytes > room) ? room : bytes};
-  bool found = false;
-  ldg__rcu_read_lock();
-  LDG__FOR_EACH_LIVE(l, s) {
-    if (ldg__ring_any(s, ldg__touches_range, &probe)) {
-      found = true;
-      break;
-    }
-  }
-  ldg__rcu_read_unlock();
-  return found;
+  return ldg__any_live_holds(l, ldg__touches_range, &probe);
 }
 
 size_t ldg_nonblocking_holding(ldg_ledger *l, uint64_t vec_id,
