@@ -17,7 +17,7 @@
  *
  * LIFETIMES
  *   A stream is allocated with one reference (the creator's). Waits and
- *   snapshots hold references. The last unref finalises it (ring.c): destroy
+ *   snapshots hold references. The last unref finalises it (release.c): destroy
  *   if needed — releasing everything — then free after a grace period. Every
  *   stream struct, ring segment and out-of-line payload holds a reference to
  *   its ledger, and so does the ledger's owner until ldg_ledger_destroy, so
