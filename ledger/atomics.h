@@ -29,6 +29,14 @@
 #define ldg__fetch_sub_acq_rel(p, v) \
   atomic_fetch_sub_explicit((p), (v), memory_order_acq_rel)
 
+#define ldg__fetch_add_release(p, v) \
+  atomic_fetch_add_explicit((p), (v), memory_order_release)
+#define ldg__fetch_or_acq_rel(p, v) \
+  atomic_fetch_or_explicit((p), (v), memory_order_acq_rel)
+
+/* A full fence: the store/load (Dekker) handshake of registry.c. */
+#define ldg__fence_seq_cst() atomic_thread_fence(memory_order_seq_cst)
+
 #define ldg__exchange_acq_rel(p, v) \
   atomic_exchange_explicit((p), (v), memory_order_acq_rel)
 

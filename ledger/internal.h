@@ -135,6 +135,13 @@ struct ldg_stream {
    * lock-free readers under RCU. */
   _Atomic(ldg_stream *) reg_next;
   ldg_stream *reg_prev;
+  /* The ledger's stack of destroyed streams waiting to be unlinked
+   * (registry.c, UNLINKING WITHOUT WAITING): written by the pusher before
+   * its publishing CAS, read by the lock holder that pops the stack. */
+  ldg_stream *unlink_next;
+  /* LDG__LIFE_* bits: the stream is freed, after a grace period, by whoever
+   * sets the second of them. */
+  _Atomic uint32_t life;
   struct rcu_head rcu;
 
   /* Enqueuers' line: the enqueue high-water mark (= ldg_mark), and the end
@@ -154,12 +161,24 @@ struct ldg_stream {
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
 };
 
+/* ldg_stream.life */
+enum {
+  LDG__LIFE_FINALIZED = 1, /* last reference dropped, keeps run */
+  LDG__LIFE_UNLINKED = 2,  /* removed from the registry list */
+};
+
 struct ldg_ledger {
-  /* Guards the registry list for writers (stream create and destroy, ledger
-   * destroy): rare paths the contract allows a lock on. Readers never take
-   * it: they walk the list under RCU. Never held across a callback. */
+  /* Guards the registry list for writers: stream create, ledger destroy,
+   * and whoever drains unlink_pending — rare paths the contract allows a
+   * lock on. Only stream create and ledger destroy wait for it; destroy,
+   * unref and the release paths only try it (registry.c, UNLINKING WITHOUT
+   * WAITING). Readers never take it: they walk the list under RCU. Never
+   * held across a callback. */
   pthread_mutex_t reg_lock;
   _Atomic(ldg_stream *) reg_head;
+  /* Destroyed streams still on the list, linked through unlink_next: a
+   * lock-free stack that every holder of reg_lock empties. */
+  _Atomic(ldg_stream *) unlink_pending;
   _Atomic uint64_t next_id;
   _Atomic size_t n_nonblocking;
   /* The ledger lives while its owner has not destroyed it or any stream
@@ -173,6 +192,7 @@ struct ldg_ledger {
   _Atomic size_t pool_limit;
   struct ldg__pool {
     alignas(LDG__CACHE_LINE) _Atomic(struct ldg__seg *) top;
+    _Atomic unsigned long reused; /* pops that found a segment (tests) */
   } pools[LDG__POOL_CLASSES];
 };
 
@@ -259,8 +279,8 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end);
 /* RCU callback of a retired segment: pools it, or frees it. */
 void ldg__seg_pool_cb(struct rcu_head *head);
 
-/* Pops a pooled segment of that size, or NULL. Under RCU. */
-struct ldg__seg *ldg__pool_pop(ldg_ledger *l, uint32_t size);
+/* Pops a pooled segment of that size for s, or NULL. Under RCU. */
+struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size);
 
 /* Empties the ledger's pools. With `now`, frees at once (teardown, after a
  * barrier, no concurrent pop); else after a grace period. */
@@ -292,7 +312,9 @@ bool ldg__destroy(ldg_stream *s);
 void ldg__ledger_ref(ldg_ledger *l);
 void ldg__ledger_unref(ldg_ledger *l);
 
-/* Removes s from its ledger's registry (destroy path). */
+/* s was just marked destroyed (by the caller's CAS): queues it to be
+ * unlinked from its ledger's registry and unlinks it now if the registry
+ * mutex is free. Never waits for the mutex. */
 void ldg__registry_unlink(ldg_stream *s);
 
 /* Takes a reference unless the count already reached zero. */
@@ -302,7 +324,8 @@ bool ldg__stream_tryref(ldg_stream *s);
  * owns the stream's finalisation). */
 bool ldg__stream_unref_is_last(ldg_stream *s);
 
-/* Frees s after a grace period (the last step of finalisation). */
-void ldg__stream_free_deferred(ldg_stream *s);
+/* Sets bit (LDG__LIFE_*) of s; whoever sets the second bit frees s after a
+ * grace period. FINALIZED is the last step of finalisation. */
+void ldg__stream_life(ldg_stream *s, uint32_t bit);
 
 #endif /* STREAMLEDGER_INTERNAL_H */

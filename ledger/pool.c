@@ -48,14 +48,20 @@ void ldg__seg_pool_cb(struct rcu_head *head) {
   } while (!ldg__cas_weak_acq_rel(&p->top, &top, g));
 }
 
-/* Pops a pooled segment of that size, or NULL. Under RCU. */
-struct ldg__seg *ldg__pool_pop(ldg_ledger *l, uint32_t size) {
+/* Pops a pooled segment of that size for s, or NULL. Under RCU. */
+struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
+  ldg_ledger *l = s->ledger;
   struct ldg__pool *p = &l->pools[ldg__pool_class(size)];
   struct ldg__seg *g = ldg__load_acquire(&p->top);
-  while (g != NULL &&
-         !ldg__cas_weak_acq_rel(&p->top, &g, ldg__load_relaxed(&g->next))) {
+  for (;;) {
+    if (g == NULL) return NULL;
+    LDG__HOOK(LDG__HOOK_POOL_POP, s);
+    if (ldg__cas_weak_acq_rel(&p->top, &g, ldg__load_relaxed(&g->next))) {
+      break;
+    }
   }
-  if (g != NULL) ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(size));
+  ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(size));
+  ldg__fetch_add_relaxed(&p->reused, 1);
   return g;
 }
 
@@ -74,4 +80,27 @@ void ldg__pools_drain(ldg_ledger *l, bool now) {
       g = next;
     }
   }
+}
+
+/* ---- Inspection (ledger_testing.h) ------------------------------------------ */
+
+size_t ldg__pool_count(ldg_ledger *l, unsigned cls) {
+  if (l == NULL || cls >= LDG__POOL_CLASSES) return 0;
+  size_t n = 0;
+  ldg__rcu_read_lock();
+  for (struct ldg__seg *g = ldg__load_acquire(&l->pools[cls].top); g != NULL;
+       g = ldg__load_relaxed(&g->next)) {
+    n++;
+  }
+  ldg__rcu_read_unlock();
+  return n;
+}
+
+unsigned long ldg__pool_reused(ldg_ledger *l, unsigned cls) {
+  if (l == NULL || cls >= LDG__POOL_CLASSES) return 0;
+  return ldg__load_relaxed(&l->pools[cls].reused);
+}
+
+size_t ldg__pool_seg_bytes(unsigned cls) {
+  return ldg__seg_bytes((uint32_t)8 << cls);
 }

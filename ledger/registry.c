@@ -3,27 +3,60 @@
  * and the cross-stream queries.
  *
  * REGISTRY
- *   A doubly linked list of live streams. Writers (stream create, destroy,
- *   ledger destroy) hold ledger.reg_lock; readers (snapshots, queries,
- *   settle) take no lock: they walk reg_next pointers under rcu_read_lock.
- *   Insertion publishes a fully built stream with a release store; removal
- *   stores the successor into the predecessor and leaves the removed
- *   stream's own reg_next intact, so a reader standing on it walks on. A
- *   removed stream is freed only after its last reference is dropped and a
- *   grace period has passed, so no reader ever touches freed memory. Readers
- *   skip streams marked destroyed; to keep one beyond the read-side section
- *   they take a reference with ldg__stream_tryref, which fails once the count
- *   reached zero (the stream is being finalised).
+ *   A doubly linked list of live streams. Writers hold ledger.reg_lock:
+ *   stream create (links), ledger destroy (walks) and whoever drains the
+ *   stack of destroyed streams (unlinks, see below). Readers (snapshots,
+ *   queries, settle) take no lock: they walk reg_next pointers under
+ *   rcu_read_lock. Insertion publishes a fully built stream with a release
+ *   store; removal stores the successor into the predecessor and leaves the
+ *   removed stream's own reg_next intact, so a reader standing on it walks
+ *   on. A removed stream is freed only after it was unlinked, its last
+ *   reference dropped and finalised, and then a grace period, so no reader
+ *   ever touches freed memory. Readers skip streams marked destroyed (some
+ *   stay on the list for a while, see below); to keep one beyond the
+ *   read-side section they take a reference with ldg__stream_tryref, which
+ *   fails once the count reached zero (the stream is being finalised).
+ *
+ * UNLINKING WITHOUT WAITING
+ *   A stream is marked destroyed on the release paths too (a fired wait, a
+ *   release_marks or an unref dropping the last reference), which must
+ *   never wait for a mutex, and a thread may stall holding reg_lock (in
+ *   stream create). So the destroyer does not unlink: it pushes the stream
+ *   on ledger.unlink_pending, a lock-free stack (only pushes, and a
+ *   pop-all by exchange: no ABA), then trylocks reg_lock and, if it got
+ *   it, unlinks everything pending. Every holder of reg_lock drains the
+ *   stack before unlocking and, after unlocking, looks again (trylocking
+ *   if non-empty). Claim: once nobody holds reg_lock, nothing is pending.
+ *   The pusher does push; seq_cst fence; trylock. A holder does unlock;
+ *   seq_cst fence; load the stack. If the pusher's trylock failed it read
+ *   the mutex held by some holder H before H's unlock; had H's fence come
+ *   first in the single order of seq_cst fences, the trylock (after the
+ *   pusher's fence) would have read H's unlock or later (C11 7.17.3, the
+ *   rules for seq_cst fences; the mutex word read as an atomic object, as
+ *   glibc's trylock and unlock are atomic operations on it). So the pusher's fence came first,
+ *   and H's load sees the push or a later value of the stack: another push
+ *   on top of it, or a drain that took it. Either H or a later holder
+ *   drains it. Readers already skip destroyed streams, so a stream pending
+ *   for a while changes no answer; ldg_has_nonblocking's count drops when
+ *   the stream is marked destroyed, not when it is unlinked.
+ *   The stream's memory needs both its unlink and its finalisation: each
+ *   sets one bit of stream.life (acq_rel), and whoever sets the second
+ *   defers the free to a grace period.
  *
  * LIFETIMES
  *   A stream is allocated with one reference (the creator's). Waits and
- *   snapshots hold references. The last unref finalises it (release.c): destroy
- *   if needed — releasing everything — then free after a grace period. Every
- *   stream struct, ring segment and out-of-line payload holds a reference to
- *   its ledger, and so does the ledger's owner until ldg_ledger_destroy, so
- *   handles stay valid after the ledger is destroyed until they are
- *   unreferenced, and no deferred free ever touches a freed ledger.
- */
+ *   snapshots hold references. The last unref finalises it (release.c):
+ *   destroy if needed — releasing everything — then free after its unlink
+ *   and a grace period. Every stream struct, ring segment and out-of-line
+ *   payload holds a reference to its ledger, and so does the ledger's owner
+ *   until ldg_ledger_destroy, so handles stay valid after the ledger is
+ *   destroyed until they are unreferenced, and no deferred free ever
+ *   touches a freed ledger. ldg_ledger_destroy may race the holders'
+ *   unrefs: it takes its reference on a registered stream with
+ *   ldg__stream_tryref, and leaves one whose count reached zero to the
+ *   thread finalising it, waiting (yielding, not holding the mutex) until
+ *   that thread unlinks it. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +83,7 @@ int ldg_ledger_create(ldg_ledger **out) {
     return LDG_ENOMEM;
   }
   atomic_init(&l->reg_head, NULL);
+  atomic_init(&l->unlink_pending, NULL);
   atomic_init(&l->next_id, 1);
   atomic_init(&l->n_nonblocking, 0);
   atomic_init(&l->refs, 1);
@@ -64,16 +98,29 @@ int ldg_ledger_create(ldg_ledger **out) {
   return LDG_OK;
 }
 
+static void ldg__registry_unlock(ldg_ledger *l);
+static void ldg__registry_drain_locked(ldg_ledger *l);
+
 void ldg_ledger_destroy(ldg_ledger *l) {
   if (l == NULL) return;
   for (;;) {
+    /* Waits: ledger destroy is a rare path (and may block). */
     pthread_mutex_lock(&l->reg_lock);
+    ldg__registry_drain_locked(l); /* destroyed ones leave the list first */
     ldg_stream *s = ldg__load_relaxed(&l->reg_head);
-    /* Registered streams are never destroyed and so hold a reference. */
-    if (s != NULL) ldg_stream_ref(s);
-    pthread_mutex_unlock(&l->reg_lock);
+    /* A stream whose count reached 0 is being finalised by the thread that
+     * dropped it (a holder's ldg_stream_unref, which ledger.h allows now):
+     * never revive it. That thread unlinks it, or pushes it for us. */
+    bool held = s != NULL && ldg__stream_tryref(s);
+    LDG__HOOK(LDG__HOOK_REGISTRY_LOCKED, NULL);
+    ldg__registry_unlock(l);
     if (s == NULL) break;
-    (void)ldg__destroy(s); /* unlinks it; its keeps run here */
+    LDG__HOOK(LDG__HOOK_LEDGER_DESTROY_PICK, s); /* s only as a value */
+    if (!held) {
+      sched_yield(); /* not holding the mutex: let the finaliser run */
+      continue;
+    }
+    (void)ldg__destroy(s); /* its keeps run here */
     ldg_stream_unref(s);
   }
   /* Let deferred frees (segments, streams) run, then empty the pools; a
@@ -107,8 +154,64 @@ int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes) {
 
 /* ---- Registry --------------------------------------------------------------- */
 
+/* Takes s off the list. Caller holds reg_lock. */
+static void ldg__registry_remove_locked(ldg_stream *s) {
+  ldg_ledger *l = s->ledger;
+  ldg_stream *next = ldg__load_relaxed(&s->reg_next);
+  /* Release: publishes next's links to readers walking from the
+   * predecessor (acquire in their walk); next itself was published when it
+   * was linked. */
+  if (s->reg_prev != NULL) {
+    ldg__store_release(&s->reg_prev->reg_next, next);
+  } else {
+    ldg__store_release(&l->reg_head, next);
+  }
+  if (next != NULL) next->reg_prev = s->reg_prev;
+  /* s->reg_next stays: a reader standing on s walks on to next. */
+}
+
+/* Unlinks every stream waiting on unlink_pending. Caller holds reg_lock. */
+static void ldg__registry_drain_locked(ldg_ledger *l) {
+  /* acq_rel: the acquire pairs with the release half of the pushing CAS in
+   * ldg__registry_unlink, so each pushed stream's unlink_next is visible. */
+  ldg_stream *s =
+      ldg__exchange_acq_rel(&l->unlink_pending, (ldg_stream *)NULL);
+  while (s != NULL) {
+    ldg_stream *next = s->unlink_next; /* read before s may be freed */
+    LDG__HOOK(LDG__HOOK_REGISTRY_LOCKED, s);
+    ldg__registry_remove_locked(s);
+    ldg__stream_life(s, LDG__LIFE_UNLINKED);
+    s = next;
+  }
+}
+
+/* The second half of the handshake (UNLINKING WITHOUT WAITING): called by
+ * whoever pushed a stream or released reg_lock. Unlinks what is pending if
+ * the mutex is free, and looks again after unlocking. Never waits. */
+static void ldg__registry_settle(ldg_ledger *l) {
+  for (;;) {
+    /* Between our push or unlock and the load below. */
+    ldg__fence_seq_cst();
+    /* Relaxed: the fence orders it; the drain's exchange reads the stack
+     * itself. */
+    if (ldg__load_relaxed(&l->unlink_pending) == NULL) return;
+    if (pthread_mutex_trylock(&l->reg_lock) != 0) return; /* its holder */
+    ldg__registry_drain_locked(l);
+    pthread_mutex_unlock(&l->reg_lock);
+  }
+}
+
+/* Every holder of reg_lock lets go through here: it unlinks what is pending,
+ * unlocks, then settles. */
+static void ldg__registry_unlock(ldg_ledger *l) {
+  ldg__registry_drain_locked(l);
+  pthread_mutex_unlock(&l->reg_lock);
+  ldg__registry_settle(l);
+}
+
 static void ldg__registry_link(ldg_stream *s) {
   ldg_ledger *l = s->ledger;
+  /* Waits: stream create is the rare path ledger.h allows a lock on. */
   pthread_mutex_lock(&l->reg_lock);
   ldg_stream *first = ldg__load_relaxed(&l->reg_head);
   ldg__store_relaxed(&s->reg_next, first);
@@ -117,26 +220,31 @@ static void ldg__registry_link(ldg_stream *s) {
   /* Publishes s, fully initialised, to readers (acquire in their walk). */
   ldg__store_release(&l->reg_head, s);
   if (s->flags & LDG_STREAM_NONBLOCKING) {
+    /* Relaxed: a counter ldg_has_nonblocking reads as a hint, with nothing
+     * else to publish (the stream itself was published above). */
     ldg__fetch_add_relaxed(&l->n_nonblocking, 1);
   }
-  pthread_mutex_unlock(&l->reg_lock);
+  LDG__HOOK(LDG__HOOK_REGISTRY_LOCKED, s);
+  ldg__registry_unlock(l);
 }
 
 void ldg__registry_unlink(ldg_stream *s) {
   ldg_ledger *l = s->ledger;
-  pthread_mutex_lock(&l->reg_lock);
-  ldg_stream *next = ldg__load_relaxed(&s->reg_next);
-  if (s->reg_prev != NULL) {
-    ldg__store_release(&s->reg_prev->reg_next, next);
-  } else {
-    ldg__store_release(&l->reg_head, next);
-  }
-  if (next != NULL) next->reg_prev = s->reg_prev;
-  /* s->reg_next stays: a reader standing on s walks on to next. */
   if (s->flags & LDG_STREAM_NONBLOCKING) {
+    /* At once, not at the unlink: a destroyed stream is not "live". Relaxed
+     * as the increment; the increment happened-before (the handle was
+     * returned by create). */
     ldg__fetch_sub_relaxed(&l->n_nonblocking, 1);
   }
-  pthread_mutex_unlock(&l->reg_lock);
+  /* Relaxed: the CAS below publishes; a stale top only fails it. */
+  ldg_stream *top = ldg__load_relaxed(&l->unlink_pending);
+  do {
+    s->unlink_next = top;
+    /* Release half publishes unlink_next (acquire in the drain); the
+     * seq_cst fence in ldg__registry_settle orders it before the
+     * trylock. */
+  } while (!ldg__cas_weak_acq_rel(&l->unlink_pending, &top, s));
+  ldg__registry_settle(l);
 }
 
 /* First live stream at or after s in the registry. Under RCU. */
@@ -168,6 +276,7 @@ int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
   s->drain_ctx = drain_ctx;
   atomic_init(&s->destroyed, false);
   atomic_init(&s->reg_next, NULL);
+  atomic_init(&s->life, 0);
   atomic_init(&s->refs, 1);
   if (ldg__ring_init(s) != LDG_OK) {
     ldg__free(s);
@@ -223,8 +332,13 @@ static void ldg__stream_free_cb(struct rcu_head *head) {
   ldg__ledger_unref(l);
 }
 
-void ldg__stream_free_deferred(ldg_stream *s) {
-  ldg__call_rcu(&s->rcu, ldg__stream_free_cb);
+void ldg__stream_life(ldg_stream *s, uint32_t bit) {
+  /* acq_rel: whichever of the finaliser and the unlinker comes first, its
+   * writes to s happen-before the other's call_rcu, and so the free. */
+  uint32_t before = ldg__fetch_or_acq_rel(&s->life, bit);
+  if ((before | bit) == (LDG__LIFE_FINALIZED | LDG__LIFE_UNLINKED)) {
+    ldg__call_rcu(&s->rcu, ldg__stream_free_cb);
+  }
 }
 
 int ldg_stream_check_live(const ldg_stream *s) {
@@ -344,7 +458,16 @@ static bool ldg__touches_range(const struct ldg__slot *slot, const void *arg) {
 size_t ldg_pending_count(const ldg_stream *s) {
   if (ldg__load_acquire(&s->destroyed)) return 0;
   /* Released operations first, then what was enqueued: anything that moves
-   * in between is counted as pending, never as released. */
+   * in between is counted as pending, never as released. The three loads
+   * are acquire so that none is reordered before the one above it.
+   * waits_enqueued: its acquire pairs with the release add in
+   * ldg__ring_enqueue, made after the wait's reserving CAS on tail, so the
+   * tail loaded next includes every wait counted (else ops = t - waits
+   * would miss an operation). ops_released: its acquire pairs with the
+   * release adds of whoever took operations (ldg__take_chunk, an overtaken
+   * enqueuer), each made after the operation's reservation on tail was
+   * visible to it, so the tail loaded after it covers every operation
+   * counted released. */
   uint64_t done = ldg__load_acquire(&s->ops_released);
   uint64_t waits = ldg__load_acquire(&s->waits_enqueued);
   ldg_seq t = ldg__load_acquire(&s->tail);

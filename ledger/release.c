@@ -110,7 +110,11 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     taken++;
   }
   if (taken != 0) ldg__seg_resolve(s, g, taken);
-  if (n != 0) ldg__fetch_add_relaxed(&s->ops_released, n);
+  /* Release: pairs with the acquire load in ldg_pending_count. We read
+   * these slots FULL (acquire, after their publishers' reservations on
+   * tail), so a query that counts them released also sees their seqs in
+   * tail. */
+  if (n != 0) ldg__fetch_add_release(&s->ops_released, n);
   return n;
 }
 
@@ -132,6 +136,7 @@ static bool ldg__mark_destroyed(ldg_stream *s) {
 /* Points c at everything pending on c->s, destroying it first; an empty
  * interval if it was destroyed already (then nothing is pending). */
 static void ldg__cursor_destroy(struct ldg__cursor *c) {
+  LDG__HOOK(LDG__HOOK_FINALIZE, c->s);
   c->next = 1;
   c->end = 0;
   if (!ldg__mark_destroyed(c->s)) return;
@@ -201,7 +206,7 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     /* cur's interval is finished. */
     if (cur.frame == NULL) {
       if (mode == LDG__TOP_FINALIZE) {
-        ldg__stream_free_deferred(cur.s);
+        ldg__stream_life(cur.s, LDG__LIFE_FINALIZED);
         return;
       }
       if (!own_top || !ldg__stream_unref_is_last(cur.s)) return;
@@ -220,7 +225,7 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
         continue;
       }
     } else {
-      ldg__stream_free_deferred(cur.s);
+      ldg__stream_life(cur.s, LDG__LIFE_FINALIZED);
     }
     /* Pop: resume the stream holding the wait, then resolve the wait. */
     struct ldg__cursor parent = {f->u.wait.parent, f->u.wait.parent_next,

@@ -246,8 +246,11 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
 
   if (e->kind == LDG__KIND_WAIT) {
     /* After the reservation: until this add, ldg_pending_count counts the
-     * wait as an operation (over, never under). */
-    ldg__fetch_add_relaxed(&s->waits_enqueued, 1);
+     * wait as an operation (over, never under). Release: pairs with the
+     * acquire load of waits_enqueued in ldg_pending_count, so a query that
+     * counts this wait also sees the reserving CAS on tail (sequenced
+     * before) and cannot count the wait without its seq. */
+    ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
   ldg__fill_slot(slot, e, ext);
   uint32_t expected = LDG__SLOT_EMPTY;
@@ -268,7 +271,9 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   ldg__ext_free_now(ext);
   if (seq_out != NULL) *seq_out = seq;
   if (e->kind == LDG__KIND_OP) {
-    ldg__fetch_add_relaxed(&s->ops_released, 1);
+    /* Release: pairs with the acquire load in ldg_pending_count; our own
+     * reservation on tail is sequenced before. */
+    ldg__fetch_add_release(&s->ops_released, 1);
     if (e->keep.release != NULL) e->keep.release(e->keep.ctx);
   } else {
     if (e->target != NULL) {

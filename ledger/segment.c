@@ -33,18 +33,21 @@
  * GROWTH AND SHRINKING
  *   The ring grows by appending a segment when the next seq falls past the
  *   newest one: the enqueuer allocates it (before reserving anything, so
- *   LDG_ENOMEM leaves no trace), CASes it onto tailseg->next (a loser frees
- *   its copy, never published) and swings tailseg. No entry ever moves, so
- *   growing never races with publication or release. A new segment's size
- *   is between 64 and 1024 slots: at least the backlog (pending entries),
- *   doubled if the previous segment was used up within a millisecond and
- *   kept if within 50 ms (a busy stream retires 16 times fewer segments,
- *   which is what loads the RCU callback thread); a new stream starts
- *   with 8. It shrinks as segments are retired: memory held is
- *   the pending span rounded up to segments, plus the newest segment (at
- *   most 64 KiB), plus what waits for a grace period, plus the pools.
- *   Retired segments go to the ledger's pool (pool.c) after their grace
- *   period; extending a ring pops one there before allocating.
+ *   LDG_ENOMEM leaves no trace), CASes it onto tailseg->next and swings
+ *   tailseg. A loser of that CAS retires its copy through a grace period
+ *   like any retired segment: never linked, but it may have come from the
+ *   pool, where a popper may still be reading its link (pool.c). No entry
+ *   ever moves, so growing never races with publication or release. A new
+ *   segment's size is between 64 and 1024 slots: at least the backlog
+ *   (pending entries), doubled if the previous segment was used up within
+ *   a millisecond and kept if within 50 ms (a busy stream retires 16 times
+ *   fewer segments, which is what loads the RCU callback thread); a new
+ *   stream starts with 8, taken from the pool's class 0 when it has one.
+ *   It shrinks as segments are retired: memory held is the pending span
+ *   rounded up to segments, plus the newest segment (at most 64 KiB), plus
+ *   what waits for a grace period, plus the pools. Retired segments go to
+ *   the ledger's pool (pool.c) after their grace period; extending a ring,
+ *   or creating a stream, pops one there before allocating.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -114,7 +117,7 @@ static void ldg__seg_retire(struct ldg__seg *g) {
  * there, else a new one. NULL if out of memory. Under RCU. */
 static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
                                      uint32_t size) {
-  struct ldg__seg *g = ldg__pool_pop(s->ledger, size);
+  struct ldg__seg *g = ldg__pool_pop(s, size);
   if (g == NULL) return ldg__seg_alloc(s->ledger, base, size);
   /* Every slot of a pooled segment is EMPTY already: whoever resolved it
    * reset it (WHO MAY RECLAIM A SLOT), and segments with a retracted slot
@@ -126,7 +129,11 @@ static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
 }
 
 int ldg__ring_init(ldg_stream *s) {
-  struct ldg__seg *g = ldg__seg_alloc(s->ledger, 1, LDG__SEG_FIRST);
+  /* From the pool's smallest class when it has one: the first segments of
+   * short-lived streams are what fills it. */
+  ldg__rcu_read_lock();
+  struct ldg__seg *g = ldg__seg_get(s, 1, LDG__SEG_FIRST);
+  ldg__rcu_read_unlock();
   if (g == NULL) return LDG_ENOMEM;
   g->born_ns = ldg__now_ns();
   atomic_init(&s->head, g);
@@ -233,8 +240,13 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
-    } else { /* another enqueuer linked one first; ours was never seen */
-      ldg__seg_destroy(fresh);
+      LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
+    } else {
+      /* Another enqueuer linked one first. Ours was never linked, but it
+       * may have come from the pool, where a popper (under RCU) may still
+       * be reading its link: it goes back through a grace period, like
+       * any retired segment (pool.c), never freed at once. */
+      ldg__seg_retire(fresh);
       next = expected;
     }
   }
@@ -246,4 +258,18 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   /* g may be done already; it could not be retired while it was last. */
   ldg__ring_advance_head(s);
   return LDG_OK;
+}
+
+/* ---- Inspection (ledger_testing.h) ------------------------------------------ */
+
+bool ldg__ring_tailseg_reachable(ldg_stream *s) {
+  bool found = false;
+  ldg__rcu_read_lock();
+  struct ldg__seg *t = ldg__load_acquire(&s->tailseg);
+  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL && !found;
+       g = ldg__load_acquire(&g->next)) {
+    found = g == t;
+  }
+  ldg__rcu_read_unlock();
+  return found;
 }
