@@ -32,6 +32,22 @@
  *                        old tail segment and advance head: the segment
  *                        tailseg names stays reachable from head (a mutant
  *                        without advance_head's tailseg check retired it).
+ *   add-wait-reenter     an add_wait(b, a) overtaken by a release of b fires
+ *                        the wait itself (ledger.h, defect 3's decision): a's
+ *                        keeps run on its thread before it returns, in
+ *                        order, and one of them re-enters the ledger on a
+ *                        and b (enqueue, release, add_wait).
+ *   add-wait-destroys    the same, the caller having dropped a's reference
+ *                        while the wait was being added: the add_wait
+ *                        destroys a; its keep re-enters b.
+ *   lock-holders         a thread parked holding the registry mutex — in
+ *                        ldg_stream_create, in the unlink drain of a
+ *                        destroy that won the trylock, in
+ *                        ldg_ledger_destroy's walk (of another ledger) —
+ *                        stops none of: enqueue, add_wait, release (firing
+ *                        waits, finalising a stream), release_all, every
+ *                        query, snapshots, release_marks, marks_discard,
+ *                        settle, stream destroy, a last unref.
  * Exit 0: every case passed. `interleave_test CASE` runs one.
  */
 #include <errno.h>
@@ -413,6 +429,255 @@ static void extend_linked(void) {
   pass();
 }
 
+
+/* ---- add_wait overtaken: its keeps re-enter the ledger (defect 3) -------- */
+
+/* What the keep on a does when the overtaken add_wait(b, a) fires it. */
+struct reenter {
+  ldg_stream *a, *b; /* a NULL: a is being destroyed, re-enter b only */
+  pthread_t on;      /* the thread it must run on */
+  _Atomic int ran;
+  int k_a, k_b;      /* keeps it enqueued */
+};
+
+static void reenter_keep(void *ctx) {
+  struct reenter *r = ctx;
+  if (!pthread_equal(pthread_self(), r->on)) FAIL("keep not on add_wait's thread");
+  if (atomic_fetch_add(&r->ran, 1) != 0) FAIL("re-entering keep run twice");
+  if (r->a != NULL) {
+    r->k_a = enq(r->a);
+    CHECK_RC(ldg_release(r->a, ldg_mark(r->a)), LDG_OK); /* runs k_a here */
+    expect_runs(r->k_a, r->k_a + 1, 1, "a's keep enqueued by the keep");
+    CHECK_RC(ldg_add_wait(r->b, r->a, ldg_mark(r->a), NULL), LDG_OK);
+  }
+  r->k_b = enq(r->b);
+  CHECK_RC(ldg_release(r->b, ldg_mark(r->b)), LDG_OK); /* fires the new wait */
+  expect_runs(r->k_b, r->k_b + 1, 1, "b's keep enqueued by the keep");
+  CHECK(ldg_pending_count(r->b) == 0);
+}
+
+struct add_wait_arg {
+  ldg_stream *b, *a;
+  ldg_seq upto;
+  struct reenter *r;
+  int ran_at_return;
+};
+
+static void do_add_wait(void *arg) {
+  struct add_wait_arg *w = arg;
+  w->r->on = pthread_self();
+  CHECK_RC(ldg_add_wait(w->b, w->a, w->upto, NULL), LDG_OK);
+  w->ran_at_return = atomic_load(&w->r->ran);
+}
+
+static void add_wait_overtaken(bool drop_a) {
+  begin(drop_a ? "overtaken add_wait holding a's last reference destroys a"
+               : "keeps run by an overtaken add_wait re-enter both streams");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *a = mk(l), *b = mk(l);
+  struct reenter r = {drop_a ? NULL : a, b, pthread_self(), 0, -1, -1};
+  int a0 = enq(a);
+  CHECK_RC(ldg_enqueue(a, (ldg_keep){reenter_keep, &r}, NULL, 0, NULL, 0, NULL),
+           LDG_OK);
+  int a2 = enq(a);
+  struct add_wait_arg w = {b, a, ldg_mark(a), &r, -1};
+  struct worker wk;
+  worker_start(&wk, "add_wait(b, a)", LDG__HOOK_ENQUEUE_RESERVED, b, false,
+               do_add_wait, &w);
+  worker_reached(&wk);
+  if (drop_a) ldg_stream_unref(a); /* the wait holds a's last reference */
+  /* A release of b to the mark covering the wait overtakes it. */
+  CHECK_RC(ldg_release(b, ldg_mark(b)), LDG_OK);
+  CHECK(atomic_load(&r.ran) == 0);
+  worker_go(&wk);
+  worker_join(&wk);
+  /* The add_wait ran a's keeps itself, before returning. */
+  CHECK(w.ran_at_return == 1);
+  expect_runs(a0, a0 + 1, 1, "a's keep before the re-entering one");
+  expect_runs(a2, a2 + 1, 1, "a's keep after the re-entering one");
+  if (drop_a) {
+    ldg_quiesce(); /* a is gone: only b and its ring are left */
+  } else {
+    CHECK_RC(ldg_stream_destroy(a), LDG_OK);
+    ldg_stream_unref(a);
+  }
+  CHECK_RC(ldg_stream_destroy(b), LDG_OK);
+  ldg_stream_unref(b);
+  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
+  give_back_all(l);
+  ldg_ledger_destroy(l);
+  pass();
+}
+
+static void add_wait_reenter(void) { add_wait_overtaken(false); }
+static void add_wait_destroys(void) { add_wait_overtaken(true); }
+
+/* ---- lock-holders: a parked registry-mutex holder stops no other call ---- */
+
+static int drain_ok(void *ctx) {
+  (void)ctx;
+  return 0;
+}
+
+/* Streams made before the holder parks (creating one would wait for it). */
+struct battery {
+  ldg_ledger *l;
+  ldg_stream *p, *q, *nb, *d, *u, *f;
+};
+
+static void battery_make(struct battery *bt, ldg_ledger *l) {
+  bt->l = l;
+  bt->p = mk(l);
+  bt->q = mk(l);
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_NONBLOCKING, drain_ok, NULL,
+                             &bt->nb),
+           LDG_OK);
+  bt->d = mk(l);
+  bt->u = mk(l);
+  bt->f = mk(l);
+}
+
+/* Every call ledger.h's table says waits for no mutex, on the same and on
+ * other streams; run by a worker under the watchdog. */
+static void battery_run(void *arg) {
+  struct battery *bt = arg;
+  uint64_t vec = 77;
+  ldg_range rg = {(uintptr_t)1 << 41, 64};
+  int k = atomic_fetch_add(&g_nk, 1);
+  atomic_store(&g_runs[k], 0);
+  CHECK_RC(ldg_enqueue(bt->nb, (ldg_keep){keep_run, &g_runs[k]}, &vec, 1, &rg,
+                       1, NULL),
+           LDG_OK);
+  int p0 = enq(bt->p);
+  CHECK(ldg_holds_vector(bt->l, vec));
+  CHECK(ldg_holds_host_range(bt->l, rg.addr, 1));
+  CHECK(ldg_has_nonblocking(bt->l));
+  ldg_stream *out[2];
+  CHECK_EQ_U(ldg_nonblocking_holding(bt->l, vec, out, 2), 1);
+  ldg_stream_unref(out[0]);
+  CHECK_EQ_U(ldg_pending_count(bt->p), 1);
+  CHECK_RC(ldg_settle_vector(bt->l, vec), LDG_OK);
+  expect_runs(k, k + 1, 1, "the settled keep");
+  /* q waits on p; f's last reference is held by a wait of q. */
+  int f0 = enq(bt->f);
+  CHECK_RC(ldg_add_wait(bt->q, bt->p, ldg_mark(bt->p), NULL), LDG_OK);
+  CHECK_RC(ldg_add_wait(bt->q, bt->f, ldg_mark(bt->f), NULL), LDG_OK);
+  ldg_stream_unref(bt->f);
+  bt->f = NULL;
+  int q0 = enq(bt->q);
+  CHECK_RC(ldg_release(bt->q, ldg_mark(bt->q)), LDG_OK);
+  expect_runs(p0, p0 + 1, 1, "p's keep, through q's wait");
+  expect_runs(f0, f0 + 1, 1, "f's keep, f finalised by q's wait");
+  expect_runs(q0, q0 + 1, 1, "q's keep");
+  (void)enq(bt->p);
+  CHECK_RC(ldg_release_all(bt->p), LDG_OK);
+  ldg_marks *m;
+  (void)enq(bt->q);
+  CHECK_RC(ldg_device_marks(bt->l, 0, &m), LDG_OK);
+  CHECK_RC(ldg_release_marks(m), LDG_OK);
+  CHECK_EQ_U(ldg_pending_count(bt->q), 0);
+  CHECK_RC(ldg_device_marks(bt->l, 0, &m), LDG_OK);
+  ldg_marks_discard(m);
+  (void)enq(bt->d);
+  CHECK_RC(ldg_stream_destroy(bt->d), LDG_OK);
+  (void)enq(bt->u);
+  ldg_stream_unref(bt->u); /* the last reference: destroys u */
+  bt->u = NULL;
+  CHECK(!ldg_holds_vector(bt->l, vec));
+}
+
+static void battery_end(struct battery *bt) {
+  ldg_stream *live[] = {bt->p, bt->q, bt->nb};
+  for (int i = 0; i < 3; i++) {
+    CHECK_RC(ldg_stream_destroy(live[i]), LDG_OK);
+    ldg_stream_unref(live[i]);
+  }
+  ldg_stream_unref(bt->d);
+}
+
+static void run_battery(struct battery *bt) {
+  struct worker r;
+  worker_start(&r, "calls beside the parked mutex holder", 0, NULL, false,
+               battery_run, bt);
+  worker_join(&r);
+}
+
+static void do_destroy(void *arg) { CHECK_RC(ldg_stream_destroy(arg), LDG_OK); }
+
+static void lock_holders(void) {
+  begin("a thread parked holding the registry mutex blocks no other call");
+  /* 1. Inside ldg_stream_create. */
+  {
+    ldg_ledger *l;
+    CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+    struct battery bt;
+    battery_make(&bt, l);
+    struct create_arg ca = {l, NULL};
+    struct worker c;
+    worker_start(&c, "ldg_stream_create", LDG__HOOK_REGISTRY_LOCKED, NULL,
+                 false, do_create, &ca);
+    worker_reached(&c);
+    run_battery(&bt);
+    worker_go(&c);
+    worker_join(&c);
+    battery_end(&bt);
+    CHECK_RC(ldg_stream_destroy(ca.s), LDG_OK);
+    ldg_stream_unref(ca.s);
+    give_back_all(l);
+    ldg_ledger_destroy(l);
+  }
+  /* 2. Inside the unlink drain: a destroy that won the trylock. */
+  {
+    ldg_ledger *l;
+    CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+    struct battery bt;
+    battery_make(&bt, l);
+    ldg_stream *x = mk(l);
+    (void)enq(x);
+    struct worker c;
+    worker_start(&c, "the unlink drain of ldg_stream_destroy",
+                 LDG__HOOK_REGISTRY_LOCKED, x, false, do_destroy, x);
+    worker_reached(&c);
+    run_battery(&bt);
+    worker_go(&c);
+    worker_join(&c);
+    ldg_stream_unref(x);
+    battery_end(&bt);
+    give_back_all(l);
+    ldg_ledger_destroy(l);
+  }
+  /* 3. Inside ldg_ledger_destroy's walk (of another ledger: nothing else
+   * may run on the one being destroyed but the holders' unrefs). */
+  {
+    ldg_ledger *l, *l2;
+    CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+    CHECK_RC(ldg_ledger_create(&l2), LDG_OK);
+    struct battery bt;
+    battery_make(&bt, l);
+    ldg_stream *h = mk(l2), *h2 = mk(l2); /* the walk refs h2 (the head) */
+    int h0 = enq(h);
+    struct worker c, u;
+    worker_start(&c, "ldg_ledger_destroy's walk", LDG__HOOK_REGISTRY_LOCKED,
+                 NULL, false, do_ledger_destroy, l2);
+    worker_reached(&c);
+    run_battery(&bt);
+    /* A holder's last unref on the ledger being destroyed completes too. */
+    worker_start(&u, "the last unref of a stream of the parked ledger", 0,
+                 NULL, false, do_unref, h);
+    worker_join(&u);
+    expect_runs(h0, h0 + 1, 1, "h's keep");
+    worker_go(&c);
+    worker_join(&c);
+    ldg_stream_unref(h2); /* valid (destroyed) until unreferenced */
+    battery_end(&bt);
+    give_back_all(l);
+    ldg_ledger_destroy(l);
+  }
+  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
+  pass();
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
@@ -421,6 +686,9 @@ static const struct {
     {"pool-pop-vs-link", pool_pop_vs_link},
     {"release-vs-reglock", release_vs_reglock},
     {"extend-linked", extend_linked},
+    {"add-wait-reenter", add_wait_reenter},
+    {"add-wait-destroys", add_wait_destroys},
+    {"lock-holders", lock_holders},
 };
 
 int main(int argc, char **argv) {
