@@ -47,7 +47,7 @@
  *   queries (pending, holds_*,   no         none               no
  *     nonblocking_holding,
  *     has_nonblocking)
- *   ldg_device_marks             no         none               no
+ *   ldg_device_marks             no         none               no (g)
  *   ldg_release_marks            no (b)     none (f)           keeps
  *   ldg_marks_discard            no (b)     none (f)           keeps (e)
  *   ldg_settle_vector            yes (c)    none (f)           drains, keeps
@@ -68,6 +68,9 @@
  *       dropped last reference) only tries the registry mutex, to unlink
  *       it, and never waits for it: a thread holding the mutex delays the
  *       unlink (another holder completes it), never the call.
+ *   (g) Except when it fails with LDG_ENOMEM after taking references, one
+ *       of which another thread made the last meanwhile: dropping it runs
+ *       that stream's keeps (as ldg_marks_discard would).
  *
  *   Progress: no mutex is waited for on the paths of ldg_enqueue, ldg_mark,
  *   ldg_add_wait, ldg_release, ldg_release_marks, ldg_stream_destroy,

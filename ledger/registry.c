@@ -361,32 +361,40 @@ static size_t ldg__marks_bytes(size_t n) {
 int ldg_device_marks(ldg_ledger *l, int device, ldg_marks **out) {
   if (l == NULL || out == NULL || device < 0) return LDG_EINVAL;
   size_t cap = 8;
-  for (;;) {
-    ldg_marks *m = ldg__malloc(ldg__marks_bytes(cap));
-    if (m == NULL) return LDG_ENOMEM;
-    m->n = 0;
-    bool overflow = false;
-    ldg__rcu_read_lock();
-    LDG__FOR_EACH_LIVE(l, s) {
-      if (s->device != device) continue;
-      if (m->n == cap) {
-        overflow = true;
+  ldg_marks *m = ldg__malloc(ldg__marks_bytes(cap));
+  if (m == NULL) return LDG_ENOMEM;
+  m->n = 0;
+  bool failed = false;
+  ldg__rcu_read_lock();
+  LDG__FOR_EACH_LIVE(l, s) {
+    if (s->device != device) continue;
+    if (m->n == cap) {
+      /* Grow in place, keeping the references taken: dropping them could
+       * drop a last one (its holder unreferenced it meanwhile) and run
+       * keeps, which this call does not (ledger.h's table). */
+      ldg_marks *bigger = ldg__malloc(ldg__marks_bytes(cap * 4));
+      if (bigger == NULL) {
+        failed = true;
         break;
       }
-      if (!ldg__stream_tryref(s)) continue; /* being finalised */
-      m->items[m->n].s = s;
-      /* Mark, then complete: read before the caller's context sync. */
-      m->items[m->n].mark = ldg_mark(s);
-      m->n++;
+      memcpy(bigger, m, ldg__marks_bytes(m->n));
+      ldg__free(m);
+      m = bigger;
+      cap *= 4;
     }
-    ldg__rcu_read_unlock();
-    if (!overflow) {
-      *out = m;
-      return LDG_OK;
-    }
-    ldg_marks_discard(m);
-    cap *= 4;
+    if (!ldg__stream_tryref(s)) continue; /* being finalised */
+    m->items[m->n].s = s;
+    /* Mark, then complete: read before the caller's context sync. */
+    m->items[m->n].mark = ldg_mark(s);
+    m->n++;
   }
+  ldg__rcu_read_unlock();
+  if (failed) {
+    ldg_marks_discard(m); /* see ledger.h's table, (g) */
+    return LDG_ENOMEM;
+  }
+  *out = m;
+  return LDG_OK;
 }
 
 int ldg_release_marks(ldg_marks *m) {

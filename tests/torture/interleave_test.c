@@ -40,6 +40,8 @@
  *   add-wait-destroys    the same, the caller having dropped a's reference
  *                        while the wait was being added: the add_wait
  *                        destroys a; its keep re-enters b.
+ *   enqueue-reenter      the keep of an overtaken ldg_enqueue runs on the
+ *                        enqueuer and re-enters the ledger on both streams.
  *   lock-holders         a thread parked holding the registry mutex — in
  *                        ldg_stream_create, in the unlink drain of a
  *                        destroy that won the trylock, in
@@ -470,6 +472,45 @@ static void do_add_wait(void *arg) {
   w->ran_at_return = atomic_load(&w->r->ran);
 }
 
+/* The overtaken call is an enqueue on b of the re-entering keep itself. */
+static void do_enqueue_reenter(void *arg) {
+  struct add_wait_arg *w = arg;
+  w->r->on = pthread_self();
+  CHECK_RC(ldg_enqueue(w->b, (ldg_keep){reenter_keep, w->r}, NULL, 0, NULL, 0,
+                       NULL),
+           LDG_OK);
+  w->ran_at_return = atomic_load(&w->r->ran);
+}
+
+static void enqueue_reenter(void) {
+  begin("the keep of an overtaken enqueue re-enters both streams");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *a = mk(l), *b = mk(l);
+  struct reenter r = {a, b, pthread_self(), 0, -1, -1};
+  int b0 = enq(b);
+  struct add_wait_arg w = {b, a, 0, &r, -1};
+  struct worker wk;
+  worker_start(&wk, "enqueue(b)", LDG__HOOK_ENQUEUE_RESERVED, b, false,
+               do_enqueue_reenter, &w);
+  worker_reached(&wk);
+  CHECK_RC(ldg_release(b, ldg_mark(b)), LDG_OK); /* overtakes it */
+  expect_runs(b0, b0 + 1, 1, "b's keep before");
+  CHECK(atomic_load(&r.ran) == 0);
+  worker_go(&wk);
+  worker_join(&wk);
+  CHECK(w.ran_at_return == 1); /* on the enqueuer, before it returned */
+  ldg_stream *all[] = {a, b};
+  for (int i = 0; i < 2; i++) {
+    CHECK_RC(ldg_stream_destroy(all[i]), LDG_OK);
+    ldg_stream_unref(all[i]);
+  }
+  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
+  give_back_all(l);
+  ldg_ledger_destroy(l);
+  pass();
+}
+
 static void add_wait_overtaken(bool drop_a) {
   begin(drop_a ? "overtaken add_wait holding a's last reference destroys a"
                : "keeps run by an overtaken add_wait re-enter both streams");
@@ -688,6 +729,7 @@ static const struct {
     {"extend-linked", extend_linked},
     {"add-wait-reenter", add_wait_reenter},
     {"add-wait-destroys", add_wait_destroys},
+    {"enqueue-reenter", enqueue_reenter},
     {"lock-holders", lock_holders},
 };
 
