@@ -50,6 +50,14 @@
  *                        waits, finalising a stream), release_all, every
  *                        query, snapshots, release_marks, marks_discard,
  *                        settle, stream destroy, a last unref.
+ *   retracted-not-pooled an enqueue parked after reserving the first
+ *                        segment's last seq while another links a second
+ *                        segment and destroy abandons the seq: the enqueuer
+ *                        retracts it and retires the segment, which must not
+ *                        be pooled (its slot is RETRACTED, not reset); a new
+ *                        stream's first segment is clean (a mutant that did
+ *                        not mark it dirty pooled it, and the next stream's
+ *                        8th entry was "overtaken" and released at once).
  * Exit 0: every case passed. `interleave_test CASE` runs one.
  */
 #include <errno.h>
@@ -719,6 +727,52 @@ static void lock_holders(void) {
   pass();
 }
 
+/* ---- retracted-not-pooled (mutation sweep) -------------------------------- */
+
+static void do_enqueue_refused(void *arg) {
+  int k = atomic_fetch_add(&g_nk, 1);
+  atomic_store(&g_runs[k], 0);
+  CHECK_RC(ldg_enqueue(arg, (ldg_keep){keep_run, &g_runs[k]}, NULL, 0, NULL,
+                       0, NULL),
+           LDG_EDESTROYED);
+  atomic_store(&g_runs[k], 1); /* refused: its owner releases it */
+}
+
+static void retracted_not_pooled(void) {
+  begin("a segment with a retracted slot is retired but never pooled");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = mk(l);
+  for (int i = 0; i < 7; i++) (void)enq(s);
+  /* E reserves seq 8, the first segment's last, and is parked. */
+  struct worker e;
+  worker_start(&e, "E enqueueing seq 8", LDG__HOOK_ENQUEUE_RESERVED, s, false,
+               do_enqueue_refused, s);
+  worker_reached(&e);
+  (void)enq(s); /* seq 9: a second segment follows the first */
+  /* Destroy abandons seq 8 to E, which then finds s destroyed: it retracts
+   * the slot and completes the first segment, which is retired. */
+  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
+  worker_go(&e);
+  worker_join(&e);
+  ldg_quiesce();
+  /* Its slot 8 is RETRACTED, not EMPTY: it must not be reused. */
+  CHECK_EQ_U(ldg__pool_count(l, 0), 0);
+  /* A new stream's first segment (from the pool, if one were there) is
+   * clean: no entry of it is released before its release. */
+  ldg_stream *t = mk(l);
+  int t0 = atomic_load(&g_nk);
+  for (int i = 0; i < 8; i++) (void)enq(t);
+  expect_runs(t0, t0 + 8, 0, "a new stream's entries, before any release");
+  CHECK_RC(ldg_release(t, ldg_mark(t)), LDG_OK);
+  ldg_stream_unref(s);
+  ldg_stream_unref(t);
+  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
+  give_back_all(l);
+  ldg_ledger_destroy(l);
+  pass();
+}
+
 static const struct {
   const char *name;
   void (*run)(void);
@@ -731,6 +785,7 @@ static const struct {
     {"add-wait-destroys", add_wait_destroys},
     {"enqueue-reenter", enqueue_reenter},
     {"lock-holders", lock_holders},
+    {"retracted-not-pooled", retracted_not_pooled},
 };
 
 int main(int argc, char **argv) {
