@@ -32,7 +32,14 @@ void ldg__seg_pool_cb(struct rcu_head *head) {
   ldg_ledger *l = g->ledger;
   size_t bytes = ldg__seg_bytes(g->size);
   /* The limit is checked, then the bytes added: racing callbacks may pass
-   * it by a few segments, never by more than their number. */
+   * it by a few segments, never by more than their number. pool_bytes and
+   * pool_limit are relaxed: they bound memory, and publish nothing.
+   * dirty: relaxed; its store (a retracting enqueuer) is sequenced before
+   * that enqueuer's seq_cst add to g->resolved, which the retirer's seq_cst
+   * load of resolved read (a release sequence: every later change of it is
+   * an RMW), and the retire happens-before this callback (grace period).
+   * destroying: a first look (acquire pairs with the release store in
+   * ldg_ledger_destroy); the handshake after the push decides. */
   if (ldg__load_acquire(&l->destroying) || ldg__load_relaxed(&g->dirty) ||
       ldg__load_relaxed(&l->pool_bytes) + bytes >
           ldg__load_relaxed(&l->pool_limit)) {
@@ -41,17 +48,33 @@ void ldg__seg_pool_cb(struct rcu_head *head) {
   }
   ldg__fetch_add_relaxed(&l->pool_bytes, bytes);
   struct ldg__pool *p = &l->pools[ldg__pool_class(g->size)];
+  /* Relaxed: the CAS below checks it. */
   struct ldg__seg *top = ldg__load_relaxed(&p->top);
   do {
+    /* Relaxed: published by the CAS's release half (acquire in the pop and
+     * the drain). */
     ldg__store_relaxed(&g->next, top);
-    /* Publishes g's link (acquire in the pop). */
   } while (!ldg__cas_weak_acq_rel(&p->top, &top, g));
+  /* ldg_ledger_destroy stores destroying, fences, then empties the pools;
+   * we push, fence, then load it (store buffering, seq_cst fences both
+   * sides): either its drain sees our push, or we see the flag and empty
+   * the pools ourselves (no pop can race: no stream of a ledger being
+   * destroyed extends or is created). Nothing is left pooled in a
+   * destroyed ledger. Our own reference keeps l alive while we drain. */
+  ldg__fence_seq_cst();
+  if (ldg__load_relaxed(&l->destroying)) {
+    ldg__ledger_ref(l);
+    ldg__pools_drain(l, true);
+    ldg__ledger_unref(l);
+  }
 }
 
 /* Pops a pooled segment of that size for s, or NULL. Under RCU. */
 struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
   ldg_ledger *l = s->ledger;
   struct ldg__pool *p = &l->pools[ldg__pool_class(size)];
+  /* Acquire: pairs with the pushing CAS (release), so g->next is read as
+   * pushed; the CAS's acquire on failure does the same for the new top. */
   struct ldg__seg *g = ldg__load_acquire(&p->top);
   for (;;) {
     if (g == NULL) return NULL;
@@ -60,6 +83,7 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
       break;
     }
   }
+  /* Relaxed: counters that publish nothing. */
   ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(size));
   ldg__fetch_add_relaxed(&p->reused, 1);
   return g;
@@ -67,10 +91,12 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
 
 void ldg__pools_drain(ldg_ledger *l, bool now) {
   for (unsigned c = 0; c < LDG__POOL_CLASSES; c++) {
+    /* Acquire half: pairs with the pushing CASes (each acquired the one
+     * before it), so every link below is read as pushed. */
     struct ldg__seg *g =
         ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
     while (g != NULL) {
-      struct ldg__seg *next = ldg__load_relaxed(&g->next);
+      struct ldg__seg *next = ldg__load_relaxed(&g->next); /* see above */
       ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
       if (now) {
         ldg__seg_destroy(g);
@@ -88,6 +114,7 @@ size_t ldg__pool_count(ldg_ledger *l, unsigned cls) {
   if (l == NULL || cls >= LDG__POOL_CLASSES) return 0;
   size_t n = 0;
   ldg__rcu_read_lock();
+  /* As the drain: the acquire orders the relaxed link loads. */
   for (struct ldg__seg *g = ldg__load_acquire(&l->pools[cls].top); g != NULL;
        g = ldg__load_relaxed(&g->next)) {
     n++;
@@ -98,7 +125,7 @@ size_t ldg__pool_count(ldg_ledger *l, unsigned cls) {
 
 unsigned long ldg__pool_reused(ldg_ledger *l, unsigned cls) {
   if (l == NULL || cls >= LDG__POOL_CLASSES) return 0;
-  return ldg__load_relaxed(&l->pools[cls].reused);
+  return ldg__load_relaxed(&l->pools[cls].reused); /* a statistic */
 }
 
 size_t ldg__pool_seg_bytes(unsigned cls) {

@@ -65,9 +65,13 @@
 
 /* ---- Ledger ------------------------------------------------------------------ */
 
+/* Relaxed: the caller already holds a reference (or the ledger is new), so
+ * the count cannot reach 0 meanwhile; the add publishes nothing. */
 void ldg__ledger_ref(ldg_ledger *l) { ldg__fetch_add_relaxed(&l->refs, 1); }
 
 void ldg__ledger_unref(ldg_ledger *l) {
+  /* acq_rel: every use of l through other references happens-before the
+   * free by whoever drops the last one (the usual reference count). */
   if (ldg__fetch_sub_acq_rel(&l->refs, 1) != 1) return;
   pthread_mutex_destroy(&l->reg_lock);
   ldg__free(l);
@@ -107,7 +111,7 @@ void ldg_ledger_destroy(ldg_ledger *l) {
     /* Waits: ledger destroy is a rare path (and may block). */
     pthread_mutex_lock(&l->reg_lock);
     ldg__registry_drain_locked(l); /* destroyed ones leave the list first */
-    ldg_stream *s = ldg__load_relaxed(&l->reg_head);
+    ldg_stream *s = ldg__load_relaxed(&l->reg_head); /* under reg_lock */
     /* A stream whose count reached 0 is being finalised by the thread that
      * dropped it (a holder's ldg_stream_unref, which ledger.h allows now):
      * never revive it. That thread unlinks it, or pushes it for us. */
@@ -125,12 +129,17 @@ void ldg_ledger_destroy(ldg_ledger *l) {
   }
   /* Let deferred frees (segments, streams) run, then empty the pools; a
    * stream unreferenced later frees its segments instead of pooling them. */
-  ldg__store_release(&l->destroying, true);
+  ldg__store_release(&l->destroying, true); /* acquire in ldg__seg_pool_cb */
+  /* Store buffering with a pool callback's push (see ldg__seg_pool_cb):
+   * our drain below sees its push, or it sees the flag. */
+  ldg__fence_seq_cst();
   ldg__rcu_barrier();
   ldg__pools_drain(l, true);
   ldg__ledger_unref(l);
 }
 
+/* Relaxed, as every add and sub of bytes: a statistic, publishing nothing
+ * (tests read it at quiescent points, after ldg_quiesce's barrier). */
 size_t ldg_ledger_bytes(ldg_ledger *l) {
   return l == NULL ? 0 : ldg__load_relaxed(&l->bytes);
 }
@@ -147,7 +156,7 @@ void ldg_ledger_trim(ldg_ledger *l) {
 
 int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes) {
   if (l == NULL) return LDG_EINVAL;
-  ldg__store_relaxed(&l->pool_limit, bytes);
+  ldg__store_relaxed(&l->pool_limit, bytes); /* a bound; publishes nothing */
   if (bytes == 0) ldg_ledger_trim(l);
   return LDG_OK;
 }
@@ -157,7 +166,7 @@ int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes) {
 /* Takes s off the list. Caller holds reg_lock. */
 static void ldg__registry_remove_locked(ldg_stream *s) {
   ldg_ledger *l = s->ledger;
-  ldg_stream *next = ldg__load_relaxed(&s->reg_next);
+  ldg_stream *next = ldg__load_relaxed(&s->reg_next); /* under reg_lock */
   /* Release: publishes next's links to readers walking from the
    * predecessor (acquire in their walk); next itself was published when it
    * was linked. */
@@ -213,6 +222,8 @@ static void ldg__registry_link(ldg_stream *s) {
   ldg_ledger *l = s->ledger;
   /* Waits: stream create is the rare path ledger.h allows a lock on. */
   pthread_mutex_lock(&l->reg_lock);
+  /* Relaxed: under reg_lock; s->reg_next is published by the release
+   * store of reg_head below. */
   ldg_stream *first = ldg__load_relaxed(&l->reg_head);
   ldg__store_relaxed(&s->reg_next, first);
   s->reg_prev = NULL;
@@ -249,6 +260,10 @@ void ldg__registry_unlink(ldg_stream *s) {
 
 /* First live stream at or after s in the registry. Under RCU. */
 static ldg_stream *ldg__live_from(ldg_stream *s) {
+  /* destroyed: a skip (acquire pairs with the destroyer's seq_cst CAS; a
+   * stream destroyed just after is answered for as live, which was true
+   * during the call). reg_next: acquire pairs with the release stores that
+   * link and unlink, so the stream reached is fully initialised. */
   while (s != NULL && ldg__load_acquire(&s->destroyed)) {
     s = ldg__load_acquire(&s->reg_next);
   }
@@ -283,6 +298,8 @@ int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
     return LDG_ENOMEM;
   }
   /* Taken only once nothing can fail: ids are never reused or skipped. */
+  /* Relaxed: the RMW alone makes ids unique; refs as ldg__ledger_ref (the
+   * caller's ledger reference is held); bytes a statistic. */
   s->id = ldg__fetch_add_relaxed(&l->next_id, 1);
   ldg__fetch_add_relaxed(&l->refs, 1);
   ldg__fetch_add_relaxed(&l->bytes, sizeof(*s));
@@ -296,9 +313,15 @@ int ldg_stream_destroy(ldg_stream *s) {
   return ldg__destroy(s) ? LDG_OK : LDG_EDESTROYED;
 }
 
+/* Relaxed: the caller holds a reference, so the count cannot reach 0
+ * meanwhile; an increment publishes nothing (the decrements are acq_rel). */
 void ldg_stream_ref(ldg_stream *s) { ldg__fetch_add_relaxed(&s->refs, 1); }
 
 bool ldg__stream_tryref(ldg_stream *s) {
+  /* Relaxed: the CAS on refs is totally ordered with the acq_rel decrement
+   * that reaches 0, so it never succeeds after it; s's memory is kept by
+   * RCU or the registry (the caller found it there), and its contents were
+   * published when it was linked. */
   uint64_t r = ldg__load_relaxed(&s->refs);
   while (r != 0) {
     if (atomic_compare_exchange_weak_explicit(&s->refs, &r, r + 1,
@@ -327,7 +350,7 @@ static void ldg__stream_free_cb(struct rcu_head *head) {
       (ldg_stream *)((char *)head - offsetof(struct ldg_stream, rcu));
   ldg_ledger *l = s->ledger;
   ldg__ring_free_all(s);
-  ldg__fetch_sub_relaxed(&l->bytes, sizeof(*s));
+  ldg__fetch_sub_relaxed(&l->bytes, sizeof(*s)); /* a statistic */
   ldg__free(s);
   ldg__ledger_unref(l);
 }
@@ -343,6 +366,7 @@ void ldg__stream_life(ldg_stream *s, uint32_t bit) {
 
 int ldg_stream_check_live(const ldg_stream *s) {
   if (s == NULL) return LDG_EINVAL;
+  /* Acquire: pairs with the destroyer's seq_cst CAS. */
   return ldg__load_acquire(&s->destroyed) ? LDG_EDESTROYED : LDG_OK;
 }
 
@@ -401,6 +425,8 @@ int ldg_release_marks(ldg_marks *m) {
   if (m == NULL) return LDG_EINVAL;
   for (size_t i = 0; i < m->n; i++) {
     ldg_stream *s = m->items[i].s;
+    /* A skip (acquire pairs with the destroyer's CAS); a destroy racing
+     * the release claims a disjoint interval (release.c). */
     if (!ldg__load_acquire(&s->destroyed)) ldg__release(s, m->items[i].mark);
     ldg_stream_unref(s);
   }
@@ -464,7 +490,7 @@ static bool ldg__touches_range(const struct ldg__slot *slot, const void *arg) {
 }
 
 size_t ldg_pending_count(const ldg_stream *s) {
-  if (ldg__load_acquire(&s->destroyed)) return 0;
+  if (ldg__load_acquire(&s->destroyed)) return 0; /* the destroyer's CAS */
   /* Released operations first, then what was enqueued: anything that moves
    * in between is counted as pending, never as released. The three loads
    * are acquire so that none is reordered before the one above it.
@@ -530,6 +556,8 @@ size_t ldg_nonblocking_holding(ldg_ledger *l, uint64_t vec_id,
 }
 
 bool ldg_has_nonblocking(ldg_ledger *l) {
+  /* Relaxed: a count; the streams themselves are published by the
+   * registry. */
   return l != NULL && ldg__load_relaxed(&l->n_nonblocking) != 0;
 }
 
@@ -556,7 +584,7 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id) {
     ldg_seq m = ldg_mark(s);
     if (s->drain(s->drain_ctx) != 0) {
       rc = LDG_EDRAIN; /* nothing of s is released */
-    } else if (!ldg__load_acquire(&s->destroyed)) {
+    } else if (!ldg__load_acquire(&s->destroyed)) { /* as release_marks */
       ldg__release(s, m);
     }
     ldg_stream_unref(s);

@@ -29,6 +29,10 @@
 
 /* Raises s->released to upto. On success the caller owns (old, upto]. */
 static bool ldg__claim(ldg_stream *s, ldg_seq upto, ldg_seq *from) {
+  /* The CAS alone makes the intervals disjoint (one modification order of
+   * released). acq_rel: each claim happens-after the claims before it,
+   * so no release sees a higher mark than its own walk has caught up with;
+   * the queries' acquire loads of released pair with the release half. */
   ldg_seq r = ldg__load_acquire(&s->released);
   while (r < upto) {
     if (ldg__cas_weak_acq_rel(&s->released, &r, upto)) {
@@ -64,6 +68,8 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
   size_t n = 0;
   uint32_t taken = 0; /* resolved in g, not yet counted */
   *wait = NULL;
+  /* head and next: acquire pairs with the seq_cst CASes that moved head and
+   * linked the segment (release halves), after its header was written. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
   while (!ldg__cursor_done(c) && n < LDG__BATCH) {
     if (c->next >= g->base + g->size) {
@@ -81,6 +87,10 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     }
     struct ldg__slot *slot = &g->slots[c->next - g->base];
     LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
+    /* Acquire: pairs with the publishing CAS (EMPTY -> FULL, release half)
+     * in ldg__ring_enqueue, so the payload is read as written. The
+     * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
+     * keeps its entry in hand) and the CAS alone decides the race. */
     uint32_t st = ldg__load_acquire(&slot->state);
     if (st == LDG__SLOT_EMPTY &&
         ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
@@ -91,6 +101,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
     if (slot->kind == LDG__KIND_WAIT) {
       if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
+        /* Relaxed: see the store to EMPTY below. */
         ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
         taken++;
         continue;
@@ -105,7 +116,11 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
       ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
     }
     /* Taken: nobody else touches this slot in this life (queries skip
-     * seqs at or below released), so it goes back to EMPTY for reuse. */
+     * seqs at or below released), so it goes back to EMPTY for reuse.
+     * Relaxed: sequenced before our seq_cst add to g->resolved (release
+     * sequence), which the retirer reads; the retire happens-before the
+     * pool's push (grace period), whose release pairs with the next
+     * owner's acquire pop. */
     ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
     taken++;
   }
@@ -195,6 +210,9 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
         w->aux = LDG__FRAME_FIRED;
         cur = (struct ldg__cursor){a, 1, 0, w};
         ldg_seq from;
+        /* A skip (acquire pairs with the destroyer's CAS): a destroyed a
+         * has nothing left to release; if destroy races us, the claims are
+         * disjoint. */
         if (!ldg__load_acquire(&a->destroyed) && ldg__claim(a, u, &from)) {
           cur.next = from;
           cur.end = u;
@@ -231,6 +249,7 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     struct ldg__cursor parent = {f->u.wait.parent, f->u.wait.parent_next,
                                  f->u.wait.parent_end, f->u.wait.parent_frame};
     struct ldg__seg *fg = f->u.wait.seg;
+    /* Relaxed: as in ldg__take_chunk, ordered by the resolve below. */
     ldg__store_relaxed(&f->state, (uint32_t)LDG__SLOT_EMPTY);
     ldg__rcu_read_lock();
     ldg__seg_resolve(parent.s, fg, 1);

@@ -114,7 +114,7 @@ static struct ldg__ext *ldg__ext_new(ldg_ledger *l, size_t n_vec,
   x->n_vec = n_vec;
   x->n_rng = n_rng;
   ldg__ledger_ref(l);
-  ldg__fetch_add_relaxed(&l->bytes, bytes);
+  ldg__fetch_add_relaxed(&l->bytes, bytes); /* a statistic */
   return x;
 }
 
@@ -122,6 +122,7 @@ static struct ldg__ext *ldg__ext_new(ldg_ledger *l, size_t n_vec,
 static void ldg__ext_free_now(struct ldg__ext *x) {
   if (x == NULL) return;
   ldg_ledger *l = x->ledger;
+  /* Relaxed: a statistic. */
   ldg__fetch_sub_relaxed(&l->bytes, ldg__ext_bytes(x->n_vec + 2 * x->n_rng));
   ldg__free(x);
   ldg__ledger_unref(l);
@@ -139,6 +140,9 @@ void ldg__ext_free_cb(struct rcu_head *head) {
 /* Reserves the next seq of s. Takes no read lock on the common path. */
 static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
   for (;;) {
+    /* tail: relaxed, the CAS below checks it. tail_end: acquire pairs with
+     * the release CAS in ldg__raise_tail_end, made after tailseg reached
+     * the segment of every seq below end (ldg__seg_of_reserved reads it). */
     ldg_seq t = ldg__load_relaxed(&s->tail);
     ldg_seq end = ldg__load_acquire(&s->tail_end);
     if (t + 1 < end) {
@@ -159,6 +163,11 @@ static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
 /* The segment of a seq this thread reserved and has not resolved: it and all
  * later segments are pinned (ENQUEUE WITHOUT A READ-SIDE SECTION). */
 static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
+  /* Acquire: pairs with the seq_cst CAS that swung tailseg (release half),
+   * made after the segment's header was written; that swing
+   * happens-before the tail_end we reserved against (see above), so the
+   * tailseg read here covers seq or is later. head and next: as in
+   * ldg__take_chunk. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
   if (g->base <= seq) return g;
   ldg__rcu_read_lock();
@@ -217,6 +226,8 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
       if (ext == NULL) return LDG_ENOMEM;
     }
   }
+  /* An early refusal (acquire pairs with the destroyer's CAS); the
+   * seq_cst handshake below decides a race. */
   if (ldg__load_acquire(&s->destroyed)) {
     ldg__ext_free_now(ext);
     return LDG_EDESTROYED;
@@ -235,9 +246,14 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
    * seq_cst CAS. */
   if (ldg__load_seq_cst(&s->destroyed)) {
+    /* An exchange, whatever the destroyer left (EMPTY or ABANDONED); it
+     * publishes nothing: a destroyer that reads RETRACTED (acquire) skips
+     * the slot without touching it. */
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
     /* The destroyer may still be walking to this slot, so its state cannot
-     * be reset: the segment will not be reused. */
+     * be reset: the segment will not be reused. Relaxed: sequenced before
+     * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
+     * pool_cb says how it reaches the pool callback). */
     ldg__store_relaxed(&g->dirty, true);
     ldg__resolve_one(s, g);
     ldg__ext_free_now(ext);
@@ -254,8 +270,9 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   }
   ldg__fill_slot(slot, e, ext);
   uint32_t expected = LDG__SLOT_EMPTY;
-  /* Publishes the payload written above (acquire in the release walk and in
-   * the queries). Fails only if a release abandoned the slot to us. */
+  /* Publishes the payload written above (release half; acquire in the
+   * release walk and in the queries). Fails only if a release abandoned the
+   * slot to us (the failure's acquire pairs with that CAS). */
   if (ldg__cas_acq_rel(&slot->state, &expected, (uint32_t)LDG__SLOT_FULL)) {
     LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     if (seq_out != NULL) *seq_out = seq;
@@ -265,7 +282,8 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   /* A release covering seq passed while we were publishing: the entry is
    * ours to release. The slot was never FULL, so no query read its
    * payload: it can be freed at once. The release that abandoned it is done
-   * with it: back to EMPTY for the segment's next life. */
+   * with it: back to EMPTY for the segment's next life. Relaxed: ordered
+   * by the resolve below, as in ldg__take_chunk. */
   ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
   ldg__resolve_one(s, g);
   ldg__ext_free_now(ext);
@@ -278,6 +296,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   } else {
     if (e->target != NULL) {
       /* Fire the wait; the engine takes over the wait's reference. */
+      /* A skip, as when a release fires a wait (release.c). */
       bool live = !ldg__load_acquire(&e->target->destroyed);
       ldg__engine(e->target, live ? e->upto : 0, LDG__TOP_OWNED);
     }
@@ -288,6 +307,10 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
 /* ---- Queries ------------------------------------------------------------------------ */
 
 bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg) {
+  /* released: acquire pairs with the claims' CAS; seqs at or below it are
+   * skipped (their release began). tail: as ldg_mark, every seq up to it is
+   * linked. head, next: as in ldg__take_chunk. state: acquire pairs with
+   * the publishing CAS, so a FULL slot's payload is read as written. */
   ldg_seq r = ldg__load_acquire(&s->released);
   ldg_seq t = ldg__load_acquire(&s->tail);
   for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;

@@ -85,7 +85,7 @@ static struct ldg__seg *ldg__seg_alloc(ldg_ledger *l, ldg_seq base,
   atomic_init(&g->next, NULL);
   g->ledger = l;
   ldg__ledger_ref(l);
-  ldg__fetch_add_relaxed(&l->bytes, bytes);
+  ldg__fetch_add_relaxed(&l->bytes, bytes); /* a statistic */
   return g;
 }
 
@@ -93,7 +93,7 @@ static struct ldg__seg *ldg__seg_alloc(ldg_ledger *l, ldg_seq base,
  * freed when their entries were taken.) */
 void ldg__seg_destroy(struct ldg__seg *g) {
   ldg_ledger *l = g->ledger;
-  ldg__fetch_sub_relaxed(&l->bytes, ldg__seg_bytes(g->size));
+  ldg__fetch_sub_relaxed(&l->bytes, ldg__seg_bytes(g->size)); /* statistic */
   ldg__free(g);
   ldg__ledger_unref(l);
 }
@@ -123,6 +123,8 @@ static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
    * reset it (WHO MAY RECLAIM A SLOT), and segments with a retracted slot
    * are never pooled. So no memset: that was 64 KiB at 1024 slots. */
   g->base = base;
+  /* Relaxed: g is ours until the seq_cst CAS that links it (or, for a
+   * first segment, the registry's release store) publishes it. */
   ldg__store_relaxed(&g->resolved, 0);
   ldg__store_relaxed(&g->next, (struct ldg__seg *)NULL);
   return g;
@@ -147,6 +149,8 @@ int ldg__ring_init(ldg_stream *s) {
 }
 
 void ldg__ring_free_all(ldg_stream *s) {
+  /* In the stream's free callback, after its grace period (every access
+   * to the ring happens-before it); acquire as any walk. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
   while (g != NULL) {
     struct ldg__seg *next = ldg__load_acquire(&g->next);
@@ -196,7 +200,7 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k) {
 static uint32_t ldg__next_seg_size(const ldg_stream *s,
                                    const struct ldg__seg *prev, ldg_seq t,
                                    uint64_t now) {
-  ldg_seq r = ldg__load_relaxed(&s->released);
+  ldg_seq r = ldg__load_relaxed(&s->released); /* a size heuristic only */
   ldg_seq backlog = t > r ? t - r : 0;
   uint32_t size = LDG__SEG_MIN;
   while (size < LDG__SEG_MAX && size < backlog) size <<= 1;
@@ -210,9 +214,10 @@ static uint32_t ldg__next_seg_size(const ldg_stream *s,
 
 /* Raises tail_end to at least end. */
 static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
-  ldg_seq cur = ldg__load_relaxed(&s->tail_end);
+  ldg_seq cur = ldg__load_relaxed(&s->tail_end); /* the CAS checks it */
   /* Publishes that the segments below end are linked and reachable from
-   * tailseg (acquire in ldg__ring_reserve). */
+   * tailseg (release; acquire in ldg__ring_reserve). A failed CAS only
+   * retries (relaxed): it publishes nothing. */
   while (cur < end && !atomic_compare_exchange_weak_explicit(
                           &s->tail_end, &cur, end, memory_order_release,
                           memory_order_relaxed)) {
@@ -223,6 +228,8 @@ static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
  * follows and that tailseg and tail_end moved onto it. Under RCU (tailseg may
  * be retired under us once tail_end has moved past it). */
 int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
+  /* tailseg: acquire pairs with the swinging CAS (release half), after
+   * the segment's header was written; next: with the linking CAS. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
   if (g->base + g->size > end) { /* someone extended; help finish */
     ldg__raise_tail_end(s, g->base + g->size);
@@ -230,7 +237,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   }
   struct ldg__seg *next = ldg__load_acquire(&g->next);
   if (next == NULL) {
-    ldg_seq t = ldg__load_relaxed(&s->tail);
+    ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
     uint64_t now = ldg__now_ns();
     struct ldg__seg *fresh =
         ldg__seg_get(s, g->base + g->size, ldg__next_seg_size(s, g, t, now));
@@ -265,6 +272,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
 bool ldg__ring_tailseg_reachable(ldg_stream *s) {
   bool found = false;
   ldg__rcu_read_lock();
+  /* Acquire, as ldg__ring_extend and ldg__take_chunk. */
   struct ldg__seg *t = ldg__load_acquire(&s->tailseg);
   for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL && !found;
        g = ldg__load_acquire(&g->next)) {
