@@ -54,6 +54,13 @@
  *   slot->state = EMPTY (relaxed store) by a slot's resolver, before the
  *               add to g->resolved that publishes it; g->dirty (relaxed
  *               store) by a retracting enqueuer, before its resolution.
+ *   s->ops_released, s->waits_enqueued (release adds / acquire loads in
+ *               ldg_pending_count) operations taken and waits recorded; each
+ *               add follows the seq's reservation on tail, so a query that
+ *               counts it also sees that seq in tail.
+ *   Pool tops, the registry's unlink stack and a stream's life bits are
+ *   argued in pool.c and registry.c. Each relaxed or acquire/release
+ *   access in the code has a comment saying what it pairs with.
  *
  * PUBLICATION, AND A RELEASE THAT OVERTAKES AN ENQUEUE
  *   Enqueue: reserve seq (CAS tail), write the slot, CAS state EMPTY -> FULL.

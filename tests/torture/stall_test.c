@@ -46,6 +46,10 @@
  * Then two regressions: ldg_pending_count stays right behind a parked
  * release and behind a parked, overtaken add_wait.
  *
+ * Threads parked holding the registry mutex (in ldg_stream_create, in the
+ * unlink drain, in ldg_ledger_destroy's walk) are the lock-holders case of
+ * interleave_test, beside the other forced interleavings of issue 8.
+ *
  * Last, an enqueue refused because destroy won the race keeps its keep
  * (and may raise the destroyed stream's frozen mark by one, as ledger.h
  * allows). Exit 0: every case passed.
