@@ -81,8 +81,11 @@
  *   memory of its own stream, nothing else.)
  *
  * CALLBACKS
- *   keep.release and drain run on the thread that released or settled, never
- *   while the ledger holds a lock or is inside an RCU read-side section. They
+ *   keep.release and drain run on the thread that released or settled (for
+ *   an enqueue or wait a release overtook, the thread of that ldg_enqueue or
+ *   ldg_add_wait; for a stream destroyed by dropping its last reference, the
+ *   thread that dropped it), never while the ledger holds a lock or is
+ *   inside an RCU read-side section. They
  *   may call back into the ledger (any function, on any stream) and may block.
  *   Within one release of one stream, keeps run in sequence order. Each keep
  *   runs exactly once. A keep must not call ldg_ledger_destroy.
