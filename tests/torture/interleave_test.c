@@ -76,44 +76,8 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 
-#define TIMEOUT_S 20
-
-static const char *g_case = "setup";
-
-static void fail_at(const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4), noreturn));
-
-static void fail_at(const char *file, int line, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "\ninterleave_test FAILED at %s:%d in case \"%s\": ", file,
-          line, g_case);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  fflush(stderr);
-  abort();
-}
-
-#define FAIL(...) fail_at(__FILE__, __LINE__, __VA_ARGS__)
-#define CHECK(cond)                        \
-  do {                                     \
-    if (!(cond)) FAIL("CHECK(%s)", #cond); \
-  } while (0)
-#define CHECK_RC(call, want)                                                  \
-  do {                                                                        \
-    int rc_ = (call);                                                         \
-    if (rc_ != (want)) {                                                      \
-      FAIL("%s returned %d (%s), expected %s", #call, rc_, ldg_strerror(rc_), \
-           #want);                                                            \
-    }                                                                         \
-  } while (0)
-#define CHECK_EQ_U(a, b)                                                 \
-  do {                                                                   \
-    unsigned long long a_ = (unsigned long long)(a),                     \
-                       b_ = (unsigned long long)(b);                     \
-    if (a_ != b_) FAIL("CHECK(%s == %s): %llu vs %llu", #a, #b, a_, b_); \
-  } while (0)
+#define PARK_TEST_NAME "interleave_test"
+#include "tests/torture/park_check.h"
 
 /* ---- Keeps: each counts its runs; a second run fails at once ------------- */
 
@@ -147,15 +111,6 @@ static ldg_stream *mk(ldg_ledger *l) {
   ldg_stream *s;
   CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s), LDG_OK);
   return s;
-}
-
-static void sem_wait_or_fail(sem_t *sem, const char *what) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += TIMEOUT_S;
-  while (sem_timedwait(sem, &until) != 0) {
-    if (errno == ETIMEDOUT) FAIL("%s: not within %d s", what, TIMEOUT_S);
-  }
 }
 
 /* ---- Workers: threads that park (or just report) at one hook point ------- */
@@ -248,6 +203,20 @@ static void pass(void) {
   fflush(stdout);
 }
 
+/* The end of a case: destroys and unrefs the live streams given, checks
+ * that every keep ran once, that the ledger gives back every byte, and
+ * destroys it. */
+static void finish(ldg_ledger *l, ldg_stream **live, int n) {
+  for (int i = 0; i < n; i++) {
+    CHECK_RC(ldg_stream_destroy(live[i]), LDG_OK);
+    ldg_stream_unref(live[i]);
+  }
+  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
+  give_back_all(l);
+  ldg_ledger_destroy(l);
+  pass();
+}
+
 /* ---- destroy-vs-finalize (defect 1) --------------------------------------- */
 
 static void do_unref(void *arg) { ldg_stream_unref(arg); }
@@ -321,15 +290,7 @@ static void pool_pop_vs_link(void) {
   /* g2 went back through a grace period into the pool; nothing lost. */
   ldg_quiesce();
   CHECK_EQ_U(ldg__pool_count(l, 3), 1);
-  ldg_stream *all[] = {y, w, z};
-  for (int i = 0; i < 3; i++) {
-    CHECK_RC(ldg_stream_destroy(all[i]), LDG_OK);
-    ldg_stream_unref(all[i]);
-  }
-  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
-  give_back_all(l);
-  ldg_ledger_destroy(l);
-  pass();
+  finish(l, (ldg_stream *[]){y, w, z}, 3);
 }
 
 /* ---- release-vs-reglock (defect 4) ---------------------------------------- */
@@ -400,13 +361,7 @@ static void release_vs_reglock(void) {
   CHECK_RC(ldg_device_marks(l, 0, &m), LDG_OK);
   CHECK_EQ_U(ldg_marks_count(m), 2);
   ldg_marks_discard(m);
-  CHECK_RC(ldg_stream_destroy(b), LDG_OK);
-  ldg_stream_unref(b);
-  CHECK_RC(ldg_stream_destroy(ca.s), LDG_OK);
-  ldg_stream_unref(ca.s);
-  give_back_all(l);
-  ldg_ledger_destroy(l);
-  pass();
+  finish(l, (ldg_stream *[]){b, ca.s}, 2);
 }
 
 /* ---- extend-linked (mutation sweep) --------------------------------------- */
@@ -431,12 +386,7 @@ static void extend_linked(void) {
   worker_join(&e);
   CHECK(ldg__ring_tailseg_reachable(s));
   for (int i = 0; i < 100; i++) (void)enq(s);
-  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
-  ldg_stream_unref(s);
-  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
-  give_back_all(l);
-  ldg_ledger_destroy(l);
-  pass();
+  finish(l, &s, 1);
 }
 
 
@@ -508,15 +458,7 @@ static void enqueue_reenter(void) {
   worker_go(&wk);
   worker_join(&wk);
   CHECK(w.ran_at_return == 1); /* on the enqueuer, before it returned */
-  ldg_stream *all[] = {a, b};
-  for (int i = 0; i < 2; i++) {
-    CHECK_RC(ldg_stream_destroy(all[i]), LDG_OK);
-    ldg_stream_unref(all[i]);
-  }
-  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
-  give_back_all(l);
-  ldg_ledger_destroy(l);
-  pass();
+  finish(l, (ldg_stream *[]){a, b}, 2);
 }
 
 static void add_wait_overtaken(bool drop_a) {
@@ -545,18 +487,8 @@ static void add_wait_overtaken(bool drop_a) {
   CHECK(w.ran_at_return == 1);
   expect_runs(a0, a0 + 1, 1, "a's keep before the re-entering one");
   expect_runs(a2, a2 + 1, 1, "a's keep after the re-entering one");
-  if (drop_a) {
-    ldg_quiesce(); /* a is gone: only b and its ring are left */
-  } else {
-    CHECK_RC(ldg_stream_destroy(a), LDG_OK);
-    ldg_stream_unref(a);
-  }
-  CHECK_RC(ldg_stream_destroy(b), LDG_OK);
-  ldg_stream_unref(b);
-  expect_runs(0, atomic_load(&g_nk), 1, "every keep");
-  give_back_all(l);
-  ldg_ledger_destroy(l);
-  pass();
+  /* With drop_a, a is gone (destroyed by the add_wait): only b is left. */
+  finish(l, (ldg_stream *[]){b, a}, drop_a ? 1 : 2);
 }
 
 static void add_wait_reenter(void) { add_wait_overtaken(false); }
