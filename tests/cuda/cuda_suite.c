@@ -21,8 +21,15 @@
  * libcuda) each test runs in a child process with a time limit, so a test
  * that leaves the GPU in a sticky error state cannot affect the next.
  *
+ * Modes: by default every test except those of the two modes below;
+ * --keep-reentry runs the keep re-entry matrix (keeps calling back into
+ * every slc_ function on every path that runs keeps); --fault-sweep runs the
+ * failure-injection sweep (host executor); --hooks-only runs the tests that
+ * force an interleaving with the test hooks (they need the hooks build,
+ * //tests/cuda:cuda_suite_hooks_test, and are skipped elsewhere).
+ *
  * Options: --driver=host|libcuda  --only=a,b  --skip=a,b  --list
- * --fork|--no-fork
+ * --fork|--no-fork  --keep-reentry|--fault-sweep|--hooks-only
  *          --require-gpu  --libcuda=PATH  --devices=N (host)  --delay-us=N
  *          (host)  --threads=N --iters=N (stress tests)  --timeout=S (fork)
  * Exit status: 0 when no test failed, 1 otherwise.
@@ -39,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
 #include "ledger/ledger_testing.h"
 #include "tests/cuda/host_driver.h"
@@ -61,6 +69,7 @@ typedef struct suite {
   int host_devices;
   unsigned delay_us;
   int threads, iters;
+  bool hooks; /* the hooks build: cuda_testing.h and the ledger's hooks */
   slc_driver drv;
   /* Per test. */
   slc_context *c;
@@ -198,9 +207,15 @@ typedef struct staging {
 static void staging_release(void *ctx) {
   staging *st = ctx;
   if (st->done != NULL) {
+    if (st->S->host) hd_uncounted(true);
     CUresult r = slc_context_driver(st->S->c)->pfn_cuEventQuery(st->done);
+    if (st->S->host) hd_uncounted(false);
     if (r != CUDA_SUCCESS) atomic_fetch_add(&st->early, 1);
   }
+  /* The host executor knows exactly: no queued copy may still touch it. */
+  if (st->S->host &&
+      hd_pending_touching(slc_buffer_host(st->buf), st->bytes) != 0)
+    atomic_fetch_add(&st->early, 1);
   memset(slc_buffer_host(st->buf), POISON, st->bytes);
   atomic_fetch_add(&st->released, 1);
 }
@@ -219,24 +234,57 @@ static ldg_range range_of(const void *p, size_t bytes) {
 }
 
 /* Raw driver events (not the layer's), for completion checks in keeps. */
+/* The test's own driver calls are not counted by the host executor's
+ * failure injection (hd_fail_nth): only the layer's are. */
+static void raw_begin(suite *S) {
+  if (S->host) hd_uncounted(true);
+}
+
+static void raw_end(suite *S) {
+  if (S->host) hd_uncounted(false);
+}
+
 static int raw_event(suite *S, int device, CUevent *out) {
+  raw_begin(S);
   int rc = slc_device_make_current(S->c, device);
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(S->c)->pfn_cuEventCreate(out,
+                                                    CU_EVENT_DISABLE_TIMING);
+  raw_end(S);
   if (rc != LDG_OK) return rc;
-  CUresult r =
-      slc_context_driver(S->c)->pfn_cuEventCreate(out, CU_EVENT_DISABLE_TIMING);
   return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
 }
 
 static int raw_record(suite *S, CUevent ev, slc_stream *s) {
+  raw_begin(S);
   int rc = slc_device_make_current(S->c, slc_stream_device(s));
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(S->c)->pfn_cuEventRecord(ev, slc_stream_handle(s));
+  raw_end(S);
   if (rc != LDG_OK) return rc;
-  CUresult r =
-      slc_context_driver(S->c)->pfn_cuEventRecord(ev, slc_stream_handle(s));
+  return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
+}
+
+/* Waits for the driver stream itself, leaving the ledger untouched: the
+ * work is complete but still held. */
+static int raw_stream_sync(suite *S, slc_stream *s) {
+  raw_begin(S);
+  int rc = slc_device_make_current(S->c, slc_stream_device(s));
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(S->c)->pfn_cuStreamSynchronize(
+        slc_stream_handle(s));
+  raw_end(S);
+  if (rc != LDG_OK) return rc;
   return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
 }
 
 static void raw_event_destroy(suite *S, CUevent ev) {
+  raw_begin(S);
   if (ev != NULL) (void)slc_context_driver(S->c)->pfn_cuEventDestroy(ev);
+  raw_end(S);
 }
 
 static int module_for(suite *S, int device, slc_module **out) {
@@ -1682,9 +1730,11 @@ typedef struct tracked {
 static void tracked_release(void *ctx) {
   tracked *t = ctx;
   const slc_driver *d = slc_context_driver(t->S->c);
+  raw_begin(t->S);
   if (d->pfn_cuEventQuery(t->done) != CUDA_SUCCESS)
     atomic_fetch_add(t->early, 1);
   (void)d->pfn_cuEventDestroy(t->done);
+  raw_end(t->S);
   free(t->p);
   count_release(t->count);
   free(t);
@@ -1802,71 +1852,584 @@ static int t_event_race(suite *S) {
   return PASS;
 }
 
+/* ---- Issue 15: regressions of the review's findings ---------------------- */
+
+/* A keep that drops a stream reference it was given. */
+typedef struct unref_keep {
+  slc_stream *s;
+  counter n;
+} unref_keep;
+
+static void unref_release(void *ctx) {
+  unref_keep *u = ctx;
+  slc_stream_unref(u->s);
+  u->s = NULL;
+  count_release(&u->n);
+}
+
+/* 1. A settle holds only ledger references to the streams it drains: one
+ *    released first runs a keep that drops the last reference of the next
+ *    one. Its drain context must still be alive when the settle drains it
+ *    (ASan: heap-use-after-free in the drain otherwise). */
+static int t_settle_unref_in_keep(suite *S) {
+  const size_t bytes = 4096;
+  slc_buffer *B;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  void *out = malloc(bytes);
+  CHECK(out != NULL);
+  uint64_t id = slc_buffer_id(B);
+  for (int mode = 0; mode < 3; mode++) {
+    slc_stream *n1, *n2;
+    /* The registry lists the newest first: n1 is drained before n2. */
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &n2));
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &n1));
+    counter k2 = {0};
+    slc_hold h2 = {count_keep(&k2), &id, 1, NULL, 0};
+    CHECK_OK(busy(S, n2, 5, NULL));
+    CHECK_OK(slc_memset_d8_async(n2, slc_buffer_dptr(B), 1, bytes, &h2));
+    unref_keep u = {n2, {0}};
+    slc_hold h1 = {{unref_release, &u}, &id, 1, NULL, 0};
+    CHECK_OK(slc_memset_d8_async(n1, slc_buffer_dptr(B), 2, bytes, &h1));
+    if (mode == 0) {
+      CHECK_OK(slc_copy_dtoh(out, B, 0, bytes));
+    } else if (mode == 1) {
+      CHECK_OK(slc_copy_htod(B, 0, out, bytes));
+    } else {
+      CHECK_OK(slc_buffer_free(B));
+      B = NULL;
+    }
+    CHECK(count_of(&u.n) == 1 && count_of(&k2) == 1);
+    slc_stream_unref(n1);
+  }
+  free(out);
+  return PASS;
+}
+
+/* 2. A stream whose last reference goes while its synchronisation fails
+ *    stays a live ledger stream (another stream's pending wait holds it):
+ *    a later settle drains it, so its drain context must live on. */
+static int t_failed_unref_kept_for_waits(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  const size_t bytes = 4096;
+  slc_buffer *B;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  slc_stream *b, *c;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &c));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  counter kb = {0};
+  uint64_t id = slc_buffer_id(B);
+  slc_hold hb = {count_keep(&kb), &id, 1, NULL, 0};
+  CHECK_OK(busy(S, b, 5, NULL));
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(B), 1, bytes, &hb));
+  CHECK_OK(slc_event_record(e, b));
+  CHECK_OK(slc_stream_wait_event(c, e)); /* c's wait holds b's ledger side */
+  CHECK_OK(slc_event_destroy(e));
+  CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) == 0);
+  slc_stream_unref(b); /* the destroy's sync fails */
+  CHECK(hd_nth_fired() == 1);
+  CHECK(count_of(&kb) == 0 && slc_buffer_held(B)); /* nothing released */
+  CHECK_OK(slc_buffer_free(B)); /* drains b */
+  CHECK(count_of(&kb) == 1);
+  CHECK_OK(slc_stream_synchronize(c));
+  slc_stream_unref(c);
+  return PASS;
+}
+
+/* 3. A synchronous copy while a non-blocking stream holding the buffer is
+ *    being destroyed (its destroy is inside cuStreamSynchronize): the copy
+ *    must wait for that synchronisation, not run before the pending work. */
+typedef struct destroy_in_sync {
+  slc_stream *n;
+  atomic_int in_sync;
+  int rc;
+} destroy_in_sync;
+
+static void dis_sync_hook(void *arg) {
+  atomic_store(&((destroy_in_sync *)arg)->in_sync, 1);
+}
+
+static void *dis_destroy_thread(void *arg) {
+  destroy_in_sync *d = arg;
+  d->rc = slc_stream_destroy(d->n);
+  return NULL;
+}
+
+static void dis_drain_waits(enum slc__hook_point point, void *arg) {
+  (void)point;
+  (void)arg;
+  hd_hold(false); /* the pending work may run now: the destroy's sync ends */
+}
+
+static int t_copy_waits_for_destroy(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hold");
+  SKIP_IF(!S->hooks, "needs the hooks build (cuda_suite_hooks_test)");
+  const size_t bytes = 4096;
+  slc_buffer *B;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  unsigned char *out = malloc(bytes);
+  CHECK(out != NULL);
+  destroy_in_sync d = {NULL, 0, -1};
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &d.n));
+  for (int mode = 0; mode < 2; mode++) {
+    if (mode == 1) { /* again, through slc_copy_htod */
+      slc_stream_unref(d.n);
+      CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &d.n));
+      atomic_store(&d.in_sync, 0);
+    }
+    counter k = {0};
+    uint64_t id = slc_buffer_id(B);
+    slc_hold h = {count_keep(&k), &id, 1, NULL, 0};
+    hd_hold(true);
+    CHECK_OK(slc_memset_d8_async(d.n, slc_buffer_dptr(B), 0xAA, bytes, &h));
+    hd_set_hook(HD_FAULT_STREAM_SYNC, dis_sync_hook, &d);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, dis_destroy_thread, &d) == 0);
+    while (!atomic_load(&d.in_sync)) sleep_ms(1);
+    /* The destroy is in its cuStreamSynchronize, held: the memset pends. */
+    CHECK(slc__set_test_hook(dis_drain_waits, NULL));
+    memset(out, 0x11, bytes);
+    int rc;
+    if (mode == 0) {
+      rc = slc_copy_dtoh(out, B, 0, bytes);
+    } else {
+      rc = slc_copy_htod(B, 0, out, 16); /* lands after the memset */
+    }
+    long pending_then = hd_pending_touching((void *)slc_buffer_dptr(B), 16);
+    slc__set_test_hook(NULL, NULL);
+    hd_hold(false);
+    pthread_join(th, NULL);
+    CHECK_OK(rc);
+    CHECK_OK(d.rc);
+    CHECK(count_of(&k) == 1);
+    CHECK(pending_then == 0);
+    if (mode == 0) {
+      CHECK(all_bytes(out, bytes, 0xAA)); /* not 0xCD: the memset ran first */
+    } else {
+      CHECK_OK(slc_copy_dtoh(out, B, 0, 32));
+      CHECK(all_bytes(out, 16, 0x11) && all_bytes(out + 16, 16, 0xAA));
+    }
+  }
+  slc_stream_unref(d.n);
+  free(out);
+  CHECK_OK(slc_buffer_try_free(B));
+  return PASS;
+}
+
+/* 4. A drain fails, then a keep released by the same settle calls back into
+ *    the layer (a nested settle, a failing call, slc_clear_error): the
+ *    outer copy must still fail with the drain's error and copy nothing. */
+typedef struct nested_keep {
+  slc_buffer *C;
+  int mode;
+  counter n;
+} nested_keep;
+
+static void nested_release(void *ctx) {
+  nested_keep *k = ctx;
+  unsigned char src[8] = {0};
+  if (k->mode == 0) {
+    (void)slc_copy_htod(k->C, 0, src, sizeof(src)); /* a nested settle */
+  } else if (k->mode == 1) {
+    (void)slc_stream_synchronize(NULL); /* a call that fails */
+  } else {
+    slc_clear_error();
+  }
+  count_release(&k->n);
+}
+
+static int t_nested_settle_keeps_failure(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  const size_t bytes = 4096;
+  slc_buffer *B, *C;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &C));
+  unsigned char *out = malloc(bytes);
+  CHECK(out != NULL);
+  uint64_t id = slc_buffer_id(B);
+  for (int mode = 0; mode < 3; mode++) {
+    slc_stream *nk, *nf; /* nf is newer: drained (and failing) first */
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &nk));
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &nf));
+    nested_keep k = {C, mode, {0}};
+    slc_hold hk = {{nested_release, &k}, &id, 1, NULL, 0};
+    CHECK_OK(slc_memset_d8_async(nk, slc_buffer_dptr(B), 1, 64, &hk));
+    CHECK_OK(raw_stream_sync(S, nk)); /* done, still held */
+    hd_hold(true);
+    counter kf = {0};
+    slc_hold hf = {count_keep(&kf), &id, 1, NULL, 0};
+    CHECK_OK(slc_memset_d8_async(nf, slc_buffer_dptr(B), 0xAA, bytes, &hf));
+    memset(out, 0x11, bytes);
+    CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) ==
+          0);
+    int rc = slc_copy_dtoh(out, B, 0, bytes);
+    slc_error err = *slc_last_error();
+    hd_hold(false);
+    if (rc != SLC_EDRIVER || err.cu != CUDA_ERROR_LAUNCH_FAILED ||
+        strcmp(err.call, "cuStreamSynchronize") != 0) {
+      fprintf(stderr, "    mode %d: returned %d, record %d (%s)\n", mode, rc,
+              err.code, err.message);
+      return FAIL;
+    }
+    CHECK(err.code == SLC_EDRIVER);
+    CHECK(all_bytes(out, bytes, 0x11)); /* the copy did not run */
+    CHECK(count_of(&k.n) == 1 && count_of(&kf) == 0);
+    CHECK_OK(slc_stream_synchronize(nf));
+    CHECK(count_of(&kf) == 1);
+    slc_stream_unref(nk);
+    slc_stream_unref(nf);
+  }
+  free(out);
+  CHECK_OK(slc_buffer_try_free(B));
+  CHECK_OK(slc_buffer_try_free(C));
+  return PASS;
+}
+
+/* 5. b (device 1) waits on an event recorded on a (device 0) after a copy
+ *    from pinned H; b's synchronisation fails as its last reference goes:
+ *    nothing of a may be released (device 0 still copies from H). What b
+ *    held is released by the context's destroy, once proven complete. */
+static int t_failed_unref_keeps_other_devices(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  const size_t bytes = 1u << 16;
+  slc_context *c = NULL; /* its own, to see what its destroy releases */
+  CHECK_OK(slc_context_create(&S->drv, &c));
+  staging st;
+  memset(&st, 0, sizeof(st));
+  st.S = S;
+  st.bytes = bytes;
+  CHECK_OK(slc_buffer_alloc_host(c, bytes, &st.buf));
+  fill(slc_buffer_host(st.buf), bytes / 4, 5);
+  slc_buffer *D0, *D1;
+  CHECK_OK(slc_buffer_alloc_device(c, 0, bytes, &D0));
+  CHECK_OK(slc_buffer_alloc_device(c, 1, bytes, &D1));
+  slc_stream *a, *b;
+  CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &a));
+  CHECK_OK(slc_stream_create(c, 1, SLC_STREAM_NONBLOCKING, &b));
+  slc_event *e;
+  CHECK_OK(slc_event_create(c, 0, &e));
+  hd_hold(true);
+  uint64_t ids[] = {slc_buffer_id(st.buf), slc_buffer_id(D0)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, ids, 2, &r, 1};
+  CHECK_OK(slc_copy_htod_async(a, slc_buffer_dptr(D0), slc_buffer_host(st.buf),
+                               bytes, &h));
+  CHECK_OK(slc_event_record(e, a));
+  CHECK_OK(slc_stream_wait_event(b, e));
+  counter kb = {0};
+  uint64_t id1 = slc_buffer_id(D1);
+  slc_hold hb = {count_keep(&kb), &id1, 1, NULL, 0};
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(D1), 1, bytes, &hb));
+  CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) == 0);
+  slc_stream_unref(b);
+  CHECK(hd_nth_fired() == 1);
+  int released = atomic_load(&st.released), early = atomic_load(&st.early);
+  hd_hold(false);
+  CHECK(released == 0 && early == 0); /* a's copy from H still pends */
+  CHECK(count_of(&kb) == 0);
+  CHECK_OK(slc_stream_synchronize(a));
+  CHECK(atomic_load(&st.released) == 1 && atomic_load(&st.early) == 0);
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(a);
+  CHECK_OK(slc_buffer_free(D1)); /* settles device 1: proves b complete */
+  CHECK(count_of(&kb) == 1);
+  CHECK_OK(slc_buffer_try_free(D0));
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_context_destroy(c));
+  return PASS;
+}
+
+/* A failed synchronisation as the last reference goes, and nothing proves
+ * the stream complete before the context's destroy: the destroy
+ * synchronises it and releases what it held, leaking nothing. */
+static int t_context_destroy_finishes_failed_streams(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  slc_context *c = NULL;
+  CHECK_OK(slc_context_create(&S->drv, &c));
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &D));
+  slc_stream *b;
+  CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &b));
+  counter kb = {0};
+  freeing *f = malloc(sizeof(*f));
+  CHECK(f != NULL);
+  f->p = malloc(64); /* freed by the keep */
+  f->count = &kb;
+  CHECK(f->p != NULL);
+  ldg_range r = range_of(f->p, 64);
+  slc_hold hb = {{free_release, f}, NULL, 0, &r, 1}; /* names no buffer */
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(D), 1, 4096, &hb));
+  CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) == 0);
+  slc_stream_unref(b);
+  CHECK(hd_nth_fired() == 1 && count_of(&kb) == 0);
+  /* The test (not the layer) waits for the device before freeing D. */
+  raw_begin(S);
+  CUresult cr = CUDA_ERROR_INVALID_CONTEXT;
+  if (slc_device_make_current(c, 0) == LDG_OK)
+    cr = slc_context_driver(c)->pfn_cuCtxSynchronize();
+  raw_end(S);
+  CHECK(cr == CUDA_SUCCESS);
+  CHECK(count_of(&kb) == 0); /* the layer saw no completion */
+  CHECK_OK(slc_buffer_try_free(D));
+  CHECK_OK(slc_context_destroy(c)); /* synchronises b, then releases it */
+  CHECK(count_of(&kb) == 1);
+  CHECK(hd_early_frees() == 0);
+  return PASS;
+}
+
+/* slc_context_destroy: a failing cuDevicePrimaryCtxRelease leaves the
+ * context in place, and calling it again finishes the job. */
+static int t_context_destroy_retry(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  slc_context *c = NULL;
+  CHECK_OK(slc_context_create(&S->drv, &c));
+  CHECK_OK(slc_device_make_current(c, 0)); /* retains the primary context */
+  CHECK(hd_fail_nth("cuDevicePrimaryCtxRelease", 1, CUDA_ERROR_UNKNOWN) == 0);
+  CHECK_RC(slc_context_destroy(c), SLC_EDRIVER);
+  CHECK(slc_last_error()->cu == CUDA_ERROR_UNKNOWN);
+  CHECK(strstr(slc_last_error_message(), "cuDevicePrimaryCtxRelease") != NULL);
+  note_error("slc_context_destroy whose primary context release fails");
+  CHECK_OK(slc_context_destroy(c)); /* again: releases it, frees c */
+  return PASS;
+}
+
+/* Successful calls leave slc_last_error() alone, also when they drop the
+ * last reference of a stream whose synchronisation fails. */
+static int t_success_keeps_error_record(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *x, *y, *z;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &x));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &y));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &z));
+  slc_event *ex, *ey;
+  CHECK_OK(slc_event_create(S->c, 0, &ex));
+  CHECK_OK(slc_event_create(S->c, 0, &ey));
+  CHECK_OK(slc_memset_d8_async(x, slc_buffer_dptr(D), 1, 64, NULL));
+  CHECK_OK(slc_memset_d8_async(y, slc_buffer_dptr(D), 2, 64, NULL));
+  CHECK_OK(slc_event_record(ex, x));
+  CHECK_OK(slc_event_record(ey, y));
+  slc_stream_unref(x); /* the events hold the last references */
+  slc_stream_unref(y);
+  CHECK_RC(slc_stream_synchronize(NULL), LDG_EINVAL); /* the sentinel */
+  for (int i = 0; i < 2; i++) {
+    CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) ==
+          0);
+    if (i == 0) {
+      CHECK_OK(slc_event_destroy(ex)); /* drops x's last reference */
+    } else {
+      CHECK_OK(slc_event_record(ey, z)); /* drops y's last reference */
+    }
+    CHECK(hd_nth_fired() == i + 1);
+    CHECK(slc_last_error()->code == LDG_EINVAL);
+    CHECK(strcmp(slc_last_error()->call, "slc_stream_synchronize") == 0);
+  }
+  CHECK_OK(slc_event_destroy(ey));
+  CHECK_OK(slc_stream_synchronize(z));
+  slc_stream_unref(z);
+  CHECK_OK(slc_buffer_free(D));
+  return PASS;
+}
+
+/* A keep run by a stream's destroy makes another device current: the
+ * destroy must make the stream's own context current again before
+ * cuStreamDestroy (the host executor refuses it otherwise). */
+typedef struct switch_keep {
+  slc_context *c;
+  int device;
+  counter n;
+} switch_keep;
+
+static void switch_release(void *ctx) {
+  switch_keep *k = ctx;
+  (void)slc_device_make_current(k->c, k->device);
+  count_release(&k->n);
+}
+
+static int t_destroy_after_keep_switches_context(suite *S) {
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *x;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &x));
+  switch_keep k = {S->c, 1, {0}};
+  slc_hold h = hold_keep((ldg_keep){switch_release, &k});
+  CHECK_OK(slc_memset_d8_async(x, slc_buffer_dptr(D), 1, 64, &h));
+  CHECK_OK(slc_stream_destroy(x));
+  CHECK(count_of(&k.n) == 1);
+  slc_stream_unref(x);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* ---- Issue 8, defect 3: ldg_add_wait may run keeps ----------------------- */
+
+/* A release of b overtakes the wait being recorded: ldg_add_wait fires the
+ * wait itself and runs a's keeps on this thread. A keep that records and
+ * waits on the same event must not find the event's mutex held. */
+typedef struct overtake {
+  ldg_stream *target; /* the stream whose next enqueue is overtaken */
+  atomic_int armed;
+} overtake;
+
+static void overtake_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                          void *arg) {
+  overtake *o = arg;
+  if (point != LDG__HOOK_ENQUEUE_RESERVED || s != o->target) return;
+  int one = 1;
+  if (!atomic_compare_exchange_strong(&o->armed, &one, 0)) return;
+  (void)ldg_release(s, ldg_mark(s)); /* covers the reserved seq */
+}
+
+typedef struct reenter_event_keep {
+  slc_event *e;
+  slc_stream *rec_on, *waiter;
+  int rc_record, rc_wait;
+  counter n;
+} reenter_event_keep;
+
+static void reenter_event_release(void *ctx) {
+  reenter_event_keep *k = ctx;
+  k->rc_record = slc_event_record(k->e, k->rec_on);
+  k->rc_wait = slc_stream_wait_event(k->waiter, k->e);
+  count_release(&k->n);
+}
+
+static int t_add_wait_overtaken_reenters_event(suite *S) {
+  SKIP_IF(!S->hooks, "needs the hooks build (cuda_suite_hooks_test)");
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *a, *b, *b2;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &b2));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  reenter_event_keep k = {e, a, b2, -1, -1, {0}};
+  slc_hold h = hold_keep((ldg_keep){reenter_event_release, &k});
+  CHECK_OK(slc_memset_d8_async(a, slc_buffer_dptr(D), 1, 64, &h));
+  CHECK_OK(slc_event_record(e, a));
+  overtake o = {slc_stream_ledger(b), 1};
+  CHECK(ldg__set_hook(overtake_hook, &o));
+  int rc = slc_stream_wait_event(b, e); /* deadlocked here before the fix */
+  ldg__set_hook(NULL, NULL);
+  CHECK_OK(rc);
+  CHECK(atomic_load(&o.armed) == 0);   /* the overtake happened */
+  CHECK(count_of(&k.n) == 1);          /* a's keep ran inside the wait */
+  CHECK_OK(k.rc_record);
+  CHECK_OK(k.rc_wait);
+  CHECK_OK(slc_stream_synchronize(b2));
+  CHECK_OK(slc_stream_synchronize(a));
+  CHECK_OK(slc_stream_synchronize(b));
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  slc_stream_unref(b2);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
 /* ---- Registry ----------------------------------------------------------- */
+
+/* Which run a test belongs to: the default run, or one of the modes (a
+ * test of a mode runs only with that option, or when --only names it). */
+enum {
+  T_HOOKS = 1,   /* forces an interleaving with the test hooks: also run by
+                  * --hooks-only (the plain build skips it, saying so) */
+  T_REENTRY = 2, /* --keep-reentry */
+  T_SWEEP = 4,   /* --fault-sweep */
+};
 
 typedef struct test {
   const char *name;
   int (*fn)(suite *);
   const char *what;
+  unsigned flags;
 } test;
 
 static const test tests[] = {
-    {"info", t_info, "driver, devices, and the PTX module loads"},
+    {"info", t_info, "driver, devices, and the PTX module loads", 0},
     {"copy_roundtrip", t_copy_roundtrip,
-     "H->D, D->D, add1 kernel, D->H on one stream; sync releases all"},
-    {"memset", t_memset, "cuMemsetD8Async then D->H on a non-blocking stream"},
+     "H->D, D->D, add1 kernel, D->H on one stream; sync releases all", 0},
+    {"memset", t_memset, "cuMemsetD8Async then D->H on a non-blocking stream", 0},
     {"staging_after_copy", t_staging_after_copy,
-     "each pinned staging buffer released only after its copy completed"},
+     "each pinned staging buffer released only after its copy completed", 0},
     {"pageable_freed_in_keep", t_pageable_freed_in_keep,
-     "pageable staging freed by its keep (a use-after-free if early)"},
+     "pageable staging freed by its keep (a use-after-free if early)", 0},
     {"record_wait_sync", t_record_wait_sync,
-     "copy/record/wait/sync: the copy stream is released transitively"},
+     "copy/record/wait/sync: the copy stream is released transitively", 0},
     {"event_sync_to_mark", t_event_sync_to_mark,
-     "event sync releases to the mark read before the record, no further"},
+     "event sync releases to the mark read before the record, no further", 0},
     {"event_and_stream_query", t_event_and_stream_query,
-     "queries: not ready releases nothing, complete releases to the mark"},
+     "queries: not ready releases nothing, complete releases to the mark", 0},
     {"event_rerecord", t_event_rerecord,
-     "re-recording an event replaces its stream and mark"},
+     "re-recording an event replaces its stream and mark", 0},
     {"event_never_recorded", t_event_never_recorded,
-     "a never-recorded event releases nothing and waits on nothing"},
+     "a never-recorded event releases nothing and waits on nothing", 0},
     {"wait_chain", t_wait_chain,
-     "waits chain: a -> b -> c, sync c releases b and a up to the events"},
+     "waits chain: a -> b -> c, sync c releases b and a up to the events", 0},
     {"nonblocking_settle", t_nonblocking_settle,
-     "synchronous copies settle the non-blocking streams holding a vector"},
+     "synchronous copies settle the non-blocking streams holding a vector", 0},
     {"free_settles", t_free_settles,
-     "buffer free settles (drain / device sync); try_free says busy"},
+     "buffer free settles (drain / device sync); try_free says busy", 0},
     {"device_sync", t_device_sync,
-     "device sync releases its streams (non-blocking too), only its own"},
+     "device sync releases its streams (non-blocking too), only its own", 0},
     {"cross_device_wait", t_cross_device_wait,
-     "2 devices: a wait releases across devices; per-device sync"},
+     "2 devices: a wait releases across devices; per-device sync", 0},
     {"cross_device_copy", t_cross_device_copy,
-     "2 devices: data copied device 0 -> device 1 after a cross wait"},
+     "2 devices: data copied device 0 -> device 1 after a cross wait", 0},
     {"stream_destroy", t_stream_destroy,
-     "destroy releases everything; later calls are refused"},
+     "destroy releases everything; later calls are refused", 0},
     {"bad_pointers", t_bad_pointers,
-     "bad device pointers and bad holds: refused, nothing recorded"},
+     "bad device pointers and bad holds: refused, nothing recorded", 0},
     {"launch_and_module_errors", t_launch_and_module_errors,
-     "launch and module errors carry the driver's name and message"},
+     "launch and module errors carry the driver's name and message", 0},
     {"failed_syncs_release_nothing", t_failed_syncs_release_nothing,
-     "every failing sync/query/destroy/settle releases nothing"},
+     "every failing sync/query/destroy/settle releases nothing", 0},
     {"ordering_rules", t_ordering_rules,
-     "each ordering rule checked at the moment it matters (hooks)"},
+     "each ordering rule checked at the moment it matters (hooks)", 0},
     {"kernel_fault", t_kernel_fault,
-     "a trapping kernel: the syncs fail and release nothing"},
+     "a trapping kernel: the syncs fail and release nothing", 0},
     {"record_enomem", t_record_enomem,
-     "issued but not recorded: synchronised, keep returned to the caller"},
+     "issued but not recorded: synchronised, keep returned to the caller", 0},
     {"selfcheck_premature_release", t_selfcheck_premature_release,
-     "the harness detects a premature release (poisoned data arrives)"},
+     "the harness detects a premature release (poisoned data arrives)", 0},
     {"no_driver", t_no_driver,
-     "no libcuda: loading fails cleanly, every call is a clear error"},
+     "no libcuda: loading fails cleanly, every call is a clear error", 0},
     {"stub_library", t_stub_library,
-     "the toolkit's stub libcuda: every symbol resolves, cuInit refuses"},
+     "the toolkit's stub libcuda: every symbol resolves, cuInit refuses", 0},
     {"threads", t_threads,
-     "threads copy/launch/record/wait/sync at once on shared handles"},
+     "threads copy/launch/record/wait/sync at once on shared handles", 0},
     {"destroy_race", t_destroy_race,
-     "a stream destroyed while threads copy on it"},
+     "a stream destroyed while threads copy on it", 0},
     {"event_race", t_event_race,
-     "one event re-recorded while others sync, query and wait on it"},
+     "one event re-recorded while others sync, query and wait on it", 0},
+    {"settle_unref_in_keep", t_settle_unref_in_keep,
+     "a keep run by a settle drops the next drained stream's last reference", 0},
+    {"failed_unref_kept_for_waits", t_failed_unref_kept_for_waits,
+     "a failed sync as the last reference goes: the stream stays drainable", 0},
+    {"copy_waits_for_destroy", t_copy_waits_for_destroy,
+     "a sync copy waits for a destroy's sync of a stream holding the buffer",
+     T_HOOKS},
+    {"nested_settle_keeps_failure", t_nested_settle_keeps_failure,
+     "a keep's nested calls do not hide the failed drain of its settle", 0},
+    {"failed_unref_keeps_other_devices", t_failed_unref_keeps_other_devices,
+     "a failed sync as the last reference goes releases no other device", 0},
+    {"context_destroy_finishes_failed_streams",
+     t_context_destroy_finishes_failed_streams,
+     "the context's destroy proves and releases streams whose sync failed", 0},
+    {"context_destroy_retry", t_context_destroy_retry,
+     "a failed primary context release leaves the context; a retry ends it", 0},
+    {"success_keeps_error_record", t_success_keeps_error_record,
+     "successful calls leave slc_last_error() alone", 0},
+    {"destroy_after_keep_switches_context",
+     t_destroy_after_keep_switches_context,
+     "a destroy makes its context current again after the keeps ran", 0},
+    {"add_wait_overtaken_reenters_event", t_add_wait_overtaken_reenters_event,
+     "an overtaken wait runs keeps outside the event's mutex", T_HOOKS},
 };
 
 #define N_TESTS (sizeof(tests) / sizeof(tests[0]))
@@ -2061,6 +2624,7 @@ int main(int argc, char **argv) {
   S.iters = SUITE_SANITIZED ? 60 : 300;
   const char *only = NULL, *skip = NULL;
   bool list = false, require_gpu = false;
+  unsigned mode = 0; /* 0: the default run; else T_HOOKS, T_REENTRY, T_SWEEP */
   int fork_mode = -1; /* default: fork for libcuda, not for host */
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -2083,6 +2647,12 @@ int main(int argc, char **argv) {
       fork_mode = 1;
     } else if (opt(argv[i], "--no-fork", &v)) {
       fork_mode = 0;
+    } else if (opt(argv[i], "--hooks-only", &v)) {
+      mode = T_HOOKS;
+    } else if (opt(argv[i], "--keep-reentry", &v)) {
+      mode = T_REENTRY;
+    } else if (opt(argv[i], "--fault-sweep", &v)) {
+      mode = T_SWEEP;
     } else if (opt(argv[i], "--require-gpu", &v)) {
       require_gpu = true;
     } else if (opt(argv[i], "--libcuda", &v) && v != NULL) {
@@ -2101,7 +2671,8 @@ int main(int argc, char **argv) {
       fprintf(stderr,
               "usage: %s [--driver=host|libcuda] [--only=a,b] [--skip=a,b] "
               "[--list] "
-              "[--fork|--no-fork] [--require-gpu] [--libcuda=PATH] "
+              "[--fork|--no-fork] [--hooks-only|--keep-reentry|--fault-sweep] "
+              "[--require-gpu] [--libcuda=PATH] "
               "[--devices=N] [--delay-us=N] [--threads=N] [--iters=N] "
               "[--timeout=S]\n",
               argv[0]);
@@ -2110,10 +2681,15 @@ int main(int argc, char **argv) {
   }
   if (list) {
     for (size_t i = 0; i < N_TESTS; i++)
-      printf("%-30s %s\n", tests[i].name, tests[i].what);
+      printf("%-30s %s%s\n", tests[i].name, tests[i].what,
+             tests[i].flags & T_REENTRY ? " [--keep-reentry]"
+             : tests[i].flags & T_SWEEP ? " [--fault-sweep]"
+             : tests[i].flags & T_HOOKS ? " [hooks build]"
+                                        : "");
     return 0;
   }
   const bool use_fork = fork_mode < 0 ? !S.host : fork_mode == 1;
+  S.hooks = slc__set_test_hook(NULL, NULL) && ldg__set_hook(NULL, NULL);
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   char origin[600] = "host executor";
@@ -2151,6 +2727,11 @@ int main(int argc, char **argv) {
     const test *t = &tests[i];
     if (!selected(only, t->name)) continue;
     if (skip != NULL && selected(skip, t->name)) continue;
+    if (only == NULL) {
+      const unsigned modes = T_REENTRY | T_SWEEP;
+      if (mode == 0 && (t->flags & modes) != 0) continue;
+      if (mode != 0 && (t->flags & mode) == 0) continue;
+    }
     printf("---- %s: %s\n", t->name, t->what);
     char why[96] = "";
     double t0 = now_s();

@@ -97,6 +97,47 @@ void hd_hold(bool on);
 typedef void (*hd_hook_fn)(void *arg);
 void hd_set_hook(hd_fault point, hd_hook_fn fn, void *arg);
 
+/* ---- Generic failure injection, by entry point --------------------------
+ * Every entry point of SLC_DRIVER_ENTRIES except cuGetErrorName and
+ * cuGetErrorString counts its calls; one failure may be armed at a time. */
+
+/* The entries, indexed as in SLC_DRIVER_ENTRIES. */
+enum {
+#define HD_E_INDEX(name, sym, ver, params) HD_E_##name,
+  SLC_DRIVER_ENTRIES(HD_E_INDEX)
+#undef HD_E_INDEX
+      HD_E_COUNT
+};
+int hd_entry_index(const char *entry); /* -1 if unknown */
+const char *hd_entry_name(int index);  /* NULL if out of range */
+
+/* The n-th counted call of `entry` from now (n >= 1) returns `code` at
+ * once, doing nothing (a synchronisation returns without waiting, a
+ * destroy destroys nothing). n <= 0 disarms. Replaces an earlier arming.
+ * Returns -1 for an unknown entry. */
+int hd_fail_nth(const char *entry, long n, CUresult code);
+bool hd_nth_armed(void);  /* armed and not yet fired */
+long hd_nth_fired(void);  /* failures hd_fail_nth injected since install */
+
+/* Counted calls of `entry` since hd_install or hd_calls_reset. */
+long hd_calls(const char *entry);
+void hd_calls_reset(void);
+
+/* While on, this thread's calls are neither counted nor failed: for a test's
+ * own raw driver calls (completion checks in keeps). */
+void hd_uncounted(bool on);
+
+/* ---- Checks of early release ---------------------------------------------- */
+
+/* Copies and memsets, queued or running on any stream, that read or write a
+ * byte of [p, p + n): a keep that releases memory while this is not 0 is
+ * early, whatever the timing. Kernels are not counted (opaque params). */
+long hd_pending_touching(const void *p, size_t n);
+
+/* cuMemFree / cuMemFreeHost calls that freed an allocation a queued or
+ * running copy or memset still touched (since install). */
+long hd_early_frees(void);
+
 /* A sticky error, as after a kernel fault: from now on every
  * synchronisation and query (after waiting, as the driver would) and every
  * issue returns `code`. CUDA_SUCCESS clears it; hd_shutdown too. */
