@@ -2332,6 +2332,406 @@ static int t_add_wait_overtaken_reenters_event(suite *S) {
   return PASS;
 }
 
+/* ---- --keep-reentry: keeps that call back into the layer ------------------
+ * For every path that may run keeps (sl_cuda.h "Keeps") and every call the
+ * header allows a keep to make, one scenario: stream x has a pending memset
+ * whose keep makes the call; another stream z has pending work on the same
+ * buffer; the path runs x's keep on this thread. Each keep must run exactly
+ * once, the call must return what the header promises (LDG_OK, or
+ * LDG_EDESTROYED on a stream being destroyed), nothing may deadlock, and
+ * everything is torn down without leaks (ASan, TSan, the executor's count).
+ */
+enum rpath {
+  RP_STREAM_SYNC,
+  RP_STREAM_QUERY,
+  RP_STREAM_DESTROY,
+  RP_STREAM_UNREF,        /* the last reference */
+  RP_EVENT_SYNC,
+  RP_EVENT_QUERY,
+  RP_DEVICE_SYNC,
+  RP_BUFFER_FREE,         /* a buffer only x's work holds */
+  RP_COPY_DTOH,           /* settle of a buffer x and z hold (x non-blocking) */
+  RP_COPY_HTOD,
+  RP_RANGE_SETTLE,        /* a host range x's work holds */
+  RP_WAIT_TRANSITIVE,     /* w waits on x's event; sync w */
+  RP_EVENT_DESTROY_LAST,  /* the event holds x's last reference */
+  RP_EVENT_RERECORD_LAST, /* ... and is recorded on z */
+  RP_OVERTAKEN_ENQUEUE,   /* hooks: a release of x overtakes x's enqueue */
+  RP_OVERTAKEN_WAIT,      /* hooks: a release of z overtakes z's wait on e */
+  RP_DESTROYED_AT_ENQUEUE, /* hooks: x destroyed between issue and record */
+  RP_COUNT
+};
+
+static const char *const rpath_name[RP_COUNT] = {
+    "stream_sync",        "stream_query",        "stream_destroy",
+    "stream_unref_last",  "event_sync",          "event_query",
+    "device_sync",        "buffer_free",         "copy_dtoh_settle",
+    "copy_htod_settle",   "host_range_settle",   "wait_transitive",
+    "event_destroy_last", "event_rerecord_last", "overtaken_enqueue",
+    "overtaken_wait",     "destroyed_at_enqueue",
+};
+
+enum raction {
+  RA_NONE,
+  RA_UNREF_X, /* the keep's own reference */
+  RA_DESTROY_X,
+  RA_ASYNC_X,
+  RA_SYNC_X,
+  RA_QUERY_X,
+  RA_RECORD_X, /* the event, on x */
+  RA_UNREF_Z,  /* z's last reference */
+  RA_DESTROY_Z,
+  RA_ASYNC_Z,
+  RA_SYNC_Z,
+  RA_WAIT_Z, /* z waits on the event */
+  RA_EVENT_SYNC,
+  RA_EVENT_QUERY,
+  RA_COPY_DTOH, /* the buffer x and z hold */
+  RA_COPY_HTOD,
+  RA_DEVICE_SYNC,
+  RA_FREE_B2, /* the buffer only x's work holds */
+  RA_RANGE_SETTLE,
+  RA_NEW_HANDLES, /* stream, event, buffer: create, use, end */
+  RA_COUNT
+};
+
+static const char *const raction_name[RA_COUNT] = {
+    "none",         "unref_x",     "destroy_x",   "async_x",
+    "sync_x",       "query_x",     "record_x",    "unref_z_last",
+    "destroy_z",    "async_z",     "sync_z",      "wait_z",
+    "event_sync",   "event_query", "copy_dtoh",   "copy_htod",
+    "device_sync",  "free_b2",     "range_settle", "new_handles",
+};
+
+static bool raction_needs_x(int a) {
+  return a >= RA_UNREF_X && a <= RA_RECORD_X;
+}
+
+static bool raction_needs_e(int a) {
+  return a == RA_RECORD_X || a == RA_WAIT_Z || a == RA_EVENT_SYNC ||
+         a == RA_EVENT_QUERY;
+}
+
+typedef struct rkit {
+  suite *S;
+  int path, action;
+  slc_stream *x, *z, *w, *v; /* v: where the event is recorded if not x */
+  bool kit_has_x, kit_has_z, keep_has_x, keep_has_z;
+  slc_event *e;
+  bool e_gone;
+  slc_buffer *B, *B2, *H;
+  counter ran, kz, nested;
+  atomic_int nested_issued;
+  int rc;
+  unsigned char scratch[64];
+} rkit;
+
+static int rk_async(rkit *k, slc_stream *s) {
+  uint64_t id = slc_buffer_id(k->B);
+  slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
+  int rc = slc_memset_d8_async(s, slc_buffer_dptr(k->B), 3, 64, &h);
+  if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+  return rc;
+}
+
+static int rk_new_handles(rkit *k) {
+  slc_context *c = k->S->c;
+  slc_stream *s;
+  slc_event *e;
+  slc_buffer *b;
+  int rc = slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &s);
+  if (rc != LDG_OK) return rc;
+  rc = slc_event_create(c, 0, &e);
+  if (rc == LDG_OK) {
+    rc = slc_buffer_alloc_device(c, 0, 64, &b);
+    if (rc == LDG_OK) {
+      uint64_t id = slc_buffer_id(b);
+      slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
+      rc = slc_memset_d8_async(s, slc_buffer_dptr(b), 1, 64, &h);
+      if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+      if (rc == LDG_OK) rc = slc_event_record(e, s);
+      if (rc == LDG_OK) rc = slc_buffer_free(b); /* settles s */
+      else (void)slc_buffer_free(b);
+    }
+    int rc2 = slc_event_destroy(e);
+    if (rc == LDG_OK) rc = rc2;
+  }
+  int rc3 = slc_stream_destroy(s);
+  if (rc == LDG_OK) rc = rc3;
+  slc_stream_unref(s);
+  return rc;
+}
+
+static void rk_keep(void *ctx) {
+  rkit *k = ctx;
+  slc_context *c = k->S->c;
+  bool flag;
+  int rc = LDG_OK;
+  switch (k->action) {
+    case RA_NONE: break;
+    case RA_UNREF_X:
+      slc_stream_unref(k->x);
+      k->keep_has_x = false;
+      break;
+    case RA_DESTROY_X: rc = slc_stream_destroy(k->x); break;
+    case RA_ASYNC_X: rc = rk_async(k, k->x); break;
+    case RA_SYNC_X: rc = slc_stream_synchronize(k->x); break;
+    case RA_QUERY_X: rc = slc_stream_query(k->x, &flag); break;
+    case RA_RECORD_X: rc = slc_event_record(k->e, k->x); break;
+    case RA_UNREF_Z:
+      slc_stream_unref(k->z);
+      k->keep_has_z = false;
+      break;
+    case RA_DESTROY_Z: rc = slc_stream_destroy(k->z); break;
+    case RA_ASYNC_Z: rc = rk_async(k, k->z); break;
+    case RA_SYNC_Z: rc = slc_stream_synchronize(k->z); break;
+    case RA_WAIT_Z: rc = slc_stream_wait_event(k->z, k->e); break;
+    case RA_EVENT_SYNC: rc = slc_event_synchronize(k->e); break;
+    case RA_EVENT_QUERY: rc = slc_event_query(k->e, &flag); break;
+    case RA_COPY_DTOH:
+      rc = slc_copy_dtoh(k->scratch, k->B, 0, sizeof(k->scratch));
+      break;
+    case RA_COPY_HTOD:
+      rc = slc_copy_htod(k->B, 0, k->scratch, sizeof(k->scratch));
+      break;
+    case RA_DEVICE_SYNC: rc = slc_device_synchronize(c, 0); break;
+    case RA_FREE_B2:
+      rc = slc_buffer_free(k->B2);
+      if (rc == LDG_OK) k->B2 = NULL;
+      break;
+    case RA_RANGE_SETTLE:
+      rc = slc_host_range_settle(c, slc_buffer_host(k->H), 64);
+      break;
+    case RA_NEW_HANDLES: rc = rk_new_handles(k); break;
+  }
+  k->rc = rc;
+  if (k->keep_has_x) {
+    slc_stream_unref(k->x);
+    k->keep_has_x = false;
+  }
+  count_release(&k->ran);
+}
+
+/* One-shot ledger hook of the overtaking paths. */
+typedef struct rk_hook {
+  rkit *k;
+  ldg_stream *target;
+  atomic_int armed;
+  bool destroy; /* destroy x instead of releasing the target */
+} rk_hook;
+
+static void rk_ledger_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                           void *arg) {
+  rk_hook *h = arg;
+  if (point != LDG__HOOK_ENQUEUE_RESERVED || s != h->target) return;
+  int one = 1;
+  if (!atomic_compare_exchange_strong(&h->armed, &one, 0)) return;
+  if (h->destroy) {
+    (void)slc_stream_destroy(h->k->x); /* on this thread, gate exited */
+  } else {
+    (void)ldg_release(s, ldg_mark(s)); /* covers the reserved seq */
+  }
+}
+
+/* Runs one scenario; returns PASS, FAIL or SKIP (combination not valid). */
+static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
+  const bool x_gone = path == RP_STREAM_UNREF ||
+                      path == RP_EVENT_DESTROY_LAST ||
+                      path == RP_EVENT_RERECORD_LAST;
+  const bool hooked = path == RP_OVERTAKEN_ENQUEUE ||
+                      path == RP_OVERTAKEN_WAIT ||
+                      path == RP_DESTROYED_AT_ENQUEUE;
+  const bool e_on_x = path == RP_EVENT_SYNC || path == RP_EVENT_QUERY ||
+                      path == RP_WAIT_TRANSITIVE || path == RP_OVERTAKEN_WAIT ||
+                      path == RP_EVENT_DESTROY_LAST ||
+                      path == RP_EVENT_RERECORD_LAST;
+  if (x_gone && raction_needs_x(action)) return SKIP;
+  if (path == RP_EVENT_DESTROY_LAST && raction_needs_e(action)) return SKIP;
+  /* The outer call frees B2: freeing it under that call is the caller's
+   * error (the free must be the last call on a buffer). */
+  if (path == RP_BUFFER_FREE && action == RA_FREE_B2) return SKIP;
+  /* The overtaking paths release x early on purpose (the hook stands for a
+   * release that raced ahead): freeing x's operand there is the test's. */
+  if ((path == RP_OVERTAKEN_ENQUEUE || path == RP_OVERTAKEN_WAIT) &&
+      action == RA_FREE_B2)
+    return SKIP;
+  if ((path == RP_COPY_DTOH || path == RP_COPY_HTOD) && !x_nb) return SKIP;
+  if (hooked && !S->hooks) return SKIP;
+
+  rkit *k = calloc(1, sizeof(*k));
+  CHECK(k != NULL);
+  k->S = S;
+  k->path = path;
+  k->action = action;
+  slc_context *c = S->c;
+  CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &k->B));
+  CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &k->B2));
+  CHECK_OK(slc_buffer_alloc_host(c, 4096, &k->H));
+  /* Settles drain the newest stream first: both orders. */
+  if (x_newer)
+    CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &k->z));
+  CHECK_OK(slc_stream_create(c, 0, x_nb ? SLC_STREAM_NONBLOCKING : 0, &k->x));
+  if (!x_newer)
+    CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &k->z));
+  CHECK_OK(slc_event_create(c, 0, &k->e));
+  CHECK_OK(slc_stream_create(c, 0, 0, &k->v));
+  k->kit_has_x = k->kit_has_z = true;
+  if (raction_needs_x(action)) {
+    slc_stream_ref(k->x);
+    k->keep_has_x = true;
+  }
+  if (action == RA_UNREF_Z) { /* the keep gets the kit's reference: last */
+    k->kit_has_z = false;
+    k->keep_has_z = true;
+  }
+  uint64_t idz = slc_buffer_id(k->B);
+  slc_hold hz = {count_keep(&k->kz), &idz, 1, NULL, 0};
+  CHECK_OK(slc_memset_d8_async(k->z, slc_buffer_dptr(k->B), 2, 4096, &hz));
+
+  uint64_t ids[] = {slc_buffer_id(k->B), slc_buffer_id(k->B2)};
+  ldg_range r = range_of(slc_buffer_host(k->H), 4096);
+  slc_hold hx = {{rk_keep, k}, ids, 2, &r, 1};
+  rk_hook hook = {k, NULL, 1, false};
+  if (hooked) {
+    hook.target = slc_stream_ledger(path == RP_OVERTAKEN_WAIT ? k->z : k->x);
+    hook.destroy = path == RP_DESTROYED_AT_ENQUEUE;
+    if (path != RP_OVERTAKEN_WAIT) CHECK(ldg__set_hook(rk_ledger_hook, &hook));
+  }
+  /* The event on v (not z: it would hold z's last reference) before x's
+   * operation: for two paths the keep runs during that operation. */
+  if (!e_on_x) CHECK_OK(slc_event_record(k->e, k->v));
+  /* x's operation (for two paths, the path itself). */
+  CHECK_OK(slc_copy_htod_async(k->x, slc_buffer_dptr(k->B2),
+                               slc_buffer_host(k->H), 4096, &hx));
+  if (hooked) ldg__set_hook(NULL, NULL);
+  if (e_on_x) CHECK_OK(slc_event_record(k->e, k->x));
+
+  bool flag = false;
+  switch (path) {
+    case RP_STREAM_SYNC: CHECK_OK(slc_stream_synchronize(k->x)); break;
+    case RP_STREAM_QUERY:
+      CHECK_OK(raw_stream_sync(S, k->x));
+      CHECK_OK(slc_stream_query(k->x, &flag));
+      CHECK(flag);
+      break;
+    case RP_STREAM_DESTROY: CHECK_OK(slc_stream_destroy(k->x)); break;
+    case RP_STREAM_UNREF:
+      k->kit_has_x = false;
+      slc_stream_unref(k->x);
+      break;
+    case RP_EVENT_SYNC: CHECK_OK(slc_event_synchronize(k->e)); break;
+    case RP_EVENT_QUERY:
+      CHECK_OK(raw_stream_sync(S, k->x));
+      CHECK_OK(slc_event_query(k->e, &flag));
+      CHECK(flag);
+      break;
+    case RP_DEVICE_SYNC: CHECK_OK(slc_device_synchronize(c, 0)); break;
+    case RP_BUFFER_FREE:
+      CHECK_OK(slc_buffer_free(k->B2));
+      k->B2 = NULL;
+      break;
+    case RP_COPY_DTOH: /* B: held by x and z, both drained */
+      CHECK_OK(slc_copy_dtoh(k->scratch, k->B, 0, 64));
+      break;
+    case RP_COPY_HTOD:
+      CHECK_OK(slc_copy_htod(k->B, 0, k->scratch, 64));
+      break;
+    case RP_RANGE_SETTLE:
+      CHECK_OK(slc_host_range_settle(c, slc_buffer_host(k->H), 4096));
+      break;
+    case RP_WAIT_TRANSITIVE:
+      CHECK_OK(slc_stream_create(c, 0, 0, &k->w));
+      CHECK_OK(slc_stream_wait_event(k->w, k->e));
+      CHECK_OK(slc_stream_synchronize(k->w));
+      break;
+    case RP_EVENT_DESTROY_LAST:
+      k->kit_has_x = false;
+      slc_stream_unref(k->x); /* the event's reference is the last */
+      CHECK_OK(slc_event_destroy(k->e));
+      k->e_gone = true;
+      break;
+    case RP_EVENT_RERECORD_LAST:
+      k->kit_has_x = false;
+      slc_stream_unref(k->x);
+      CHECK_OK(slc_event_record(k->e, k->z)); /* drops x: destroyed */
+      break;
+    case RP_OVERTAKEN_ENQUEUE: /* done: the keep ran inside the enqueue */
+    case RP_DESTROYED_AT_ENQUEUE:
+      break;
+    case RP_OVERTAKEN_WAIT:
+      CHECK(ldg__set_hook(rk_ledger_hook, &hook));
+      CHECK_OK(slc_stream_wait_event(k->z, k->e));
+      ldg__set_hook(NULL, NULL);
+      CHECK(atomic_load(&hook.armed) == 0);
+      break;
+  }
+  CHECK(count_of(&k->ran) == 1); /* the keep ran, on this path */
+  const bool x_may_be_destroyed =
+      path == RP_STREAM_DESTROY || path == RP_DESTROYED_AT_ENQUEUE ||
+      action == RA_DESTROY_X;
+  const bool ok = k->rc == LDG_OK ||
+                  (k->rc == LDG_EDESTROYED && x_may_be_destroyed &&
+                   raction_needs_x(action));
+  if (!ok) {
+    fprintf(stderr, "    the keep's call returned %d: %s\n", k->rc,
+            slc_last_error_message());
+    return FAIL;
+  }
+  /* Tear down: everything completes and is released exactly once. */
+  if (k->w != NULL) slc_stream_unref(k->w);
+  slc_stream_unref(k->v);
+  if (k->kit_has_x) {
+    int rc = slc_stream_synchronize(k->x);
+    CHECK(rc == LDG_OK || rc == LDG_EDESTROYED);
+    slc_stream_unref(k->x);
+  }
+  if (k->kit_has_z) {
+    int rc = slc_stream_synchronize(k->z);
+    CHECK(rc == LDG_OK || rc == LDG_EDESTROYED);
+    slc_stream_unref(k->z);
+  }
+  if (!k->e_gone) CHECK_OK(slc_event_destroy(k->e));
+  CHECK_OK(slc_buffer_free(k->B));
+  if (k->B2 != NULL) CHECK_OK(slc_buffer_free(k->B2));
+  CHECK_OK(slc_buffer_free(k->H));
+  CHECK(count_of(&k->ran) == 1 && count_of(&k->kz) == 1);
+  CHECK(count_of(&k->nested) == atomic_load(&k->nested_issued));
+  free(k);
+  return PASS;
+}
+
+static int t_keep_reentry(suite *S) {
+  int ran = 0, skipped = 0;
+  const bool verbose = getenv("CUDA_SUITE_VERBOSE") != NULL;
+  for (int path = 0; path < RP_COUNT; path++) {
+    for (int action = 0; action < RA_COUNT; action++) {
+      for (int v = 0; v < 4; v++) {
+        const bool nb = (v & 1) != 0, newer = (v & 2) != 0;
+        if (verbose)
+          fprintf(stderr, "    %s / %s / %s%s\n", rpath_name[path],
+                  raction_name[action], nb ? "non-blocking" : "blocking",
+                  newer ? ", newer" : "");
+        int r = rk_run(S, path, action, nb, newer);
+        if (r == FAIL) {
+          fprintf(stderr, "    path %s, keep calls %s, x %s%s\n",
+                  rpath_name[path], raction_name[action],
+                  nb ? "non-blocking" : "blocking",
+                  newer ? " (created after z)" : "");
+          return FAIL;
+        }
+        if (r == PASS) ran++;
+        else skipped++;
+      }
+    }
+  }
+  printf("    %d scenarios (%d paths x %d calls x 2 stream kinds x 2 "
+         "orders; %d not "
+         "applicable%s)\n",
+         ran, RP_COUNT, RA_COUNT, skipped,
+         S->hooks ? "" : "; the overtaking paths need the hooks build");
+  return PASS;
+}
+
 /* ---- Registry ----------------------------------------------------------- */
 
 /* Which run a test belongs to: the default run, or one of the modes (a
@@ -2430,6 +2830,9 @@ static const test tests[] = {
      "a destroy makes its context current again after the keeps ran", 0},
     {"add_wait_overtaken_reenters_event", t_add_wait_overtaken_reenters_event,
      "an overtaken wait runs keeps outside the event's mutex", T_HOOKS},
+    {"keep_reentry", t_keep_reentry,
+     "keeps call every allowed slc_ function on every path that runs keeps",
+     T_REENTRY},
 };
 
 #define N_TESTS (sizeof(tests) / sizeof(tests[0]))
