@@ -2208,8 +2208,10 @@ static int t_success_keeps_error_record(suite *S) {
   slc_event *ex, *ey;
   CHECK_OK(slc_event_create(S->c, 0, &ex));
   CHECK_OK(slc_event_create(S->c, 0, &ey));
-  CHECK_OK(slc_memset_d8_async(x, slc_buffer_dptr(D), 1, 64, NULL));
-  CHECK_OK(slc_memset_d8_async(y, slc_buffer_dptr(D), 2, 64, NULL));
+  uint64_t id = slc_buffer_id(D); /* so that freeing D settles them */
+  slc_hold hd = {{NULL, NULL}, &id, 1, NULL, 0};
+  CHECK_OK(slc_memset_d8_async(x, slc_buffer_dptr(D), 1, 64, &hd));
+  CHECK_OK(slc_memset_d8_async(y, slc_buffer_dptr(D) + 64, 2, 64, &hd));
   CHECK_OK(slc_event_record(ex, x));
   CHECK_OK(slc_event_record(ey, y));
   slc_stream_unref(x); /* the events hold the last references */
@@ -2429,7 +2431,9 @@ typedef struct rkit {
 static int rk_async(rkit *k, slc_stream *s) {
   uint64_t id = slc_buffer_id(k->B);
   slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
-  int rc = slc_memset_d8_async(s, slc_buffer_dptr(k->B), 3, 64, &h);
+  /* Bytes [64, 128) of B: no sync copy of the scenario reads them (a copy
+   * does not wait for work enqueued during its settle). */
+  int rc = slc_memset_d8_async(s, slc_buffer_dptr(k->B) + 64, 3, 64, &h);
   if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
   return rc;
 }
@@ -2586,7 +2590,10 @@ static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
   }
   uint64_t idz = slc_buffer_id(k->B);
   slc_hold hz = {count_keep(&k->kz), &idz, 1, NULL, 0};
-  CHECK_OK(slc_memset_d8_async(k->z, slc_buffer_dptr(k->B), 2, 4096, &hz));
+  /* B's second half: the sync copies use [0, 64), keeps' async calls
+   * [64, 128). */
+  CHECK_OK(slc_memset_d8_async(k->z, slc_buffer_dptr(k->B) + 2048, 2, 2048,
+                               &hz));
 
   uint64_t ids[] = {slc_buffer_id(k->B), slc_buffer_id(k->B2)};
   ldg_range r = range_of(slc_buffer_host(k->H), 4096);
@@ -2732,6 +2739,227 @@ static int t_keep_reentry(suite *S) {
   return PASS;
 }
 
+/* ---- --fault-sweep: every driver call failing once, at each call site -----
+ * A scenario that uses every part of the layer runs once to count the
+ * driver calls it makes per entry point; then, for each entry X and each n,
+ * it runs again on a fresh executor with the n-th call of X failing
+ * (hd_fail_nth). Every call of the scenario that fails must fail with that
+ * injected error — its code, the CUresult, the entry's name in the message
+ * (slc_last_error()) — and then succeed when retried (the failure was
+ * once). Throughout, no keep may run before the work it holds is done
+ * (hd_pending_touching in the staging keep, pageable memory freed by keeps:
+ * ASan), no buffer may be freed under pending work (hd_early_frees), every
+ * keep runs exactly once, the data arrives, and nothing is left behind
+ * (hd_shutdown counts 0). A failure the layer absorbs (a void call, a
+ * context switch it does not need) is listed, not failed.
+ */
+typedef struct sweep {
+  suite *S;
+  const char *entry; /* the entry failing, or NULL (the counting run) */
+  long nth;
+  CUresult code;
+  int failures_seen; /* calls of the scenario that returned the failure */
+  char where[160];   /* which call of the scenario failed */
+} sweep;
+
+#define SWEEP_CODE CUDA_ERROR_LAUNCH_FAILED
+
+/* A call of the scenario returned rc: LDG_OK, or the injected failure. */
+static int sweep_check(sweep *w, const char *call, int rc, bool retried) {
+  if (rc == LDG_OK) return PASS;
+  const slc_error *e = slc_last_error();
+  bool ok = !retried && w->entry != NULL && hd_nth_fired() == 1 &&
+            w->failures_seen == 0 && rc == e->code && e->cu == SWEEP_CODE &&
+            rc == slc_code_of(SWEEP_CODE) &&
+            strstr(e->message, w->entry) != NULL &&
+            strstr(e->message, "CUDA_ERROR_LAUNCH_FAILED") != NULL;
+  if (!ok) {
+    fprintf(stderr,
+            "    %s%s returned %d (%s)\n      record: code %d, CUresult %d, "
+            "\"%s\"\n",
+            call, retried ? " (retried)" : "", rc, slc_strerror(rc), e->code,
+            (int)e->cu, e->message);
+    return FAIL;
+  }
+  w->failures_seen++;
+  snprintf(w->where, sizeof(w->where), "%s", call);
+  return PASS;
+}
+
+/* call, and once more if it failed with the injected error. */
+#define SWEEP_STEP(call)                                           \
+  do {                                                             \
+    int rc_ = (call);                                              \
+    if (sweep_check(w, #call, rc_, false) != PASS) return FAIL;    \
+    if (rc_ != LDG_OK) {                                           \
+      rc_ = (call);                                                \
+      if (sweep_check(w, #call, rc_, true) != PASS) return FAIL;   \
+    }                                                              \
+  } while (0)
+
+/* A destroy whose driver destroy failed has destroyed the stream in the
+ * ledger: the retry says so. */
+#define SWEEP_DESTROY(s)                                                   \
+  do {                                                                     \
+    int rc_ = slc_stream_destroy(s);                                       \
+    if (sweep_check(w, "slc_stream_destroy", rc_, false) != PASS)          \
+      return FAIL;                                                         \
+    if (rc_ != LDG_OK) {                                                   \
+      rc_ = slc_stream_destroy(s);                                         \
+      if (rc_ != LDG_EDESTROYED &&                                         \
+          sweep_check(w, "slc_stream_destroy", rc_, true) != PASS)         \
+        return FAIL;                                                       \
+    }                                                                      \
+  } while (0)
+
+static int sweep_scenario(sweep *w) {
+  suite *S = w->S;
+  const size_t n = 4096, bytes = n * 4;
+  slc_context *c = NULL;
+  SWEEP_STEP(slc_context_create(&S->drv, &c));
+  const int d1 = slc_device_count(c) > 1 ? 1 : 0;
+  slc_stream *s0, *n0, *n1;
+  SWEEP_STEP(slc_stream_create(c, 0, 0, &s0));
+  SWEEP_STEP(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &n0));
+  SWEEP_STEP(slc_stream_create(c, d1, SLC_STREAM_NONBLOCKING, &n1));
+  slc_event *e0;
+  SWEEP_STEP(slc_event_create(c, 0, &e0));
+  slc_buffer *D0, *D1;
+  SWEEP_STEP(slc_buffer_alloc_device(c, 0, bytes, &D0));
+  SWEEP_STEP(slc_buffer_alloc_device(c, d1, bytes, &D1));
+  staging st;
+  memset(&st, 0, sizeof(st));
+  st.S = S;
+  st.bytes = bytes;
+  SWEEP_STEP(slc_buffer_alloc_host(c, bytes, &st.buf));
+  fill(slc_buffer_host(st.buf), n, 3);
+  slc_module *m;
+  SWEEP_STEP(slc_module_load(c, 0, slc_test_ptx, &m));
+  CUfunction add1;
+  SWEEP_STEP(slc_module_function(m, "add1", &add1));
+  counter k = {0};
+  int expect_k = 0;
+
+  /* s0: H -> D0 (staging), add1; e0 after; n0 waits, then overwrites. */
+  uint64_t ids[] = {slc_buffer_id(st.buf), slc_buffer_id(D0)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold hs = {{staging_release, &st}, ids, 2, &r, 1};
+  SWEEP_STEP(slc_copy_htod_async(s0, slc_buffer_dptr(D0),
+                                 slc_buffer_host(st.buf), bytes, &hs));
+  CUdeviceptr p0 = slc_buffer_dptr(D0);
+  unsigned nn = (unsigned)n;
+  void *params[] = {&p0, &nn};
+  uint64_t id0 = slc_buffer_id(D0), id1 = slc_buffer_id(D1);
+  slc_hold hk = {count_keep(&k), &id0, 1, NULL, 0};
+  SWEEP_STEP(slc_launch(s0, add1, (slc_dim3){(nn + 255) / 256, 1, 1},
+                        (slc_dim3){256, 1, 1}, 0, params, &hk));
+  expect_k++;
+  SWEEP_STEP(slc_event_record(e0, s0));
+  SWEEP_STEP(slc_stream_wait_event(n0, e0));
+  unsigned char *out = malloc(bytes);
+  CHECK(out != NULL);
+  SWEEP_STEP(slc_copy_dtoh_async(n0, out, slc_buffer_dptr(D0), bytes, &hk));
+  expect_k++;
+  SWEEP_STEP(slc_memset_d8_async(n0, slc_buffer_dptr(D0), 0x5A, bytes, &hk));
+  expect_k++;
+  /* n1: pageable staging freed by its keep (ASan if early). */
+  freeing *f = malloc(sizeof(*f));
+  CHECK(f != NULL);
+  f->p = malloc(bytes);
+  f->count = &k;
+  CHECK(f->p != NULL);
+  memset(f->p, 0x33, bytes);
+  ldg_range rf = range_of(f->p, bytes);
+  slc_hold hf = {{free_release, f}, &id1, 1, &rf, 1};
+  SWEEP_STEP(slc_copy_htod_async(n1, slc_buffer_dptr(D1), f->p, bytes, &hf));
+  expect_k++;
+  SWEEP_STEP(slc_copy_dtod_async(n1, slc_buffer_dptr(D1),
+                                 slc_buffer_dptr(D1) + bytes / 2, 64, &hk));
+  expect_k++;
+
+  bool flag;
+  SWEEP_STEP(slc_stream_query(s0, &flag));
+  SWEEP_STEP(slc_event_query(e0, &flag));
+  SWEEP_STEP(slc_event_synchronize(e0));
+  unsigned char *back = malloc(bytes);
+  CHECK(back != NULL);
+  SWEEP_STEP(slc_copy_dtoh(back, D0, 0, bytes)); /* settles n0 */
+  CHECK(all_bytes(back, bytes, 0x5A));
+  /* What n0 copied out before its memset: the staging data, plus 1. */
+  CHECK(mismatch(out, n, 3, 1) == n);
+  SWEEP_STEP(slc_copy_htod(D1, 0, back, 64)); /* settles n1 */
+  SWEEP_STEP(slc_stream_synchronize(s0));
+  SWEEP_STEP(slc_device_synchronize(c, d1));
+  SWEEP_STEP(slc_host_range_settle(c, slc_buffer_host(st.buf), bytes));
+  CHECK(atomic_load(&st.released) == 1 && atomic_load(&st.early) == 0);
+  SWEEP_STEP(slc_buffer_free(D1));
+  SWEEP_DESTROY(n1);
+  slc_stream_unref(n1);
+  /* n0 gets work, then its last reference goes (a destroy inside). */
+  SWEEP_STEP(slc_memset_d8_async(n0, slc_buffer_dptr(D0), 1, 64, &hk));
+  expect_k++;
+  slc_stream_unref(n0);
+  SWEEP_STEP(slc_event_destroy(e0));
+  slc_stream_unref(s0);
+  SWEEP_STEP(slc_module_unload(m));
+  SWEEP_STEP(slc_buffer_free(D0));
+  SWEEP_STEP(slc_buffer_free(st.buf));
+  SWEEP_STEP(slc_context_destroy(c));
+  CHECK(count_of(&k) == expect_k);
+  CHECK(hd_early_frees() == 0);
+  free(out);
+  free(back);
+  return PASS;
+}
+
+static int t_fault_sweep(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's failure injection");
+  /* The suite's own context is not used: each run gets a fresh executor. */
+  CHECK_OK(slc_context_destroy(S->c));
+  S->c = NULL;
+  hd_config cfg = {S->host_devices, S->delay_us};
+  sweep w = {S, NULL, 0, SWEEP_CODE, 0, ""};
+  hd_calls_reset();
+  CHECK(sweep_scenario(&w) == PASS);
+  long counts[HD_E_COUNT];
+  long total = 0;
+  for (int i = 0; i < HD_E_COUNT; i++) {
+    counts[i] = hd_calls(hd_entry_name(i));
+    total += counts[i];
+  }
+  /* Under a sanitizer every third call site (each entry's first and last
+   * always), to keep CI's time modest; all of them otherwise. */
+  const long stride = SUITE_SANITIZED ? 3 : 1;
+  int runs = 0, absorbed = 0;
+  for (int i = 0; i < HD_E_COUNT; i++) {
+    for (long nth = 1; nth <= counts[i]; nth++) {
+      if (nth != 1 && nth != counts[i] && nth % stride != 0) continue;
+      long leaked = hd_shutdown();
+      CHECK(leaked == 0);
+      CHECK(hd_install(&S->drv, &cfg) == 0);
+      w = (sweep){S, hd_entry_name(i), nth, SWEEP_CODE, 0, ""};
+      CHECK(hd_fail_nth(w.entry, nth, SWEEP_CODE) == 0);
+      int r = sweep_scenario(&w);
+      if (r != PASS || hd_nth_armed()) {
+        fprintf(stderr, "    with call %ld of %s failing%s\n", nth, w.entry,
+                hd_nth_armed() ? " (never reached: the calls changed)" : "");
+        return FAIL;
+      }
+      runs++;
+      if (w.failures_seen == 0) {
+        absorbed++;
+        printf("    absorbed: call %ld of %s (no call of the scenario "
+               "failed)\n",
+               nth, w.entry);
+      }
+    }
+  }
+  printf("    %ld driver calls per run; %d runs each with one failing, %d "
+         "absorbed by the layer\n",
+         total, runs, absorbed);
+  return PASS;
+}
+
 /* ---- Registry ----------------------------------------------------------- */
 
 /* Which run a test belongs to: the default run, or one of the modes (a
@@ -2833,6 +3061,10 @@ static const test tests[] = {
     {"keep_reentry", t_keep_reentry,
      "keeps call every allowed slc_ function on every path that runs keeps",
      T_REENTRY},
+    {"fault_sweep", t_fault_sweep,
+     "each driver call of a scenario failing once: errors reach the caller, "
+     "nothing is released early or leaked",
+     T_SWEEP},
 };
 
 #define N_TESTS (sizeof(tests) / sizeof(tests[0]))

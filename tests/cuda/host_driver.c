@@ -742,21 +742,33 @@ static CUresult CUDAAPI hd_cuStreamDestroy(CUstream hStream) {
     r = CUDA_ERROR_INVALID_CONTEXT;
     s = NULL;
   } else if (!hd_fault_take(HD_FAULT_STREAM_DESTROY, &r)) {
-    /* As the driver: returns at once; pending work still runs and the
-     * worker exits once it drained (joined by hd_shutdown). Unlinked now,
-     * so later calls on the handle fail; a context sync still waits. */
+    /* As the driver: returns without waiting for pending work, which still
+     * runs (the worker exits once it drained; hd_shutdown joins it; a
+     * context sync still waits for it). An idle stream's worker is joined
+     * here. Unlinked now, so later calls on the handle fail. */
     for (struct hd_stream **p = &hd.streams; *p != NULL; p = &(*p)->next) {
       if (*p == s) {
         *p = s->next;
         break;
       }
     }
-    s->next = hd.dying;
-    hd.dying = s;
     s->stop = true;
     hd_wake();
+    if (s->head == NULL) {
+      s->next = NULL; /* idle: its worker exits at once; joined below */
+    } else {
+      s->next = hd.dying;
+      hd.dying = s;
+      s = NULL;
+    }
+  } else {
+    s = NULL; /* the injected failure: the stream stays */
   }
   hd_unlock();
+  if (s != NULL) {
+    pthread_join(s->thread, NULL);
+    free(s);
+  }
   return r;
 }
 
