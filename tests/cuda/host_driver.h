@@ -22,6 +22,9 @@
  *     time of the call; cuEventQuery/Synchronize see the last record (a
  *     never-recorded event is complete). Stream/context synchronise wait for
  *     the workers to drain what was submitted before the call.
+ *   - cuStreamDestroy returns without waiting: queued work still runs (a
+ *     context sync waits for it; hd_shutdown joins the worker). It, like
+ *     the issues, requires the stream's context to be current.
  *   - The synchronous copies (cuMemcpyHtoD/DtoH) follow the legacy default
  *     stream: they first wait for every blocking stream of the current
  *     context to drain.
@@ -30,7 +33,10 @@
  *     cuModuleGetFunction finds the host kernels registered by name.
  * Knobs: a delay before each copy or kernel (widens the window in which a
  * premature release corrupts data), a hold that stops every worker before
- * its next operation, and one-shot failures per entry point.
+ * its next operation, one-shot failures per fault point, and a generic "the
+ * n-th call of entry X fails" (hd_fail_nth). Checks: whether a queued copy
+ * still touches some memory (hd_pending_touching), frees of memory pending
+ * work still touches (hd_early_frees).
  *
  * Threading: every entry point may be called from any thread. One mutex and
  * one condition variable guard the executor's state; no memory operation
