@@ -9,9 +9,10 @@
 #include <stdbool.h>
 
 enum slc__hook_point {
-  /* A drain (ldg_settle_vector) found its stream being destroyed and is
-   * about to wait for that destroy's synchronisation. Runs once per drain,
-   * on the draining thread, holding nothing. */
+  /* A drain (ldg_settle_vector), or the sync after a record that failed,
+   * found its stream being destroyed and is about to wait for that
+   * destroy's synchronisation. Runs once per such wait, on the waiting
+   * thread, holding nothing. */
   SLC__HOOK_DRAIN_WAITS = 1,
 };
 
