@@ -2127,6 +2127,9 @@ static int t_failed_unref_keeps_other_devices(suite *S) {
   CHECK(hd_nth_fired() == 1);
   int released = atomic_load(&st.released), early = atomic_load(&st.early);
   hd_hold(false);
+  if (released != 0 || early != 0)
+    fprintf(stderr, "    released=%d early=%d, a's copy complete: %s\n",
+            released, early, early ? "NO" : "yes");
   CHECK(released == 0 && early == 0); /* a's copy from H still pends */
   CHECK(count_of(&kb) == 0);
   CHECK_OK(slc_stream_synchronize(a));
