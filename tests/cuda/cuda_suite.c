@@ -2616,6 +2616,9 @@ static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
   if (hooked) ldg__set_hook(NULL, NULL);
   if (e_on_x) CHECK_OK(slc_event_record(k->e, k->x));
 
+  /* A sentinel in the error record: successful calls (the path's, and the
+   * keep's when it succeeds) must leave it. */
+  CHECK_RC(slc_event_synchronize(NULL), LDG_EINVAL);
   bool flag = false;
   switch (path) {
     case RP_STREAM_SYNC: CHECK_OK(slc_stream_synchronize(k->x)); break;
@@ -2686,6 +2689,12 @@ static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
     fprintf(stderr, "    the keep's call returned %d: %s\n", k->rc,
             slc_last_error_message());
     return FAIL;
+  }
+  /* (Two paths ran the keep before the sentinel: during x's operation.) */
+  if (k->rc == LDG_OK && path != RP_OVERTAKEN_ENQUEUE &&
+      path != RP_DESTROYED_AT_ENQUEUE) {
+    CHECK(slc_last_error()->code == LDG_EINVAL);
+    CHECK(strcmp(slc_last_error()->call, "slc_event_synchronize") == 0);
   }
   /* Tear down: everything completes and is released exactly once. */
   if (k->w != NULL) slc_stream_unref(k->w);
