@@ -11,6 +11,10 @@
  *             of its last enqueue every K ops.
  *   shared    all threads enqueue on one stream; every K ops each of them
  *             reads the stream's mark and releases to it.
+ *   ceiling   not a ledger (issue 11): each thread reserves a sequence with
+ *             one fetch_add on one shared line and writes that sequence's
+ *             64-byte slot, the least a sequence-indexed ring must do. Runs
+ *             with shared; the shared rows say what fraction of it they reach.
  *   serving   each thread owns a copy stream a and a compute stream b on
  *             device tid % 4: per request, a copy on a, mark a, b waits on
  *             that mark, two operations on b; every 4 requests it releases b
@@ -448,6 +452,77 @@ static const workload wl_shared = {
     noop_worker, shared_run, noop_worker,
 };
 
+/* ---- Workload: the ceiling of one shared stream (issue 11) ------------------
+ * Not a ledger: the least any sequence-indexed ring must do per enqueue. Each
+ * thread reserves a sequence with one fetch_add on one shared line and writes
+ * that sequence's 64-byte slot (what an enqueue writes: state, keep, one id,
+ * one range) in a ring of CEIL_SLOTS lines, then publishes it with a release
+ * store. Nothing is ever released or read back, so no keep runs: the shared
+ * rows are reported as a fraction of this, measured in the same run. The row
+ * runs under the ledger's table only to reuse the harness (its ledger is
+ * created and left unused). */
+enum { CEIL_SLOTS = 1u << 16 }; /* 4 MiB: larger than a core's L2 */
+
+struct ceil_slot {
+  _Alignas(64) _Atomic uint64_t state; /* the seq, stored last (release) */
+  void (*fn)(void *);
+  void *ctx;
+  uint64_t vec;
+  uint64_t addr, bytes;
+  uint64_t pad[2];
+};
+
+struct ceil_ring {
+  _Alignas(64) _Atomic uint64_t next; /* the one shared line */
+  char pad[56];
+  struct ceil_slot slots[CEIL_SLOTS];
+};
+
+static void ceiling_row_setup(row_ctx *rc) {
+  struct ceil_ring *r = aligned_alloc(64, sizeof *r);
+  if (r == NULL) abort();
+  memset(r, 0, sizeof *r); /* faults every page in before the warm-up */
+  rc->shared = r;
+}
+
+static void ceiling_row_teardown(row_ctx *rc) { free(rc->shared); }
+
+static inline void ceiling_one(struct ceil_ring *r, uint64_t vec, uint64_t addr,
+                               uint64_t id) {
+  uint64_t seq = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed) + 1;
+  struct ceil_slot *slot = &r->slots[seq & (CEIL_SLOTS - 1)];
+  slot->fn = keep_fn;
+  slot->ctx = (void *)(uintptr_t)id;
+  slot->vec = vec;
+  slot->addr = addr;
+  slot->bytes = 4096;
+  atomic_store_explicit(&slot->state, seq, memory_order_release);
+}
+
+static void ceiling_run(worker *w) {
+  struct ceil_ring *r = w->rc->shared;
+  while (phase_going(w)) {
+    uint64_t i = w->ops;
+    uint64_t vec = VEC_BASE(w->tid) + (i & 255);
+    uint64_t addr = HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096;
+    if (--w->sample_countdown == 0) { /* timed like an enqueue */
+      w->sample_countdown = opt.sample_every;
+      uint64_t t0 = tick_begin();
+      ceiling_one(r, vec, addr, i);
+      uint64_t t1 = tick_end();
+      if (w->rc->timed) push_sample(w, t1 - t0);
+    } else {
+      ceiling_one(r, vec, addr, i);
+    }
+    w->ops++;
+  }
+}
+
+static const workload wl_ceiling = {
+    "ceiling", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_run, noop_worker,
+};
+
 /* ---- Workload: serving mix --------------------------------------------------- */
 
 enum { SERVE_RELEASE_EVERY = 4, SERVE_SNAPSHOT_EVERY = 64 };
@@ -571,10 +646,12 @@ typedef struct row_result {
   double fill_ms, release_ms;
   size_t peak_bytes, bytes_after_release, bytes_after_quiesce;
   bool is_backlog;
+  double of_ceiling; /* shared: ops_per_s / the ceiling loop's, same threads */
 } row_result;
 
 static row_result *results;
 static size_t n_results, cap_results;
+static double ceiling_ops[16]; /* by index into opt.thread_list */
 
 static row_result *new_result(void) {
   if (n_results == cap_results) {
@@ -907,6 +984,7 @@ static void write_json(const char *path, int argc, char **argv) {
             r->ns_per_op, r->p50_ns, r->p99_ns, r->p999_ns, r->max_ns, r->samples);
     if (m != NULL && m != r)
       fprintf(f, ", \"ratio_vs_mutex\": %.3f", r->ops_per_s / m->ops_per_s);
+    if (r->of_ceiling > 0) fprintf(f, ", \"of_ceiling\": %.4f", r->of_ceiling);
     if (r->reader_qps > 0)
       fprintf(f, ", \"reader_qps\": %.1f, \"reader_cost\": %.4f", r->reader_qps,
               r->reader_cost);
@@ -927,8 +1005,9 @@ static void write_json(const char *path, int argc, char **argv) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: ledger_bench [options]\n"
-          "  --workload NAME   private | shared | serving | backlog (default: all;\n"
-          "                    serving includes serving+reader)\n"
+          "  --workload NAME   private | shared | ceiling | serving | backlog\n"
+          "                    (default: all; serving includes serving+reader;\n"
+          "                    shared runs the ceiling loop too)\n"
           "  --max-threads N   cap of the thread counts 1,2,4,8,16 (default: online CPUs)\n"
           "  --threads LIST    comma-separated thread counts instead (e.g. 1,2,4)\n"
           "  --seconds S       timed phase per row (default 1.0; warm-up 0.2 s)\n"
@@ -1036,6 +1115,7 @@ static void parse_args(int argc, char **argv) {
 #undef NEED_VALUE
   }
   if (opt.workload != NULL && !want("private") && !want("shared") &&
+      !want("ceiling") &&
       !want("serving") && !want("backlog")) {
     fprintf(stderr, "ledger_bench: unknown workload %s\n", opt.workload);
     exit(2);
@@ -1082,10 +1162,24 @@ static void run_threaded(const workload *wl, bool with_reader) {
       memset(&plain[k], 0, sizeof plain[k]);
       run_row_median(impls[k], wl, t, false, &plain[k]);
       plain[k].workload = wl->name;
+      /* Issue 11: one shared stream as a fraction of the ceiling loop,
+       * measured in this run at the same thread count. */
+      if (wl == &wl_shared && ceiling_ops[ti] > 0)
+        plain[k].of_ceiling = plain[k].ops_per_s / ceiling_ops[ti];
       *new_result() = plain[k];
       show[k] = &plain[k];
     }
-    print_row(wl->name, t, show[IMPL_LEDGER], show[IMPL_MUTEX], "");
+    char plain_notes[160] = "";
+    if (wl == &wl_shared && ceiling_ops[ti] > 0) {
+      int len = snprintf(plain_notes, sizeof plain_notes, "of ceiling:");
+      for (int k = 0; k < N_IMPLS; k++) {
+        if (!opt.run_impl[k]) continue;
+        len += snprintf(plain_notes + len, sizeof plain_notes - (size_t)len,
+                        " %s %.0f%%", k == IMPL_LEDGER ? "ldg" : "mtx",
+                        100.0 * plain[k].of_ceiling);
+      }
+    }
+    print_row(wl->name, t, show[IMPL_LEDGER], show[IMPL_MUTEX], plain_notes);
     if (!with_reader) continue;
 
     char notes[160];
@@ -1107,6 +1201,23 @@ static void run_threaded(const workload *wl, bool with_reader) {
         len += snprintf(notes + len, sizeof notes - (size_t)len, " %s %.2f",
                         k == IMPL_LEDGER ? "ldg" : "mtx", rr[k].reader_qps / 1e6);
     print_row("serving+reader", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
+  }
+}
+
+/* The ceiling loop at every thread count (issue 11); remembers its
+ * throughput for the shared rows' "of ceiling" column. */
+static void run_ceiling_rows(void) {
+  for (int ti = 0; ti < opt.n_thread_list; ti++) {
+    int t = opt.thread_list[ti];
+    row_result r;
+    memset(&r, 0, sizeof r);
+    run_row_median(impls[IMPL_LEDGER], &wl_ceiling, t, false, &r);
+    r.workload = wl_ceiling.name;
+    r.impl = "ceiling";
+    *new_result() = r;
+    ceiling_ops[ti] = r.ops_per_s;
+    print_row("ceiling", t, &r, NULL,
+              "fetch_add on one line + a 64 B slot write (no ledger)");
   }
 }
 
@@ -1179,6 +1290,7 @@ int main(int argc, char **argv) {
   print_header();
 
   if (want("private")) run_threaded(&wl_private, false);
+  if (want("shared") || want("ceiling")) run_ceiling_rows();
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
   if (want("backlog")) run_backlog_rows();
