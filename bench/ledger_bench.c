@@ -216,6 +216,7 @@ static struct {
   unsigned repeat; /* runs per row; the one of median throughput is kept */
   bool pin;
   bool reader; /* serving also runs serving+reader */
+  bool ceiling; /* shared also runs the ceiling loop */
   double reader_rate; /* reader queries per second; 0 = without pause */
   bool smoke;
   bool run_impl[N_IMPLS];
@@ -231,6 +232,7 @@ static struct {
     .repeat = 1,
     .pin = true,
     .reader = true,
+    .ceiling = true,
     .pool_limit = -1,
 #ifdef BENCH_EVIDENCE
     .run_impl = {true, false},
@@ -1097,7 +1099,7 @@ static void write_json(const char *path, int argc, char **argv) {
     fprintf(f, ", \"ns_per_op\": %.2f, \"p50_ns\": %.1f, \"p99_ns\": %.1f"
                ", \"p999_ns\": %.1f, \"max_ns\": %.1f, \"samples\": %zu",
             r->ns_per_op, r->p50_ns, r->p99_ns, r->p999_ns, r->max_ns, r->samples);
-    if (m != NULL && m != r)
+    if (m != NULL && m != r && m->ops_per_s > 0 && r->holds_vector_ns == 0)
       fprintf(f, ", \"ratio_vs_mutex\": %.3f", r->ops_per_s / m->ops_per_s);
     if (r->holds_vector_ns > 0)
       fprintf(f, ", \"pending\": %" PRIu64 ", \"holds_vector_miss_ns\": %.1f"
@@ -1138,6 +1140,7 @@ static void usage(FILE *f) {
           "  --impl WHICH      both | ledger | mutex (default both)\n"
           "  --no-pin          do not pin threads to CPUs\n"
           "  --no-reader       skip the serving+reader rows\n"
+          "  --no-ceiling      skip the ceiling rows that come with shared\n"
           "  --reader-rate Q   pace the reader to Q queries/s (default: no pause)\n"
           "  --pool-limit B    the ledger's segment pool limit in bytes (default:\n"
           "                    the library's, 1 MiB)\n"
@@ -1221,6 +1224,8 @@ static void parse_args(int argc, char **argv) {
       }
     } else if (strcmp(a, "--no-pin") == 0) {
       opt.pin = false;
+    } else if (strcmp(a, "--no-ceiling") == 0) {
+      opt.ceiling = false;
     } else if (strcmp(a, "--no-reader") == 0) {
       opt.reader = false;
     } else if (strcmp(a, "--reader-rate") == 0) {
@@ -1420,7 +1425,8 @@ int main(int argc, char **argv) {
   print_header();
 
   if (want("private")) run_threaded(&wl_private, false);
-  if (want("shared") || want("ceiling")) run_ceiling_rows();
+  if ((want("shared") && opt.ceiling) || (opt.workload != NULL && want("ceiling")))
+    run_ceiling_rows();
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
   if (want("backlog")) run_backlog_rows();
