@@ -6,6 +6,9 @@
 #   tools/gpu_build.sh                       # here: gpu-bin/ (carry it)
 #   gpu-bin/issue11_run.sh [--quick] [BIN_DIR] OUT_DIR   # there
 #   bench/plot.sh OUT_DIR/ledger.json OUT_DIR/ledger.png # back here
+# Through the device tool (it returns at most 8 files), write to a scratch
+# folder and tar it:  gpu-bin/issue11_run.sh /tmp/i11 > $OUT/run.log 2>&1;
+#                     tar czf $OUT/issue11.tgz -C /tmp i11
 #
 # Writes into OUT_DIR:
 #   host.txt          date, CPU, kernel, what the binaries were built from
