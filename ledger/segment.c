@@ -48,6 +48,29 @@
  *   what waits for a grace period, plus the pools. Retired segments go to
  *   the ledger's pool (pool.c) after their grace period; extending a ring,
  *   or creating a stream, pops one there before allocating.
+ *
+ * THE SPARE: THE NEXT SEGMENT, READY BEFORE IT IS NEEDED
+ *   Allocating and zeroing a 64 KiB segment on memory another CPU freed takes
+ *   7-8 us (issue 11's evidence, bench/RESULTS.md): done by the enqueuer
+ *   that crosses a segment's end, it was the p99.9 of enqueue, and done
+ *   inside a read-side section it made grace periods spin and send
+ *   membarrier IPIs. So a release (ldg_release, ldg_release_all), once the
+ *   newest segment is half used (tail past s->spare_at), prepares the next
+ *   one, of the size an extension would choose then: pops it from the pool
+ *   or allocates and zeroes it — outside any read-side section — and parks
+ *   it in s->spare. The extender takes it with one exchange, sets its base
+ *   and links it as before; when there is no spare, or it is not the size
+ *   the extender chooses (the pace changed: it goes to the pool), the
+ *   extender gets one itself (ldg__seg_get), after looking once more whether
+ *   another extender linked one meanwhile. The spare is just where
+ *   a clean segment comes from: it is never reachable from head or tailseg,
+ *   no reader can see it, and the exchange hands it to exactly one thread.
+ *   A preparer that displaces another's spare, and ldg_ledger_trim, which
+ *   drops every spare, retire it through a grace period like a loser's
+ *   segment (it may have come from the pool); the stream's free destroys
+ *   its spare (back to the pool). Memory: at most one segment (64 KiB) per
+ *   stream on top of the newest, and only on streams past their first
+ *   segment whose last release found the newest segment half used.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -145,10 +168,19 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->released, 0);
   atomic_init(&s->ops_released, 0);
   atomic_init(&s->waits_enqueued, 0);
+  atomic_init(&s->spare, NULL);
+  /* No spare for the first segment: short-lived streams would allocate
+   * one each. The first extension sets it. */
+  atomic_init(&s->spare_at, UINT64_MAX);
   return LDG_OK;
 }
 
 void ldg__ring_free_all(ldg_stream *s) {
+  /* Past the stream's grace period, which began after the spare was
+   * parked: no popper that saw it in the pool is still reading it, so it
+   * may go back to the pool now (or be freed), as after its own. */
+  struct ldg__seg *spare = ldg__load_acquire(&s->spare);
+  if (spare != NULL) ldg__seg_pool_cb(&spare->rcu);
   /* In the stream's free callback, after its grace period (every access
    * to the ring happens-before it); acquire as any walk. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
@@ -237,16 +269,35 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   }
   struct ldg__seg *next = ldg__load_acquire(&g->next);
   if (next == NULL) {
-    ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
     uint64_t now = ldg__now_ns();
+    /* Acquire: pairs with the preparer's exchange (the spare's zeroed slots
+     * and header). Only this thread has it now: it is not yet published. */
+    uint32_t size =
+        ldg__next_seg_size(s, g, ldg__load_relaxed(&s->tail), now);
     struct ldg__seg *fresh =
-        ldg__seg_get(s, g->base + g->size, ldg__next_seg_size(s, g, t, now));
-    if (fresh == NULL) return LDG_ENOMEM;
+        ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+    if (fresh != NULL && fresh->size != size) {
+      /* Prepared for another pace: to the pool, and the right size from
+       * there (the pool is per size). */
+      ldg__seg_retire(fresh);
+      fresh = NULL;
+    }
+    if (fresh != NULL) {
+      fresh->base = g->base + g->size;
+    } else {
+      /* Another extender may have linked one while we looked. */
+      next = ldg__load_acquire(&g->next);
+      if (next != NULL) goto link;
+      fresh = ldg__seg_get(s, g->base + g->size, size);
+      if (fresh == NULL) return LDG_ENOMEM;
+    }
     fresh->born_ns = now;
     LDG__HOOK(LDG__HOOK_SEGMENT_ALLOCATED, s);
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
+      /* Where the next release starts preparing the spare: half way. */
+      ldg__store_relaxed(&s->spare_at, fresh->base + fresh->size / 2);
       LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
     } else {
       /* Another enqueuer linked one first. Ours was never linked, but it
@@ -257,6 +308,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
       next = expected;
     }
   }
+link:;
   struct ldg__seg *seen = g;
   /* Publishes next's initialised header (acquire in ldg__seg_of_reserved);
    * seq_cst: pairs with ldg__ring_advance_head's check of tailseg. */
@@ -265,6 +317,51 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   /* g may be done already; it could not be retired while it was last. */
   ldg__ring_advance_head(s);
   return LDG_OK;
+}
+
+/* ---- The spare ----------------------------------------------------------------- */
+
+/* Parks g as s's spare; a spare it displaces (a racing preparer's) is
+ * retired through a grace period: it may have come from the pool. */
+static void ldg__spare_put(ldg_stream *s, struct ldg__seg *g) {
+  /* Release: the spare's zeroed slots and header before it can be taken
+   * (the extender's exchange). */
+  struct ldg__seg *old = ldg__exchange_acq_rel(&s->spare, g);
+  if (old != NULL) ldg__seg_retire(old);
+}
+
+void ldg__ring_prepare_spare(ldg_stream *s) {
+  /* Two relaxed loads on the common path: nothing to do until the newest
+   * segment is half used, or while a spare waits. */
+  ldg_seq t = ldg__load_relaxed(&s->tail);
+  if (t < ldg__load_relaxed(&s->spare_at) ||
+      ldg__load_relaxed(&s->spare) != NULL ||
+      ldg__load_acquire(&s->destroyed))
+    return;
+  uint64_t now = ldg__now_ns();
+  ldg__rcu_read_lock(); /* tailseg may be retired under us */
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  /* The size an extension now would choose; one at another pace takes it
+   * only if it still agrees (ldg__ring_extend). */
+  uint32_t size = ldg__next_seg_size(s, g, t, now);
+  struct ldg__seg *spare = ldg__pool_pop(s, size);
+  ldg__rcu_read_unlock();
+  if (spare != NULL) {
+    ldg__store_relaxed(&spare->resolved, 0);
+    ldg__store_relaxed(&spare->next, (struct ldg__seg *)NULL);
+  } else {
+    /* Outside the read-side section: this is the slow part. Out of memory
+     * is no error here: the extender will try (and report) itself. */
+    spare = ldg__seg_alloc(s->ledger, 0, size);
+    if (spare == NULL) return;
+  }
+  /* A racing preparer may get here too; ldg__spare_put keeps one. */
+  ldg__spare_put(s, spare);
+}
+
+void ldg__ring_drop_spare(ldg_stream *s) {
+  struct ldg__seg *g = ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+  if (g != NULL) ldg__seg_retire(g);
 }
 
 /* ---- Inspection (ledger_testing.h) ------------------------------------------ */
