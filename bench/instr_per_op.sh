@@ -33,3 +33,23 @@ for w in private shared serving; do
   done
   echo "$row"
 done
+
+# Per call, private workload, ledger: instructions inside ldg_enqueue (the
+# enqueue's own path, which the tail is made of) and ldg_release (the rest).
+# Whether a pooled segment is there depends on when grace periods end, i.e.
+# on time: these counts vary between runs by the share of fresh segments
+# (counted below, by the function that zeroed them: ~2 000 instructions
+# each at 1024 slots).
+valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$bin" \
+  --workload private --impl ledger --threads 1 --no-reader --no-ceiling \
+  --ops $((2 * n)) --repeat 1 > /dev/null 2>&1
+callgrind_annotate --inclusive=yes --tree=calling "$tmp/cg.out" 2>/dev/null |
+  awk '/\* / { cur = $0; sub(/.*:/, "", cur); sub(/ .*/, "", cur) }
+       /> .*:(ldg_enqueue|ldg_release|__memset[a-z0-9_]*) \(/ {
+         f = $0; sub(/.*:/, "", f); sub(/ .*/, "", f)
+         ir = $1; gsub(/,/, "", ir)
+         c = $0; sub(/.*\(/, "", c); sub(/x\).*/, "", c); gsub(/,/, "", c)
+         if (f ~ /^__memset/) { if (cur ~ /^ldg__/) alloc[cur] += c; next }
+         irs[f] += ir; calls[f] += c }
+       END { for (f in irs) printf "private, ledger: %-12s %8.1f instructions per call (%d calls)\n", f, irs[f] / calls[f], calls[f]
+             for (k in alloc) printf "private, ledger: segments zeroed (memset) in %s: %d\n", k, alloc[k] }' | sort

@@ -353,7 +353,8 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * to 1024 entries of 64 bytes), plus the newest segment, plus what waits for
  * an RCU grace period, plus at most one prepared next segment per stream
  * (made by a release once the newest segment is half used, so that the
- * enqueue that fills it does not allocate). One bounded exception: retired segments past their
+ * enqueue that fills it does not allocate; none with a pool limit of 0).
+ * One bounded exception: retired segments past their
  * grace period go to a per-ledger pool that growing rings reuse (a steady
  * stream would otherwise allocate, zero and page-fault a fresh segment every
  * 64 entries). The pool holds at most the ledger's pool limit (1 MiB unless

@@ -56,13 +56,14 @@
  *   inside a read-side section it made grace periods spin and send
  *   membarrier IPIs. So a release (ldg_release, ldg_release_all), once the
  *   newest segment is half used (tail past s->spare_at), prepares the next
- *   one, of the size an extension would choose then: pops it from the pool
- *   or allocates and zeroes it — outside any read-side section — and parks
- *   it in s->spare. The extender takes it with one exchange, sets its base
- *   and links it as before; when there is no spare, or it is not the size
- *   the extender chooses (the pace changed: it goes to the pool), the
- *   extender gets one itself (ldg__seg_get), after looking once more whether
- *   another extender linked one meanwhile. The spare is just where
+ *   one, of the size an extension would choose then (or a pooled one down
+ *   to the backlog's size): pops it from the pool or allocates and zeroes
+ *   it — outside any read-side section — and parks it in s->spare. The
+ *   extender takes it with one exchange, sets its base and links it as
+ *   before; when there is no spare, or it is smaller than the backlog has
+ *   grown to (it goes to the pool), the extender gets one itself
+ *   (ldg__seg_get), after looking once more whether another extender
+ *   linked one meanwhile. The spare is just where
  *   a clean segment comes from: it is never reachable from head or tailseg,
  *   no reader can see it, and the exchange hands it to exactly one thread.
  *   A preparer that displaces another's spare, and ldg_ledger_trim, which
@@ -70,7 +71,8 @@
  *   segment (it may have come from the pool); the stream's free destroys
  *   its spare (back to the pool). Memory: at most one segment (64 KiB) per
  *   stream on top of the newest, and only on streams past their first
- *   segment whose last release found the newest segment half used.
+ *   segment whose last release found the newest segment half used; none
+ *   with a pool limit of 0 (the ledger keeps nothing ahead of need).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -226,16 +228,22 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k) {
 #define LDG__SEG_FAST_NS 1000000ull  /* 1 ms: over 64 k entries/s at 64 */
 #define LDG__SEG_SLOW_NS 50000000ull /* 50 ms */
 
+/* The least size for the next segment: the backlog, rounded up. */
+static uint32_t ldg__backlog_seg_size(const ldg_stream *s, ldg_seq t) {
+  ldg_seq r = ldg__load_relaxed(&s->released); /* a size heuristic only */
+  ldg_seq backlog = t > r ? t - r : 0;
+  uint32_t size = LDG__SEG_MIN;
+  while (size < LDG__SEG_MAX && size < backlog) size <<= 1;
+  return size;
+}
+
 /* The size of the segment to follow prev: at least the backlog (pending
  * entries), and larger for a stream that goes through segments fast, so that
  * busy streams retire (and call_rcu) 16 times less often. */
 static uint32_t ldg__next_seg_size(const ldg_stream *s,
                                    const struct ldg__seg *prev, ldg_seq t,
                                    uint64_t now) {
-  ldg_seq r = ldg__load_relaxed(&s->released); /* a size heuristic only */
-  ldg_seq backlog = t > r ? t - r : 0;
-  uint32_t size = LDG__SEG_MIN;
-  while (size < LDG__SEG_MAX && size < backlog) size <<= 1;
+  uint32_t size = ldg__backlog_seg_size(s, t);
   uint64_t age = now - prev->born_ns;
   uint32_t by_rate = age < LDG__SEG_FAST_NS   ? prev->size * 2
                      : age < LDG__SEG_SLOW_NS ? prev->size
@@ -272,13 +280,12 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     uint64_t now = ldg__now_ns();
     /* Acquire: pairs with the preparer's exchange (the spare's zeroed slots
      * and header). Only this thread has it now: it is not yet published. */
-    uint32_t size =
-        ldg__next_seg_size(s, g, ldg__load_relaxed(&s->tail), now);
+    ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
     struct ldg__seg *fresh =
         ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
-    if (fresh != NULL && fresh->size != size) {
-      /* Prepared for another pace: to the pool, and the right size from
-       * there (the pool is per size). */
+    if (fresh != NULL && fresh->size < ldg__backlog_seg_size(s, t)) {
+      /* Smaller than the backlog has grown to: to the pool (which is per
+       * size), and one large enough from there. */
       ldg__seg_retire(fresh);
       fresh = NULL;
     }
@@ -288,7 +295,8 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
       /* Another extender may have linked one while we looked. */
       next = ldg__load_acquire(&g->next);
       if (next != NULL) goto link;
-      fresh = ldg__seg_get(s, g->base + g->size, size);
+      fresh = ldg__seg_get(s, g->base + g->size,
+                           ldg__next_seg_size(s, g, t, now));
       if (fresh == NULL) return LDG_ENOMEM;
     }
     fresh->born_ns = now;
@@ -336,15 +344,20 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
   ldg_seq t = ldg__load_relaxed(&s->tail);
   if (t < ldg__load_relaxed(&s->spare_at) ||
       ldg__load_relaxed(&s->spare) != NULL ||
-      ldg__load_acquire(&s->destroyed))
+      ldg__load_acquire(&s->destroyed) ||
+      ldg__load_relaxed(&s->ledger->pool_limit) == 0) /* keep nothing ahead */
     return;
   uint64_t now = ldg__now_ns();
   ldg__rcu_read_lock(); /* tailseg may be retired under us */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
-  /* The size an extension now would choose; one at another pace takes it
-   * only if it still agrees (ldg__ring_extend). */
+  /* The size an extension now would choose; a pooled one down to the
+   * backlog's size will do (pooled memory before fresh: the rate part of
+   * the size is only a preference). */
   uint32_t size = ldg__next_seg_size(s, g, t, now);
-  struct ldg__seg *spare = ldg__pool_pop(s, size);
+  uint32_t least = ldg__backlog_seg_size(s, t);
+  struct ldg__seg *spare = NULL;
+  for (uint32_t z = size; spare == NULL && z >= least; z >>= 1)
+    spare = ldg__pool_pop(s, z);
   ldg__rcu_read_unlock();
   if (spare != NULL) {
     ldg__store_relaxed(&spare->resolved, 0);
