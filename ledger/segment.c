@@ -63,13 +63,13 @@
  *   before; when there is no spare, or it is smaller than the backlog has
  *   grown to (it goes to the pool), the extender gets one itself
  *   (ldg__seg_get), after looking once more whether another extender
- *   linked one meanwhile. The spare is just where
- *   a clean segment comes from: it is never reachable from head or tailseg,
- *   no reader can see it, and the exchange hands it to exactly one thread.
- *   A preparer that displaces another's spare, and ldg_ledger_trim, which
- *   drops every spare, retire it through a grace period like a loser's
- *   segment (it may have come from the pool); the stream's free destroys
- *   its spare (back to the pool). Memory: at most one segment (64 KiB) per
+ *   linked one meanwhile. The spare is just where a clean segment comes
+ *   from: it is never reachable from head or tailseg, no reader can see it,
+ *   and the exchange hands it to exactly one thread. A preparer that
+ *   displaces another's spare, and ldg_ledger_trim, which drops every
+ *   spare, retire it through a grace period like a loser's segment (it may
+ *   have come from the pool); the stream's free, past its own grace period,
+ *   hands its spare to the pool (or frees it). Memory: at most one segment (64 KiB) per
  *   stream on top of the newest, and only on streams past their first
  *   segment whose last release found the newest segment half used; none
  *   with a pool limit of 0 (the ledger keeps nothing ahead of need).
@@ -278,9 +278,10 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   struct ldg__seg *next = ldg__load_acquire(&g->next);
   if (next == NULL) {
     uint64_t now = ldg__now_ns();
-    /* Acquire: pairs with the preparer's exchange (the spare's zeroed slots
-     * and header). Only this thread has it now: it is not yet published. */
     ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
+    /* Acquire: pairs with the preparer's exchange (ldg__spare_put), after
+     * the spare's zeroed slots and header. Only this thread has it now,
+     * unpublished; the release half publishes nothing (NULL). */
     struct ldg__seg *fresh =
         ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
     if (fresh != NULL && fresh->size < ldg__backlog_seg_size(s, t)) {
@@ -304,7 +305,8 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
-      /* Where the next release starts preparing the spare: half way. */
+      /* Where the next release starts preparing the spare: half way.
+       * Relaxed: a hint; a stale one prepares a little early or late. */
       ldg__store_relaxed(&s->spare_at, fresh->base + fresh->size / 2);
       LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
     } else {
@@ -333,22 +335,26 @@ link:;
  * retired through a grace period: it may have come from the pool. */
 static void ldg__spare_put(ldg_stream *s, struct ldg__seg *g) {
   /* Release: the spare's zeroed slots and header before it can be taken
-   * (the extender's exchange). */
+   * (the extender's exchange, acquire); acquire: the displaced spare's
+   * header, which its retirement reads. */
   struct ldg__seg *old = ldg__exchange_acq_rel(&s->spare, g);
   if (old != NULL) ldg__seg_retire(old);
 }
 
 void ldg__ring_prepare_spare(ldg_stream *s) {
   /* Two relaxed loads on the common path: nothing to do until the newest
-   * segment is half used, or while a spare waits. */
+   * segment is half used, or while a spare waits. All four are hints
+   * (relaxed): the exchange in ldg__spare_put decides who parks a spare,
+   * and a spare left on a stream destroyed meanwhile is freed with it. */
   ldg_seq t = ldg__load_relaxed(&s->tail);
   if (t < ldg__load_relaxed(&s->spare_at) ||
       ldg__load_relaxed(&s->spare) != NULL ||
-      ldg__load_acquire(&s->destroyed) ||
+      ldg__load_relaxed(&s->destroyed) ||
       ldg__load_relaxed(&s->ledger->pool_limit) == 0) /* keep nothing ahead */
     return;
   uint64_t now = ldg__now_ns();
   ldg__rcu_read_lock(); /* tailseg may be retired under us */
+  /* Acquire: pairs with the swinging CAS, after the header we read. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
   /* The size an extension now would choose; a pooled one down to the
    * backlog's size will do (pooled memory before fresh: the rate part of
@@ -360,6 +366,7 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
     spare = ldg__pool_pop(s, z);
   ldg__rcu_read_unlock();
   if (spare != NULL) {
+    /* Relaxed: published by the exchange in ldg__spare_put. */
     ldg__store_relaxed(&spare->resolved, 0);
     ldg__store_relaxed(&spare->next, (struct ldg__seg *)NULL);
   } else {
@@ -373,6 +380,7 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
 }
 
 void ldg__ring_drop_spare(ldg_stream *s) {
+  /* Acquire: pairs with ldg__spare_put (the header the retirement reads). */
   struct ldg__seg *g = ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
   if (g != NULL) ldg__seg_retire(g);
 }
