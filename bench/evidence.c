@@ -35,7 +35,8 @@ enum {
   EV_FAULT = 1u << 6,      /* this thread page-faulted (RUSAGE_THREAD) */
   EV_CSW = 1u << 7,        /* this thread was switched out (RUSAGE_THREAD) */
   EV_MEMBAR_ANY = 1u << 8, /* some thread's membarrier overlapped it */
-  EV_N_FLAGS = 9,
+  EV_EXT_SPARE = 1u << 9,  /* extended the ring with the prepared spare */
+  EV_N_FLAGS = 10,
 };
 
 static const char *const ev_flag_names[EV_N_FLAGS] = {
@@ -48,6 +49,7 @@ static const char *const ev_flag_names[EV_N_FLAGS] = {
     "page fault (this thread)",
     "switched out (ctx switch)",
     "a membarrier overlapped it",
+    "extended: the prepared spare",
 };
 
 typedef struct ev_sample {
@@ -74,6 +76,7 @@ static _Thread_local bool tl_in_sample;
 static _Thread_local unsigned tl_flags;
 static _Thread_local uint64_t tl_t_reserved;
 static _Thread_local bool tl_alloc_seen;
+static _Thread_local bool tl_pool_seen;
 static _Thread_local struct rusage tl_ru;
 
 static double ev_ns_per_tick = 1.0;
@@ -83,6 +86,8 @@ static double ev_ns_per_tick = 1.0;
 enum {
   C_EXT,
   C_EXT_FRESH,
+  C_EXT_POOL,
+  C_ALLOC_WORKER, /* every segment allocation on a worker (spares too) */
   C_HEAD_ADV,
   C_MEMBAR_WORKER,
   C_MEMBAR_OTHER,
@@ -153,6 +158,7 @@ void *__real_aligned_alloc(size_t align, size_t bytes);
 void *__wrap_aligned_alloc(size_t align, size_t bytes);
 void *__wrap_aligned_alloc(size_t align, size_t bytes) {
   tl_alloc_seen = true;
+  if (tl_worker) count(C_ALLOC_WORKER);
   return __real_aligned_alloc(align, bytes);
 }
 
@@ -165,12 +171,20 @@ static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg)
     case LDG__HOOK_ENQUEUE_RESERVED:
       if (tl_in_sample) tl_t_reserved = __rdtsc();
       return;
+    case LDG__HOOK_POOL_POP:
+      tl_pool_seen = true;
+      return;
     case LDG__HOOK_SEGMENT_ALLOCATED: {
-      bool fresh = tl_alloc_seen;
-      tl_alloc_seen = false;
+      /* Since this enqueue began (ev_op_begin): allocated, popped, or
+       * neither (the spare a release prepared). */
+      unsigned kind = tl_alloc_seen  ? EV_EXT_FRESH
+                      : tl_pool_seen ? EV_EXT_POOL
+                                     : EV_EXT_SPARE;
+      tl_alloc_seen = tl_pool_seen = false;
       count(C_EXT);
-      if (fresh) count(C_EXT_FRESH);
-      if (tl_in_sample) tl_flags |= fresh ? EV_EXT_FRESH : EV_EXT_POOL;
+      if (kind == EV_EXT_FRESH) count(C_EXT_FRESH);
+      if (kind == EV_EXT_POOL) count(C_EXT_POOL);
+      if (tl_in_sample) tl_flags |= kind;
       return;
     }
     case LDG__HOOK_HEAD_ADVANCE:
@@ -189,12 +203,13 @@ static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg)
 
 void ev_worker_start(void) { tl_worker = true; }
 
+void ev_op_begin(void) { tl_alloc_seen = tl_pool_seen = false; }
+
 void ev_sample_begin(void) {
   tl_worker = true;
   getrusage(RUSAGE_THREAD, &tl_ru);
   tl_flags = 0;
   tl_t_reserved = 0;
-  tl_alloc_seen = false;
   tl_in_sample = true;
 }
 
@@ -380,14 +395,16 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
   qsort(s, n, sizeof *s, cmp_ticks);
 
   double e = enqueues ? (double)enqueues : 1;
-  uint64_t ext = delta(C_EXT), fresh = delta(C_EXT_FRESH);
+  uint64_t ext = delta(C_EXT), fresh = delta(C_EXT_FRESH), pooled = delta(C_EXT_POOL);
   long minflt = ru_end.ru_minflt - ru_begin.ru_minflt;
   long majflt = ru_end.ru_majflt - ru_begin.ru_majflt;
   printf("  evidence %s: %" PRIu64 " ops in %.3f s\n", label, enqueues, seconds);
-  printf("    segments: %" PRIu64 " extensions (1 per %.0f ops), %" PRIu64
-         " fresh (aligned_alloc), %" PRIu64 " from the pool; %" PRIu64
-         " head advances (retirements, each a call_rcu)\n",
-         ext, ext ? e / (double)ext : 0.0, fresh, ext - fresh, delta(C_HEAD_ADV));
+  printf("    segments: %" PRIu64 " extensions (1 per %.0f ops): %" PRIu64
+         " fresh (aligned_alloc), %" PRIu64 " from the pool, %" PRIu64
+         " prepared spares; %" PRIu64 " allocated by workers outside extensions"
+         " (spares); %" PRIu64 " head advances (retirements, each a call_rcu)\n",
+         ext, ext ? e / (double)ext : 0.0, fresh, pooled, ext - fresh - pooled,
+         delta(C_ALLOC_WORKER) - fresh, delta(C_HEAD_ADV));
   printf("    page faults (process): minor %ld (%.3f per 1000 ops, %.1f per fresh "
          "segment), major %ld; context switches: voluntary %ld, involuntary %ld\n",
          minflt, 1000.0 * (double)minflt / e,

@@ -13,9 +13,10 @@
  *     calls syscall(2) for both, and this binary defines syscall() itself, so
  *     the calls of liburcu (shared or static) come here first;
  *   - the ledger's segment extensions (hook LDG__HOOK_SEGMENT_ALLOCATED),
- *     the fresh ones among them (an aligned_alloc by the ledger since the
- *     last extension: the link wraps aligned_alloc) and so the pool hits,
- *     and the head advances (segment retirements, each a call_rcu);
+ *     each told fresh (an aligned_alloc since the enqueue began: the link
+ *     wraps aligned_alloc), popped from the pool (hook LDG__HOOK_POOL_POP)
+ *     or the spare a release prepared (neither), and the head advances
+ *     (segment retirements, each a call_rcu);
  * and, for every sampled enqueue (one in --sample-every), a record: its
  * ticks, the ticks until its seq was reserved (hook ENQUEUE_RESERVED), the
  * events of its own thread inside it (extension, fresh or pooled; head
@@ -39,6 +40,10 @@ void ev_init(double ns_per_tick);
  * after t1 (its getrusage calls stay outside [t0, t1]). */
 void ev_sample_begin(void);
 void ev_sample_end(bool timed, uint64_t t0, uint64_t t1);
+
+/* On a worker thread, before every enqueue (sampled or not): where its
+ * extension, if any, gets its segment is told from what happens after. */
+void ev_op_begin(void);
 
 /* Marks the calling thread as a worker of the row (for the syscall counts). */
 void ev_worker_start(void);

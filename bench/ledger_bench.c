@@ -389,6 +389,7 @@ static inline ldg_seq bench_enqueue(worker *w, void *s, const uint64_t *v,
   ldg_keep k = make_keep(w);
   ldg_seq seq = 0;
   int rc;
+  EV(ev_op_begin());
   if (--w->sample_countdown == 0) {
     w->sample_countdown = opt.sample_every;
     EV(ev_sample_begin());

@@ -24,7 +24,7 @@ for w in private shared; do
   }
   check '^evidence: hooks installed' "the hook installation line"
   check "^  evidence $w/ledger/2: " "the 2-thread evidence block"
-  check '^    segments: [0-9]* extensions .* fresh .* from the pool' "the extension counts"
+  check '^    segments: [0-9]* extensions .* fresh .* from the pool, [0-9]* prepared spares' "the extension counts"
   check '^    syscalls by liburcu' "the syscall counts"
   check 'what the sampled ops were doing' "the tail attribution"
   check '^all keeps ran exactly once' "the exactly-once confirmation"
