@@ -192,7 +192,9 @@ typedef struct run {
   CUstream stream;
   CUevent events[POOL];
   /* The issuer publishes markers by count; the engine answers by count. */
-  atomic_uint issued;   /* futex word: markers placed */
+  atomic_uint issued;   /* markers placed */
+  atomic_uint gen;      /* futex word of a parked engine: bumped by a
+                         * placement that sees it parked, and by stop */
   atomic_uint observed; /* markers the engine saw complete */
   atomic_int engine_parked;
   atomic_uint posted; /* hostfn: marks the callbacks posted (futex word) */
@@ -285,11 +287,14 @@ static void *engine_main(void *arg) {
     unsigned iss = atomic_load_explicit(&r->issued, memory_order_acquire);
     if (next == iss) {
       if (atomic_load_explicit(&r->stop, memory_order_acquire)) break;
-      /* Park until the issuer places a marker (Dekker with issue()). */
+      /* Park until the issuer places a marker or stops us (Dekker with
+       * place_marker and engine_stop: either they see `parked` and bump
+       * gen after we read it, or we see their store). */
+      unsigned g = atomic_load_explicit(&r->gen, memory_order_seq_cst);
       atomic_store_explicit(&r->engine_parked, 1, memory_order_seq_cst);
       if (atomic_load_explicit(&r->issued, memory_order_seq_cst) == iss &&
           !atomic_load_explicit(&r->stop, memory_order_seq_cst))
-        futex(&r->issued, FUTEX_WAIT_PRIVATE, iss);
+        futex(&r->gen, FUTEX_WAIT_PRIVATE, g);
       atomic_store_explicit(&r->engine_parked, 0, memory_order_relaxed);
       continue;
     }
@@ -330,8 +335,10 @@ static uint64_t place_marker(run *r, unsigned i) {
   uint64_t t = now_ns() - t0;
   /* Publish, then wake a parked engine (Dekker with engine_main). */
   atomic_store_explicit(&r->issued, i + 1, memory_order_seq_cst);
-  if (atomic_load_explicit(&r->engine_parked, memory_order_seq_cst))
-    futex(&r->issued, FUTEX_WAKE_PRIVATE, 1);
+  if (atomic_load_explicit(&r->engine_parked, memory_order_seq_cst)) {
+    atomic_fetch_add_explicit(&r->gen, 1, memory_order_seq_cst);
+    futex(&r->gen, FUTEX_WAKE_PRIVATE, 1);
+  }
   return t;
 }
 
@@ -420,7 +427,8 @@ static void engine_start(run *r, pthread_t *t, unsigned n) {
 
 static void engine_stop(run *r, pthread_t t) {
   atomic_store_explicit(&r->stop, 1, memory_order_seq_cst);
-  futex(&r->issued, FUTEX_WAKE_PRIVATE, 1);
+  atomic_fetch_add_explicit(&r->gen, 1, memory_order_seq_cst);
+  futex(&r->gen, FUTEX_WAKE_PRIVATE, 1);
   pthread_join(t, NULL);
 }
 
