@@ -84,6 +84,7 @@ int slc_context_destroy(slc_context *c) {
                      "%ld streams, events, buffers or modules still alive",
                      live);
   /* Every stream was destroyed with its last reference: nothing is held. */
+  slc__engine_stop(c);
   ldg_ledger_destroy(c->ledger);
   const slc_driver *d = &c->drv;
   int rc = LDG_OK;

@@ -46,6 +46,7 @@ struct slc_context {
   /* Streams (until their last unref), events, buffers, modules alive:
    * slc_context_destroy refuses while non-zero. */
   atomic_long live_handles;
+  _Atomic(struct slc__engine *) engine; /* engine.c; NULL until enabled */
 };
 
 /* The stream's gate word: bit 63 "destroying" (no new calls), the low bits
@@ -67,6 +68,7 @@ struct slc_stream {
   atomic_uint_fast64_t gate;
   atomic_long refs;
   atomic_int destroyed; /* 1 once the driver stream was destroyed */
+  struct slc__mq *mq;   /* engine.c's marker ring; NULL if not driven */
 };
 
 struct slc_event {
@@ -132,5 +134,18 @@ void slc__stream_exit(slc_stream *s);
 
 /* The ledger drain of every stream (ctx = the slc_stream). */
 int slc__stream_drain(void *ctx);
+
+/* ---- The progress engine (engine.c) ---- */
+
+/* slc_stream_create: joins the engine (if enabled). LDG_OK or LDG_ENOMEM. */
+int slc__engine_register(slc_stream *s);
+/* The last slc_stream_unref: leaves it, destroying the marker events. */
+void slc__engine_unregister(slc_stream *s);
+/* After an operation was enqueued on s: maybe a marker; wakes the engine. */
+void slc__engine_after_issue(slc_stream *s);
+/* slc_context_destroy: stops the thread and frees the engine. */
+void slc__engine_stop(slc_context *c);
+/* What slc_keep_status() returns on this thread from now on. */
+void slc__set_keep_status(int status);
 
 #endif /* STREAMLEDGER_CUDA_INTERNAL_H */

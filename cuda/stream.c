@@ -104,6 +104,13 @@ int slc_stream_create(slc_context *c, int device, unsigned flags,
     free(s);
     return slc__fail(rc, "ldg_stream_create", NULL);
   }
+  rc = slc__engine_register(s);
+  if (rc != LDG_OK) {
+    ldg_stream_unref(s->ls); /* destroys it: nothing was enqueued */
+    (void)c->drv.pfn_cuStreamDestroy(s->cu);
+    free(s);
+    return rc;
+  }
   slc__fetch_add_acq_rel(&c->live_handles, 1);
   *out = s;
   return LDG_OK;
@@ -203,17 +210,23 @@ void slc_stream_unref(slc_stream *s) {
   /* acq_rel: every holder's use of s happens-before the free below. */
   if (slc__fetch_sub_acq_rel(&s->refs, 1) != 1) return;
   slc_context *c = s->c;
+  bool unproven = false;
   if (!(slc__load_acquire(&s->gate) & SLC__GATE_DESTROYING)) {
     if (slc__stream_destroy(s, "slc_stream_unref") != LDG_OK &&
         !slc__load_acquire(&s->destroyed)) {
       /* The sync failed and the handle is going away: the ledger stream is
        * destroyed with its last reference below (releasing what it holds;
        * the device is in error) and the driver stream destroyed if it can. */
+      unproven = true;
       if (slc__make_current(c, s->device, "slc_stream_unref") == LDG_OK)
         (void)c->drv.pfn_cuStreamDestroy(s->cu);
     }
   }
+  slc__engine_unregister(s);
+  /* Keeps dropped without proof of completion learn it (slc_keep_status). */
+  if (unproven) slc__set_keep_status(SLC_EDRIVER);
   ldg_stream_unref(s->ls);
+  if (unproven) slc__set_keep_status(LDG_OK);
   free(s);
   slc__fetch_sub_acq_rel(&c->live_handles, 1);
 }
@@ -360,7 +373,10 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
     n_ranges = hold->n_ranges;
   }
   rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
-  if (rc == LDG_OK) return LDG_OK;
+  if (rc == LDG_OK) {
+    slc__engine_after_issue(s);
+    return LDG_OK;
+  }
   if (rc == LDG_EDESTROYED) {
     /* s was destroyed after the issue: its destroy waited for the gate and
      * then synchronised, so the operation is complete. */
