@@ -32,6 +32,20 @@
  *   acquire before reusing it. head and tail are free-running counters
  *   compared by difference.
  *
+ * RELEASES, IN ORDER
+ *   The consumer raises q->target to the highest completed mark and hands
+ *   the stream (with a reference on q and one on the ledger stream) to the
+ *   release phase, run after the consumer flag is dropped. There one thread
+ *   at a time holds q->releasing and releases to target, again and again
+ *   while target grew; a thread that finds the flag taken leaves its target
+ *   to the holder. So the engine's releases of one stream never overlap and
+ *   its keeps run in sequence order (a sync on another thread may still
+ *   release the same stream concurrently: the ledger splits that work), and
+ *   a keep that blocks holds up only its own stream. The hand-over is a
+ *   Dekker pair, all seq_cst: the consumer stores target then tries the
+ *   flag; the holder stores the flag free then re-reads target: one of them
+ *   sees the other.
+ *
  * WAKING THE ENGINE THREAD
  *   It parks (futex on `gen`) only when a poll found nothing pending and
  *   nothing uncovered. Dekker: the thread reads gen, stores parked = 1, a
@@ -77,7 +91,13 @@ struct slc__mq {
   atomic_uint_fast64_t placed_mark; /* mark of the newest marker */
   atomic_uint_fast64_t since;       /* ops issued since it (approximate) */
   atomic_uint_fast64_t last_ns;     /* when it was placed */
-  atomic_uint_fast64_t released_mark;
+  ldg_seq collected; /* highest completed mark handed to releasers;
+                      * consumer only */
+  /* Releasing, one thread at a time per stream (see RELEASES below). */
+  atomic_uint_fast64_t target;   /* highest mark to release to */
+  atomic_int releasing;          /* the releaser's try-flag */
+  atomic_uint_fast64_t released; /* highest mark released to */
+  atomic_long refs;              /* the list's, and each pending releaser's */
   atomic_int err;  /* sticky CUresult; 0 = none */
   int query_fails; /* consecutive; consumer only */
 };
@@ -94,7 +114,7 @@ struct slc__engine {
   atomic_int parked;
   struct {
     atomic_uint_fast64_t polls, placed, tails, done, skipped, record_failures,
-        query_failures, stream_errors, releases, ops_released, events_live,
+        query_failures, stream_errors, releases, seqs_released, events_live,
         pending;
   } n;
 };
@@ -258,8 +278,8 @@ void slc__engine_after_issue(slc_stream *s) {
 /* ---- Consuming (one poll) ------------------------------------------------ */
 
 struct slc__release {
-  ldg_stream *ls; /* a reference, dropped after the release */
-  ldg_seq mark;
+  struct slc__mq *q; /* a reference, dropped after the release phase */
+  ldg_stream *ls;    /* a reference, likewise */
 };
 
 struct slc__report {
@@ -314,10 +334,12 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
     /* Hands the slot back to the producer (its acquire load of head). */
     slc__store_release(&q->head, head);
   }
-  if (done > slc__load_relaxed(&q->released_mark)) {
-    atomic_store_explicit(&q->released_mark, done, memory_order_relaxed);
+  if (done > q->collected) {
+    q->collected = done;
+    atomic_store_explicit(&q->target, done, memory_order_seq_cst);
     ldg_stream_ref(s->ls);
-    rel[(*n_rel)++] = (struct slc__release){s->ls, done};
+    slc__fetch_add_relaxed(&q->refs, 1); /* the list's keeps q alive now */
+    rel[(*n_rel)++] = (struct slc__release){q, s->ls};
   }
   if (slc__load_relaxed(&q->err) != 0) return;
   bool ring_empty = head == slc__load_acquire(&q->tail);
@@ -331,6 +353,39 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       slc__mq_place(e, q, true);
     if (m > slc__load_acquire(&q->placed_mark)) p->uncovered = true;
     else p->pending = true;
+  }
+}
+
+static void slc__mq_unref(struct slc__mq *q) {
+  /* acq_rel: every releaser's use of q happens-before the free. */
+  if (slc__fetch_sub_acq_rel(&q->refs, 1) == 1) free(q);
+}
+
+/* The release phase of one stream (see RELEASES, IN ORDER). No flag of the
+ * engine is held; keeps run here. */
+static void slc__mq_release(struct slc__engine *e, struct slc__mq *q,
+                            ldg_stream *ls) {
+  for (;;) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&q->releasing, &expected, 1,
+                                                 memory_order_seq_cst,
+                                                 memory_order_seq_cst))
+      return; /* the holder releases to our target too */
+    for (;;) {
+      ldg_seq t = atomic_load_explicit(&q->target, memory_order_seq_cst);
+      ldg_seq done = slc__load_relaxed(&q->released);
+      if (t <= done) break;
+      slc__keep_status_tls = LDG_OK;
+      if (ldg_release(ls, t) == LDG_OK) {
+        slc__count(&e->n.releases, 1);
+        slc__count(&e->n.seqs_released, t - done);
+      }
+      atomic_store_explicit(&q->released, t, memory_order_relaxed);
+    }
+    atomic_store_explicit(&q->releasing, 0, memory_order_seq_cst);
+    if (atomic_load_explicit(&q->target, memory_order_seq_cst) <=
+        slc__load_relaxed(&q->released))
+      return;
   }
 }
 
@@ -359,15 +414,9 @@ static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p) {
       e->cfg.on_error(e->cfg.on_error_arg, rep[i].stream_id, rep[i].device,
                       rep[i].cu);
   for (size_t i = 0; i < n_rel; i++) {
-    size_t before = ldg_pending_count(rel[i].ls);
-    slc__keep_status_tls = LDG_OK;
-    int rc = ldg_release(rel[i].ls, rel[i].mark);
-    size_t after = ldg_pending_count(rel[i].ls);
-    if (rc == LDG_OK) {
-      slc__count(&e->n.releases, 1);
-      slc__count(&e->n.ops_released, before > after ? before - after : 0);
-    }
+    slc__mq_release(e, rel[i].q, rel[i].ls);
     ldg_stream_unref(rel[i].ls);
+    slc__mq_unref(rel[i].q);
   }
   p->released = n_rel;
 }
@@ -502,6 +551,7 @@ int slc__engine_register(slc_stream *s) {
   q->cap = e->cfg.markers_per_stream;
   q->ring = ring;
   atomic_init(&q->last_ns, slc__now_ns());
+  atomic_init(&q->refs, 1); /* the engine's list */
   slc__consumer_take(e);
   q->next = e->streams;
   e->streams = q;
@@ -533,8 +583,10 @@ void slc__engine_unregister(slc_stream *s) {
     atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
   }
   free(q->ring);
-  free(q);
+  q->ring = NULL;
+  q->s = NULL;
   s->mq = NULL;
+  slc__mq_unref(q); /* a releaser still running frees it when done */
 }
 
 /* ---- Observability ------------------------------------------------------- */
@@ -554,7 +606,7 @@ int slc_engine_stats_get(slc_context *c, slc_engine_stats *out) {
   out->query_failures = slc__load_relaxed(&e->n.query_failures);
   out->stream_errors = slc__load_relaxed(&e->n.stream_errors);
   out->releases = slc__load_relaxed(&e->n.releases);
-  out->ops_released = slc__load_relaxed(&e->n.ops_released);
+  out->seqs_released = slc__load_relaxed(&e->n.seqs_released);
   out->events_live = slc__load_relaxed(&e->n.events_live);
   out->markers_pending = slc__load_relaxed(&e->n.pending);
   return LDG_OK;
@@ -570,7 +622,7 @@ int slc_stream_progress_get(slc_stream *s, slc_stream_progress *out) {
   struct slc__mq *q = s->mq;
   out->engine_driven = q != NULL;
   if (q == NULL) return LDG_OK;
-  out->released_mark = slc__load_relaxed(&q->released_mark);
+  out->released_mark = slc__load_relaxed(&q->released);
   out->marked = slc__load_acquire(&q->placed_mark);
   uint64_t head = slc__load_acquire(&q->head);
   uint64_t tail = slc__load_acquire(&q->tail);

@@ -385,6 +385,38 @@ int slc_copy_dtoh(void *dst, slc_buffer *src, size_t src_offset, size_t bytes);
  * still held after every device, or the sync's error. */
 int slc_host_range_settle(slc_context *c, const void *addr, size_t bytes);
 
+/* ---- Operations on layer buffers ------------------------------------------
+ * These hold their buffers by themselves: each checks the byte ranges
+ * against the buffers (LDG_EINVAL: NULL, another context's, out of bounds,
+ * a device buffer of another device than the stream's) and records the
+ * operation with the caller's hold (may be NULL) plus the id of every buffer
+ * it names and, for pinned host buffers, the bytes it uses. Until the
+ * operation is known complete, slc_buffer_held is true, slc_buffer_try_free
+ * refuses (LDG_EBUSY) and slc_buffer_free settles first — forgetting a
+ * buffer in the hold cannot free it under running work. Otherwise as the
+ * raw-pointer calls above, which stay for advanced use (memory the layer
+ * did not allocate, sub-ranges held by the caller's own ids): with those,
+ * the hold is exactly what the caller lists. */
+
+/* dst[dst_offset..+bytes) = src[src_offset..+bytes): host to device, device
+ * to host or device to device by the buffers' kinds (host to host:
+ * LDG_EINVAL). */
+int slc_buf_copy_async(slc_stream *s, slc_buffer *dst, size_t dst_offset,
+                       slc_buffer *src, size_t src_offset, size_t bytes,
+                       const slc_hold *hold);
+
+/* dst[offset..+bytes) = value; dst a device buffer. */
+int slc_buf_memset_async(slc_stream *s, slc_buffer *dst, size_t offset,
+                         unsigned char value, size_t bytes,
+                         const slc_hold *hold);
+
+/* slc_launch, holding buffers[0..n_buffers) whole (at most 1024): the
+ * buffers the kernel's parameters point into. */
+int slc_buf_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
+                   unsigned shared_bytes, void **params,
+                   slc_buffer *const *buffers, size_t n_buffers,
+                   const slc_hold *hold);
+
 /* ---- Modules and kernels ------------------------------------------------ */
 
 typedef struct slc_module slc_module;

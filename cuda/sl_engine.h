@@ -126,9 +126,9 @@ typedef struct slc_engine_stats {
   uint64_t query_failures;   /* cuEventQuery failures */
   uint64_t stream_errors;    /* streams whose engine error became sticky */
   uint64_t releases;         /* ldg_release calls made by the engine */
-  uint64_t ops_released;     /* operations those released (pending counts
-                              * before minus after; approximate under
-                              * concurrent releases of the same stream) */
+  uint64_t seqs_released;    /* sequence numbers those covered (operations
+                              * and waits), each counted once; some may
+                              * have been released earlier by a sync */
   uint64_t events_live;      /* marker events in existence */
   uint64_t markers_pending;  /* markers recorded and not yet found done */
 } slc_engine_stats;

@@ -81,7 +81,10 @@ typedef struct slot {
   slc_buffer *staging; /* pinned: the request's input */
   slc_buffer *out;     /* pinned: the result copied back */
   slc_buffer *dev;
-  atomic_int busy;     /* 1 from issue until the output keep ran */
+  atomic_int busy;     /* keeps of its request still to run (0: free); the
+                        * two may run in either order when two threads
+                        * release the stream (an engine release and a
+                        * destroy, say) */
   uint32_t seed;
   struct loop *L;
 } slot;
@@ -113,6 +116,7 @@ static void input_keep(void *ctx) {
   if (pthread_equal(pthread_self(), s->L->issuer))
     atomic_fetch_add(&s->L->keeps_off_thread, 1);
   atomic_fetch_add(&s->L->released, 1);
+  atomic_fetch_sub(&s->busy, 1);
 }
 
 /* The output copy completed: check what came back. */
@@ -125,7 +129,7 @@ static void output_keep(void *ctx) {
   if (slc_keep_status() != s->L->expect_status)
     atomic_fetch_add(&s->L->bad_status, 1);
   atomic_fetch_add(&s->L->released, 1);
-  atomic_store(&s->busy, 0);
+  atomic_fetch_sub(&s->busy, 1);
 }
 
 static int slot_init(loop *L, slot *s) {
@@ -149,7 +153,7 @@ static int request(loop *L, slc_stream *st, slot *s, uint32_t seed) {
   if (s->staging == NULL)
     CHECK_RC(slc_buffer_alloc_host(L->c, WORDS * 4, &s->staging), LDG_OK);
   s->seed = seed;
-  atomic_store(&s->busy, 1);
+  atomic_store(&s->busy, 2);
   fill(slc_buffer_host(s->staging), seed);
   uint64_t in_ids[] = {slc_buffer_id(s->staging), slc_buffer_id(s->dev)};
   slc_hold in = {{input_keep, s}, in_ids, 2, NULL, 0};
@@ -200,12 +204,19 @@ static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
   CHECK(atomic_load(&L.bad_status) == 0);
   /* Thread mode: every keep ran on the engine thread, none on ours. */
   if (thread) CHECK(atomic_load(&L.keeps_off_thread) == 0);
+  /* The keeps ran inside the engine's last release; its bookkeeping
+   * follows when that release returns. */
+  slc_stream_progress sp;
+  for (int i = 0; i < 200000; i++) {
+    CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
+    if (sp.released_mark == 2u * (unsigned)n) break;
+    sleep_us(100);
+  }
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
   CHECK(es.markers_placed > 0 && es.markers_done > 0 && es.releases > 0);
-  CHECK(es.ops_released == 2u * (unsigned)n);
+  CHECK(es.seqs_released == 2u * (unsigned)n);
   CHECK(es.stream_errors == 0);
-  slc_stream_progress sp;
   CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
   CHECK(sp.engine_driven && sp.pending == 0);
   CHECK(sp.enqueued_mark == 2u * (unsigned)n);
@@ -295,9 +306,10 @@ static int t_keep_reenters(void) {
 
 /* ---- A stalled engine thread never blocks issuers ------------------------- */
 
-static atomic_int g_unstall;
+static atomic_int g_unstall, g_stalled;
 
 static void stall_keep(void *ctx) {
+  atomic_store(&g_stalled, 1);
   while (!atomic_load(&g_unstall)) sleep_us(200);
   atomic_fetch_add((atomic_long *)ctx, 1);
 }
@@ -308,42 +320,48 @@ static int t_stalled_engine(void) {
   slc_engine_config cfg = {
       .thread = true, .marker_every_ops = 1, .markers_per_stream = 4};
   if (setup(&c, 0, &cfg)) return 1;
-  slc_stream *st;
-  CHECK_RC(slc_stream_create(c, 0, 0, &st), LDG_OK);
-  slc_buffer *b;
-  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &b), LDG_OK);
-  atomic_long n = 0;
+  slc_stream *a, *b;
+  CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &b), LDG_OK);
+  slc_buffer *buf, *buf_b; /* one per stream: the streams do not order */
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf_b), LDG_OK);
+  atomic_long na = 0, nb = 0;
   atomic_store(&g_unstall, 0);
-  slc_hold h0 = {{stall_keep, &n}, NULL, 0, NULL, 0};
-  CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 0, 64, &h0), LDG_OK);
-  /* Let the engine thread pick it up and get stuck in the keep. */
-  slc_stream_progress sp;
-  for (int i = 0; i < 200000; i++) {
-    CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
-    if (sp.released_mark >= 1) break;
-    sleep_us(100);
-  }
-  CHECK(sp.released_mark >= 1);
+  atomic_store(&g_stalled, 0);
+  slc_hold h0 = {{stall_keep, &na}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_memset_d8_async(a, slc_buffer_dptr(buf), 0, 64, &h0), LDG_OK);
+  /* Wait until the engine thread is stuck in that keep. */
+  for (int i = 0; i < 200000 && !atomic_load(&g_stalled); i++) sleep_us(100);
+  CHECK(atomic_load(&g_stalled));
   const int more = SANITIZED ? 300 : 2000;
   for (int i = 0; i < more; i++) {
-    slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
-    CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 1, 64, &h), LDG_OK);
+    slc_hold h = {{count_keep, &na}, NULL, 0, NULL, 0};
+    CHECK_RC(slc_memset_d8_async(a, slc_buffer_dptr(buf), 1, 64, &h), LDG_OK);
   }
   /* Issuing did not wait for the engine; the ring filled up. */
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
   CHECK(es.markers_skipped > 0);
-  CHECK(atomic_load(&n) == 0);
-  /* A poll from here makes progress the stuck thread cannot. */
-  for (int i = 0; i < 200000 && atomic_load(&n) == 0; i++) {
-    (void)slc_engine_poll(c, NULL);
-    sleep_us(100);
+  /* Another stream still progresses, by our polls. */
+  for (int i = 0; i < 10; i++) {
+    slc_hold h = {{count_keep, &nb}, NULL, 0, NULL, 0};
+    CHECK_RC(slc_memset_d8_async(b, slc_buffer_dptr(buf_b), 2, 64, &h),
+             LDG_OK);
   }
-  CHECK(atomic_load(&n) > 0);
+  if (wait_for(c, &nb, 10, true)) return 1;
+  /* The stuck stream's later keeps wait behind its stuck one (in order). */
+  CHECK(atomic_load(&na) == 0);
+  slc_stream_progress sp;
+  CHECK_RC(slc_stream_progress_get(a, &sp), LDG_OK);
+  /* (The stuck release may already have taken its chunk of entries.) */
+  CHECK(sp.pending >= (size_t)more && sp.released_mark == 0);
   atomic_store(&g_unstall, 1);
-  if (wait_for(c, &n, more + 1, false)) return 1;
-  CHECK_RC(slc_buffer_free(b), LDG_OK);
-  slc_stream_unref(st);
+  if (wait_for(c, &na, more + 1, false)) return 1;
+  CHECK_RC(slc_buffer_free(buf), LDG_OK);
+  CHECK_RC(slc_buffer_free(buf_b), LDG_OK);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
   return teardown(c);
 }
 
@@ -425,6 +443,106 @@ static int t_sticky_error(void) {
   CHECK(atomic_load(&L.bad_status) == 0);
   hd_set_sticky(CUDA_SUCCESS);
   if (slot_fini(&s)) return 1;
+  return teardown(c);
+}
+
+/* ---- Operations on layer buffers hold them by themselves ------------------ */
+
+static int t_buffer_ops_hold(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = false};
+  if (setup(&c, 100, &cfg)) return 1;
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &st), LDG_OK);
+  slc_buffer *staging, *dev, *out;
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &staging), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &out), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, WORDS * 4, &dev), LDG_OK);
+  fill(slc_buffer_host(staging), 42);
+  hd_hold(true); /* nothing runs yet */
+  /* The raw call holds only what the caller lists: nothing here. */
+  CHECK_RC(slc_copy_htod_async(st, slc_buffer_dptr(dev),
+                               slc_buffer_host(staging), 4, NULL),
+           LDG_OK);
+  CHECK(!slc_buffer_held(staging) && !slc_buffer_held(dev));
+  /* The buffer calls hold their buffers with no hold given. */
+  CHECK_RC(slc_buf_copy_async(st, dev, 0, staging, 0, WORDS * 4, NULL),
+           LDG_OK);
+  CHECK_RC(slc_buf_copy_async(st, out, 0, dev, 0, WORDS * 4, NULL), LDG_OK);
+  CHECK(slc_buffer_held(staging) && slc_buffer_held(dev) &&
+        slc_buffer_held(out));
+  /* A free would be a use-after-free under the pending copy (ASan). */
+  CHECK_RC(slc_buffer_try_free(staging), LDG_EBUSY);
+  CHECK_RC(slc_buffer_try_free(dev), LDG_EBUSY);
+  CHECK(strstr(slc_last_error_message(), "held") != NULL);
+  /* The caller's own hold is kept alongside. */
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_buf_memset_async(st, dev, 8, 0, 4, &h), LDG_OK);
+  hd_hold(false);
+  /* slc_buffer_free settles the copy first; staging's bytes were read. */
+  CHECK_RC(slc_buffer_free(staging), LDG_OK);
+  if (wait_for(c, &kept, 1, true)) return 1;
+  CHECK_RC(slc_stream_synchronize(st), LDG_OK);
+  uint32_t want[WORDS];
+  fill(want, 42);
+  CHECK(memcmp(slc_buffer_host(out), want, sizeof(want)) == 0);
+  CHECK(!slc_buffer_held(dev) && !slc_buffer_held(out));
+  CHECK_RC(slc_buffer_try_free(dev), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(out), LDG_OK);
+  slc_stream_unref(st);
+  return teardown(c);
+}
+
+static int t_buffer_ops_bad_input(void) {
+  slc_context *c;
+  /* No engine thread: nothing is released before the checks below. */
+  slc_engine_config cfg = {.thread = false};
+  if (setup(&c, 0, &cfg)) return 1;
+  slc_context *c2;
+  CHECK_RC(slc_context_create(&g_drv, &c2), LDG_OK);
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, 0, &st), LDG_OK);
+  slc_buffer *h1, *h2, *d0, *d1, *other;
+  CHECK_RC(slc_buffer_alloc_host(c, 64, &h1), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_host(c, 64, &h2), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &d0), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 1, 64, &d1), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c2, 0, 64, &other), LDG_OK);
+  CHECK_RC(slc_buf_copy_async(NULL, d0, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, NULL, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, d0, 60, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "outside") != NULL);
+  CHECK_RC(slc_buf_copy_async(st, d0, 0, h1, SIZE_MAX, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, h2, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, d1, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "device 1") != NULL);
+  CHECK_RC(slc_buf_copy_async(st, other, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_memset_async(st, h1, 0, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_memset_async(st, d0, 0, 0, 65, NULL), LDG_EINVAL);
+  slc_hold bad = {{NULL, NULL}, NULL, 2, NULL, 0};
+  CHECK_RC(slc_buf_memset_async(st, d0, 0, 0, 8, &bad), LDG_EINVAL);
+  slc_dim3 one = {1, 1, 1};
+  CHECK_RC(slc_buf_launch(st, NULL, one, one, 0, NULL, NULL, 1, NULL),
+           LDG_EINVAL);
+  slc_buffer *bl[] = {d0, d1};
+  CHECK_RC(slc_buf_launch(st, NULL, one, one, 0, NULL, bl, 2, NULL),
+           LDG_EINVAL);
+  /* Nothing was issued or recorded by any of them. */
+  CHECK(ldg_mark(slc_stream_ledger(st)) == 0);
+  CHECK(!slc_buffer_held(h1) && !slc_buffer_held(d0));
+  /* The caller's ids and the buffers' together. */
+  uint64_t ids[5] = {1001, 1002, 1003, 1004, 1005};
+  slc_hold big = {{NULL, NULL}, ids, 5, NULL, 0};
+  CHECK_RC(slc_buf_copy_async(st, d0, 0, h1, 0, 8, &big), LDG_OK);
+  CHECK(ldg_holds_vector(slc_context_ledger(c), 1005));
+  CHECK(slc_buffer_held(h1));
+  CHECK_RC(slc_stream_synchronize(st), LDG_OK);
+  slc_buffer *all[] = {h1, h2, d0, d1};
+  for (int i = 0; i < 4; i++) CHECK_RC(slc_buffer_try_free(all[i]), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(other), LDG_OK);
+  slc_stream_unref(st);
+  CHECK_RC(slc_context_destroy(c2), LDG_OK);
   return teardown(c);
 }
 
@@ -573,12 +691,16 @@ static const struct {
     {"keep_reenters", t_keep_reenters,
      "keeps on the engine thread issue work and poll"},
     {"stalled_engine", t_stalled_engine,
-     "a stuck engine thread never blocks issuers; polls still progress"},
+     "a keep stuck on the engine thread blocks no issuer, no other stream"},
     {"failed_records_queries", t_failed_records_queries,
      "failed records and transient query failures only delay releases"},
     {"sticky_error", t_sticky_error,
      "a device error is reported once, releases nothing, keeps told"},
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
+    {"buffer_ops_hold", t_buffer_ops_hold,
+     "slc_buf_* calls hold their buffers: no free under a pending copy"},
+    {"buffer_ops_bad_input", t_buffer_ops_bad_input,
+     "slc_buf_* refuse bad buffers and ranges, issuing nothing"},
     {"torture", t_torture,
      "request threads, both driving modes, streams created and destroyed"},
 };
