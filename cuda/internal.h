@@ -69,6 +69,7 @@ struct slc_stream {
   atomic_long refs;
   atomic_int destroyed; /* 1 once the driver stream was destroyed */
   struct slc__mq *mq;   /* engine.c's marker ring; NULL if not driven */
+  bool adopted;         /* slc_stream_adopt: the driver stream is not ours */
 };
 
 struct slc_event {
@@ -131,6 +132,11 @@ int slc__make_current(slc_context *c, int device, const char *call);
 /* Enters the stream's gate: LDG_OK, or LDG_EDESTROYED (record set). */
 int slc__stream_enter(slc_stream *s, const char *call);
 void slc__stream_exit(slc_stream *s);
+
+/* Fills s (its cu already set) and registers it: ledger stream, engine,
+ * live count. On error frees s (destroying cu unless adopted). */
+int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
+                     bool adopted);
 
 /* The ledger drain of every stream (ctx = the slc_stream). */
 int slc__stream_drain(void *ctx);

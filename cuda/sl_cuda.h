@@ -242,6 +242,19 @@ void slc_stream_ref(slc_stream *s);
  * slc_stream_destroy first to see such an error. NULL ignored. */
 void slc_stream_unref(slc_stream *s);
 
+/* Adopts a driver stream the layer did not create (the application's,
+ * cuBLAS's, TensorRT's, a framework's) without taking ownership: the layer
+ * records work on it and synchronises it like its own, but slc_stream_destroy
+ * and the last slc_stream_unref never destroy the CUstream. The owner must
+ * keep it alive until then. Its device is found from its context, which
+ * must be a device's primary context; non-blocking if created so.
+ * LDG_EINVAL: c or out NULL, a default stream (NULL, CU_STREAM_LEGACY,
+ * CU_STREAM_PER_THREAD), another context's stream, a handle the driver
+ * does not know (cuStreamGetCtx: CUDA_ERROR_INVALID_HANDLE). */
+int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out);
+bool slc_stream_is_adopted(const slc_stream *s);
+
+
 int slc_stream_check_live(const slc_stream *s); /* LDG_OK / LDG_EDESTROYED */
 int slc_stream_device(const slc_stream *s);
 CUstream slc_stream_handle(const slc_stream *s);    /* for diagnostics */
@@ -291,6 +304,17 @@ typedef struct slc_dim3 {
  * from a module of s's device. */
 int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
                unsigned shared_bytes, void **params, const slc_hold *hold);
+
+/* Records work that something else issued on s's driver stream (a cuBLAS
+ * call, a TensorRT enqueue, a CUDA graph launch) with its hold, as the
+ * layer's own calls do after their issue. ORDERING RULE 1 (issue, then
+ * record): call it only after that work was issued; work issued after the
+ * call is not covered. The hold is released once the stream is known
+ * complete past it (sync, event, engine marker, destroy). LDG_EINVAL (s
+ * NULL, bad hold). LDG_EDESTROYED: s is destroyed or being destroyed;
+ * nothing recorded, the caller keeps its keep and must synchronise its work
+ * itself. LDG_ENOMEM: as for the copies, after synchronising the stream. */
+int slc_stream_record_external(slc_stream *s, const slc_hold *hold);
 
 /* ---- Events -----------------------------------------------------------------
  */

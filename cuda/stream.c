@@ -91,28 +91,38 @@ int slc_stream_create(slc_context *c, int device, unsigned flags,
     free(s);
     return slc__fail_cu(c, "cuStreamCreate", r, "device %d", device);
   }
+  rc = slc__stream_init(c, s, device, flags, false);
+  if (rc != LDG_OK) return rc;
+  *out = s;
+  return LDG_OK;
+}
+
+int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
+                     bool adopted) {
+  const bool nb = (flags & SLC_STREAM_NONBLOCKING) != 0;
   s->c = c;
   s->device = device;
   s->flags = flags;
+  s->adopted = adopted;
   atomic_init(&s->gate, 0);
   atomic_init(&s->refs, 1);
   atomic_init(&s->destroyed, 0);
-  rc = ldg_stream_create(c->ledger, device, nb ? LDG_STREAM_NONBLOCKING : 0,
-                         slc__stream_drain, s, &s->ls);
+  int rc =
+      ldg_stream_create(c->ledger, device, nb ? LDG_STREAM_NONBLOCKING : 0,
+                        slc__stream_drain, s, &s->ls);
   if (rc != LDG_OK) {
-    (void)c->drv.pfn_cuStreamDestroy(s->cu);
+    if (!adopted) (void)c->drv.pfn_cuStreamDestroy(s->cu);
     free(s);
     return slc__fail(rc, "ldg_stream_create", NULL);
   }
   rc = slc__engine_register(s);
   if (rc != LDG_OK) {
     ldg_stream_unref(s->ls); /* destroys it: nothing was enqueued */
-    (void)c->drv.pfn_cuStreamDestroy(s->cu);
+    if (!adopted) (void)c->drv.pfn_cuStreamDestroy(s->cu);
     free(s);
     return rc;
   }
   slc__fetch_add_acq_rel(&c->live_handles, 1);
-  *out = s;
   return LDG_OK;
 }
 
@@ -189,7 +199,7 @@ static int slc__stream_destroy(slc_stream *s, const char *call) {
   rc = ldg_stream_destroy(s->ls);
   if (rc != LDG_OK && rc != LDG_EDESTROYED)
     return slc__fail(rc, "ldg_stream_destroy", NULL);
-  r = s->c->drv.pfn_cuStreamDestroy(s->cu);
+  r = s->adopted ? CUDA_SUCCESS : s->c->drv.pfn_cuStreamDestroy(s->cu);
   slc__store_release(&s->destroyed, 1);
   if (r != CUDA_SUCCESS)
     return slc__fail_cu(s->c, "cuStreamDestroy", r,
@@ -218,7 +228,8 @@ void slc_stream_unref(slc_stream *s) {
        * destroyed with its last reference below (releasing what it holds;
        * the device is in error) and the driver stream destroyed if it can. */
       unproven = true;
-      if (slc__make_current(c, s->device, "slc_stream_unref") == LDG_OK)
+      if (!s->adopted &&
+          slc__make_current(c, s->device, "slc_stream_unref") == LDG_OK)
         (void)c->drv.pfn_cuStreamDestroy(s->cu);
     }
   }
@@ -417,6 +428,36 @@ int slc_memset_d8_async(slc_stream *s, CUdeviceptr dst, unsigned char value,
   struct slc__op op = {
       .kind = SLC__MEMSET, .dptr = dst, .value = value, .bytes = bytes};
   return slc__run_op(s, &op, hold, "slc_memset_d8_async");
+}
+
+int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
+  static const char fn[] = "slc_stream_record_external";
+  if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
+  int rc = slc__check_hold(hold, fn);
+  if (rc != LDG_OK) return rc;
+  /* Refused once the stream is being destroyed: its sync may have run
+   * before the caller's issue. */
+  rc = slc__stream_enter(s, fn);
+  if (rc != LDG_OK) return rc;
+  slc__stream_exit(s);
+  slc_hold h = {{NULL, NULL}, NULL, 0, NULL, 0};
+  if (hold != NULL) h = *hold;
+  rc = ldg_enqueue(s->ls, h.keep, h.vec_ids, h.n_vec, h.ranges, h.n_ranges,
+                   NULL);
+  if (rc == LDG_OK) {
+    slc__engine_after_issue(s);
+    return LDG_OK;
+  }
+  if (rc == LDG_EDESTROYED) {
+    /* Destroyed since the gate: its sync came after the caller's issue. */
+    if (h.keep.release != NULL) h.keep.release(h.keep.ctx);
+    return LDG_OK;
+  }
+  int src = slc__sync_after_failed_record(s, "external work");
+  if (src != LDG_OK) return src;
+  return slc__fail(rc, "ldg_enqueue",
+                   "external work could not be recorded; the stream was "
+                   "synchronised and the caller keeps its keep");
 }
 
 int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,

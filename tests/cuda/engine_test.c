@@ -546,6 +546,65 @@ static int t_buffer_ops_bad_input(void) {
   return teardown(c);
 }
 
+/* ---- Streams and work the layer did not create ----------------------------- */
+
+static int t_adopt_external(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 200, &cfg)) return 1;
+  const slc_driver *d = slc_context_driver(c);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CUstream raw;
+  CHECK(d->pfn_cuStreamCreate(&raw, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  slc_stream *s;
+  CHECK_RC(slc_stream_adopt(c, raw, &s), LDG_OK);
+  CHECK(slc_stream_is_adopted(s) && slc_stream_device(s) == 1);
+  CHECK(slc_stream_handle(s) == raw);
+  CHECK(ldg_stream_is_nonblocking(slc_stream_ledger(s)));
+  slc_buffer *staging, *dev;
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &staging), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 1, WORDS * 4, &dev), LDG_OK);
+  /* "A library" issues a copy on the stream, then we record its hold. */
+  hd_hold(true);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuMemcpyHtoDAsync(slc_buffer_dptr(dev),
+                                 slc_buffer_host(staging), WORDS * 4,
+                                 raw) == CUDA_SUCCESS);
+  atomic_long kept = 0;
+  uint64_t ids[] = {slc_buffer_id(staging), slc_buffer_id(dev)};
+  slc_hold h = {{count_keep, &kept}, ids, 2, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_EBUSY);
+  hd_hold(false);
+  if (wait_for(c, &kept, 1, false)) return 1; /* the engine released it */
+  CHECK(!slc_buffer_held(staging));
+  /* Layer calls on the adopted stream work as on any. */
+  CHECK_RC(slc_buf_memset_async(s, dev, 0, 1, 4, NULL), LDG_OK);
+  CHECK_RC(slc_stream_destroy(s), LDG_OK);
+  /* Destroyed in the layer: refused, the keep stays the caller's. */
+  atomic_long late = 0;
+  slc_hold hl = {{count_keep, &late}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &hl), LDG_EDESTROYED);
+  CHECK(atomic_load(&late) == 0);
+  slc_stream_unref(s);
+  /* The driver stream is still its owner's. */
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuStreamSynchronize(raw) == CUDA_SUCCESS);
+  CHECK(d->pfn_cuStreamDestroy(raw) == CUDA_SUCCESS);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(dev), LDG_OK);
+  /* Bad input. */
+  slc_stream *x;
+  CHECK_RC(slc_stream_adopt(c, NULL, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(c, CU_STREAM_LEGACY, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(NULL, raw, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(c, raw, NULL), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(c, raw, &x), LDG_EINVAL); /* destroyed handle */
+  CHECK(strstr(slc_last_error_message(), "cuStreamGetCtx") != NULL);
+  CHECK_RC(slc_stream_record_external(NULL, NULL), LDG_EINVAL);
+  return teardown(c);
+}
+
 /* ---- Bad input -------------------------------------------------------------- */
 
 static int t_bad_input(void) {
@@ -697,6 +756,8 @@ static const struct {
     {"sticky_error", t_sticky_error,
      "a device error is reported once, releases nothing, keeps told"},
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
+    {"adopt_external", t_adopt_external,
+     "an adopted stream, work issued by others recorded, never destroyed"},
     {"buffer_ops_hold", t_buffer_ops_hold,
      "slc_buf_* calls hold their buffers: no free under a pending copy"},
     {"buffer_ops_bad_input", t_buffer_ops_bad_input,
