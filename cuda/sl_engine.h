@@ -25,14 +25,21 @@
  *   - slc_engine_poll, which any thread may call from its own loop (as
  *     PyTorch's allocator processes its events on malloc): non-blocking.
  *
- * WHERE KEEPS RUN
+ * WHERE AND IN WHICH ORDER KEEPS RUN
  *   On the engine thread or the thread that called slc_engine_poll, never on
  *   a driver callback thread and never while the engine holds anything: the
  *   engine takes completed markers under its consumer flag (a try-flag
  *   nobody waits on, except stream creation and the last unref), drops it,
- *   and only then releases. A keep may call any slc_ function (including
- *   slc_engine_poll, which then finds nothing or releases more), except
- *   slc_context_destroy.
+ *   and only then releases. The engine's releases of one stream never
+ *   overlap (a per-stream hand-over: a thread that finds the stream being
+ *   released leaves its mark to the releasing thread), so its keeps of a
+ *   stream run in sequence order, and a keep that blocks holds up only its
+ *   own stream's later keeps (other streams go on, by the thread or by
+ *   polls). A synchronisation on another thread may release the same stream
+ *   at the same time (the ledger splits the entries): a serving loop should
+ *   recycle a buffer from the keep of the operation that used it last, not
+ *   from a later operation's keep. A keep may call any slc_ function
+ *   (slc_engine_poll included), except slc_context_destroy.
  *
  * FAILURES
  *   - A marker that cannot be recorded (cuEventRecord or cuEventCreate
@@ -53,6 +60,16 @@
  *     event, a marker, a destroy after a successful sync) and SLC_EDRIVER
  *     when the entry is dropped without proof (the last unref of a stream
  *     whose synchronisation failed: the device is in error).
+ *
+ * OBSERVABILITY
+ *   slc_engine_stats_get (context-wide counters) and slc_stream_progress_get
+ *   (one stream: marks, pending count, markers pending, age of the oldest,
+ *   sticky error) read atomics only: any thread, any time, no enqueuer
+ *   stopped. "Who holds buffer b": ldg_vector_holders(slc_context_ledger(c),
+ *   slc_buffer_id(b), ...) lists every pending operation naming it, on every
+ *   stream, blocking ones included, with stream id and sequence number.
+ *   Not counted (yet): keeps run, and releases by the other causes (sync,
+ *   event, destroy, transitive) — the engine counts its own.
  *
  * THREADING (who may call what)
  *   function                  may block       lock taken        runs keeps
