@@ -315,7 +315,10 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
   while (head != tail) {
     struct slc__mslot *slot = &q->ring[head & (q->cap - 1)];
     CUresult r = d->pfn_cuEventQuery(slot->ev);
-    if (r == CUDA_ERROR_NOT_READY) break;
+    if (r == CUDA_ERROR_NOT_READY) {
+      q->query_fails = 0; /* the query worked: failures are consecutive */
+      break;
+    }
     if (r != CUDA_SUCCESS) {
       slc__count(&e->n.query_failures, 1);
       if (++q->query_fails >= SLC_ENGINE_QUERY_RETRIES) {

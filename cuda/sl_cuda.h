@@ -105,8 +105,9 @@
  *     mutex (once per device, then an acquire load of a ready flag).
  *   - the ledger is lock-free on the enqueue and release paths.
  *   Keeps run on the thread that released: the thread that synchronised,
- *   destroyed, queried, freed — or, rarely, the one that enqueued (see
- *   ldg_enqueue). They may block and may call any slc_ function except
+ *   destroyed, queried, freed, the progress engine's thread or a caller of
+ *   slc_engine_poll (cuda/sl_engine.h) — or, rarely, the one that enqueued
+ *   (see ldg_enqueue). They may block and may call any slc_ function except
  *   slc_context_destroy.
  */
 #ifndef STREAMLEDGER_CUDA_SL_CUDA_H
