@@ -46,52 +46,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/stamp.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
 #include "tests/cuda/host_driver.h"
 
-/* mb_stamp(u64 ns, u64 *out), as in marker_bench.c. */
-static const char eb_ptx[] =
-    ".version 7.8\n"
-    ".target sm_90\n"
-    ".address_size 64\n"
-    "\n"
-    ".visible .entry mb_stamp(\n"
-    "\t.param .u64 mb_stamp_param_0,\n"
-    "\t.param .u64 mb_stamp_param_1\n"
-    ")\n"
-    "{\n"
-    "\t.reg .pred \t%p<3>;\n"
-    "\t.reg .b64 \t%rd<8>;\n"
-    "\n"
-    "\tld.param.u64 \t%rd1, [mb_stamp_param_0];\n"
-    "\tld.param.u64 \t%rd2, [mb_stamp_param_1];\n"
-    "\tmov.u64 \t%rd3, %globaltimer;\n"
-    "$L_spin:\n"
-    "\tmov.u64 \t%rd4, %globaltimer;\n"
-    "\tsub.s64 \t%rd5, %rd4, %rd3;\n"
-    "\tsetp.lt.u64 \t%p1, %rd5, %rd1;\n"
-    "\t@%p1 bra \t$L_spin;\n"
-    "\tsetp.eq.u64 \t%p2, %rd2, 0;\n"
-    "\t@%p2 bra \t$L_done;\n"
-    "\tcvta.to.global.u64 \t%rd6, %rd2;\n"
-    "\tst.volatile.global.u64 \t[%rd6], %rd4;\n"
-    "\tmembar.sys;\n"
-    "$L_done:\n"
-    "\tret;\n"
-    "}\n";
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t process_cpu_ns(void) {
   struct rusage ru;
@@ -100,15 +61,6 @@ static uint64_t process_cpu_ns(void) {
          (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
 }
 
-static void host_stamp(void *const *params, const hd_dims *dims) {
-  (void)dims;
-  uint64_t ns = *(const uint64_t *)params[0];
-  CUdeviceptr out = *(const CUdeviceptr *)params[1];
-  uint64_t t0 = now_ns(), t = t0;
-  while (t - t0 < ns) t = now_ns();
-  if (out != 0)
-    __atomic_store_n((uint64_t *)(uintptr_t)out, t, __ATOMIC_RELEASE);
-}
 
 static struct {
   bool host, require_gpu, smoke;
@@ -161,7 +113,7 @@ typedef struct op_keep {
 
 static void keep_note(void *ctx) {
   op_keep *k = ctx;
-  k->b->obs[k->i] = now_ns();
+  k->b->obs[k->i] = bench_now_ns();
   atomic_fetch_add_explicit(&k->b->kept, 1, memory_order_release);
 }
 
@@ -176,9 +128,9 @@ static uint64_t launch(bctx *b, uint64_t ns, CUdeviceptr out, ldg_keep keep) {
   void *params[] = {&ns, &out};
   slc_hold h = {keep, NULL, 0, NULL, 0};
   slc_dim3 one = {1, 1, 1};
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   CK(slc_launch(b->s, b->f, one, one, 0, params, &h));
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
 /* Until b->kept reaches n: by synchronising, by the engine, or by polling. */
@@ -202,8 +154,8 @@ static void bctx_open(bctx *b, int mode, unsigned n_stamps) {
     CK(slc_engine_enable(b->c, &cfg));
   }
   CK(slc_stream_create(b->c, 0, SLC_STREAM_NONBLOCKING, &b->s));
-  CK(slc_module_load(b->c, 0, eb_ptx, &b->m));
-  CK(slc_module_function(b->m, "mb_stamp", &b->f));
+  CK(slc_module_load(b->c, 0, bench_stamp_ptx, &b->m));
+  CK(slc_module_function(b->m, BENCH_STAMP_KERNEL, &b->f));
   CK(slc_buffer_alloc_host(b->c, (n_stamps + 1) * sizeof(uint64_t),
                            &b->stamps));
   memset(slc_buffer_host(b->stamps), 0, (n_stamps + 1) * sizeof(uint64_t));
@@ -225,17 +177,6 @@ static void bctx_close(bctx *b) {
   free(b->obs);
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
-static double pctl(const uint64_t *v, size_t n, double p) {
-  return n == 0 ? 0 : (double)v[(size_t)(p * (double)(n - 1) + 0.5)];
-}
 
 /* Host clock minus device stamp (min over samples), as marker_bench.c. */
 static void calibrate(void) {
@@ -250,10 +191,10 @@ static void calibrate(void) {
     uint64_t s;
     while ((s = __atomic_load_n(w, __ATOMIC_ACQUIRE)) == 0) {
     }
-    off[i] = (int64_t)now_ns() - (int64_t)s;
+    off[i] = (int64_t)bench_now_ns() - (int64_t)s;
     CK(slc_stream_synchronize(b.s));
   }
-  qsort(off, n, sizeof(int64_t), cmp_i64);
+  qsort(off, n, sizeof(int64_t), bench_cmp_i64);
   g_offset = off[0];
   printf("calibration: %u samples, median - min %" PRId64 " ns\n", n,
          off[n / 2] - off[0]);
@@ -288,12 +229,12 @@ static void scenario_latency(int mode, result *o) {
     int64_t d = (int64_t)b.obs[i] - end;
     lat[i] = d < 0 ? 0 : (uint64_t)d;
   }
-  qsort(issue, n, sizeof(uint64_t), cmp_u64);
-  qsort(lat, n, sizeof(uint64_t), cmp_u64);
-  o->issue_p50 = pctl(issue, n, 0.5);
-  o->lat_p50 = pctl(lat, n, 0.5) / 1e3;
-  o->lat_p99 = pctl(lat, n, 0.99) / 1e3;
-  o->lat_p999 = pctl(lat, n, 0.999) / 1e3;
+  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
+  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
+  o->issue_p50 = bench_pctl(issue, n, 0.5);
+  o->lat_p50 = bench_pctl(lat, n, 0.5) / 1e3;
+  o->lat_p99 = bench_pctl(lat, n, 0.99) / 1e3;
+  o->lat_p999 = bench_pctl(lat, n, 0.999) / 1e3;
   free(issue);
   free(lat);
   free(ks);
@@ -305,9 +246,9 @@ static void scenario_rate(int mode, result *o) {
   bctx b;
   bctx_open(&b, mode, 1);
   uint64_t period = 1000000000ull / opt.rate;
-  uint64_t p0 = process_cpu_ns(), r0 = thread_cpu_ns(), t0 = now_ns();
+  uint64_t p0 = process_cpu_ns(), r0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
   for (unsigned i = 0; i < n; i++) {
-    while (now_ns() < t0 + i * period) {
+    while (bench_now_ns() < t0 + i * period) {
     }
     launch(&b, 0, 0, (ldg_keep){keep_count, &b});
     if (mode == MODE_SYNC) {
@@ -319,9 +260,9 @@ static void scenario_rate(int mode, result *o) {
     }
   }
   settle(&b, n);
-  uint64_t wall = now_ns() - t0;
+  uint64_t wall = bench_now_ns() - t0;
   o->cpu_per_op_ns = (double)(process_cpu_ns() - p0) / n;
-  o->req_cpu_per_op_ns = (double)(thread_cpu_ns() - r0) / n;
+  o->req_cpu_per_op_ns = (double)(bench_thread_cpu_ns() - r0) / n;
   o->kops = n / ((double)wall / 1e9) / 1e3;
   if (atomic_load(&b.kept) != (long)n) {
     fprintf(stderr, "engine_bench: %ld keeps of %u\n", atomic_load(&b.kept), n);
@@ -336,11 +277,11 @@ static void scenario_idle(int mode, result *o) {
   launch(&b, 0, 0, (ldg_keep){keep_count, &b});
   settle(&b, 1);
   struct timespec ts = {opt.idle_ms / 1000, (long)(opt.idle_ms % 1000) * 1000000};
-  uint64_t p0 = process_cpu_ns(), t0 = now_ns();
+  uint64_t p0 = process_cpu_ns(), t0 = bench_now_ns();
   nanosleep(&ts, NULL);
-  o->idle_pct = 100.0 * (double)(process_cpu_ns() - p0) / (double)(now_ns() - t0);
+  o->idle_pct = 100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
   p0 = process_cpu_ns();
-  t0 = now_ns();
+  t0 = bench_now_ns();
   launch(&b, (uint64_t)opt.idle_ms * 1000000, 0, (ldg_keep){keep_count, &b});
   if (mode == MODE_ENGINE) {
     /* The request thread sleeps; only the engine (and driver) run. */
@@ -352,7 +293,7 @@ static void scenario_idle(int mode, result *o) {
     settle(&b, 2);
   }
   o->waiting_pct =
-      100.0 * (double)(process_cpu_ns() - p0) / (double)(now_ns() - t0);
+      100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
   bctx_close(&b);
 }
 
@@ -365,14 +306,6 @@ static int usage(void) {
   return 2;
 }
 
-static bool parse_uint(const char *s, unsigned *out) {
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || end == s || *end || v == 0 || v > 100000000ul) return false;
-  *out = (unsigned)v;
-  return true;
-}
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -415,15 +348,14 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--every-ops") == 0  ? &opt.every_ops
                                                        : NULL;
       const char *s = dst != NULL ? VAL() : NULL;
-      if (s == NULL || !parse_uint(s, dst)) return usage();
+      if (s == NULL || !bench_parse_uint(s, dst)) return usage();
     }
 #undef VAL
   }
   if (opt.host) {
     hd_config cfg = {1, 0};
     if (hd_install(&drv, &cfg) != 0) return 1;
-    static const size_t sizes[] = {sizeof(uint64_t), sizeof(CUdeviceptr)};
-    (void)hd_register_kernel("mb_stamp", host_stamp, 2, sizes);
+    bench_stamp_register_host();
   } else if (slc_driver_load(&drv, opt.libcuda) != 0) {
     printf("SKIPPED: no CUDA driver (%s)\n", drv.load_error);
     return opt.require_gpu ? 1 : 0;

@@ -73,65 +73,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/stamp.h"
 #include "cuda/driver.h"
 #include "tests/cuda/host_driver.h"
 
-/* ---- The kernel --------------------------------------------------------------
- * mb_stamp(u64 ns, u64 *out): spins until ns nanoseconds of %globaltimer
- * passed, then, if out is not 0, stores the last %globaltimer value to *out.
- * Written by hand (ISA 7.8, sm_90, as tests/cuda/kernels.c); --print-ptx
- * prints it and the smoke test assembles it with ptxas where present. */
-static const char mb_ptx[] =
-    ".version 7.8\n"
-    ".target sm_90\n"
-    ".address_size 64\n"
-    "\n"
-    ".visible .entry mb_stamp(\n"
-    "\t.param .u64 mb_stamp_param_0,\n"
-    "\t.param .u64 mb_stamp_param_1\n"
-    ")\n"
-    "{\n"
-    "\t.reg .pred \t%p<3>;\n"
-    "\t.reg .b64 \t%rd<8>;\n"
-    "\n"
-    "\tld.param.u64 \t%rd1, [mb_stamp_param_0];\n"
-    "\tld.param.u64 \t%rd2, [mb_stamp_param_1];\n"
-    "\tmov.u64 \t%rd3, %globaltimer;\n"
-    "$L_spin:\n"
-    "\tmov.u64 \t%rd4, %globaltimer;\n"
-    "\tsub.s64 \t%rd5, %rd4, %rd3;\n"
-    "\tsetp.lt.u64 \t%p1, %rd5, %rd1;\n"
-    "\t@%p1 bra \t$L_spin;\n"
-    "\tsetp.eq.u64 \t%p2, %rd2, 0;\n"
-    "\t@%p2 bra \t$L_done;\n"
-    "\tcvta.to.global.u64 \t%rd6, %rd2;\n"
-    "\tst.volatile.global.u64 \t[%rd6], %rd4;\n"
-    "\tmembar.sys;\n"
-    "$L_done:\n"
-    "\tret;\n"
-    "}\n";
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
-static uint64_t thread_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
-/* The host executor's mb_stamp: the "globaltimer" is CLOCK_MONOTONIC. */
-static void host_stamp(void *const *params, const hd_dims *dims) {
-  (void)dims;
-  uint64_t ns = *(const uint64_t *)params[0];
-  CUdeviceptr out = *(const CUdeviceptr *)params[1];
-  uint64_t t0 = now_ns(), t = t0;
-  while (t - t0 < ns) t = now_ns();
-  if (out != 0) __atomic_store_n((uint64_t *)(uintptr_t)out, t, __ATOMIC_RELEASE);
-}
 
 /* ---- Options, errors ---------------------------------------------------- */
 
@@ -281,7 +229,7 @@ static void *engine_main(void *arg) {
   pin_to(3);
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   CK(drv.pfn_cuCtxSetCurrent(r->ctx));
-  uint64_t cpu0 = thread_cpu_ns();
+  uint64_t cpu0 = bench_thread_cpu_ns();
   unsigned next = 0;
   for (;;) {
     unsigned iss = atomic_load_explicit(&r->issued, memory_order_acquire);
@@ -303,7 +251,7 @@ static void *engine_main(void *arg) {
         engine_wait(r, next);
         continue;
       }
-      uint64_t t = now_ns();
+      uint64_t t = bench_now_ns();
       if (r->check_stamps &&
           __atomic_load_n(&r->stamps[next], __ATOMIC_ACQUIRE) == 0)
         atomic_fetch_add(&r->early, 1);
@@ -312,13 +260,13 @@ static void *engine_main(void *arg) {
       atomic_store_explicit(&r->observed, next, memory_order_release);
     }
   }
-  r->engine_cpu_ns = thread_cpu_ns() - cpu0;
+  r->engine_cpu_ns = bench_thread_cpu_ns() - cpu0;
   return NULL;
 }
 
 /* Places marker i on the stream; returns its cost on this thread. */
 static uint64_t place_marker(run *r, unsigned i) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   switch (r->method) {
     case M_EVENT:
     case M_BLOCKING:
@@ -332,7 +280,7 @@ static uint64_t place_marker(run *r, unsigned i) {
       CK(drv.pfn_cuLaunchHostFunc(r->stream, hostfn_post, hostfn_args[i]));
       break;
   }
-  uint64_t t = now_ns() - t0;
+  uint64_t t = bench_now_ns() - t0;
   /* Publish, then wake a parked engine (Dekker with engine_main). */
   atomic_store_explicit(&r->issued, i + 1, memory_order_seq_cst);
   if (atomic_load_explicit(&r->engine_parked, memory_order_seq_cst)) {
@@ -344,27 +292,14 @@ static uint64_t place_marker(run *r, unsigned i) {
 
 static uint64_t launch(run *r, uint64_t ns, CUdeviceptr out) {
   void *params[] = {&ns, &out};
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   CK(drv.pfn_cuLaunchKernel(g_fn, 1, 1, 1, 1, 1, 1, 0, r->stream, params,
                             NULL));
-  return now_ns() - t0;
+  return bench_now_ns() - t0;
 }
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
 
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
 
-static double pctl(uint64_t *v, size_t n, double p) {
-  if (n == 0) return 0;
-  size_t k = (size_t)(p * (double)(n - 1) + 0.5);
-  return (double)v[k];
-}
 
 typedef struct result {
   char name[32];
@@ -467,14 +402,14 @@ static void scenario_latency(int method, int policy, CUcontext ctx,
     int64_t d = (int64_t)r->obs_ns[i] - end;
     lat[i] = d < 0 ? 0 : (uint64_t)d;
   }
-  qsort(issue, n, sizeof(uint64_t), cmp_u64);
-  qsort(lnch, n, sizeof(uint64_t), cmp_u64);
-  qsort(lat, n, sizeof(uint64_t), cmp_u64);
-  out->issue_p50 = pctl(issue, n, 0.5);
-  out->launch_p50 = pctl(lnch, n, 0.5);
-  out->lat_p50 = pctl(lat, n, 0.5) / 1e3;
-  out->lat_p99 = pctl(lat, n, 0.99) / 1e3;
-  out->lat_p999 = pctl(lat, n, 0.999) / 1e3;
+  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
+  qsort(lnch, n, sizeof(uint64_t), bench_cmp_u64);
+  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
+  out->issue_p50 = bench_pctl(issue, n, 0.5);
+  out->launch_p50 = bench_pctl(lnch, n, 0.5);
+  out->lat_p50 = bench_pctl(lat, n, 0.5) / 1e3;
+  out->lat_p99 = bench_pctl(lat, n, 0.99) / 1e3;
+  out->lat_p999 = bench_pctl(lat, n, 0.999) / 1e3;
   out->lat_max = (double)lat[n - 1] / 1e3;
   out->cpu_per_marker_us = (double)r->engine_cpu_ns / n / 1e3;
   out->checks_per_marker = (double)r->engine_checks / n;
@@ -494,9 +429,9 @@ static void scenario_rate(int method, int policy, CUcontext ctx, result *out) {
   pthread_t t;
   engine_start(r, &t, n);
   uint64_t issue = 0, lnch = 0, period = 1000000000ull / opt.rate;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_now_ns();
   for (unsigned i = 0; i < n; i++) {
-    while (now_ns() < t0 + i * period) {
+    while (bench_now_ns() < t0 + i * period) {
     }
     while (i - atomic_load_explicit(&r->observed, memory_order_acquire) >=
            MAX_PENDING) {
@@ -505,7 +440,7 @@ static void scenario_rate(int method, int policy, CUcontext ctx, result *out) {
     issue += place_marker(r, i);
   }
   wait_observed(r, n);
-  uint64_t wall = now_ns() - t0;
+  uint64_t wall = bench_now_ns() - t0;
   engine_stop(r, t);
   out->rate_cpu_per_op_ns = (double)r->engine_cpu_ns / n;
   out->rate_issue_ns = (double)issue / n;
@@ -523,11 +458,11 @@ static void scenario_idle(int method, int policy, CUcontext ctx, result *out) {
   launch(r, 0, 0);
   place_marker(r, 0);
   wait_observed(r, 1);
-  uint64_t w0 = now_ns();
+  uint64_t w0 = bench_now_ns();
   launch(r, (uint64_t)opt.idle_ms * 1000000, 0);
   place_marker(r, 1);
   wait_observed(r, 2);
-  uint64_t wall = now_ns() - w0;
+  uint64_t wall = bench_now_ns() - w0;
   engine_stop(r, t);
   out->idle_cpu_pct = 100.0 * (double)r->engine_cpu_ns / (double)wall;
   run_free(r);
@@ -551,7 +486,7 @@ static void calibrate(CUcontext ctx, FILE *log) {
     uint64_t s;
     while ((s = __atomic_load_n(word, __ATOMIC_ACQUIRE)) == 0) {
     }
-    off[i] = (int64_t)now_ns() - (int64_t)s;
+    off[i] = (int64_t)bench_now_ns() - (int64_t)s;
     CK(drv.pfn_cuStreamSynchronize(r->stream));
   }
   int64_t mn = off[0], mx = off[0];
@@ -559,7 +494,7 @@ static void calibrate(CUcontext ctx, FILE *log) {
     if (off[i] < mn) mn = off[i];
     if (off[i] > mx) mx = off[i];
   }
-  qsort(off, n, sizeof(int64_t), cmp_i64);
+  qsort(off, n, sizeof(int64_t), bench_cmp_i64);
   g_offset_ns = mn;
   fprintf(log,
           "calibration: %u samples, host-visible minus device stamp: min %" PRId64
@@ -581,14 +516,6 @@ static int usage(void) {
   return 2;
 }
 
-static bool parse_uint(const char *s, unsigned *out) {
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || end == s || *end || v == 0 || v > 100000000ul) return false;
-  *out = (unsigned)v;
-  return true;
-}
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
@@ -623,7 +550,7 @@ int main(int argc, char **argv) {
       opt.rate = 20000;
       opt.idle_ms = 5;
     } else if (strcmp(a, "--print-ptx") == 0) {
-      fputs(mb_ptx, stdout);
+      fputs(bench_stamp_ptx, stdout);
       return 0;
     } else {
       unsigned *dst = strcmp(a, "--samples") == 0     ? &opt.samples
@@ -633,7 +560,7 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--idle-ms") == 0   ? &opt.idle_ms
                                                       : NULL;
       const char *s = dst != NULL ? VAL() : NULL;
-      if (s == NULL || !parse_uint(s, dst)) return usage();
+      if (s == NULL || !bench_parse_uint(s, dst)) return usage();
     }
 #undef VAL
   }
@@ -641,8 +568,7 @@ int main(int argc, char **argv) {
   if (opt.host) {
     hd_config cfg = {1, 0};
     if (hd_install(&drv, &cfg) != 0) return 1;
-    static const size_t sizes[] = {sizeof(uint64_t), sizeof(CUdeviceptr)};
-    (void)hd_register_kernel("mb_stamp", host_stamp, 2, sizes);
+    bench_stamp_register_host();
   } else if (slc_driver_load(&drv, opt.libcuda) != 0) {
     printf("SKIPPED: no CUDA driver (%s)\n", drv.load_error);
     return opt.require_gpu ? 1 : 0;
@@ -687,8 +613,8 @@ int main(int argc, char **argv) {
   }
 
   CUmodule mod;
-  CK(drv.pfn_cuModuleLoadData(&mod, mb_ptx));
-  CK(drv.pfn_cuModuleGetFunction(&g_fn, mod, "mb_stamp"));
+  CK(drv.pfn_cuModuleLoadData(&mod, bench_stamp_ptx));
+  CK(drv.pfn_cuModuleGetFunction(&g_fn, mod, BENCH_STAMP_KERNEL));
   hostfn_args = xcalloc(opt.samples + opt.rate_ops + 8, sizeof(*hostfn_args));
 
   calibrate(ctx, stdout);
