@@ -17,7 +17,9 @@
  *            it runs. Completion-to-keep latency = keep time - the kernel's
  *            end stamp moved to the host clock (calibrated as in
  *            marker_bench.c: 0 = when a host thread spinning on the kernel's
- *            own store could know). p50, p99. Also the issue cost of
+ *            own store could know). p50, p99. Checked: every keep sees
+ *            its kernel's stamp (a keep run early fails the run). Also the
+ *            issue cost of
  *            slc_launch (p50): engine modes place markers on this path, so
  *            engine − sync is the marker's cost on the issuing thread.
  *   rate     --rate-ops launches of an empty kernel with a keep, paced at
@@ -104,6 +106,7 @@ typedef struct bctx {
   CUdeviceptr stamps_d;
   uint64_t *obs;      /* keep times */
   atomic_long kept;
+  atomic_long early; /* keeps that ran before their kernel's stamp landed */
 } bctx;
 
 typedef struct op_keep {
@@ -114,6 +117,11 @@ typedef struct op_keep {
 static void keep_note(void *ctx) {
   op_keep *k = ctx;
   k->b->obs[k->i] = bench_now_ns();
+  /* The kernel's last act is its stamp: a keep that does not see it ran
+   * before the kernel completed (a correctness check, not a timing). */
+  const uint64_t *stamps = slc_buffer_host(k->b->stamps);
+  if (__atomic_load_n(&stamps[k->i], __ATOMIC_ACQUIRE) == 0)
+    atomic_fetch_add(&k->b->early, 1);
   atomic_fetch_add_explicit(&k->b->kept, 1, memory_order_release);
 }
 
@@ -228,6 +236,11 @@ static void scenario_latency(int mode, result *o) {
                   g_offset;
     int64_t d = (int64_t)b.obs[i] - end;
     lat[i] = d < 0 ? 0 : (uint64_t)d;
+  }
+  if (atomic_load(&b.early) != 0) {
+    fprintf(stderr, "FAILED: %s: %ld keeps ran before their kernel ended\n",
+            mode_names[mode], atomic_load(&b.early));
+    _exit(1);
   }
   qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
   qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
@@ -426,6 +439,6 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  printf("every keep ran\n");
+  printf("every keep ran, none before its kernel ended\n");
   return 0;
 }
