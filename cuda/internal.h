@@ -189,8 +189,9 @@ int slc__stream_drain(void *ctx);
 
 /* slc_context_destroy, once the engine stopped: proves each limbo stream
  * complete (cuStreamSynchronize), then destroys them in the ledger and the
- * driver (never an adopted CUstream) and drops them. On error nothing more is done and the list stays (the
- * destroy may be retried). No other call on c may run. */
+ * driver (never an adopted CUstream) and drops them. On error nothing more
+ * is done and the list stays (the destroy may be retried). No other call on
+ * c may run. */
 int slc__limbo_finish(slc_context *c);
 
 /* ---- The progress engine (engine.c) ---- */

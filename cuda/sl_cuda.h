@@ -149,15 +149,19 @@
  *   slc_stream_record_external and the slc_buf_* operations (likewise:
  *   they issue through the asynchronous operations), the progress engine's
  *   thread and slc_engine_poll (cuda/sl_engine.h: releases to completed
- *   markers) and slc_context_destroy (kept streams). Keeps may block and may call any
- *   slc_ function — on any stream, event or buffer, their own stream
- *   included (unref, destroy, copies, settles, records, waits, syncs,
- *   frees, slc_engine_poll) — except slc_context_destroy, and except calls
+ *   markers) and slc_context_destroy (kept streams). Keeps may block and
+ *   may call any slc_ function — on any stream, event or buffer, their own
+ *   stream included (unref, destroy, copies, settles, records, waits,
+ *   syncs, frees, slc_engine_poll) — except slc_context_destroy, and except calls
  *   on a handle the running call ends (the buffer slc_buffer_free is
  *   freeing, the event slc_event_destroy is destroying, the stream whose
  *   last reference is going). Keeps run by slc_context_destroy must not
  *   call into its context. (tests/cuda: cuda_suite --keep-reentry runs each
- *   such call from a keep on each of these paths.)
+ *   such call, slc_engine_poll, slc_buf_memset_async and
+ *   slc_stream_record_external included, from a keep on each of these
+ *   paths; the engine's through slc_engine_poll, whose release code the
+ *   engine thread shares; slc_stream_record_external's and the slc_buf_*
+ *   calls' own enqueue paths are not forced there.)
  */
 #ifndef STREAMLEDGER_CUDA_SL_CUDA_H
 #define STREAMLEDGER_CUDA_SL_CUDA_H
