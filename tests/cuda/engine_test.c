@@ -615,6 +615,50 @@ static int t_adopt_external(void) {
   return teardown(c);
 }
 
+/* An adopted stream whose last unref meets a failed sync waits in the
+ * context's limbo list, out of the engine; slc_context_destroy releases
+ * nothing while its sync fails, then finishes it — and never destroys the
+ * CUstream, which stays its owner's. */
+static int t_adopt_limbo(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 0, &cfg)) return 1;
+  /* The owner (g_drv: outlives c) holds its own primary context. */
+  CUdevice dev0;
+  CUcontext own;
+  CHECK(g_drv.pfn_cuDeviceGet(&dev0, 0) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuDevicePrimaryCtxRetain(&own, dev0) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuCtxSetCurrent(own) == CUDA_SUCCESS);
+  CUstream raw;
+  CHECK(g_drv.pfn_cuStreamCreate(&raw, CU_STREAM_NON_BLOCKING) ==
+        CUDA_SUCCESS);
+  slc_stream *s;
+  CHECK_RC(slc_stream_adopt(c, raw, &s), LDG_OK);
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  hd_set_sticky(CUDA_ERROR_LAUNCH_FAILED); /* before the engine sees it */
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  slc_stream_unref(s); /* the sync fails: kept, nothing released */
+  CHECK(atomic_load(&kept) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0); /* it left the engine */
+  CHECK_RC(slc_context_destroy(c), SLC_EDRIVER); /* still no proof */
+  CHECK(strstr(slc_last_error_message(), "cuStreamSynchronize") != NULL);
+  CHECK(atomic_load(&kept) == 0);
+  hd_set_sticky(CUDA_SUCCESS);
+  CHECK_RC(slc_context_destroy(c), LDG_OK); /* synchronised, finished */
+  CHECK(atomic_load(&kept) == 1);
+  /* The driver stream is still its owner's. */
+  CHECK(g_drv.pfn_cuCtxSetCurrent(own) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuStreamSynchronize(raw) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuStreamDestroy(raw) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuDevicePrimaryCtxRelease(dev0) == CUDA_SUCCESS);
+  long leaked = hd_shutdown();
+  CHECK(leaked == 0);
+  return 0;
+}
+
 /* ---- Bad input -------------------------------------------------------------- */
 
 static int t_bad_input(void) {
@@ -768,6 +812,8 @@ static const struct {
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
     {"adopt_external", t_adopt_external,
      "an adopted stream, work issued by others recorded, never destroyed"},
+    {"adopt_limbo", t_adopt_limbo,
+     "an adopted stream kept after a failed sync: finished, never destroyed"},
     {"buffer_ops_hold", t_buffer_ops_hold,
      "slc_buf_* calls hold their buffers: no free under a pending copy"},
     {"buffer_ops_bad_input", t_buffer_ops_bad_input,
