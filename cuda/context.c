@@ -87,6 +87,13 @@ int slc_context_destroy(slc_context *c) {
                      live);
   /* Each step is done once; after an error c stays and a later call
    * resumes where this one stopped. */
+  /* 1. The engine first: every stream left its list at its last unref
+   *    (live_handles is 0), so it drives nothing; joining its thread waits
+   *    out a release it may still be running (keeps, and a ledger reference
+   *    on a stream), so nothing of the engine touches the limbo streams
+   *    finished below or the ledger destroyed after. A destroy that fails
+   *    later leaves the engine off (slc_engine_enable may start it again). */
+  slc__engine_stop(c);
   int rc = slc__limbo_finish(c);
   if (rc != LDG_OK) return rc;
   if (c->ledger != NULL) {

@@ -80,6 +80,16 @@ extern "C" {
   X(cuStreamQuery, cuStreamQuery, 2000, (CUstream hStream))                    \
   X(cuStreamWaitEvent, cuStreamWaitEvent, 3020,                                \
     (CUstream hStream, CUevent hEvent, unsigned int Flags))                    \
+  X(cuStreamGetCtx, cuStreamGetCtx, 9020, (CUstream hStream, CUcontext * pctx)) \
+  X(cuStreamGetFlags, cuStreamGetFlags, 5050,                                  \
+    (CUstream hStream, unsigned int *flags))                                   \
+  /* completion markers (the progress engine, bench/marker_bench.c) */         \
+  X(cuLaunchHostFunc, cuLaunchHostFunc, 10000,                                 \
+    (CUstream hStream, CUhostFn fn, void *userData))                           \
+  X(cuStreamWriteValue64, cuStreamWriteValue64_v2, 11070,                      \
+    (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)) \
+  X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, 3020,             \
+    (CUdeviceptr * pdptr, void *p, unsigned int Flags))                        \
   /* events */                                                                 \
   X(cuEventCreate, cuEventCreate, 2000,                                       \
     (CUevent * phEvent, unsigned int Flags))                                   \

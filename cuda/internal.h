@@ -47,6 +47,7 @@ struct slc_context {
   /* Streams (until their last unref), events, buffers, modules alive:
    * slc_context_destroy refuses while non-zero. */
   atomic_long live_handles;
+  _Atomic(struct slc__engine *) engine; /* engine.c; NULL until enabled */
   /* Streams whose last reference went but whose teardown could not finish
    * (the destroy's synchronisation failed, or cuStreamDestroy did): kept,
    * with their ledger streams and what those hold, until
@@ -85,8 +86,14 @@ struct slc_stream {
   ldg_stream *ls; /* one reference, given up when the handle goes */
   atomic_uint_fast64_t gate;
   atomic_long refs;
-  atomic_int destroyed;   /* 1 once cuStreamDestroy succeeded */
+  atomic_int destroyed;   /* 1 once cuStreamDestroy succeeded (adopted: once
+                           * it would have; the CUstream is not ours) */
   slc_stream *limbo_next; /* in c->limbo (under c->limbo_mu) */
+  /* engine.c's marker ring; NULL if not driven. Freed at the last unref
+   * (slc__engine_unregister), not by the finalizer: see engine.c,
+   * REGISTRATION. */
+  struct slc__mq *mq;
+  bool adopted; /* slc_stream_adopt: the driver stream is not ours */
 };
 
 struct slc_event {
@@ -172,13 +179,32 @@ int slc__make_current(slc_context *c, int device, const char *call);
 int slc__stream_enter(slc_stream *s, const char *call);
 void slc__stream_exit(slc_stream *s);
 
+/* Fills s (its cu already set) and registers it: ledger stream, engine,
+ * live count. On error frees s (destroying cu unless adopted). */
+int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
+                     bool adopted);
+
 /* The ledger drain of every stream (ctx = the slc_stream). */
 int slc__stream_drain(void *ctx);
 
-/* slc_context_destroy's first step: proves each limbo stream complete
- * (cuStreamSynchronize), then destroys them in the ledger and the driver
- * and drops them. On error nothing more is done and the list stays (the
- * destroy may be retried). No other call on c may run. */
+/* slc_context_destroy, once the engine stopped: proves each limbo stream
+ * complete (cuStreamSynchronize), then destroys them in the ledger and the
+ * driver (never an adopted CUstream) and drops them. On error nothing more
+ * is done and the list stays (the destroy may be retried). No other call on
+ * c may run. */
 int slc__limbo_finish(slc_context *c);
+
+/* ---- The progress engine (engine.c) ---- */
+
+/* slc_stream_create: joins the engine (if enabled). LDG_OK or LDG_ENOMEM. */
+int slc__engine_register(slc_stream *s);
+/* The last slc_stream_unref, whether the stream was destroyed or goes to
+ * the limbo list: leaves the engine, destroying the marker events. */
+void slc__engine_unregister(slc_stream *s);
+/* After an operation was enqueued on s: maybe a marker; wakes the engine. */
+void slc__engine_after_issue(slc_stream *s);
+/* slc_context_destroy, before it finishes limbo streams: stops (joins) the
+ * thread and frees the engine. Idempotent (a retried destroy). */
+void slc__engine_stop(slc_context *c);
 
 #endif /* STREAMLEDGER_CUDA_INTERNAL_H */

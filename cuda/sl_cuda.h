@@ -145,16 +145,23 @@
  *   wait, or that stream was destroyed meanwhile), slc_device_synchronize,
  *   slc_buffer_free, slc_copy_htod, slc_copy_dtoh, slc_host_range_settle,
  *   the asynchronous operations (a release overtook the enqueue, or the
- *   stream was destroyed between the issue and the record) and
- *   slc_context_destroy (kept streams). Keeps may block and may call any
- *   slc_ function — on any stream, event or buffer, their own stream
- *   included (unref, destroy, copies, settles, records, waits, syncs,
- *   frees) — except slc_context_destroy, and except calls on a handle the
- *   running call ends (the buffer slc_buffer_free is freeing, the event
- *   slc_event_destroy is destroying, the stream whose last reference is
- *   going). Keeps run by slc_context_destroy must not call into its context.
- *   (tests/cuda: cuda_suite --keep-reentry runs each such call from a keep
- *   on each of these paths.)
+ *   stream was destroyed between the issue and the record),
+ *   slc_stream_record_external and the slc_buf_* operations (likewise:
+ *   they issue through the asynchronous operations), the progress engine's
+ *   thread and slc_engine_poll (cuda/sl_engine.h: releases to completed
+ *   markers) and slc_context_destroy (kept streams). Keeps may block and
+ *   may call any slc_ function — on any stream, event or buffer, their own
+ *   stream included (unref, destroy, copies, settles, records, waits,
+ *   syncs, frees, slc_engine_poll) — except slc_context_destroy, and except calls
+ *   on a handle the running call ends (the buffer slc_buffer_free is
+ *   freeing, the event slc_event_destroy is destroying, the stream whose
+ *   last reference is going). Keeps run by slc_context_destroy must not
+ *   call into its context. (tests/cuda: cuda_suite --keep-reentry runs each
+ *   such call, slc_engine_poll, slc_buf_memset_async and
+ *   slc_stream_record_external included, from a keep on each of these
+ *   paths; the engine's through slc_engine_poll, whose release code the
+ *   engine thread shares; slc_stream_record_external's and the slc_buf_*
+ *   calls' own enqueue paths are not forced there.)
  */
 #ifndef STREAMLEDGER_CUDA_SL_CUDA_H
 #define STREAMLEDGER_CUDA_SL_CUDA_H
@@ -299,6 +306,20 @@ void slc_stream_ref(slc_stream *s);
  * ignored. */
 void slc_stream_unref(slc_stream *s);
 
+/* Adopts a driver stream the layer did not create (the application's,
+ * cuBLAS's, TensorRT's, a framework's) without taking ownership: the layer
+ * records work on it and synchronises it like its own, but slc_stream_destroy
+ * and the last slc_stream_unref (nor slc_context_destroy finishing a stream
+ * kept after a failed sync) never destroy the CUstream. The owner must
+ * keep it alive until then. Its device is found from its context, which
+ * must be a device's primary context; non-blocking if created so.
+ * LDG_EINVAL: c or out NULL, a default stream (NULL, CU_STREAM_LEGACY,
+ * CU_STREAM_PER_THREAD), another context's stream, a handle the driver
+ * does not know (cuStreamGetCtx: CUDA_ERROR_INVALID_HANDLE). */
+int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out);
+bool slc_stream_is_adopted(const slc_stream *s);
+
+
 int slc_stream_check_live(const slc_stream *s); /* LDG_OK / LDG_EDESTROYED */
 int slc_stream_device(const slc_stream *s);
 CUstream slc_stream_handle(const slc_stream *s);    /* for diagnostics */
@@ -348,6 +369,17 @@ typedef struct slc_dim3 {
  * from a module of s's device. */
 int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
                unsigned shared_bytes, void **params, const slc_hold *hold);
+
+/* Records work that something else issued on s's driver stream (a cuBLAS
+ * call, a TensorRT enqueue, a CUDA graph launch) with its hold, as the
+ * layer's own calls do after their issue. ORDERING RULE 1 (issue, then
+ * record): call it only after that work was issued; work issued after the
+ * call is not covered. The hold is released once the stream is known
+ * complete past it (sync, event, engine marker, destroy). LDG_EINVAL (s
+ * NULL, bad hold). LDG_EDESTROYED: s is destroyed or being destroyed;
+ * nothing recorded, the caller keeps its keep and must synchronise its work
+ * itself. LDG_ENOMEM: as for the copies, after synchronising the stream. */
+int slc_stream_record_external(slc_stream *s, const slc_hold *hold);
 
 /* ---- Events -----------------------------------------------------------------
  */
@@ -451,6 +483,38 @@ int slc_copy_dtoh(void *dst, slc_buffer *src, size_t src_offset, size_t bytes);
  * step 2 until none does. LDG_OK when the range is free, LDG_EBUSY if it is
  * still held after every device, or the sync's error. */
 int slc_host_range_settle(slc_context *c, const void *addr, size_t bytes);
+
+/* ---- Operations on layer buffers ------------------------------------------
+ * These hold their buffers by themselves: each checks the byte ranges
+ * against the buffers (LDG_EINVAL: NULL, another context's, out of bounds,
+ * a device buffer of another device than the stream's) and records the
+ * operation with the caller's hold (may be NULL) plus the id of every buffer
+ * it names and, for pinned host buffers, the bytes it uses. Until the
+ * operation is known complete, slc_buffer_held is true, slc_buffer_try_free
+ * refuses (LDG_EBUSY) and slc_buffer_free settles first — forgetting a
+ * buffer in the hold cannot free it under running work. Otherwise as the
+ * raw-pointer calls above, which stay for advanced use (memory the layer
+ * did not allocate, sub-ranges held by the caller's own ids): with those,
+ * the hold is exactly what the caller lists. */
+
+/* dst[dst_offset..+bytes) = src[src_offset..+bytes): host to device, device
+ * to host or device to device by the buffers' kinds (host to host:
+ * LDG_EINVAL). */
+int slc_buf_copy_async(slc_stream *s, slc_buffer *dst, size_t dst_offset,
+                       slc_buffer *src, size_t src_offset, size_t bytes,
+                       const slc_hold *hold);
+
+/* dst[offset..+bytes) = value; dst a device buffer. */
+int slc_buf_memset_async(slc_stream *s, slc_buffer *dst, size_t offset,
+                         unsigned char value, size_t bytes,
+                         const slc_hold *hold);
+
+/* slc_launch, holding buffers[0..n_buffers) whole (at most 1024): the
+ * buffers the kernel's parameters point into. */
+int slc_buf_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
+                   unsigned shared_bytes, void **params,
+                   slc_buffer *const *buffers, size_t n_buffers,
+                   const slc_hold *hold);
 
 /* ---- Modules and kernels ------------------------------------------------ */
 

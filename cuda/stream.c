@@ -154,24 +154,41 @@ int slc_stream_create(slc_context *c, int device, unsigned flags,
     free(s);
     return slc__fail_cu(c, "cuStreamCreate", r, "device %d", device);
   }
+  rc = slc__stream_init(c, s, device, flags, false);
+  if (rc != LDG_OK) return rc;
+  *out = s;
+  return LDG_OK;
+}
+
+int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
+                     bool adopted) {
+  const bool nb = (flags & SLC_STREAM_NONBLOCKING) != 0;
   s->c = c;
   s->device = device;
   s->flags = flags;
+  s->adopted = adopted;
   atomic_init(&s->gate, 0);
   atomic_init(&s->refs, 1);
   atomic_init(&s->destroyed, 0);
   s->limbo_next = NULL;
-  rc = ldg_stream_create(c->ledger, device, nb ? LDG_STREAM_NONBLOCKING : 0,
-                         slc__stream_drain, s, &s->ls);
+  int rc =
+      ldg_stream_create(c->ledger, device, nb ? LDG_STREAM_NONBLOCKING : 0,
+                        slc__stream_drain, s, &s->ls);
   if (rc != LDG_OK) {
-    (void)c->drv.pfn_cuStreamDestroy(s->cu);
+    if (!adopted) (void)c->drv.pfn_cuStreamDestroy(s->cu);
     free(s);
     return slc__fail(rc, "ldg_stream_create", NULL);
+  }
+  rc = slc__engine_register(s);
+  if (rc != LDG_OK) {
+    ldg_stream_unref(s->ls); /* destroys it: nothing was enqueued */
+    if (!adopted) (void)c->drv.pfn_cuStreamDestroy(s->cu);
+    free(s); /* no finalizer yet */
+    return rc;
   }
   /* Before the handle is shared: from now on the ledger frees s. */
   (void)ldg_stream_set_finalizer(s->ls, (ldg_keep){slc__stream_free, s});
   slc__fetch_add_acq_rel(&c->live_handles, 1);
-  *out = s;
   return LDG_OK;
 }
 
@@ -226,6 +243,11 @@ int slc_stream_query(slc_stream *s, bool *idle) {
 /* cuStreamDestroy, with the stream's context current again (keeps ran
  * since the destroy made it current, and may have switched it). */
 static int slc__stream_destroy_driver(slc_stream *s, const char *call) {
+  if (s->adopted) {
+    /* Not ours (slc_stream_adopt): its owner destroys it. */
+    slc__store_release(&s->destroyed, 1);
+    return LDG_OK;
+  }
   int rc = slc__make_current(s->c, s->device, call);
   if (rc != LDG_OK) return rc;
   CUresult r = s->c->drv.pfn_cuStreamDestroy(s->cu);
@@ -300,19 +322,36 @@ void slc_stream_unref(slc_stream *s) {
     (void)slc__stream_destroy_driver(s, fn);
     (void)slc__error_restore(&saved);
   }
-  slc__fetch_sub_acq_rel(&c->live_handles, 1);
+  /* The engine lets go of s whether it was destroyed or goes to limbo
+   * below: a limbo stream's sync failed, so its markers can only fail too,
+   * and slc_context_destroy proves it complete by a sync of its own (with
+   * the engine stopped). Unregistering frees the marker ring here, not in
+   * the finalizer: after it no poll reaches the ring (engine.c,
+   * REGISTRATION), while the struct may outlive this call in a settle's or
+   * an engine release's ledger reference; neither touches s->mq. Quiet:
+   * this call never changes slc_last_error(). */
+  {
+    slc_error saved;
+    slc__error_save(&saved);
+    slc__engine_unregister(s);
+    (void)slc__error_restore(&saved);
+  }
   if (slc__load_acquire(&s->destroyed)) {
+    slc__fetch_sub_acq_rel(&c->live_handles, 1);
     /* Done: give up the handle's ledger reference; the finalizer frees s,
      * now or when the last settle, wait or snapshot lets go. */
     ldg_stream_unref(s->ls);
     return;
   }
   /* The sync failed (nothing may be released without proof of completion)
-   * or the driver stream could not be destroyed: kept for the context. */
+   * or the driver stream could not be destroyed: kept for the context. On
+   * the list before the handle stops counting, so a destroy that finds no
+   * live handle finds it there. */
   pthread_mutex_lock(&c->limbo_mu);
   s->limbo_next = c->limbo;
   c->limbo = s;
   pthread_mutex_unlock(&c->limbo_mu);
+  slc__fetch_sub_acq_rel(&c->live_handles, 1);
 }
 
 int slc__limbo_finish(slc_context *c) {
@@ -486,7 +525,10 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
     n_ranges = hold->n_ranges;
   }
   rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
-  if (rc == LDG_OK) return LDG_OK;
+  if (rc == LDG_OK) {
+    slc__engine_after_issue(s);
+    return LDG_OK;
+  }
   if (rc == LDG_EDESTROYED) {
     /* s was destroyed after the issue: its destroy waited for the gate and
      * then synchronised, so the operation is complete. */
@@ -527,6 +569,36 @@ int slc_memset_d8_async(slc_stream *s, CUdeviceptr dst, unsigned char value,
   struct slc__op op = {
       .kind = SLC__MEMSET, .dptr = dst, .value = value, .bytes = bytes};
   return slc__run_op(s, &op, hold, "slc_memset_d8_async");
+}
+
+int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
+  static const char fn[] = "slc_stream_record_external";
+  if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
+  int rc = slc__check_hold(hold, fn);
+  if (rc != LDG_OK) return rc;
+  /* Refused once the stream is being destroyed: its sync may have run
+   * before the caller's issue. */
+  rc = slc__stream_enter(s, fn);
+  if (rc != LDG_OK) return rc;
+  slc__stream_exit(s);
+  slc_hold h = {{NULL, NULL}, NULL, 0, NULL, 0};
+  if (hold != NULL) h = *hold;
+  rc = ldg_enqueue(s->ls, h.keep, h.vec_ids, h.n_vec, h.ranges, h.n_ranges,
+                   NULL);
+  if (rc == LDG_OK) {
+    slc__engine_after_issue(s);
+    return LDG_OK;
+  }
+  if (rc == LDG_EDESTROYED) {
+    /* Destroyed since the gate: its sync came after the caller's issue. */
+    if (h.keep.release != NULL) h.keep.release(h.keep.ctx);
+    return LDG_OK;
+  }
+  int src = slc__sync_after_failed_record(s, "external work");
+  if (src != LDG_OK) return src;
+  return slc__fail(rc, "ldg_enqueue",
+                   "external work could not be recorded; the stream was "
+                   "synchronised and the caller keeps its keep");
 }
 
 int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,

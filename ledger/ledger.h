@@ -326,6 +326,22 @@ size_t ldg_pending_count(const ldg_stream *s);
 /* Whether some live stream of l has a pending entry naming vec_id. */
 bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id);
 
+/* One pending operation naming a vector (ldg_vector_holders). */
+typedef struct ldg_holder {
+  uint64_t stream_id; /* ldg_stream_id */
+  int device;
+  bool nonblocking;
+  ldg_seq seq; /* the operation's sequence number on that stream */
+} ldg_holder;
+
+/* Who holds vec_id: every pending operation naming it on every live stream
+ * of l, blocking ones included, streams in registry order and each
+ * stream's operations in sequence order. Writes up to cap of them to out
+ * and returns how many there are (may exceed cap). out may be NULL when
+ * cap is 0; l NULL gives 0. (ledger/holders.c) */
+size_t ldg_vector_holders(ldg_ledger *l, uint64_t vec_id, ldg_holder *out,
+                          size_t cap);
+
 /* Whether some pending entry's host range overlaps [addr, addr + bytes)
  * (half-open: adjacent ranges do not overlap; bytes == 0 never overlaps). */
 bool ldg_holds_host_range(ldg_ledger *l, uintptr_t addr, size_t bytes);

@@ -38,13 +38,15 @@ for t in "${targets[@]}"; do
 done
 cp tools/gpu_run.sh "$out/gpu_run.sh"
 chmod a+rx "$out/gpu_run.sh"
+cp bench/engine_bench_h200.sh "$out/engine_bench_h200.sh"
+chmod a+rx "$out/engine_bench_h200.sh"
 
 # Only the C library's own shared objects may remain (no liburcu, no libcuda,
 # no libstdc++/libgcc_s).
 allowed='^(linux-vdso\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|/lib64/ld-linux-x86-64\.so|ld-linux-x86-64\.so)'
 bad=0
 for f in "$out"/*; do
-  [ "$f" = "$out/gpu_run.sh" ] && continue
+  case "$f" in *.sh) continue ;; esac
   echo "--- ldd $f"
   ldd "$f" | sed 's/^/    /'
   while read -r lib _; do

@@ -91,6 +91,7 @@ if [ $bench -eq 1 ]; then
   for b in "$bin"/*bench*; do
     [ -x "$b" ] || continue
     n=$(basename "$b")
+    case "$n" in *.sh) continue ;; esac # engine_bench_h200.sh: run by hand
     # shellcheck disable=SC2086
     run "$n" "$b" --json "$out/$n.json" $bench_args
   done

@@ -48,6 +48,7 @@
 
 #include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
+#include "cuda/sl_engine.h"
 #include "ledger/ledger_testing.h"
 #include "tests/cuda/host_driver.h"
 #include "tests/cuda/kernels.h"
@@ -2364,6 +2365,8 @@ enum rpath {
   RP_OVERTAKEN_ENQUEUE,   /* hooks: a release of x overtakes x's enqueue */
   RP_OVERTAKEN_WAIT,      /* hooks: a release of z overtakes z's wait on e */
   RP_DESTROYED_AT_ENQUEUE, /* hooks: x destroyed between issue and record */
+  RP_ENGINE_POLL,         /* x's marker completed; slc_engine_poll releases
+                           * (last: the engine is enabled from here on) */
   RP_COUNT
 };
 
@@ -2373,7 +2376,7 @@ static const char *const rpath_name[RP_COUNT] = {
     "device_sync",        "buffer_free",         "copy_dtoh_settle",
     "copy_htod_settle",   "host_range_settle",   "wait_transitive",
     "event_destroy_last", "event_rerecord_last", "overtaken_enqueue",
-    "overtaken_wait",     "destroyed_at_enqueue",
+    "overtaken_wait",     "destroyed_at_enqueue", "engine_poll",
 };
 
 enum raction {
@@ -2384,6 +2387,8 @@ enum raction {
   RA_SYNC_X,
   RA_QUERY_X,
   RA_RECORD_X, /* the event, on x */
+  RA_BUF_ASYNC_X,   /* slc_buf_memset_async on x: holds B by itself */
+  RA_RECORD_EXTERNAL_X, /* slc_stream_record_external on x */
   RA_UNREF_Z,  /* z's last reference */
   RA_DESTROY_Z,
   RA_ASYNC_Z,
@@ -2397,19 +2402,22 @@ enum raction {
   RA_FREE_B2, /* the buffer only x's work holds */
   RA_RANGE_SETTLE,
   RA_NEW_HANDLES, /* stream, event, buffer: create, use, end */
+  RA_ENGINE_POLL, /* slc_engine_poll (engine_poll path only: the engine) */
   RA_COUNT
 };
 
 static const char *const raction_name[RA_COUNT] = {
     "none",         "unref_x",     "destroy_x",   "async_x",
-    "sync_x",       "query_x",     "record_x",    "unref_z_last",
+    "sync_x",       "query_x",     "record_x",    "buf_async_x",
+    "record_external_x",           "unref_z_last",
     "destroy_z",    "async_z",     "sync_z",      "wait_z",
     "event_sync",   "event_query", "copy_dtoh",   "copy_htod",
     "device_sync",  "free_b2",     "range_settle", "new_handles",
+    "engine_poll",
 };
 
 static bool raction_needs_x(int a) {
-  return a >= RA_UNREF_X && a <= RA_RECORD_X;
+  return a >= RA_UNREF_X && a <= RA_RECORD_EXTERNAL_X;
 }
 
 static bool raction_needs_e(int a) {
@@ -2437,6 +2445,34 @@ static int rk_async(rkit *k, slc_stream *s) {
   /* Bytes [64, 128) of B: no sync copy of the scenario reads them (a copy
    * does not wait for work enqueued during its settle). */
   int rc = slc_memset_d8_async(s, slc_buffer_dptr(k->B) + 64, 3, 64, &h);
+  if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+  return rc;
+}
+
+/* The slc_buf_ form: B named by handle, held by the call itself. */
+static int rk_buf_async(rkit *k, slc_stream *s) {
+  slc_hold h = {count_keep(&k->nested), NULL, 0, NULL, 0};
+  int rc = slc_buf_memset_async(s, k->B, 64, 3, 64, &h);
+  if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+  return rc;
+}
+
+/* Work "issued by something else" (a raw memset), then recorded. Not
+ * issued on a stream being destroyed: its sync may have run already. */
+static int rk_record_external(rkit *k, slc_stream *s) {
+  int rc = slc_stream_check_live(s);
+  if (rc != LDG_OK) return rc;
+  raw_begin(k->S);
+  rc = slc_device_make_current(k->S->c, slc_stream_device(s));
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(k->S->c)->pfn_cuMemsetD8Async(
+        slc_buffer_dptr(k->B) + 64, 4, 64, slc_stream_handle(s));
+  raw_end(k->S);
+  if (r != CUDA_SUCCESS) return SLC_EDRIVER;
+  uint64_t id = slc_buffer_id(k->B);
+  slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
+  rc = slc_stream_record_external(s, &h);
   if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
   return rc;
 }
@@ -2485,6 +2521,8 @@ static void rk_keep(void *ctx) {
     case RA_SYNC_X: rc = slc_stream_synchronize(k->x); break;
     case RA_QUERY_X: rc = slc_stream_query(k->x, &flag); break;
     case RA_RECORD_X: rc = slc_event_record(k->e, k->x); break;
+    case RA_BUF_ASYNC_X: rc = rk_buf_async(k, k->x); break;
+    case RA_RECORD_EXTERNAL_X: rc = rk_record_external(k, k->x); break;
     case RA_UNREF_Z:
       slc_stream_unref(k->z);
       k->keep_has_z = false;
@@ -2510,6 +2548,7 @@ static void rk_keep(void *ctx) {
       rc = slc_host_range_settle(c, slc_buffer_host(k->H), 64);
       break;
     case RA_NEW_HANDLES: rc = rk_new_handles(k); break;
+    case RA_ENGINE_POLL: rc = slc_engine_poll(c, NULL); break;
   }
   k->rc = rc;
   if (k->keep_has_x) {
@@ -2564,6 +2603,8 @@ static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
     return SKIP;
   if ((path == RP_COPY_DTOH || path == RP_COPY_HTOD) && !x_nb) return SKIP;
   if (hooked && !S->hooks) return SKIP;
+  /* The engine is enabled for the engine_poll path only. */
+  if (action == RA_ENGINE_POLL && path != RP_ENGINE_POLL) return SKIP;
 
   rkit *k = calloc(1, sizeof(*k));
   CHECK(k != NULL);
@@ -2671,6 +2712,13 @@ static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
     case RP_OVERTAKEN_ENQUEUE: /* done: the keep ran inside the enqueue */
     case RP_DESTROYED_AT_ENQUEUE:
       break;
+    case RP_ENGINE_POLL: { /* x's copy placed a marker (every op) */
+      CHECK_OK(raw_stream_sync(S, k->x));
+      size_t released = 0;
+      for (int i = 0; i < 1000 && count_of(&k->ran) == 0; i++)
+        CHECK_OK(slc_engine_poll(c, &released));
+      break;
+    }
     case RP_OVERTAKEN_WAIT:
       CHECK(ldg__set_hook(rk_ledger_hook, &hook));
       CHECK_OK(slc_stream_wait_event(k->z, k->e));
@@ -2723,6 +2771,12 @@ static int t_keep_reentry(suite *S) {
   int ran = 0, skipped = 0;
   const bool verbose = getenv("CUDA_SUITE_VERBOSE") != NULL;
   for (int path = 0; path < RP_COUNT; path++) {
+    if (path == RP_ENGINE_POLL) {
+      /* Polled only (no thread: the keeps run on this thread), a marker
+       * after every operation. Streams created from now on are driven. */
+      slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+      CHECK_OK(slc_engine_enable(S->c, &cfg));
+    }
     for (int action = 0; action < RA_COUNT; action++) {
       for (int v = 0; v < 4; v++) {
         const bool nb = (v & 1) != 0, newer = (v & 2) != 0;

@@ -39,7 +39,15 @@ struct hd_record {
   bool done;
 };
 
-enum hd_task_kind { HD_COPY, HD_SET, HD_KERNEL, HD_RECORD, HD_WAIT };
+enum hd_task_kind {
+  HD_COPY,
+  HD_SET,
+  HD_KERNEL,
+  HD_RECORD,
+  HD_WAIT,
+  HD_HOSTFN,  /* cuLaunchHostFunc: fn(arg) on the worker, unlocked */
+  HD_WRITE64, /* cuStreamWriteValue64: a release store of value */
+};
 
 struct hd_kernel {
   char name[64];
@@ -60,6 +68,9 @@ struct hd_task {
   unsigned char *param_copy;
   void *param_ptrs[HD_MAX_PARAMS];
   struct hd_record *rec;
+  CUhostFn hostfn; /* HD_HOSTFN */
+  void *hostfn_arg;
+  uint64_t value64; /* HD_WRITE64, to dst */
 };
 
 struct hd_stream {
@@ -357,6 +368,19 @@ static void *hd_worker(void *arg) {
         while (!t->rec->done) hd_wait();
         hd_record_unref(t->rec);
         break;
+      case HD_HOSTFN:
+        /* As the driver: the function runs on a thread of the executor,
+         * and the stream goes on only once it returned. */
+        hd_unlock();
+        t->hostfn(t->hostfn_arg);
+        hd_lock();
+        break;
+      case HD_WRITE64:
+        /* Pairs with the reader's acquire load (a device-mapped host
+         * word read with a plain load on a GPU): the stream's earlier
+         * work happened-before it. */
+        __atomic_store_n((uint64_t *)t->dst, t->value64, __ATOMIC_RELEASE);
+        break;
       default: {
         unsigned delay = hd.delay_us;
         hd_unlock();
@@ -612,6 +636,18 @@ static CUresult CUDAAPI hd_cuDeviceGetAttribute(int *pi,
       return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
       *pi = 1024;
+      return CUDA_SUCCESS;
+    /* Stream memory operations on device-mapped host memory, as an H200
+     * with a CUDA 12/13 driver reports them: the _V1 attributes read 0. */
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+      *pi = 1;
+      return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1:
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1:
+      *pi = 0;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_VALUE;
@@ -1265,6 +1301,85 @@ static CUresult CUDAAPI hd_cuLaunchKernel(
   hd_unlock();
   if (t != NULL) hd_task_free(t);
   return r;
+}
+
+/* ---- Stream attributes and completion markers --------------------------- */
+
+static CUresult CUDAAPI hd_cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+  if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
+  hd_lock();
+  struct hd_stream *s = hd_find_stream(hStream);
+  if (s != NULL) *pctx = (CUcontext)s->ctx;
+  hd_unlock();
+  return s != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult CUDAAPI hd_cuStreamGetFlags(CUstream hStream,
+                                            unsigned int *flags) {
+  if (flags == NULL) return CUDA_ERROR_INVALID_VALUE;
+  hd_lock();
+  struct hd_stream *s = hd_find_stream(hStream);
+  if (s != NULL) *flags = s->flags;
+  hd_unlock();
+  return s != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Queues a marker task (host function or 64-bit write) on hStream. */
+static CUresult hd_queue_marker(CUstream hStream, struct hd_task *t) {
+  hd_lock();
+  struct hd_stream *s = NULL;
+  CUresult r = hd_stream_for_issue(hStream, &s);
+  if (r == CUDA_SUCCESS && t->kind == HD_WRITE64 &&
+      ((uintptr_t)t->dst % 8 != 0 ||
+       (!hd_range_ok((uintptr_t)t->dst, 8, true) &&
+        !hd_range_ok((uintptr_t)t->dst, 8, false))))
+    r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && !hd_fault_take(HD_FAULT_MARKER, &r)) {
+    hd_push(s, t);
+    t = NULL;
+  }
+  hd_unlock();
+  free(t);
+  return r;
+}
+
+static CUresult CUDAAPI hd_cuLaunchHostFunc(CUstream hStream, CUhostFn fn,
+                                            void *userData) {
+  if (fn == NULL) return CUDA_ERROR_INVALID_VALUE;
+  struct hd_task *t = calloc(1, sizeof(*t));
+  if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  t->kind = HD_HOSTFN;
+  t->hostfn = fn;
+  t->hostfn_arg = userData;
+  return hd_queue_marker(hStream, t);
+}
+
+static CUresult CUDAAPI hd_cuStreamWriteValue64(CUstream stream,
+                                                CUdeviceptr addr,
+                                                cuuint64_t value,
+                                                unsigned int flags) {
+  if (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct hd_task *t = calloc(1, sizeof(*t));
+  if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  t->kind = HD_WRITE64;
+  t->dst = HD_DPTR(addr);
+  t->value64 = value;
+  return hd_queue_marker(stream, t);
+}
+
+/* Pinned host memory is mapped at its own address (unified addressing). */
+static CUresult CUDAAPI hd_cuMemHostGetDevicePointer(CUdeviceptr *pdptr,
+                                                     void *p,
+                                                     unsigned int Flags) {
+  if (pdptr == NULL || p == NULL || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (hd_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  hd_lock();
+  bool ok = hd_range_ok((uintptr_t)p, 1, true);
+  hd_unlock();
+  if (!ok) return CUDA_ERROR_INVALID_VALUE;
+  *pdptr = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
 }
 
 /* ---- Install / shutdown ------------------------------------------------- */

@@ -28,7 +28,13 @@
  *   - The synchronous copies (cuMemcpyHtoD/DtoH) follow the legacy default
  *     stream: they first wait for every blocking stream of the current
  *     context to drain.
- *   - cuModuleLoadData(Ex) accepts any image containing ".entry" (PTX text);
+ *   - cuLaunchHostFunc runs its function on the stream's worker, unlocked;
+     cuStreamWriteValue64 stores (release) into pinned host or device memory
+     when the worker reaches it; cuMemHostGetDevicePointer maps pinned host
+     memory at its own address. The device reports 64-bit stream memory
+     operations (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS = 1, the
+     deprecated _V1 attributes 0, as an H200 does).
+   - cuModuleLoadData(Ex) accepts any image containing ".entry" (PTX text);
  *     other images fail with CUDA_ERROR_INVALID_PTX and a JIT log line.
  *     cuModuleGetFunction finds the host kernels registered by name.
  * Knobs: a delay before each copy or kernel (widens the window in which a
@@ -82,6 +88,7 @@ typedef enum hd_fault {
   HD_FAULT_STREAM_CREATE,  /* cuStreamCreate */
   HD_FAULT_STREAM_DESTROY, /* cuStreamDestroy: the stream stays */
   HD_FAULT_MEM_ALLOC,      /* cuMemAlloc, cuMemHostAlloc, cuMemAllocHost */
+  HD_FAULT_MARKER,         /* cuLaunchHostFunc, cuStreamWriteValue64 */
   HD_FAULT_COUNT
 } hd_fault;
 

@@ -1,0 +1,444 @@
+/*
+ * engine_bench — the progress engine (cuda/sl_engine.h) against a loop that
+ * synchronises, side by side in one run, through the CUDA layer (issue 9's
+ * benchmark targets).
+ *
+ * MODES (one context each, same device, same kernels)
+ *   sync    no engine: the request thread calls slc_stream_synchronize; the
+ *           keep runs inside that call
+ *   engine  the engine thread (default config; --poll-us, --every-ops)
+ *   poll    no engine thread: the request thread calls slc_engine_poll in
+ *           its loop until the keep ran
+ *
+ * SCENARIOS, for each mode
+ *   latency  --samples times, one at a time: slc_launch of a kernel that
+ *            spins --kernel-us on %globaltimer and stores %globaltimer into
+ *            mapped host memory, with a keep that notes CLOCK_MONOTONIC when
+ *            it runs. Completion-to-keep latency = keep time - the kernel's
+ *            end stamp moved to the host clock (calibrated as in
+ *            marker_bench.c: 0 = when a host thread spinning on the kernel's
+ *            own store could know). p50, p99. Checked: every keep sees
+ *            its kernel's stamp (a keep run early fails the run). Also the
+ *            issue cost of
+ *            slc_launch (p50): engine modes place markers on this path, so
+ *            engine − sync is the marker's cost on the issuing thread.
+ *   rate     --rate-ops launches of an empty kernel with a keep, paced at
+ *            --rate per second (sync: a synchronise every --sync-every ops;
+ *            engine/poll: none, at most 4096 pending). Host CPU per
+ *            released operation: the process's CPU time (getrusage: every
+ *            thread, the driver's included) and, apart, the request
+ *            thread's; the achieved rate.
+ *   idle     the process's CPU share over --idle-ms with nothing pending,
+ *            and while one operation waits behind a --idle-ms kernel.
+ *
+ * DRIVERS: --driver=libcuda (default; no library: "SKIPPED", exit 0 unless
+ * --require-gpu) or --driver=host (the host executor: every path runs, the
+ * times say nothing about GPUs). --smoke: tiny. Exit 0, 1 failure, 2 usage.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/stamp.h"
+#include "cuda/sl_cuda.h"
+#include "cuda/sl_engine.h"
+#include "tests/cuda/host_driver.h"
+
+
+
+
+static uint64_t process_cpu_ns(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+}
+
+
+static struct {
+  bool host, require_gpu, smoke;
+  const char *libcuda, *json;
+  unsigned samples, kernel_us, rate, rate_ops, idle_ms, sync_every, poll_us,
+      every_ops;
+} opt = {.samples = 3000, .kernel_us = 10, .rate = 100000, .rate_ops = 30000,
+         .idle_ms = 50, .sync_every = 64, .poll_us = 5, .every_ops = 8};
+
+static void die(const char *what, int rc, int line) {
+  fprintf(stderr, "engine_bench: %s failed (line %d): %s: %s\n", what, line,
+          slc_strerror(rc), slc_last_error_message());
+  fflush(stdout);
+  _exit(1);
+}
+#define CK(call)                                    \
+  do {                                              \
+    int ck_rc_ = (call);                            \
+    if (ck_rc_ != LDG_OK) die(#call, ck_rc_, __LINE__); \
+  } while (0)
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n, size);
+  if (p == NULL) {
+    fprintf(stderr, "engine_bench: out of memory\n");
+    _exit(1);
+  }
+  return p;
+}
+
+enum { MODE_SYNC, MODE_ENGINE, MODE_POLL, N_MODES };
+static const char *const mode_names[] = {"sync", "engine", "poll"};
+
+typedef struct bctx {
+  int mode;
+  slc_context *c;
+  slc_stream *s;
+  slc_module *m;
+  CUfunction f;
+  slc_buffer *stamps; /* pinned, mapped */
+  CUdeviceptr stamps_d;
+  uint64_t *obs;      /* keep times */
+  atomic_long kept;
+  atomic_long early; /* keeps that ran before their kernel's stamp landed */
+} bctx;
+
+typedef struct op_keep {
+  bctx *b;
+  unsigned i;
+} op_keep;
+
+static void keep_note(void *ctx) {
+  op_keep *k = ctx;
+  k->b->obs[k->i] = bench_now_ns();
+  /* The kernel's last act is its stamp: a keep that does not see it ran
+   * before the kernel completed (a correctness check, not a timing). */
+  const uint64_t *stamps = slc_buffer_host(k->b->stamps);
+  if (__atomic_load_n(&stamps[k->i], __ATOMIC_ACQUIRE) == 0)
+    atomic_fetch_add(&k->b->early, 1);
+  atomic_fetch_add_explicit(&k->b->kept, 1, memory_order_release);
+}
+
+static void keep_count(void *ctx) {
+  atomic_fetch_add_explicit(&((bctx *)ctx)->kept, 1, memory_order_release);
+}
+
+static slc_driver drv;
+static int64_t g_offset;
+
+static uint64_t launch(bctx *b, uint64_t ns, CUdeviceptr out, ldg_keep keep) {
+  void *params[] = {&ns, &out};
+  slc_hold h = {keep, NULL, 0, NULL, 0};
+  slc_dim3 one = {1, 1, 1};
+  uint64_t t0 = bench_now_ns();
+  CK(slc_launch(b->s, b->f, one, one, 0, params, &h));
+  return bench_now_ns() - t0;
+}
+
+/* Until b->kept reaches n: by synchronising, by the engine, or by polling. */
+static void settle(bctx *b, long n) {
+  if (b->mode == MODE_SYNC) {
+    CK(slc_stream_synchronize(b->s));
+    return;
+  }
+  while (atomic_load_explicit(&b->kept, memory_order_acquire) < n)
+    if (b->mode == MODE_POLL) CK(slc_engine_poll(b->c, NULL));
+}
+
+static void bctx_open(bctx *b, int mode, unsigned n_stamps) {
+  memset(b, 0, sizeof(*b));
+  b->mode = mode;
+  CK(slc_context_create(&drv, &b->c));
+  if (mode != MODE_SYNC) {
+    slc_engine_config cfg = {.thread = mode == MODE_ENGINE,
+                             .poll_us = opt.poll_us,
+                             .marker_every_ops = opt.every_ops};
+    CK(slc_engine_enable(b->c, &cfg));
+  }
+  CK(slc_stream_create(b->c, 0, SLC_STREAM_NONBLOCKING, &b->s));
+  CK(slc_module_load(b->c, 0, bench_stamp_ptx, &b->m));
+  CK(slc_module_function(b->m, BENCH_STAMP_KERNEL, &b->f));
+  CK(slc_buffer_alloc_host(b->c, (n_stamps + 1) * sizeof(uint64_t),
+                           &b->stamps));
+  memset(slc_buffer_host(b->stamps), 0, (n_stamps + 1) * sizeof(uint64_t));
+  CK(slc_device_make_current(b->c, 0));
+  const slc_driver *d = slc_context_driver(b->c);
+  if (d->pfn_cuMemHostGetDevicePointer(&b->stamps_d,
+                                       slc_buffer_host(b->stamps), 0) !=
+      CUDA_SUCCESS)
+    die("cuMemHostGetDevicePointer", SLC_EDRIVER, __LINE__);
+  b->obs = xcalloc(n_stamps + 1, sizeof(uint64_t));
+}
+
+static void bctx_close(bctx *b) {
+  CK(slc_stream_synchronize(b->s));
+  slc_stream_unref(b->s);
+  CK(slc_buffer_free(b->stamps));
+  CK(slc_module_unload(b->m));
+  CK(slc_context_destroy(b->c));
+  free(b->obs);
+}
+
+
+/* Host clock minus device stamp (min over samples), as marker_bench.c. */
+static void calibrate(void) {
+  bctx b;
+  unsigned n = opt.smoke ? 20 : 300;
+  bctx_open(&b, MODE_SYNC, 1);
+  volatile uint64_t *w = slc_buffer_host(b.stamps);
+  int64_t *off = xcalloc(n, sizeof(int64_t));
+  for (unsigned i = 0; i < n; i++) {
+    __atomic_store_n(w, 0, __ATOMIC_RELAXED);
+    launch(&b, 5000, b.stamps_d, (ldg_keep){NULL, NULL});
+    uint64_t s;
+    while ((s = __atomic_load_n(w, __ATOMIC_ACQUIRE)) == 0) {
+    }
+    off[i] = (int64_t)bench_now_ns() - (int64_t)s;
+    CK(slc_stream_synchronize(b.s));
+  }
+  qsort(off, n, sizeof(int64_t), bench_cmp_i64);
+  g_offset = off[0];
+  printf("calibration: %u samples, median - min %" PRId64 " ns\n", n,
+         off[n / 2] - off[0]);
+  free(off);
+  bctx_close(&b);
+}
+
+typedef struct result {
+  double issue_p50, lat_p50, lat_p99, lat_p999;
+  double cpu_per_op_ns, req_cpu_per_op_ns, kops;
+  double idle_pct, waiting_pct;
+} result;
+
+static void scenario_latency(int mode, result *o) {
+  unsigned n = opt.samples;
+  bctx b;
+  bctx_open(&b, mode, n);
+  uint64_t *issue = xcalloc(n, sizeof(uint64_t));
+  uint64_t *lat = xcalloc(n, sizeof(uint64_t));
+  op_keep *ks = xcalloc(n, sizeof(op_keep));
+  uint64_t *stamps = slc_buffer_host(b.stamps);
+  for (unsigned i = 0; i < n; i++) {
+    ks[i] = (op_keep){&b, i};
+    issue[i] = launch(&b, (uint64_t)opt.kernel_us * 1000,
+                      b.stamps_d + i * sizeof(uint64_t),
+                      (ldg_keep){keep_note, &ks[i]});
+    settle(&b, (long)i + 1);
+  }
+  for (unsigned i = 0; i < n; i++) {
+    int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
+                  g_offset;
+    int64_t d = (int64_t)b.obs[i] - end;
+    lat[i] = d < 0 ? 0 : (uint64_t)d;
+  }
+  if (atomic_load(&b.early) != 0) {
+    fprintf(stderr, "FAILED: %s: %ld keeps ran before their kernel ended\n",
+            mode_names[mode], atomic_load(&b.early));
+    _exit(1);
+  }
+  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
+  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
+  o->issue_p50 = bench_pctl(issue, n, 0.5);
+  o->lat_p50 = bench_pctl(lat, n, 0.5) / 1e3;
+  o->lat_p99 = bench_pctl(lat, n, 0.99) / 1e3;
+  o->lat_p999 = bench_pctl(lat, n, 0.999) / 1e3;
+  free(issue);
+  free(lat);
+  free(ks);
+  bctx_close(&b);
+}
+
+static void scenario_rate(int mode, result *o) {
+  unsigned n = opt.rate_ops;
+  bctx b;
+  bctx_open(&b, mode, 1);
+  uint64_t period = 1000000000ull / opt.rate;
+  uint64_t p0 = process_cpu_ns(), r0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
+  for (unsigned i = 0; i < n; i++) {
+    while (bench_now_ns() < t0 + i * period) {
+    }
+    launch(&b, 0, 0, (ldg_keep){keep_count, &b});
+    if (mode == MODE_SYNC) {
+      if ((i + 1) % opt.sync_every == 0) CK(slc_stream_synchronize(b.s));
+    } else {
+      while ((long)i + 1 - atomic_load(&b.kept) > 4096)
+        if (mode == MODE_POLL) CK(slc_engine_poll(b.c, NULL));
+      if (mode == MODE_POLL) CK(slc_engine_poll(b.c, NULL));
+    }
+  }
+  settle(&b, n);
+  uint64_t wall = bench_now_ns() - t0;
+  o->cpu_per_op_ns = (double)(process_cpu_ns() - p0) / n;
+  o->req_cpu_per_op_ns = (double)(bench_thread_cpu_ns() - r0) / n;
+  o->kops = n / ((double)wall / 1e9) / 1e3;
+  if (atomic_load(&b.kept) != (long)n) {
+    fprintf(stderr, "engine_bench: %ld keeps of %u\n", atomic_load(&b.kept), n);
+    _exit(1);
+  }
+  bctx_close(&b);
+}
+
+static void scenario_idle(int mode, result *o) {
+  bctx b;
+  bctx_open(&b, mode, 1);
+  launch(&b, 0, 0, (ldg_keep){keep_count, &b});
+  settle(&b, 1);
+  struct timespec ts = {opt.idle_ms / 1000, (long)(opt.idle_ms % 1000) * 1000000};
+  uint64_t p0 = process_cpu_ns(), t0 = bench_now_ns();
+  nanosleep(&ts, NULL);
+  o->idle_pct = 100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
+  p0 = process_cpu_ns();
+  t0 = bench_now_ns();
+  launch(&b, (uint64_t)opt.idle_ms * 1000000, 0, (ldg_keep){keep_count, &b});
+  if (mode == MODE_ENGINE) {
+    /* The request thread sleeps; only the engine (and driver) run. */
+    while (atomic_load_explicit(&b.kept, memory_order_acquire) < 2) {
+      struct timespec s1 = {0, 1000000};
+      nanosleep(&s1, NULL);
+    }
+  } else {
+    settle(&b, 2);
+  }
+  o->waiting_pct =
+      100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
+  bctx_close(&b);
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: engine_bench [--driver=libcuda|host] [--libcuda PATH]\n"
+          "  [--require-gpu] [--smoke] [--json FILE] [--samples N]\n"
+          "  [--kernel-us US] [--rate OPS_PER_S] [--rate-ops N] [--idle-ms MS]\n"
+          "  [--sync-every N] [--poll-us US] [--every-ops N]\n");
+  return 2;
+}
+
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    const char *eq = strchr(a, '=');
+    char key[64];
+    if (eq != NULL && (size_t)(eq - a) < sizeof(key)) {
+      memcpy(key, a, (size_t)(eq - a));
+      key[eq - a] = 0;
+      v = eq + 1;
+      a = key;
+    }
+#define VAL() (v != NULL ? v : (i + 1 < argc ? argv[++i] : NULL))
+    if (strcmp(a, "--driver") == 0) {
+      const char *d = VAL();
+      if (d == NULL) return usage();
+      if (strcmp(d, "host") == 0) opt.host = true;
+      else if (strcmp(d, "libcuda") == 0) opt.host = false;
+      else return usage();
+    } else if (strcmp(a, "--libcuda") == 0) {
+      if ((opt.libcuda = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--json") == 0) {
+      if ((opt.json = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--require-gpu") == 0) {
+      opt.require_gpu = true;
+    } else if (strcmp(a, "--smoke") == 0) {
+      opt.smoke = true;
+      opt.samples = 30;
+      opt.rate_ops = 300;
+      opt.rate = 20000;
+      opt.idle_ms = 5;
+    } else {
+      unsigned *dst = strcmp(a, "--samples") == 0      ? &opt.samples
+                      : strcmp(a, "--kernel-us") == 0  ? &opt.kernel_us
+                      : strcmp(a, "--rate") == 0       ? &opt.rate
+                      : strcmp(a, "--rate-ops") == 0   ? &opt.rate_ops
+                      : strcmp(a, "--idle-ms") == 0    ? &opt.idle_ms
+                      : strcmp(a, "--sync-every") == 0 ? &opt.sync_every
+                      : strcmp(a, "--poll-us") == 0    ? &opt.poll_us
+                      : strcmp(a, "--every-ops") == 0  ? &opt.every_ops
+                                                       : NULL;
+      const char *s = dst != NULL ? VAL() : NULL;
+      if (s == NULL || !bench_parse_uint(s, dst)) return usage();
+    }
+#undef VAL
+  }
+  if (opt.host) {
+    hd_config cfg = {1, 0};
+    if (hd_install(&drv, &cfg) != 0) return 1;
+    bench_stamp_register_host();
+  } else if (slc_driver_load(&drv, opt.libcuda) != 0) {
+    printf("SKIPPED: no CUDA driver (%s)\n", drv.load_error);
+    return opt.require_gpu ? 1 : 0;
+  }
+  {
+    slc_context *probe;
+    int rc = slc_context_create(&drv, &probe);
+    if (rc != LDG_OK) {
+      printf("SKIPPED: no usable CUDA device (%s)\n", slc_last_error_message());
+      return opt.require_gpu ? 1 : 0;
+    }
+    char name[256] = "?";
+    (void)slc_device_name(probe, 0, name, sizeof(name));
+    printf("device: %s, %s\n", name, drv.origin);
+    CK(slc_context_destroy(probe));
+  }
+  calibrate();
+  printf("kernel %u us, %u samples; rate %u ops at %u/s (sync every %u); "
+         "engine: poll %u us, a marker every %u ops; idle %u ms\n",
+         opt.kernel_us, opt.samples, opt.rate_ops, opt.rate, opt.sync_every,
+         opt.poll_us, opt.every_ops, opt.idle_ms);
+  printf("%-7s | %9s | %8s %8s %8s | %9s %9s %7s | %7s %7s\n", "mode",
+         "issue", "lat p50", "p99", "p99.9", "cpu/op", "req cpu", "kops/s",
+         "idle%", "wait%");
+  printf("%-7s | %9s | %8s %8s %8s | %9s %9s %7s | %7s %7s\n", "", "ns p50",
+         "us", "us", "us", "ns", "ns/op", "", "cpu", "cpu");
+  result res[N_MODES];
+  memset(res, 0, sizeof(res));
+  for (int m = 0; m < N_MODES; m++) {
+    result *o = &res[m];
+    scenario_latency(m, o);
+    scenario_rate(m, o);
+    scenario_idle(m, o);
+    printf("%-7s | %9.0f | %8.2f %8.2f %8.2f | %9.0f %9.0f %7.1f | %7.2f "
+           "%7.2f\n",
+           mode_names[m], o->issue_p50, o->lat_p50, o->lat_p99, o->lat_p999,
+           o->cpu_per_op_ns, o->req_cpu_per_op_ns, o->kops, o->idle_pct,
+           o->waiting_pct);
+    fflush(stdout);
+  }
+  if (opt.json != NULL) {
+    FILE *f = fopen(opt.json, "w");
+    if (f == NULL) return 1;
+    fprintf(f, "{\"kernel_us\": %u, \"samples\": %u, \"rate\": %u, "
+            "\"rate_ops\": %u, \"sync_every\": %u, \"poll_us\": %u, "
+            "\"every_ops\": %u, \"rows\": [\n",
+            opt.kernel_us, opt.samples, opt.rate, opt.rate_ops, opt.sync_every,
+            opt.poll_us, opt.every_ops);
+    for (int m = 0; m < N_MODES; m++) {
+      const result *o = &res[m];
+      fprintf(f,
+              "  {\"mode\": \"%s\", \"issue_ns_p50\": %.0f, \"lat_us_p50\": "
+              "%.3f, \"lat_us_p99\": %.3f, \"lat_us_p999\": %.3f, "
+              "\"cpu_ns_per_op\": %.1f, \"request_cpu_ns_per_op\": %.1f, "
+              "\"kops\": %.2f, \"idle_cpu_pct\": %.3f, "
+              "\"waiting_cpu_pct\": %.3f}%s\n",
+              mode_names[m], o->issue_p50, o->lat_p50, o->lat_p99,
+              o->lat_p999, o->cpu_per_op_ns, o->req_cpu_per_op_ns, o->kops,
+              o->idle_pct, o->waiting_pct, m + 1 < N_MODES ? "," : "");
+    }
+    fprintf(f, "]}\n");
+    fclose(f);
+  }
+  if (opt.host) {
+    long leaked = hd_shutdown();
+    if (leaked != 0) {
+      fprintf(stderr, "FAILED: %ld executor objects leaked\n", leaked);
+      return 1;
+    }
+  }
+  printf("every keep ran, none before its kernel ended\n");
+  return 0;
+}

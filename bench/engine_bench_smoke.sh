@@ -1,0 +1,37 @@
+#!/bin/sh
+# Smoke test of engine_bench: the three modes, tiny, on the host executor;
+# checks it exits 0, prints a row per mode, every keep ran and the JSON is
+# written; --driver=libcuda must skip cleanly here; bad options exit 2.
+# No timing is asserted.
+set -eu
+bench=$1
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+out=$tmp/smoke.txt
+fail=0
+if ! "$bench" --driver=host --smoke --json "$tmp/e.json" >"$out" 2>&1; then
+  echo "FAIL: engine_bench --driver=host --smoke exited non-zero" >&2
+  cat "$out" >&2
+  exit 1
+fi
+cat "$out"
+for m in sync engine poll; do
+  grep -q "^$m  *|" "$out" || { echo "FAIL: no row for $m" >&2; fail=1; }
+  grep -q "\"mode\": \"$m\"" "$tmp/e.json" || { echo "FAIL: JSON lacks $m" >&2; fail=1; }
+done
+grep -q '^every keep ran, none before its kernel ended' "$out" || { echo "FAIL: no final line" >&2; fail=1; }
+if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
+  ! grep -q '^SKIPPED\|^every keep ran' "$tmp/lib.txt"; then
+  echo "FAIL: --driver=libcuda neither skipped nor ran" >&2
+  cat "$tmp/lib.txt" >&2
+  fail=1
+fi
+for bad in "--driver=gpu" "--samples 0" "--poll-us x" "--bogus"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$bench" $bad >/dev/null 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || { echo "FAIL: '$bad' exited $rc, not 2" >&2; fail=1; }
+done
+[ "$fail" -eq 0 ] && echo "PASS"
+exit "$fail"

@@ -1,0 +1,666 @@
+/*
+ * The progress engine (sl_engine.h): completion markers on streams, turned
+ * into ledger releases by an engine thread or by callers of
+ * slc_engine_poll.
+ *
+ * WHY A RELEASE IS NEVER EARLY
+ *   A marker is (event, mark): the placer reads m = ldg_mark(stream), then
+ *   records the event on the stream. Every operation with seq <= m was
+ *   issued to the driver before it was enqueued (issue, then enqueue), so
+ *   before m was read, so before the record: the driver completes the event
+ *   only after all of them. The engine releases the stream to m only after
+ *   cuEventQuery said the event completed, and only from a marker whose
+ *   event has not been recorded again since (a slot is re-recorded only
+ *   after the consumer moved past it). Anything that fails — the record, the
+ *   event's creation, a full ring, a query — leaves the work to a later
+ *   marker, a tail marker or a synchronisation: later, never earlier.
+ *
+ * THE RING OF ONE STREAM (struct slc__mq)
+ *   Single producer, single consumer, each role held by a try-flag:
+ *   - placing: whoever wins it (an issuing thread, or the engine placing a
+ *     tail marker) may record one marker; losers skip (the winner's marker,
+ *     the next one or a tail marker covers their work). It is held across
+ *     one cuEventRecord inside the stream's gate; nobody waits for it.
+ *   - the engine's consumer flag (one per context) makes one thread at a
+ *     time the consumer of every ring: it reads head..tail, queries, and
+ *     advances head. Keeps never run under it: the consumer collects
+ *     (ledger stream, mark) pairs, each with a ledger reference, drops the
+ *     flag, then releases.
+ *   The producer fills slot[tail % cap] and publishes it with a release
+ *   store of tail; the consumer reads tail with acquire, and hands the slot
+ *   back with a release store of head, which the producer reads with
+ *   acquire before reusing it. head and tail are free-running counters
+ *   compared by difference.
+ *
+ * RELEASES, IN ORDER
+ *   The consumer raises q->target to the highest completed mark and hands
+ *   the stream (with a reference on q and one on the ledger stream) to the
+ *   release phase, run after the consumer flag is dropped. There one thread
+ *   at a time holds q->releasing and releases to target, again and again
+ *   while target grew; a thread that finds the flag taken leaves its target
+ *   to the holder. So the engine's releases of one stream never overlap and
+ *   its keeps run in sequence order (a sync on another thread may still
+ *   release the same stream concurrently: the ledger splits that work), and
+ *   a keep that blocks holds up only its own stream. The hand-over is a
+ *   Dekker pair, all seq_cst: the consumer stores target then tries the
+ *   flag; the holder stores the flag free then re-reads target: one of them
+ *   sees the other.
+ *
+ * WAKING THE ENGINE THREAD
+ *   It parks (futex on `gen`) only when a poll found nothing pending and
+ *   nothing uncovered. Dekker: the thread reads gen, stores parked = 1, a
+ *   seq_cst fence, then polls once more before sleeping; an issuer enqueues,
+ *   a seq_cst fence, then loads parked and, if set, bumps gen and wakes. So
+ *   either the final poll sees the new work or the issuer sees the parked
+ *   thread and its bump makes the futex wait return.
+ *
+ * REGISTRATION
+ *   A stream joins the engine's list at creation and leaves it at its last
+ *   unref, both under the consumer flag (waited for: a poll holds it only
+ *   for queries and records). After that nobody else touches the ring: the
+ *   handle's last reference is gone, so no issuer may use it, and no poll
+ *   reaches it. So the ring and its events go there, although the
+ *   slc_stream itself may live on (it is freed by its ledger stream's
+ *   finalizer, stream.c): a settle's drain and a pending engine release
+ *   (which holds its own references on the ledger stream and on the
+ *   slc__mq, never on the ring) may still use it, neither touches the
+ *   ring. A stream whose last unref met a failed sync leaves too, and waits
+ *   in the context's limbo list: its markers could only fail like that
+ *   sync, and slc_context_destroy, which stops the engine before anything
+ *   else, proves it complete by a sync of its own.
+ */
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/internal.h"
+#include "cuda/sl_engine.h"
+
+#define SLC__MAX_RING 4096
+#define SLC__BATCH 64 /* stream releases collected per poll */
+
+struct slc__mslot {
+  CUevent ev; /* created on first use, destroyed with the ring */
+  ldg_seq mark;
+  atomic_uint_fast64_t placed_ns; /* atomic: read by progress snapshots */
+};
+
+struct slc__mq {
+  slc_stream *s;
+  struct slc__mq *next; /* the engine's list, under its consumer flag */
+  unsigned cap;         /* power of two */
+  struct slc__mslot *ring;
+  atomic_uint_fast64_t head; /* consumer */
+  atomic_uint_fast64_t tail; /* producer */
+  atomic_int placing;        /* the producer's try-flag */
+  atomic_uint_fast64_t placed_mark; /* mark of the newest marker */
+  atomic_uint_fast64_t since;       /* ops issued since it (approximate) */
+  atomic_uint_fast64_t last_ns;     /* when it was placed */
+  ldg_seq collected; /* highest completed mark handed to releasers;
+                      * consumer only */
+  /* Releasing, one thread at a time per stream (see RELEASES below). */
+  atomic_uint_fast64_t target;   /* highest mark to release to */
+  atomic_int releasing;          /* the releaser's try-flag */
+  atomic_uint_fast64_t released; /* highest mark released to */
+  atomic_long refs;              /* the list's, and each pending releaser's */
+  atomic_int err;  /* sticky CUresult; 0 = none */
+  int query_fails; /* consecutive; consumer only */
+};
+
+struct slc__engine {
+  slc_context *c;
+  slc_engine_config cfg;
+  atomic_int consumer; /* try-flag: 1 while a thread is the consumer */
+  struct slc__mq *streams;
+  bool has_thread;
+  pthread_t thread;
+  atomic_int stop;
+  atomic_uint gen;    /* futex word of the parked thread */
+  atomic_int parked;
+  struct {
+    atomic_uint_fast64_t polls, placed, tails, done, skipped, record_failures,
+        query_failures, stream_errors, releases, seqs_released, events_live,
+        pending;
+  } n;
+};
+
+/* A seq_cst fence for the Dekker pairs below. ThreadSanitizer does not
+ * model fences (GCC refuses them under -fsanitize=thread); there, a seq_cst
+ * read-modify-write of one shared word by both sides gives the same
+ * guarantee: whichever RMW comes second in that word's order synchronises
+ * with the first, so one side sees the other's store. No data is published
+ * through it (that is all acquire/release), so TSan loses nothing. */
+#if defined(__SANITIZE_THREAD__)
+static atomic_uint slc__dekker_word;
+#define slc__fence_seq_cst() \
+  ((void)atomic_fetch_add_explicit(&slc__dekker_word, 1, memory_order_seq_cst))
+#else
+#define slc__fence_seq_cst() atomic_thread_fence(memory_order_seq_cst)
+#endif
+
+/* Every keep the layer runs is run with proof that its work completed: a
+ * stream whose synchronisation fails keeps what it holds (the limbo list of
+ * stream.c) until a later sync proves it complete, and slc_context_destroy
+ * finishes such streams only after a successful sync (slc__limbo_finish),
+ * before the ledger is destroyed with nothing held. So no path drops an
+ * entry without proof any more, and the answer is always LDG_OK; the call
+ * stays so that keeps written to check it keep their meaning if such a path
+ * ever comes back (it must then set a per-thread status here). */
+int slc_keep_status(void) { return LDG_OK; }
+
+static uint64_t slc__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void slc__count(atomic_uint_fast64_t *ctr, uint64_t n) {
+  slc__fetch_add_relaxed(ctr, n);
+}
+
+static long slc__futex(atomic_uint *addr, int op, unsigned val) {
+  return syscall(SYS_futex, (unsigned *)addr, op, val, NULL, NULL, 0);
+}
+
+/* ---- The consumer flag --------------------------------------------------- */
+
+static bool slc__consumer_try(struct slc__engine *e) {
+  int expected = 0;
+  /* Acquire: the previous consumer's ring and list updates happen-before
+   * ours (pairs with the release in slc__consumer_drop). */
+  return atomic_compare_exchange_strong_explicit(
+      &e->consumer, &expected, 1, memory_order_acquire, memory_order_relaxed);
+}
+
+static void slc__consumer_drop(struct slc__engine *e) {
+  slc__store_release(&e->consumer, 0);
+}
+
+/* For registration only: waits out a poll's query phase (no keeps). */
+static void slc__consumer_take(struct slc__engine *e) {
+  unsigned spins = 0;
+  while (!slc__consumer_try(e)) {
+    if (++spins < 64) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 20 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* ---- Waking the thread ------------------------------------------------- */
+
+static void slc__engine_kick(struct slc__engine *e) {
+  if (!e->has_thread) return;
+  /* Dekker with slc__engine_main: our enqueue (or marker) before this fence,
+   * its parked store before its own fence and final poll. */
+  slc__fence_seq_cst();
+  if (slc__load_relaxed(&e->parked)) {
+    slc__fetch_add_acq_rel(&e->gen, 1);
+    slc__futex(&e->gen, FUTEX_WAKE_PRIVATE, 1);
+  }
+}
+
+/* ---- Placing a marker (producer) ---------------------------------------- */
+
+/* Records one marker on q's stream if work was enqueued since the last one
+ * and the ring has room. `tail_marker`: placed by the engine. Never waits. */
+static void slc__mq_place(struct slc__engine *e, struct slc__mq *q,
+                          bool tail_marker) {
+  int expected = 0;
+  /* Acquire pairs with the previous placer's release: its slot writes and
+   * placed_mark happen-before ours. */
+  if (!atomic_compare_exchange_strong_explicit(&q->placing, &expected, 1,
+                                               memory_order_acquire,
+                                               memory_order_relaxed))
+    return;
+  slc_stream *s = q->s;
+  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
+  if (old & SLC__GATE_DESTROYING) goto out_gate; /* its destroy syncs */
+  /* Mark, then record. */
+  ldg_seq m = ldg_mark(s->ls);
+  if (m <= slc__load_relaxed(&q->placed_mark)) goto out_gate;
+  uint64_t tail = slc__load_relaxed(&q->tail);
+  /* Acquire pairs with the consumer's release of head: it is done with the
+   * slot we are about to reuse. */
+  if (tail - slc__load_acquire(&q->head) >= q->cap) {
+    slc__count(&e->n.skipped, 1);
+    goto out_gate;
+  }
+  struct slc__mslot *slot = &q->ring[tail & (q->cap - 1)];
+  const slc_driver *d = &s->c->drv;
+  if (slc__make_current(s->c, s->device, "slc engine marker") != LDG_OK) {
+    slc__count(&e->n.record_failures, 1);
+    slc__count(&e->n.skipped, 1);
+    goto out_gate;
+  }
+  if (slot->ev == NULL) {
+    if (d->pfn_cuEventCreate(&slot->ev, CU_EVENT_DISABLE_TIMING) !=
+        CUDA_SUCCESS) {
+      slot->ev = NULL;
+      slc__count(&e->n.record_failures, 1);
+      slc__count(&e->n.skipped, 1);
+      goto out_gate;
+    }
+    slc__count(&e->n.events_live, 1);
+  }
+  if (d->pfn_cuEventRecord(slot->ev, s->cu) != CUDA_SUCCESS) {
+    /* Released later: the next marker covers this work. The event keeps
+     * its previous (completed) record, which nobody reads again. */
+    slc__count(&e->n.record_failures, 1);
+    slc__count(&e->n.skipped, 1);
+    goto out_gate;
+  }
+  slc__stream_exit(s);
+  uint64_t now = slc__now_ns();
+  slot->mark = m;
+  atomic_store_explicit(&slot->placed_ns, now, memory_order_relaxed);
+  slc__store_release(&q->placed_mark, m);
+  atomic_store_explicit(&q->since, 0, memory_order_relaxed);
+  atomic_store_explicit(&q->last_ns, now, memory_order_relaxed);
+  slc__count(&e->n.placed, 1);
+  slc__count(&e->n.pending, 1);
+  if (tail_marker) slc__count(&e->n.tails, 1);
+  /* Publishes the slot to the consumer (its acquire load of tail). */
+  slc__store_release(&q->tail, tail + 1);
+  slc__store_release(&q->placing, 0);
+  return;
+out_gate:
+  slc__fetch_sub_release(&s->gate, 1); /* as slc__stream_exit */
+  slc__store_release(&q->placing, 0);
+}
+
+/* On the issuing path, after an operation was enqueued on s. */
+void slc__engine_after_issue(slc_stream *s) {
+  struct slc__mq *q = s->mq;
+  if (q == NULL) return;
+  struct slc__engine *e = s->c->engine;
+  uint64_t n = slc__fetch_add_relaxed(&q->since, 1) + 1;
+  if (n >= e->cfg.marker_every_ops ||
+      slc__now_ns() - slc__load_relaxed(&q->last_ns) >=
+          (uint64_t)e->cfg.marker_every_us * 1000u)
+    slc__mq_place(e, q, false);
+  slc__engine_kick(e);
+}
+
+/* ---- Consuming (one poll) ------------------------------------------------ */
+
+struct slc__release {
+  struct slc__mq *q; /* a reference, dropped after the release phase */
+  ldg_stream *ls;    /* a reference, likewise */
+};
+
+struct slc__report {
+  uint64_t stream_id;
+  int device;
+  CUresult cu;
+};
+
+struct slc__poll {
+  size_t released;
+  bool busy;      /* another thread was the consumer */
+  bool pending;   /* some marker still pending (not errored) */
+  bool uncovered; /* some stream has work no marker covers */
+  bool more;      /* the batch filled up: poll again */
+};
+
+/* Under the consumer flag: the completed markers of q. */
+static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
+                            struct slc__release *rel, size_t *n_rel,
+                            struct slc__report *rep, size_t *n_rep,
+                            struct slc__poll *p, uint64_t now) {
+  if (slc__load_relaxed(&q->err) != 0) return;
+  slc_stream *s = q->s;
+  const slc_driver *d = &s->c->drv;
+  uint64_t head = slc__load_relaxed(&q->head);
+  /* Acquire pairs with the producer's release of tail: the slots up to it
+   * are filled. */
+  uint64_t tail = slc__load_acquire(&q->tail);
+  ldg_seq done = 0;
+  if (head != tail &&
+      slc__make_current(s->c, s->device, "slc engine poll") != LDG_OK)
+    tail = head; /* try again next poll */
+  while (head != tail) {
+    struct slc__mslot *slot = &q->ring[head & (q->cap - 1)];
+    CUresult r = d->pfn_cuEventQuery(slot->ev);
+    if (r == CUDA_ERROR_NOT_READY) {
+      q->query_fails = 0; /* the query worked: failures are consecutive */
+      break;
+    }
+    if (r != CUDA_SUCCESS) {
+      slc__count(&e->n.query_failures, 1);
+      if (++q->query_fails >= SLC_ENGINE_QUERY_RETRIES) {
+        atomic_store_explicit(&q->err, (int)r, memory_order_release);
+        slc__count(&e->n.stream_errors, 1);
+        rep[(*n_rep)++] = (struct slc__report){ldg_stream_id(s->ls),
+                                                s->device, r};
+      }
+      break;
+    }
+    q->query_fails = 0;
+    done = slot->mark;
+    head++;
+    slc__count(&e->n.done, 1);
+    atomic_fetch_sub_explicit(&e->n.pending, 1, memory_order_relaxed);
+    /* Hands the slot back to the producer (its acquire load of head). */
+    slc__store_release(&q->head, head);
+  }
+  if (done > q->collected) {
+    q->collected = done;
+    atomic_store_explicit(&q->target, done, memory_order_seq_cst);
+    ldg_stream_ref(s->ls);
+    slc__fetch_add_relaxed(&q->refs, 1); /* the list's keeps q alive now */
+    rel[(*n_rel)++] = (struct slc__release){q, s->ls};
+  }
+  if (slc__load_relaxed(&q->err) != 0) return;
+  bool ring_empty = head == slc__load_acquire(&q->tail);
+  if (!ring_empty) p->pending = true;
+  ldg_seq m = ldg_mark(s->ls);
+  if (m > slc__load_acquire(&q->placed_mark) &&
+      slc_stream_check_live(s) == LDG_OK) {
+    /* Uncovered work: a tail marker once no marker is pending or T passed. */
+    if (ring_empty || now - slc__load_relaxed(&q->last_ns) >=
+                          (uint64_t)e->cfg.marker_every_us * 1000u)
+      slc__mq_place(e, q, true);
+    if (m > slc__load_acquire(&q->placed_mark)) p->uncovered = true;
+    else p->pending = true;
+  }
+}
+
+static void slc__mq_unref(struct slc__mq *q) {
+  /* acq_rel: every releaser's use of q happens-before the free. */
+  if (slc__fetch_sub_acq_rel(&q->refs, 1) == 1) free(q);
+}
+
+/* The release phase of one stream (see RELEASES, IN ORDER). No flag of the
+ * engine is held; keeps run here. */
+static void slc__mq_release(struct slc__engine *e, struct slc__mq *q,
+                            ldg_stream *ls) {
+  for (;;) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&q->releasing, &expected, 1,
+                                                 memory_order_seq_cst,
+                                                 memory_order_seq_cst))
+      return; /* the holder releases to our target too */
+    for (;;) {
+      ldg_seq t = atomic_load_explicit(&q->target, memory_order_seq_cst);
+      ldg_seq done = slc__load_relaxed(&q->released);
+      if (t <= done) break;
+      if (ldg_release(ls, t) == LDG_OK) {
+        slc__count(&e->n.releases, 1);
+        slc__count(&e->n.seqs_released, t - done);
+      }
+      atomic_store_explicit(&q->released, t, memory_order_relaxed);
+    }
+    atomic_store_explicit(&q->releasing, 0, memory_order_seq_cst);
+    if (atomic_load_explicit(&q->target, memory_order_seq_cst) <=
+        slc__load_relaxed(&q->released))
+      return;
+  }
+}
+
+static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p) {
+  memset(p, 0, sizeof(*p));
+  if (!slc__consumer_try(e)) {
+    p->busy = true;
+    return;
+  }
+  slc__count(&e->n.polls, 1);
+  struct slc__release rel[SLC__BATCH];
+  struct slc__report rep[SLC__BATCH];
+  size_t n_rel = 0, n_rep = 0;
+  uint64_t now = slc__now_ns();
+  for (struct slc__mq *q = e->streams; q != NULL; q = q->next) {
+    if (n_rel == SLC__BATCH || n_rep == SLC__BATCH) {
+      p->more = true;
+      break;
+    }
+    slc__mq_consume(e, q, rel, &n_rel, rep, &n_rep, p, now);
+  }
+  slc__consumer_drop(e);
+  /* No flag held from here on: keeps and callbacks may call anything. */
+  for (size_t i = 0; i < n_rep; i++)
+    if (e->cfg.on_error != NULL)
+      e->cfg.on_error(e->cfg.on_error_arg, rep[i].stream_id, rep[i].device,
+                      rep[i].cu);
+  for (size_t i = 0; i < n_rel; i++) {
+    slc__mq_release(e, rel[i].q, rel[i].ls);
+    ldg_stream_unref(rel[i].ls);
+    slc__mq_unref(rel[i].q);
+  }
+  p->released = n_rel;
+}
+
+int slc_engine_poll(slc_context *c, size_t *released) {
+  static const char fn[] = "slc_engine_poll";
+  if (released != NULL) *released = 0;
+  if (c == NULL) return slc__fail(LDG_EINVAL, fn, "context is NULL");
+  struct slc__engine *e = slc__load_acquire(&c->engine);
+  if (e == NULL)
+    return slc__fail(LDG_EINVAL, fn, "the engine is not enabled");
+  struct slc__poll p;
+  slc__engine_poll(e, &p);
+  if (released != NULL) *released = p.released;
+  return LDG_OK;
+}
+
+/* ---- The engine thread -------------------------------------------------- */
+
+static void slc__sleep_us(unsigned us) {
+  struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static void *slc__engine_main(void *arg) {
+  struct slc__engine *e = arg;
+  /* Sleep as long as asked (the default slack of 50 us would triple a 5 us
+   * poll period). */
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  for (;;) {
+    struct slc__poll p;
+    slc__engine_poll(e, &p);
+    if (p.released != 0 || p.more) continue;
+    bool stopping = slc__load_acquire(&e->stop) != 0;
+    if (p.pending || p.busy) {
+      slc__sleep_us(e->cfg.poll_us);
+      continue;
+    }
+    if (p.uncovered) {
+      if (stopping) break; /* streams are gone before the context */
+      slc__sleep_us(e->cfg.poll_us);
+      continue;
+    }
+    if (stopping) break;
+    /* Park (see the argument at the top). */
+    unsigned g = slc__load_acquire(&e->gen);
+    atomic_store_explicit(&e->parked, 1, memory_order_relaxed);
+    slc__fence_seq_cst();
+    slc__engine_poll(e, &p);
+    if (p.released == 0 && !p.more && !p.pending && !p.busy && !p.uncovered &&
+        !slc__load_acquire(&e->stop))
+      slc__futex(&e->gen, FUTEX_WAIT_PRIVATE, g);
+    atomic_store_explicit(&e->parked, 0, memory_order_relaxed);
+  }
+  return NULL;
+}
+
+/* ---- Enable, stop, registration ------------------------------------------ */
+
+int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
+  static const char fn[] = "slc_engine_enable";
+  if (c == NULL) return slc__fail(LDG_EINVAL, fn, "context is NULL");
+  slc_engine_config k = {.thread = true};
+  if (cfg != NULL) k = *cfg;
+  if (k.marker_every_ops == 0) k.marker_every_ops = 8;
+  if (k.marker_every_us == 0) k.marker_every_us = 20;
+  if (k.poll_us == 0) k.poll_us = 5;
+  if (k.markers_per_stream == 0) k.markers_per_stream = 64;
+  if (k.markers_per_stream > SLC__MAX_RING ||
+      (k.markers_per_stream & (k.markers_per_stream - 1)) != 0)
+    return slc__fail(LDG_EINVAL, fn,
+                     "markers_per_stream %u is not a power of two <= %d",
+                     k.markers_per_stream, SLC__MAX_RING);
+  if (slc__load_acquire(&c->engine) != NULL)
+    return slc__fail(LDG_EBUSY, fn, "the engine is already enabled");
+  struct slc__engine *e = calloc(1, sizeof(*e));
+  if (e == NULL) return slc__fail(LDG_ENOMEM, fn, "engine");
+  e->c = c;
+  e->cfg = k;
+  if (k.thread) {
+    if (pthread_create(&e->thread, NULL, slc__engine_main, e) != 0) {
+      free(e);
+      return slc__fail(LDG_ENOMEM, fn, "pthread_create failed");
+    }
+    e->has_thread = true;
+  }
+  struct slc__engine *expected = NULL;
+  /* Release: the engine's fields happen-before any stream creation that
+   * sees it (acquire in slc__engine_register). */
+  if (!atomic_compare_exchange_strong_explicit(&c->engine, &expected, e,
+                                               memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    if (e->has_thread) {
+      slc__store_release(&e->stop, 1);
+      slc__fetch_add_acq_rel(&e->gen, 1);
+      slc__futex(&e->gen, FUTEX_WAKE_PRIVATE, 1);
+      pthread_join(e->thread, NULL);
+    }
+    free(e);
+    return slc__fail(LDG_EBUSY, fn, "the engine is already enabled");
+  }
+  return LDG_OK;
+}
+
+/* slc_context_destroy, first: every stream left the list at its last unref
+ * (limbo streams included), so nothing is pending; the join waits out a
+ * release the thread may be running. */
+void slc__engine_stop(slc_context *c) {
+  struct slc__engine *e = slc__load_acquire(&c->engine);
+  if (e == NULL) return;
+  if (e->has_thread) {
+    slc__store_release(&e->stop, 1);
+    slc__fetch_add_acq_rel(&e->gen, 1);
+    slc__futex(&e->gen, FUTEX_WAKE_PRIVATE, 1);
+    pthread_join(e->thread, NULL);
+  }
+  atomic_store_explicit(&c->engine, NULL, memory_order_relaxed);
+  free(e);
+}
+
+int slc__engine_register(slc_stream *s) {
+  struct slc__engine *e = slc__load_acquire(&s->c->engine);
+  s->mq = NULL;
+  if (e == NULL) return LDG_OK;
+  struct slc__mq *q = calloc(1, sizeof(*q));
+  struct slc__mslot *ring =
+      calloc(e->cfg.markers_per_stream, sizeof(struct slc__mslot));
+  if (q == NULL || ring == NULL) {
+    free(q);
+    free(ring);
+    return slc__fail(LDG_ENOMEM, "slc_stream_create", "marker ring");
+  }
+  q->s = s;
+  q->cap = e->cfg.markers_per_stream;
+  q->ring = ring;
+  atomic_init(&q->last_ns, slc__now_ns());
+  atomic_init(&q->refs, 1); /* the engine's list */
+  slc__consumer_take(e);
+  q->next = e->streams;
+  e->streams = q;
+  s->mq = q;
+  slc__consumer_drop(e);
+  return LDG_OK;
+}
+
+void slc__engine_unregister(slc_stream *s) {
+  struct slc__mq *q = s->mq;
+  if (q == NULL) return;
+  struct slc__engine *e = s->c->engine;
+  slc__consumer_take(e);
+  for (struct slc__mq **p = &e->streams; *p != NULL; p = &(*p)->next) {
+    if (*p == q) {
+      *p = q->next;
+      break;
+    }
+  }
+  slc__consumer_drop(e);
+  /* Nobody else reaches q now (see REGISTRATION). */
+  uint64_t left = slc__load_relaxed(&q->tail) - slc__load_relaxed(&q->head);
+  atomic_fetch_sub_explicit(&e->n.pending, left, memory_order_relaxed);
+  bool current = slc__make_current(s->c, s->device, "slc_stream_unref") ==
+                 LDG_OK;
+  for (unsigned i = 0; i < q->cap; i++) {
+    if (q->ring[i].ev == NULL) continue;
+    if (current) (void)s->c->drv.pfn_cuEventDestroy(q->ring[i].ev);
+    atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
+  }
+  free(q->ring);
+  q->ring = NULL;
+  q->s = NULL;
+  s->mq = NULL;
+  slc__mq_unref(q); /* a releaser still running frees it when done */
+}
+
+/* ---- Observability ------------------------------------------------------- */
+
+int slc_engine_stats_get(slc_context *c, slc_engine_stats *out) {
+  static const char fn[] = "slc_engine_stats_get";
+  if (c == NULL || out == NULL)
+    return slc__fail(LDG_EINVAL, fn, "NULL argument");
+  struct slc__engine *e = slc__load_acquire(&c->engine);
+  if (e == NULL) return slc__fail(LDG_EINVAL, fn, "the engine is not enabled");
+  out->polls = slc__load_relaxed(&e->n.polls);
+  out->markers_placed = slc__load_relaxed(&e->n.placed);
+  out->tail_markers = slc__load_relaxed(&e->n.tails);
+  out->markers_done = slc__load_relaxed(&e->n.done);
+  out->markers_skipped = slc__load_relaxed(&e->n.skipped);
+  out->record_failures = slc__load_relaxed(&e->n.record_failures);
+  out->query_failures = slc__load_relaxed(&e->n.query_failures);
+  out->stream_errors = slc__load_relaxed(&e->n.stream_errors);
+  out->releases = slc__load_relaxed(&e->n.releases);
+  out->seqs_released = slc__load_relaxed(&e->n.seqs_released);
+  out->events_live = slc__load_relaxed(&e->n.events_live);
+  out->markers_pending = slc__load_relaxed(&e->n.pending);
+  return LDG_OK;
+}
+
+int slc_stream_progress_get(slc_stream *s, slc_stream_progress *out) {
+  if (s == NULL || out == NULL)
+    return slc__fail(LDG_EINVAL, "slc_stream_progress_get", "NULL argument");
+  memset(out, 0, sizeof(*out));
+  out->stream_id = ldg_stream_id(s->ls);
+  out->enqueued_mark = ldg_mark(s->ls);
+  out->pending = ldg_pending_count(s->ls);
+  struct slc__mq *q = s->mq;
+  out->engine_driven = q != NULL;
+  if (q == NULL) return LDG_OK;
+  out->released_mark = slc__load_relaxed(&q->released);
+  out->marked = slc__load_acquire(&q->placed_mark);
+  uint64_t head = slc__load_acquire(&q->head);
+  uint64_t tail = slc__load_acquire(&q->tail);
+  out->markers_pending = (size_t)(tail - head);
+  /* The oldest slot may be handed back and refilled while we read it: the
+   * age is then that of a younger marker (a snapshot's imprecision, never a
+   * crash: the slot array lives as long as the stream). */
+  if (tail != head) {
+    uint64_t placed = slc__load_relaxed(&q->ring[head & (q->cap - 1)].placed_ns);
+    uint64_t now = slc__now_ns();
+    out->oldest_marker_age_ns = now > placed ? now - placed : 0;
+  }
+  out->engine_error = (CUresult)slc__load_acquire(&q->err);
+  return LDG_OK;
+}
+
+int slc_stream_engine_error(const slc_stream *s, CUresult *cu) {
+  if (s == NULL)
+    return slc__fail(LDG_EINVAL, "slc_stream_engine_error", "stream is NULL");
+  const struct slc__mq *q = s->mq;
+  int err = q != NULL ? slc__load_acquire(&((struct slc__mq *)q)->err) : 0;
+  if (cu != NULL) *cu = (CUresult)err;
+  return err != 0 ? SLC_EDRIVER : LDG_OK;
+}

@@ -1,0 +1,187 @@
+/*
+ * The progress engine of the CUDA layer: releases work as the GPU completes
+ * it, without any request thread synchronising (issue 9). cuda/engine.c
+ * opens with the argument; this header is the contract.
+ *
+ * WHAT IT DOES
+ *   Once enabled on a context, every stream created afterwards gets a ring
+ *   of completion markers. As work is issued on the stream (any of the
+ *   asynchronous calls of sl_cuda.h), the layer records a marker — a pooled
+ *   driver event, cuEventRecord — after at most `marker_every_ops`
+ *   operations or `marker_every_us` microseconds, whichever comes first, and
+ *   only when work was enqueued since the last marker. A marker carries the
+ *   ledger mark read just before its record (mark, then record: SPEC.md
+ *   section 2). The engine checks the oldest pending markers of each stream
+ *   with cuEventQuery; a completed one releases its stream up to its mark
+ *   (ldg_release: in order, and transitively through waits). Work not yet
+ *   covered by a marker when issuing stops gets a "tail" marker from the
+ *   engine itself. Why events: bench/RESULTS.md, "Completion markers".
+ *
+ * TWO WAYS TO DRIVE IT (both may be used at once)
+ *   - an engine thread (config.thread): polls every `poll_us` microseconds
+ *     while a marker is pending, parks (no CPU) when nothing is pending or
+ *     uncovered, and is woken by the next issue; stopped with the context
+ *     (slc_context_destroy);
+ *   - slc_engine_poll, which any thread may call from its own loop (as
+ *     PyTorch's allocator processes its events on malloc): non-blocking.
+ *
+ * WHERE AND IN WHICH ORDER KEEPS RUN
+ *   On the engine thread or the thread that called slc_engine_poll, never on
+ *   a driver callback thread and never while the engine holds anything: the
+ *   engine takes completed markers under its consumer flag (a try-flag
+ *   nobody waits on, except stream creation and the last unref), drops it,
+ *   and only then releases. The engine's releases of one stream never
+ *   overlap (a per-stream hand-over: a thread that finds the stream being
+ *   released leaves its mark to the releasing thread), so its keeps of a
+ *   stream run in sequence order, and a keep that blocks holds up only its
+ *   own stream's later keeps (other streams go on, by the thread or by
+ *   polls). A synchronisation on another thread may release the same stream
+ *   at the same time (the ledger splits the entries): a serving loop should
+ *   recycle a buffer from the keep of the operation that used it last, not
+ *   from a later operation's keep. A keep may call any slc_ function
+ *   (slc_engine_poll included), except slc_context_destroy.
+ *
+ * FAILURES
+ *   - A marker that cannot be recorded (cuEventRecord or cuEventCreate
+ *     fails, or the stream's ring is full because the engine is behind) is
+ *     skipped: its work is covered by the next marker or by a tail marker,
+ *     i.e. released later, never earlier.
+ *   - A cuEventQuery that fails releases nothing. After
+ *     SLC_ENGINE_QUERY_RETRIES consecutive failures on one stream, the
+ *     stream's engine error becomes sticky: the engine stops querying it,
+ *     calls config.on_error once (on the engine or polling thread, no lock
+ *     held) and slc_stream_engine_error reports it. Its keeps stay held (no
+ *     completion can be proven) until a synchronisation succeeds: of the
+ *     stream, a settle or device sync covering it, slc_stream_destroy
+ *     (which refuses while its sync fails), or — once the last reference
+ *     went and that destroy's sync failed, so the stream waits in the
+ *     context's limbo list, no longer driven by the engine —
+ *     slc_context_destroy, which synchronises it first and returns the
+ *     error, releasing nothing, while that fails (see sl_cuda.h,
+ *     slc_stream_unref).
+ *   - How keeps learn why they run: every keep runs with proof that its
+ *     work completed (a sync, a query, an event, a marker, a destroy or
+ *     context destroy after a successful sync); nothing is dropped without
+ *     proof, so slc_keep_status(), called inside a keep, says LDG_OK.
+ *
+ * OBSERVABILITY
+ *   slc_engine_stats_get (context-wide counters) and slc_stream_progress_get
+ *   (one stream: marks, pending count, markers pending, age of the oldest,
+ *   sticky error) read atomics only: any thread, any time, no enqueuer
+ *   stopped. "Who holds buffer b": ldg_vector_holders(slc_context_ledger(c),
+ *   slc_buffer_id(b), ...) lists every pending operation naming it, on every
+ *   stream, blocking ones included, with stream id and sequence number.
+ *   Not counted (yet): keeps run, and releases by the other causes (sync,
+ *   event, destroy, transitive) — the engine counts its own.
+ *
+ * THREADING (who may call what)
+ *   function                  may block       lock taken        runs keeps
+ *   ------------------------  --------------  ----------------  ----------
+ *   issuing calls (markers)   no              none (try-flags)  no
+ *   slc_engine_enable         yes (thread)    none              no
+ *   slc_engine_poll           no              consumer try-flag yes (a)
+ *   slc_engine_stats,         no              none              no
+ *     slc_stream_progress,
+ *     slc_stream_engine_error
+ *   slc_stream_create         briefly (b)     consumer flag     no
+ *   last slc_stream_unref     briefly (b)     consumer flag     yes
+ *   (a) after dropping the flag. (b) waits for a running poll's query phase
+ *   (never for keeps).
+ */
+#ifndef STREAMLEDGER_CUDA_SL_ENGINE_H
+#define STREAMLEDGER_CUDA_SL_ENGINE_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/sl_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Consecutive failed queries of one stream's marker before its engine error
+ * becomes sticky. */
+#define SLC_ENGINE_QUERY_RETRIES 3
+
+typedef struct slc_engine_config {
+  bool thread;                 /* start an engine thread */
+  unsigned marker_every_ops;   /* N: a marker after N operations (0: 8) */
+  unsigned marker_every_us;    /* T: or after T us since the last (0: 20) */
+  unsigned poll_us;            /* engine thread's poll period (0: 5) */
+  unsigned markers_per_stream; /* ring size, a power of two <= 4096 (0: 64) */
+  /* Called once per stream whose engine error became sticky, on the engine
+   * or polling thread, no lock held. May be NULL. */
+  void (*on_error)(void *arg, uint64_t stream_id, int device, CUresult cu);
+  void *on_error_arg;
+} slc_engine_config;
+
+/* Enables the engine on c (cfg NULL: the defaults, with a thread). Streams
+ * created from now on are driven by it; streams that already exist are not.
+ * LDG_EINVAL: c NULL, markers_per_stream not a power of two or > 4096.
+ * LDG_EBUSY: already enabled. LDG_ENOMEM; SLC_EDRIVER is not possible (no
+ * driver call). The engine ends with slc_context_destroy. */
+int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
+
+/* Checks every engine-driven stream of c once, without blocking: releases
+ * streams to their completed markers (keeps run here, after the engine's
+ * flag is dropped), places tail markers for uncovered work, reports sticky
+ * errors. *released (may be NULL): how many stream releases it made. If
+ * another thread is polling, returns at once with *released = 0 (that one
+ * does the work). LDG_EINVAL: c NULL or no engine. */
+int slc_engine_poll(slc_context *c, size_t *released);
+
+/* Context-wide counters; a snapshot callable from any thread at any time
+ * without stopping enqueuers (each counter is read atomically; they are not
+ * one instant's values). */
+typedef struct slc_engine_stats {
+  uint64_t polls;            /* engine polls that ran (thread and callers) */
+  uint64_t markers_placed;   /* markers recorded, tail markers included */
+  uint64_t tail_markers;     /* of which placed by the engine */
+  uint64_t markers_done;     /* markers found complete */
+  uint64_t markers_skipped;  /* not placed: ring full or record failed */
+  uint64_t record_failures;  /* cuEventRecord / cuEventCreate failures */
+  uint64_t query_failures;   /* cuEventQuery failures */
+  uint64_t stream_errors;    /* streams whose engine error became sticky */
+  uint64_t releases;         /* ldg_release calls made by the engine */
+  uint64_t seqs_released;    /* sequence numbers those covered (operations
+                              * and waits), each counted once; some may
+                              * have been released earlier by a sync */
+  uint64_t events_live;      /* marker events in existence */
+  uint64_t markers_pending;  /* markers recorded and not yet found done */
+} slc_engine_stats;
+
+int slc_engine_stats_get(slc_context *c, slc_engine_stats *out);
+
+/* One stream's progress, for a user debugging a stuck buffer. */
+typedef struct slc_stream_progress {
+  uint64_t stream_id;
+  ldg_seq enqueued_mark;   /* ldg_mark */
+  ldg_seq released_mark;   /* the highest mark the engine released to */
+  ldg_seq marked;          /* the highest mark a marker covers */
+  size_t pending;          /* ldg_pending_count */
+  size_t markers_pending;  /* markers recorded, not yet found done */
+  uint64_t oldest_marker_age_ns; /* age of the oldest pending marker (0: none) */
+  CUresult engine_error;   /* sticky engine error, CUDA_SUCCESS if none */
+  bool engine_driven;      /* the stream was created with the engine on */
+} slc_stream_progress;
+
+/* LDG_EINVAL: s or out NULL. Callable from any thread while s is alive. */
+int slc_stream_progress_get(slc_stream *s, slc_stream_progress *out);
+
+/* LDG_OK, or SLC_EDRIVER with *cu (may be NULL) set to the query's error
+ * once the stream's engine error is sticky. LDG_EINVAL: s NULL. */
+int slc_stream_engine_error(const slc_stream *s, CUresult *cu);
+
+/* Inside a keep: LDG_OK, its work was proven complete (see FAILURES: no
+ * path drops an entry without proof; SLC_EDRIVER would say one did).
+ * Outside a keep: LDG_OK. */
+int slc_keep_status(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMLEDGER_CUDA_SL_ENGINE_H */

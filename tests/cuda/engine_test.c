@@ -1,0 +1,840 @@
+/*
+ * engine_test: the progress engine (cuda/sl_engine.h) against the host
+ * executor, whose streams are worker threads that copy later: a buffer
+ * released before its copy ran is poisoned by its keep (the output data
+ * shows it) or freed by it (ASan reports the executor's read). No timing is
+ * asserted; waits give up after 20 s (a hang guard, reported as a failure).
+ *
+ * Each test gets a fresh executor and context and must leave nothing: the
+ * context's destroy refuses while handles live and hd_shutdown counts leaks.
+ * Scaled down under sanitizers. Exit 0 when every test passed.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/sl_cuda.h"
+#include "cuda/sl_engine.h"
+#include "tests/cuda/host_driver.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
+              __LINE__, #cond, slc_last_error_message());                  \
+      return 1;                                                            \
+    }                                                                      \
+  } while (0)
+#define CHECK_RC(call, want) CHECK((call) == (want))
+
+static slc_driver g_drv;
+
+static void sleep_us(unsigned us) {
+  struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+static int setup(slc_context **c, unsigned delay_us,
+                 const slc_engine_config *cfg) {
+  hd_config hc = {2, delay_us};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  CHECK_RC(slc_context_create(&g_drv, c), LDG_OK);
+  CHECK_RC(slc_engine_enable(*c, cfg), LDG_OK);
+  return 0;
+}
+
+static int teardown(slc_context *c) {
+  CHECK_RC(slc_context_destroy(c), LDG_OK);
+  long leaked = hd_shutdown();
+  if (leaked != 0) fprintf(stderr, "  executor: %ld objects leaked\n", leaked);
+  CHECK(leaked == 0);
+  return 0;
+}
+
+/* Waits (polling the engine when `poll`) until *v reaches want. */
+static int wait_for(slc_context *c, atomic_long *v, long want, bool poll) {
+  for (long i = 0; i < 200000; i++) {
+    if (atomic_load(v) >= want) return 0;
+    if (poll) (void)slc_engine_poll(c, NULL);
+    sleep_us(100);
+  }
+  fprintf(stderr, "  gave up waiting: %ld of %ld\n", atomic_load(v), want);
+  return 1;
+}
+
+/* ---- A serving loop: staging slots recycled by their keeps --------------- */
+
+#define WORDS 256
+
+typedef struct slot {
+  slc_buffer *staging; /* pinned: the request's input */
+  slc_buffer *out;     /* pinned: the result copied back */
+  slc_buffer *dev;
+  atomic_int busy;     /* keeps of its request still to run (0: free); the
+                        * two may run in either order when two threads
+                        * release the stream (an engine release and a
+                        * destroy, say) */
+  uint32_t seed;
+  struct loop *L;
+} slot;
+
+typedef struct loop {
+  slc_context *c;
+  atomic_long released, mismatches, keeps_off_thread;
+  pthread_t issuer;
+  bool free_in_keep; /* the input keep frees the staging buffer */
+  int expect_status; /* what slc_keep_status must say */
+  atomic_long bad_status;
+} loop;
+
+static void fill(uint32_t *p, uint32_t seed) {
+  for (unsigned i = 0; i < WORDS; i++) p[i] = seed * 2654435761u + i;
+}
+
+/* The input copy completed: poison (or free) the staging buffer. */
+static void input_keep(void *ctx) {
+  slot *s = ctx;
+  if (s->L->free_in_keep) {
+    if (slc_buffer_try_free(s->staging) != LDG_OK) abort();
+    s->staging = NULL;
+  } else {
+    memset(slc_buffer_host(s->staging), 0xEE, WORDS * 4);
+  }
+  if (slc_keep_status() != s->L->expect_status)
+    atomic_fetch_add(&s->L->bad_status, 1);
+  if (pthread_equal(pthread_self(), s->L->issuer))
+    atomic_fetch_add(&s->L->keeps_off_thread, 1);
+  atomic_fetch_add(&s->L->released, 1);
+  atomic_fetch_sub(&s->busy, 1);
+}
+
+/* The output copy completed: check what came back. */
+static void output_keep(void *ctx) {
+  slot *s = ctx;
+  uint32_t want[WORDS];
+  fill(want, s->seed);
+  if (memcmp(slc_buffer_host(s->out), want, sizeof(want)) != 0)
+    atomic_fetch_add(&s->L->mismatches, 1);
+  if (slc_keep_status() != s->L->expect_status)
+    atomic_fetch_add(&s->L->bad_status, 1);
+  atomic_fetch_add(&s->L->released, 1);
+  atomic_fetch_sub(&s->busy, 1);
+}
+
+static int slot_init(loop *L, slot *s) {
+  memset(s, 0, sizeof(*s));
+  s->L = L;
+  CHECK_RC(slc_buffer_alloc_host(L->c, WORDS * 4, &s->staging), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_host(L->c, WORDS * 4, &s->out), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(L->c, 0, WORDS * 4, &s->dev), LDG_OK);
+  return 0;
+}
+
+static int slot_fini(slot *s) {
+  if (s->staging != NULL) CHECK_RC(slc_buffer_free(s->staging), LDG_OK);
+  CHECK_RC(slc_buffer_free(s->out), LDG_OK);
+  CHECK_RC(slc_buffer_free(s->dev), LDG_OK);
+  return 0;
+}
+
+/* One request on slot s: fill the staging, copy in, copy out. No sync. */
+static int request(loop *L, slc_stream *st, slot *s, uint32_t seed) {
+  if (s->staging == NULL)
+    CHECK_RC(slc_buffer_alloc_host(L->c, WORDS * 4, &s->staging), LDG_OK);
+  s->seed = seed;
+  atomic_store(&s->busy, 2);
+  fill(slc_buffer_host(s->staging), seed);
+  uint64_t in_ids[] = {slc_buffer_id(s->staging), slc_buffer_id(s->dev)};
+  slc_hold in = {{input_keep, s}, in_ids, 2, NULL, 0};
+  CHECK_RC(slc_copy_htod_async(st, slc_buffer_dptr(s->dev),
+                               slc_buffer_host(s->staging), WORDS * 4, &in),
+           LDG_OK);
+  uint64_t out_ids[] = {slc_buffer_id(s->out), slc_buffer_id(s->dev)};
+  slc_hold out = {{output_keep, s}, out_ids, 2, NULL, 0};
+  CHECK_RC(slc_copy_dtoh_async(st, slc_buffer_host(s->out),
+                               slc_buffer_dptr(s->dev), WORDS * 4, &out),
+           LDG_OK);
+  return 0;
+}
+
+/* n requests over k slots on one stream; a slot is reused once its output
+ * keep ran (the engine thread, or our own polls, release it). */
+static int serve(loop *L, slc_stream *st, slot *slots, int k, int n,
+                 bool poll) {
+  for (int i = 0; i < n; i++) {
+    slot *s = &slots[i % k];
+    for (long w = 0; atomic_load(&s->busy); w++) {
+      if (poll) (void)slc_engine_poll(L->c, NULL);
+      sleep_us(20);
+      if (w > 1000000) {
+        fprintf(stderr, "  slot %d never came back\n", i % k);
+        return 1;
+      }
+    }
+    if (request(L, st, s, (uint32_t)i + 1)) return 1;
+  }
+  return wait_for(L->c, &L->released, 2L * n, poll);
+}
+
+static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = thread, .marker_every_ops = 4};
+  if (setup(&c, delay_us, &cfg)) return 1;
+  loop L = {.c = c, .issuer = pthread_self(), .free_in_keep = free_in_keep};
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &st), LDG_OK);
+  enum { K = 4 };
+  slot slots[K];
+  for (int i = 0; i < K; i++)
+    if (slot_init(&L, &slots[i])) return 1;
+  const int n = SANITIZED ? 60 : 300;
+  if (serve(&L, st, slots, K, n, !thread)) return 1;
+  CHECK(atomic_load(&L.mismatches) == 0);
+  CHECK(atomic_load(&L.bad_status) == 0);
+  /* Thread mode: every keep ran on the engine thread, none on ours. */
+  if (thread) CHECK(atomic_load(&L.keeps_off_thread) == 0);
+  /* The keeps ran inside the engine's last release; its bookkeeping
+   * follows when that release returns. */
+  slc_stream_progress sp;
+  for (int i = 0; i < 200000; i++) {
+    CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
+    if (sp.released_mark == 2u * (unsigned)n) break;
+    sleep_us(100);
+  }
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.markers_placed > 0 && es.markers_done > 0 && es.releases > 0);
+  CHECK(es.seqs_released == 2u * (unsigned)n);
+  CHECK(es.stream_errors == 0);
+  CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
+  CHECK(sp.engine_driven && sp.pending == 0);
+  CHECK(sp.enqueued_mark == 2u * (unsigned)n);
+  CHECK(sp.released_mark == sp.enqueued_mark);
+  for (int i = 0; i < K; i++)
+    if (slot_fini(&slots[i])) return 1;
+  slc_stream_unref(st);
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0 && es.markers_pending == 0);
+  return teardown(c);
+}
+
+static int t_thread_serving(void) { return run_serving(true, false, 200); }
+static int t_poll_serving(void) { return run_serving(false, false, 200); }
+static int t_free_in_keep(void) { return run_serving(true, true, 300); }
+
+/* ---- Tail markers --------------------------------------------------------- */
+
+static void count_keep(void *ctx) { atomic_fetch_add((atomic_long *)ctx, 1); }
+
+static int t_tail_marker(void) {
+  slc_context *c;
+  /* N and T large: only a tail marker can release these. */
+  slc_engine_config cfg = {
+      .thread = true, .marker_every_ops = 1000, .marker_every_us = 10000000};
+  if (setup(&c, 100, &cfg)) return 1;
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 1, 0, &st), LDG_OK);
+  slc_buffer *b;
+  CHECK_RC(slc_buffer_alloc_device(c, 1, 64, &b), LDG_OK);
+  atomic_long n = 0;
+  for (int i = 0; i < 3; i++) {
+    slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
+    CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 1, 64, &h), LDG_OK);
+  }
+  if (wait_for(c, &n, 3, false)) return 1;
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.tail_markers >= 1);
+  CHECK_RC(slc_buffer_free(b), LDG_OK);
+  slc_stream_unref(st);
+  return teardown(c);
+}
+
+/* ---- Keeps may call the layer -------------------------------------------- */
+
+typedef struct reentry {
+  slc_context *c;
+  slc_stream *st;
+  slc_buffer *b;
+  atomic_long inner, outer;
+  atomic_int fail;
+} reentry;
+
+static void inner_keep(void *ctx) {
+  atomic_fetch_add(&((reentry *)ctx)->inner, 1);
+}
+
+/* Issues more work on its own stream and polls, from the engine thread. */
+static void outer_keep(void *ctx) {
+  reentry *r = ctx;
+  slc_hold h = {{inner_keep, r}, NULL, 0, NULL, 0};
+  if (slc_memset_d8_async(r->st, slc_buffer_dptr(r->b), 2, 64, &h) != LDG_OK)
+    atomic_store(&r->fail, 1);
+  if (slc_engine_poll(r->c, NULL) != LDG_OK) atomic_store(&r->fail, 1);
+  atomic_fetch_add(&r->outer, 1);
+}
+
+static int t_keep_reenters(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 50, &cfg)) return 1;
+  reentry r = {.c = c};
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &r.st), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &r.b), LDG_OK);
+  for (int i = 0; i < 20; i++) {
+    slc_hold h = {{outer_keep, &r}, NULL, 0, NULL, 0};
+    CHECK_RC(slc_memset_d8_async(r.st, slc_buffer_dptr(r.b), 1, 64, &h),
+             LDG_OK);
+  }
+  if (wait_for(c, &r.inner, 20, false)) return 1;
+  CHECK(atomic_load(&r.outer) == 20 && atomic_load(&r.fail) == 0);
+  CHECK_RC(slc_buffer_free(r.b), LDG_OK);
+  slc_stream_unref(r.st);
+  return teardown(c);
+}
+
+/* ---- A stalled engine thread never blocks issuers ------------------------- */
+
+static atomic_int g_unstall, g_stalled;
+
+static void stall_keep(void *ctx) {
+  atomic_store(&g_stalled, 1);
+  while (!atomic_load(&g_unstall)) sleep_us(200);
+  atomic_fetch_add((atomic_long *)ctx, 1);
+}
+
+static int t_stalled_engine(void) {
+  slc_context *c;
+  /* A ring of 4 markers, one per op: it fills while the engine is stuck. */
+  slc_engine_config cfg = {
+      .thread = true, .marker_every_ops = 1, .markers_per_stream = 4};
+  if (setup(&c, 0, &cfg)) return 1;
+  slc_stream *a, *b;
+  CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &b), LDG_OK);
+  slc_buffer *buf, *buf_b; /* one per stream: the streams do not order */
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf_b), LDG_OK);
+  atomic_long na = 0, nb = 0;
+  atomic_store(&g_unstall, 0);
+  atomic_store(&g_stalled, 0);
+  slc_hold h0 = {{stall_keep, &na}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_memset_d8_async(a, slc_buffer_dptr(buf), 0, 64, &h0), LDG_OK);
+  /* Wait until the engine thread is stuck in that keep. */
+  for (int i = 0; i < 200000 && !atomic_load(&g_stalled); i++) sleep_us(100);
+  CHECK(atomic_load(&g_stalled));
+  const int more = SANITIZED ? 300 : 2000;
+  for (int i = 0; i < more; i++) {
+    slc_hold h = {{count_keep, &na}, NULL, 0, NULL, 0};
+    CHECK_RC(slc_memset_d8_async(a, slc_buffer_dptr(buf), 1, 64, &h), LDG_OK);
+  }
+  /* Issuing did not wait for the engine; the ring filled up. */
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.markers_skipped > 0);
+  /* Another stream still progresses, by our polls. */
+  for (int i = 0; i < 10; i++) {
+    slc_hold h = {{count_keep, &nb}, NULL, 0, NULL, 0};
+    CHECK_RC(slc_memset_d8_async(b, slc_buffer_dptr(buf_b), 2, 64, &h),
+             LDG_OK);
+  }
+  if (wait_for(c, &nb, 10, true)) return 1;
+  /* The stuck stream's later keeps wait behind its stuck one (in order). */
+  CHECK(atomic_load(&na) == 0);
+  slc_stream_progress sp;
+  CHECK_RC(slc_stream_progress_get(a, &sp), LDG_OK);
+  /* (The stuck release may already have taken its chunk of entries.) */
+  CHECK(sp.pending >= (size_t)more && sp.released_mark == 0);
+  atomic_store(&g_unstall, 1);
+  if (wait_for(c, &na, more + 1, false)) return 1;
+  CHECK_RC(slc_buffer_free(buf), LDG_OK);
+  CHECK_RC(slc_buffer_free(buf_b), LDG_OK);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return teardown(c);
+}
+
+/* ---- Failing records and queries degrade to "later" ----------------------- */
+
+static int t_failed_records_queries(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+  if (setup(&c, 100, &cfg)) return 1;
+  loop L = {.c = c, .issuer = pthread_self()};
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &st), LDG_OK);
+  enum { K = 2 };
+  slot slots[K];
+  for (int i = 0; i < K; i++)
+    if (slot_init(&L, &slots[i])) return 1;
+  hd_fail_next(HD_FAULT_EVENT_RECORD, CUDA_ERROR_UNKNOWN, 7);
+  /* Fewer than SLC_ENGINE_QUERY_RETRIES in a row: transient. */
+  hd_fail_next(HD_FAULT_EVENT_QUERY, CUDA_ERROR_UNKNOWN,
+               SLC_ENGINE_QUERY_RETRIES - 1);
+  if (serve(&L, st, slots, K, 40, true)) return 1;
+  CHECK(atomic_load(&L.mismatches) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.record_failures == 7 && es.markers_skipped >= 7);
+  CHECK(es.query_failures == SLC_ENGINE_QUERY_RETRIES - 1);
+  CHECK(es.stream_errors == 0);
+  CHECK_RC(slc_stream_engine_error(st, NULL), LDG_OK);
+  for (int i = 0; i < K; i++)
+    if (slot_fini(&slots[i])) return 1;
+  slc_stream_unref(st);
+  return teardown(c);
+}
+
+/* ---- A device error: reported, nothing released without proof ------------ */
+
+static atomic_long g_err_calls;
+static uint64_t g_err_stream;
+static CUresult g_err_cu;
+
+static void on_error(void *arg, uint64_t stream_id, int device, CUresult cu) {
+  (void)arg;
+  (void)device;
+  g_err_stream = stream_id;
+  g_err_cu = cu;
+  atomic_fetch_add(&g_err_calls, 1);
+}
+
+static int t_sticky_error(void) {
+  slc_context *c;
+  atomic_store(&g_err_calls, 0);
+  slc_engine_config cfg = {
+      .thread = true, .marker_every_ops = 1, .on_error = on_error};
+  if (setup(&c, 0, &cfg)) return 1;
+  loop L = {.c = c, .issuer = pthread_self(), .expect_status = LDG_OK};
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &st), LDG_OK);
+  slot s;
+  if (slot_init(&L, &s)) return 1;
+  hd_hold(true); /* nothing runs: the markers stay pending */
+  if (request(&L, st, &s, 7)) return 1;
+  hd_set_sticky(CUDA_ERROR_LAUNCH_FAILED);
+  hd_hold(false);
+  if (wait_for(c, &g_err_calls, 1, false)) return 1;
+  sleep_us(20000); /* the engine keeps polling; no more reports, no release */
+  CHECK(atomic_load(&g_err_calls) == 1);
+  CHECK(g_err_stream == ldg_stream_id(slc_stream_ledger(st)));
+  CHECK(g_err_cu == CUDA_ERROR_LAUNCH_FAILED);
+  CUresult cu = CUDA_SUCCESS;
+  CHECK_RC(slc_stream_engine_error(st, &cu), SLC_EDRIVER);
+  CHECK(cu == CUDA_ERROR_LAUNCH_FAILED);
+  CHECK(atomic_load(&L.released) == 0);
+  slc_stream_progress sp;
+  CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
+  CHECK(sp.pending == 2 && sp.engine_error == CUDA_ERROR_LAUNCH_FAILED);
+  /* The last unref cannot synchronise: nothing is released without proof.
+   * The stream waits in the context's limbo list, out of the engine (its
+   * marker events are gone). */
+  slc_stream_unref(st);
+  sleep_us(20000); /* the engine thread would have run a keep by now */
+  CHECK(atomic_load(&L.released) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0 && es.markers_pending == 0);
+  CHECK(atomic_load(&g_err_calls) == 1);
+  /* The device recovers: freeing the buffers settles them, which
+   * synchronises the kept stream; the keeps run with proof (LDG_OK). */
+  hd_set_sticky(CUDA_SUCCESS);
+  if (slot_fini(&s)) return 1;
+  CHECK(atomic_load(&L.released) == 2);
+  CHECK(atomic_load(&L.bad_status) == 0);
+  return teardown(c); /* finishes the kept stream */
+}
+
+/* ---- Operations on layer buffers hold them by themselves ------------------ */
+
+static int t_buffer_ops_hold(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = false};
+  if (setup(&c, 100, &cfg)) return 1;
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &st), LDG_OK);
+  slc_buffer *staging, *dev, *out;
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &staging), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &out), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, WORDS * 4, &dev), LDG_OK);
+  fill(slc_buffer_host(staging), 42);
+  hd_hold(true); /* nothing runs yet */
+  /* The raw call holds only what the caller lists: nothing here. */
+  CHECK_RC(slc_copy_htod_async(st, slc_buffer_dptr(dev),
+                               slc_buffer_host(staging), 4, NULL),
+           LDG_OK);
+  CHECK(!slc_buffer_held(staging) && !slc_buffer_held(dev));
+  /* The buffer calls hold their buffers with no hold given. */
+  CHECK_RC(slc_buf_copy_async(st, dev, 0, staging, 0, WORDS * 4, NULL),
+           LDG_OK);
+  CHECK_RC(slc_buf_copy_async(st, out, 0, dev, 0, WORDS * 4, NULL), LDG_OK);
+  CHECK(slc_buffer_held(staging) && slc_buffer_held(dev) &&
+        slc_buffer_held(out));
+  /* A free would be a use-after-free under the pending copy (ASan). */
+  CHECK_RC(slc_buffer_try_free(staging), LDG_EBUSY);
+  CHECK_RC(slc_buffer_try_free(dev), LDG_EBUSY);
+  CHECK(strstr(slc_last_error_message(), "held") != NULL);
+  /* The caller's own hold is kept alongside. */
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_buf_memset_async(st, dev, 8, 0, 4, &h), LDG_OK);
+  hd_hold(false);
+  /* slc_buffer_free settles the copy first; staging's bytes were read. */
+  CHECK_RC(slc_buffer_free(staging), LDG_OK);
+  if (wait_for(c, &kept, 1, true)) return 1;
+  CHECK_RC(slc_stream_synchronize(st), LDG_OK);
+  uint32_t want[WORDS];
+  fill(want, 42);
+  CHECK(memcmp(slc_buffer_host(out), want, sizeof(want)) == 0);
+  CHECK(!slc_buffer_held(dev) && !slc_buffer_held(out));
+  CHECK_RC(slc_buffer_try_free(dev), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(out), LDG_OK);
+  slc_stream_unref(st);
+  return teardown(c);
+}
+
+static int t_buffer_ops_bad_input(void) {
+  slc_context *c;
+  /* No engine thread: nothing is released before the checks below. */
+  slc_engine_config cfg = {.thread = false};
+  if (setup(&c, 0, &cfg)) return 1;
+  slc_context *c2;
+  CHECK_RC(slc_context_create(&g_drv, &c2), LDG_OK);
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, 0, &st), LDG_OK);
+  slc_buffer *h1, *h2, *d0, *d1, *other;
+  CHECK_RC(slc_buffer_alloc_host(c, 64, &h1), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_host(c, 64, &h2), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &d0), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 1, 64, &d1), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c2, 0, 64, &other), LDG_OK);
+  CHECK_RC(slc_buf_copy_async(NULL, d0, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, NULL, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, d0, 60, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "outside") != NULL);
+  CHECK_RC(slc_buf_copy_async(st, d0, 0, h1, SIZE_MAX, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, h2, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_copy_async(st, d1, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "device 1") != NULL);
+  CHECK_RC(slc_buf_copy_async(st, other, 0, h1, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_memset_async(st, h1, 0, 0, 8, NULL), LDG_EINVAL);
+  CHECK_RC(slc_buf_memset_async(st, d0, 0, 0, 65, NULL), LDG_EINVAL);
+  slc_hold bad = {{NULL, NULL}, NULL, 2, NULL, 0};
+  CHECK_RC(slc_buf_memset_async(st, d0, 0, 0, 8, &bad), LDG_EINVAL);
+  slc_dim3 one = {1, 1, 1};
+  CHECK_RC(slc_buf_launch(st, NULL, one, one, 0, NULL, NULL, 1, NULL),
+           LDG_EINVAL);
+  slc_buffer *bl[] = {d0, d1};
+  CHECK_RC(slc_buf_launch(st, NULL, one, one, 0, NULL, bl, 2, NULL),
+           LDG_EINVAL);
+  /* Nothing was issued or recorded by any of them. */
+  CHECK(ldg_mark(slc_stream_ledger(st)) == 0);
+  CHECK(!slc_buffer_held(h1) && !slc_buffer_held(d0));
+  /* The caller's ids and the buffers' together. */
+  uint64_t ids[5] = {1001, 1002, 1003, 1004, 1005};
+  slc_hold big = {{NULL, NULL}, ids, 5, NULL, 0};
+  CHECK_RC(slc_buf_copy_async(st, d0, 0, h1, 0, 8, &big), LDG_OK);
+  CHECK(ldg_holds_vector(slc_context_ledger(c), 1005));
+  CHECK(slc_buffer_held(h1));
+  CHECK_RC(slc_stream_synchronize(st), LDG_OK);
+  slc_buffer *all[] = {h1, h2, d0, d1};
+  for (int i = 0; i < 4; i++) CHECK_RC(slc_buffer_try_free(all[i]), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(other), LDG_OK);
+  slc_stream_unref(st);
+  CHECK_RC(slc_context_destroy(c2), LDG_OK);
+  return teardown(c);
+}
+
+/* ---- Streams and work the layer did not create ----------------------------- */
+
+static int t_adopt_external(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 200, &cfg)) return 1;
+  const slc_driver *d = slc_context_driver(c);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CUstream raw;
+  CHECK(d->pfn_cuStreamCreate(&raw, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  slc_stream *s;
+  CHECK_RC(slc_stream_adopt(c, raw, &s), LDG_OK);
+  CHECK(slc_stream_is_adopted(s) && slc_stream_device(s) == 1);
+  CHECK(slc_stream_handle(s) == raw);
+  CHECK(ldg_stream_is_nonblocking(slc_stream_ledger(s)));
+  slc_buffer *staging, *dev;
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &staging), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 1, WORDS * 4, &dev), LDG_OK);
+  /* "A library" issues a copy on the stream, then we record its hold. */
+  hd_hold(true);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuMemcpyHtoDAsync(slc_buffer_dptr(dev),
+                                 slc_buffer_host(staging), WORDS * 4,
+                                 raw) == CUDA_SUCCESS);
+  atomic_long kept = 0;
+  uint64_t ids[] = {slc_buffer_id(staging), slc_buffer_id(dev)};
+  slc_hold h = {{count_keep, &kept}, ids, 2, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_EBUSY);
+  hd_hold(false);
+  if (wait_for(c, &kept, 1, false)) return 1; /* the engine released it */
+  CHECK(!slc_buffer_held(staging));
+  /* Layer calls on the adopted stream work as on any. */
+  CHECK_RC(slc_buf_memset_async(s, dev, 0, 1, 4, NULL), LDG_OK);
+  CHECK_RC(slc_stream_destroy(s), LDG_OK);
+  /* Destroyed in the layer: refused, the keep stays the caller's. */
+  atomic_long late = 0;
+  slc_hold hl = {{count_keep, &late}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &hl), LDG_EDESTROYED);
+  CHECK(atomic_load(&late) == 0);
+  slc_stream_unref(s);
+  /* The driver stream is still its owner's. */
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuStreamSynchronize(raw) == CUDA_SUCCESS);
+  CHECK(d->pfn_cuStreamDestroy(raw) == CUDA_SUCCESS);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(dev), LDG_OK);
+  /* Bad input. */
+  slc_stream *x;
+  CHECK_RC(slc_stream_adopt(c, NULL, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(c, CU_STREAM_LEGACY, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(NULL, raw, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(c, raw, NULL), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt(c, raw, &x), LDG_EINVAL); /* destroyed handle */
+  CHECK(strstr(slc_last_error_message(), "cuStreamGetCtx") != NULL);
+  CHECK_RC(slc_stream_record_external(NULL, NULL), LDG_EINVAL);
+  return teardown(c);
+}
+
+/* An adopted stream whose last unref meets a failed sync waits in the
+ * context's limbo list, out of the engine; slc_context_destroy releases
+ * nothing while its sync fails, then finishes it — and never destroys the
+ * CUstream, which stays its owner's. */
+static int t_adopt_limbo(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 0, &cfg)) return 1;
+  /* The owner (g_drv: outlives c) holds its own primary context. */
+  CUdevice dev0;
+  CUcontext own;
+  CHECK(g_drv.pfn_cuDeviceGet(&dev0, 0) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuDevicePrimaryCtxRetain(&own, dev0) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuCtxSetCurrent(own) == CUDA_SUCCESS);
+  CUstream raw;
+  CHECK(g_drv.pfn_cuStreamCreate(&raw, CU_STREAM_NON_BLOCKING) ==
+        CUDA_SUCCESS);
+  slc_stream *s;
+  CHECK_RC(slc_stream_adopt(c, raw, &s), LDG_OK);
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  hd_set_sticky(CUDA_ERROR_LAUNCH_FAILED); /* before the engine sees it */
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  slc_stream_unref(s); /* the sync fails: kept, nothing released */
+  CHECK(atomic_load(&kept) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0); /* it left the engine */
+  CHECK_RC(slc_context_destroy(c), SLC_EDRIVER); /* still no proof */
+  CHECK(strstr(slc_last_error_message(), "cuStreamSynchronize") != NULL);
+  CHECK(atomic_load(&kept) == 0);
+  hd_set_sticky(CUDA_SUCCESS);
+  CHECK_RC(slc_context_destroy(c), LDG_OK); /* synchronised, finished */
+  CHECK(atomic_load(&kept) == 1);
+  /* The driver stream is still its owner's. */
+  CHECK(g_drv.pfn_cuCtxSetCurrent(own) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuStreamSynchronize(raw) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuStreamDestroy(raw) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuDevicePrimaryCtxRelease(dev0) == CUDA_SUCCESS);
+  long leaked = hd_shutdown();
+  CHECK(leaked == 0);
+  return 0;
+}
+
+/* ---- Bad input -------------------------------------------------------------- */
+
+static int t_bad_input(void) {
+  hd_config hc = {1, 0};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  slc_stream *before;
+  CHECK_RC(slc_stream_create(c, 0, 0, &before), LDG_OK);
+  CHECK_RC(slc_engine_enable(NULL, NULL), LDG_EINVAL);
+  CHECK_RC(slc_engine_poll(c, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "not enabled") != NULL);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_EINVAL);
+  slc_engine_config bad = {.markers_per_stream = 48};
+  CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "power of two") != NULL);
+  bad.markers_per_stream = 8192;
+  CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  CHECK_RC(slc_engine_enable(c, NULL), LDG_OK);
+  CHECK_RC(slc_engine_enable(c, NULL), LDG_EBUSY);
+  CHECK_RC(slc_engine_stats_get(c, NULL), LDG_EINVAL);
+  CHECK_RC(slc_engine_poll(NULL, NULL), LDG_EINVAL);
+  CHECK_RC(slc_stream_progress_get(NULL, NULL), LDG_EINVAL);
+  CHECK_RC(slc_stream_engine_error(NULL, NULL), LDG_EINVAL);
+  /* A stream that existed before is not driven. */
+  slc_stream_progress sp;
+  CHECK_RC(slc_stream_progress_get(before, &sp), LDG_OK);
+  CHECK(!sp.engine_driven);
+  slc_stream *after;
+  CHECK_RC(slc_stream_create(c, 0, 0, &after), LDG_OK);
+  CHECK_RC(slc_stream_progress_get(after, &sp), LDG_OK);
+  CHECK(sp.engine_driven && sp.enqueued_mark == 0 && sp.markers_pending == 0);
+  size_t released = 99;
+  CHECK_RC(slc_engine_poll(c, &released), LDG_OK);
+  CHECK(released == 0);
+  CHECK(slc_keep_status() == LDG_OK);
+  slc_stream_unref(before);
+  slc_stream_unref(after);
+  return teardown(c);
+}
+
+/* ---- Torture ------------------------------------------------------------------
+ * Request threads, each with its own slots, creating and destroying streams
+ * as they go (sometimes with work pending: the destroy synchronises), some
+ * polling, the engine thread running, a snapshot thread reading counters. */
+
+typedef struct torture {
+  slc_context *c;
+  loop L;
+  atomic_long issued;
+  atomic_int stop_snap, failed, next_idx;
+  int iters;
+} torture;
+
+static void *torture_thread(void *arg) {
+  torture *T = arg;
+  /* Half the threads also poll while they wait for a slot. */
+  const bool poll = atomic_fetch_add(&T->next_idx, 1) % 2 == 1;
+  enum { K = 3 };
+  slot slots[K];
+  for (int i = 0; i < K; i++)
+    if (slot_init(&T->L, &slots[i])) goto fail;
+  for (int round = 0; round < T->iters; round++) {
+    slc_stream *st;
+    if (slc_stream_create(T->c, round % 2, SLC_STREAM_NONBLOCKING, &st) !=
+        LDG_OK)
+      goto fail;
+    slc_stream_unref(st); /* churn: created and destroyed under the engine */
+    if (slc_stream_create(T->c, 0, SLC_STREAM_NONBLOCKING, &st) != LDG_OK)
+      goto fail;
+    for (int i = 0; i < 8; i++) {
+      slot *s = &slots[i % K];
+      for (long w = 0; atomic_load(&s->busy); w++) {
+        if (poll) (void)slc_engine_poll(T->c, NULL);
+        sleep_us(10);
+        if (w > 2000000) goto fail;
+      }
+      if (request(&T->L, st, s, (uint32_t)(round * 8 + i + 1))) goto fail;
+      atomic_fetch_add(&T->issued, 2);
+    }
+    /* Destroy with work possibly pending: the sync releases the rest. */
+    if (slc_stream_destroy(st) != LDG_OK) goto fail;
+    slc_stream_unref(st);
+  }
+  for (int i = 0; i < K; i++)
+    if (slot_fini(&slots[i])) goto fail;
+  return NULL;
+fail:
+  atomic_store(&T->failed, 1);
+  return NULL;
+}
+
+static void *snapshot_thread(void *arg) {
+  torture *T = arg;
+  while (!atomic_load(&T->stop_snap)) {
+    slc_engine_stats es;
+    if (slc_engine_stats_get(T->c, &es) != LDG_OK) atomic_store(&T->failed, 1);
+    sleep_us(200);
+  }
+  return NULL;
+}
+
+static int t_torture(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 2};
+  if (setup(&c, 20, &cfg)) return 1;
+  torture T = {.c = c, .iters = SANITIZED ? 6 : 25};
+  T.L.c = c;
+  T.L.issuer = pthread_self();
+  enum { THREADS = 4 };
+  pthread_t th[THREADS], snap;
+  CHECK(pthread_create(&snap, NULL, snapshot_thread, &T) == 0);
+  for (int i = 0; i < THREADS; i++)
+    CHECK(pthread_create(&th[i], NULL, torture_thread, &T) == 0);
+  for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+  atomic_store(&T.stop_snap, 1);
+  pthread_join(snap, NULL);
+  CHECK(atomic_load(&T.failed) == 0);
+  CHECK(atomic_load(&T.L.released) == atomic_load(&T.issued));
+  CHECK(atomic_load(&T.L.mismatches) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0 && es.markers_pending == 0);
+  return teardown(c);
+}
+
+/* ---- Main -------------------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  int (*fn)(void);
+  const char *what;
+} tests[] = {
+    {"thread_serving", t_thread_serving,
+     "engine thread recycles staging buffers, no sync, data checked"},
+    {"poll_serving", t_poll_serving,
+     "slc_engine_poll from the request loop does the same"},
+    {"free_in_keep", t_free_in_keep,
+     "keeps free their staging buffer (ASan: any early release)"},
+    {"tail_marker", t_tail_marker,
+     "work after the last marker is released by a tail marker"},
+    {"keep_reenters", t_keep_reenters,
+     "keeps on the engine thread issue work and poll"},
+    {"stalled_engine", t_stalled_engine,
+     "a keep stuck on the engine thread blocks no issuer, no other stream"},
+    {"failed_records_queries", t_failed_records_queries,
+     "failed records and transient query failures only delay releases"},
+    {"sticky_error", t_sticky_error,
+     "a device error is reported once, releases nothing, keeps told"},
+    {"bad_input", t_bad_input, "every new call refuses bad arguments"},
+    {"adopt_external", t_adopt_external,
+     "an adopted stream, work issued by others recorded, never destroyed"},
+    {"adopt_limbo", t_adopt_limbo,
+     "an adopted stream kept after a failed sync: finished, never destroyed"},
+    {"buffer_ops_hold", t_buffer_ops_hold,
+     "slc_buf_* calls hold their buffers: no free under a pending copy"},
+    {"buffer_ops_bad_input", t_buffer_ops_bad_input,
+     "slc_buf_* refuse bad buffers and ranges, issuing nothing"},
+    {"torture", t_torture,
+     "request threads, both driving modes, streams created and destroyed"},
+};
+
+int main(int argc, char **argv) {
+  const char *only = argc > 1 ? argv[1] : NULL;
+  int failed = 0;
+  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
+    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
+    fflush(stdout);
+    int rc = tests[i].fn();
+    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
+    fflush(stdout);
+    failed |= rc;
+    if (rc != 0) break; /* the executor may be left installed */
+  }
+  printf(failed ? "engine_test: FAILED\n" : "engine_test: all passed\n");
+  return failed;
+}
