@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Model-checks the ring protocol of ledger/ring.c with Spin (ring.pml,
-# wait.pml, ring_common.pml beside this script), exhaustively, for small
-# bounds. Three kinds of run, each its own spin -a / gcc / pan:
+# Model-checks the ring protocol of ledger/ with Spin (ring.pml, wait.pml,
+# ring_common.pml, and destroy_sb.pml for the destroy handshake's memory
+# orders, beside this script), exhaustively, for small bounds. Three kinds of run, each its own spin -a / gcc / pan:
 #   pass   a configuration of the real protocol: no assertion violation, no
 #          invalid end state, search complete;
 #   fail   a mutant (BUG_*): Spin must find an assertion violation (the
@@ -48,7 +48,7 @@ done
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/ring_model.XXXXXX")
 cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
-for f in ring_common.pml ring.pml wait.pml; do
+for f in ring_common.pml ring.pml wait.pml destroy_sb.pml; do
   cp -L "$here/$f" "$work/$f"
 done
 
@@ -69,6 +69,8 @@ pass  wait.pml  -DWCFG_G
 pass  wait.pml  -DWCFG_C
 pass  wait.pml  -DWCFG_D
 pass  wait.pml  -DWCFG_S
+pass  ring.pml  -DCFG_EEC
+pass  destroy_sb.pml
 fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
 fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
@@ -79,6 +81,14 @@ fail  ring.pml  -DCFG_EER -DBUG_NO_RESET
 fail  ring.pml  -DCFG_EER -DBUG_RESET_AFTER_RESOLVE
 fail  ring.pml  -DCFG_E3D -DBUG_NO_DIRTY
 fail  wait.pml  -DWCFG_G -DBUG_FRAME_EARLY_RESOLVE
+fail  ring.pml  -DCFG_EEC -DBUG_LOSER_FREE_NOW
+fail  ring.pml  -DCFG_EEC -DBUG_LOSER_POOL_NOW
+fail  ring.pml  -DCFG_EEC -DBUG_POP_NO_RCU
+fail  ring.pml  -DCFG_ERR5 -DBUG_POOL_LIMIT_NO_SIZE
+fail  destroy_sb.pml  -DBUG_SB_DESTROY_CAS
+fail  destroy_sb.pml  -DBUG_SB_TAIL_LOAD
+fail  destroy_sb.pml  -DBUG_SB_RESERVE_CAS
+fail  destroy_sb.pml  -DBUG_SB_DESTROYED_LOAD
 reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
 reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
@@ -93,6 +103,16 @@ reach wait.pml  -DWCFG_T -DPROBE_FRAME
 reach wait.pml  -DWCFG_G -DPROBE_FRAME_PIN
 reach wait.pml  -DWCFG_C -DPROBE_NESTED
 reach wait.pml  -DWCFG_T -DPROBE_WAIT_ABANDONED
+reach ring.pml  -DCFG_EEC -DPROBE_LOSER
+reach ring.pml  -DCFG_EEC -DPROBE_LOSER_POOLED
+reach ring.pml  -DCFG_EEC -DPROBE_LOSER_HELD
+reach ring.pml  -DCFG_EEC -DPROBE_POP_RACE
+reach ring.pml  -DCFG_EEC -DPROBE_CREATE_POOLED
+reach ring.pml  -DCFG_ERR5 -DPROBE_POP_REUSE
+reach ring.pml  -DCFG_ERR5 -DPROBE_POOL_FULL
+reach destroy_sb.pml  -DPROBE_SB_STALE
+reach destroy_sb.pml  -DPROBE_SB_RETRACT
+reach destroy_sb.pml  -DPROBE_SB_ABANDON
 EOF
 )
 if [ "$deep" = 1 ]; then
@@ -156,7 +176,7 @@ one() {
   depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' pan.out 2>/dev/null | head -1)
   secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\).*/\1/p' pan.out 2>/dev/null | head -1)
   mem=$(sed -n 's/^ *\([0-9.]*\)\s*total actual memory usage.*/\1/p' pan.out 2>/dev/null | head -1)
-  printf '%-4s %-5s %-8s %-40s states=%-10s depth=%-4s pan=%-7s %5sMB  (%ss)  %s\n' \
+  printf '%-4s %-5s %-14s %-40s states=%-10s depth=%-4s pan=%-7s %5sMB  (%ss)  %s\n' \
     "$verdict" "$expect" "$model" "$*" "${states:--}" "${depth:--}" "${secs:--}s" \
     "${mem%.*}" "$((t1 - t0))" \
     "$([ "$expect" = pass ] && [ $verdict = ok ] || echo "${why:-}")"

@@ -1,7 +1,8 @@
 /*
- * ring.pml: one stream's ring (ledger/ring.c), model-checked with Spin.
- * The ring code is in ring_common.pml, which lists the C function behind each
- * inline and what the model abstracts (memory orders, RCU, sizes, pools).
+ * ring.pml: one stream's ring (ledger/), and the segment pool it shares with
+ * a new stream, model-checked with Spin. The ring code is in
+ * ring_common.pml, which lists the C function behind each inline and what
+ * the model abstracts (memory orders, RCU, sizes, the pool).
  *
  * Processes (the C calls each one makes):
  *   Enqueuer(s, e0, n)  n x ldg_enqueue -> ldg__ring_enqueue: ldg__ring_reserve,
@@ -16,6 +17,9 @@
  *   Destroyer(s)        ldg_stream_destroy -> ldg__destroy:
  *                       ldg__mark_destroyed, then ldg__engine
  *   Querier(s, n)       n x ldg__ring_any (ldg_holds_vector & co.)
+ *   Creator(s)          ldg_stream_create -> ldg__ring_init: the new
+ *                       stream's first segment by ldg__seg_get (a pop from
+ *                       the pool, under RCU)
  *   init                ldg__ring_init for stream 0, starts a configuration,
  *                       waits for it, checks, releases to the mark (a final
  *                       stream sync; refused if destroyed) and checks again.
@@ -34,8 +38,15 @@
  *             starts in a segment retired by retracting enqueuers)
  *   CFG_EE5R  2 enqueuers x 3 + 2 ops + 1 releaser x 1 (three segments,
  *             walks from head while segments are retired)
+ *   CFG_EEC   2 enqueuers x 2 ops + 1 creator of stream 1, with two
+ *             segments pooled at the start (POOL_SEED, limit 2): extenders
+ *             race for pooled segments, a loser's pooled segment goes back
+ *             through a grace period while the creator may be popping it
+ *             (ledger issue 8, defect 2)
  *   CFG_EE3R  2 enqueuers x 3 ops + 1 releaser x 1 (140M states, 8.3 GB,
  *             ~7 min: check.sh --deep only)
+ * Every configuration shares one pool (limit POOL_LIMIT = 1 segment unless
+ * set): retired segments are reused by the growing ring (e.g. CFG_ERR5).
  *
  * Assertions (ring_common.pml): no segment used after its grace period
  * (TOUCH), none used outside a read-side section unless pinned
@@ -50,7 +61,11 @@
  * slot back to EMPTY unless it is dirty; at the end: no invalid
  * end state, no done segment left at the head, every accepted entry
  * released exactly once and every refused one never, and the ring holds
- * exactly one live segment with every handed-out slot resolved.
+ * exactly one live segment with every handed-out slot resolved. The pool:
+ * a popper never reads a freed segment's link, a pop takes a pooled
+ * segment and leaves a pooled top (no ABA), a pooled segment has every slot
+ * EMPTY and is not dirty, the pool never passes its limit, and at the end
+ * its stack holds exactly the pooled segments.
  *
  * Mutants (spin -DBUG_...: each must fail; check.sh checks that it does):
  *   BUG_ABANDON_STORE      take_chunk abandons with a plain store, not a CAS
@@ -66,17 +81,37 @@
  *                          EMPTY after resolving it (the segment may be gone)
  *   BUG_NO_DIRTY           a retracting enqueuer does not mark the segment
  *                          dirty (it would be pooled with a RETRACTED slot)
+ *   BUG_LOSER_FREE_NOW     an extender that loses the link CAS frees its
+ *                          segment at once (ring.c before issue 8): a popper
+ *                          reads the freed g->next
+ *   BUG_LOSER_POOL_NOW     ... or pushes it back on the pool at once: ABA,
+ *                          a popper installs a segment in use as the top
+ *   BUG_POP_NO_RCU         ldg__ring_init pops outside a read-side section:
+ *                          no grace period waits for it, ABA
+ *   BUG_POOL_LIMIT_NO_SIZE the pool's limit checked without the pushed
+ *                          segment's own size: the pool passes its limit
  * and in wait.pml:
  *   BUG_FRAME_EARLY_RESOLVE  a wait's slot is resolved when taken, so nothing
  *                          pins the frame
+ * and in destroy_sb.pml: BUG_SB_* (the handshake's seq_cst accesses weakened).
  * Reachability probes (spin -DPROBE_..., listed in ring_common.pml) turn a
  * rare path into a failure, to show a configuration reaches it.
  */
 
-#define NS 1
 #define SZ 2
 
-#if defined(CFG_ERR)
+#if defined(CFG_EEC)
+#define NS 2
+#define NENT 4
+#define NSEG 6
+#define POOL_SEED 2
+#define POOL_LIMIT 2
+#else
+#define NS 1
+#endif
+
+#if defined(CFG_EEC)
+#elif defined(CFG_ERR)
 #define NENT 3
 #define NSEG 3
 #elif defined(CFG_EED)
@@ -139,6 +174,11 @@ proctype Destroyer(byte s) {
   destroy(s)
 }
 
+proctype Creator(byte s) {
+  RING_LOCALS;
+  ring_init(s)
+}
+
 proctype Querier(byte s; byte n) {
   RING_LOCALS;
   byte k;
@@ -163,7 +203,8 @@ init {
     od;
     rc_i = 0;
     stream_init(0, 0);
-    nalloc = 1
+    pool_seed(1);
+    nalloc = 1 + POOL_SEED
   }
   atomic {
 #if defined(CFG_EER)
@@ -188,6 +229,8 @@ init {
     run Enqueuer(0, 1, 3); run Enqueuer(0, 4, 2); run Releaser(0, 1)
 #elif defined(CFG_E3D)
     run Enqueuer(0, 1, 1); run Enqueuer(0, 2, 1); run Enqueuer(0, 3, 1); run Destroyer(0)
+#elif defined(CFG_EEC)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Creator(1)
 #endif
   }
   (_nr_pr == 1);
@@ -196,5 +239,9 @@ init {
   release_to_mark(0);   /* the final sync (refused if destroyed) */
   check_entries();
   check_all_released();
-  check_ring(0)
+  check_ring(0);
+#if NS > 1
+  check_ring(1);
+#endif
+  check_pool()
 }

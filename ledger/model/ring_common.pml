@@ -1,20 +1,33 @@
 /*
- * ring_common.pml: the per-stream ring of ledger/ring.c, in Promela.
- * Included by ring.pml (one stream) and wait.pml (two streams and waits).
+ * ring_common.pml: the per-stream ring of ledger/ (the ring's C files:
+ * segments, pool, enqueue, release), in Promela.
+ * Included by ring.pml (one stream; two with CFG_EEC) and wait.pml (two
+ * streams and waits). destroy_sb.pml checks the destroy handshake's memory
+ * orders on its own (MEMORY MODEL below).
  *
- * KEEP IN STEP WITH ring.c. Each inline is one C function; each statement
+ * KEEP IN STEP WITH THE C. Each inline is one C function; each statement
  * that touches shared state is one C atomic access (plain reads of immutable
  * data, and ghost bookkeeping, ride along with the atomic step they follow):
  *
- *   inline seg_get           ldg__seg_get / ldg__seg_alloc (pool: see RCU),
+ *   inline ring_init         ldg__ring_init (a new stream's first segment,
+ *                            via ldg__seg_get under RCU)
+ *   inline seg_get           ldg__seg_get: ldg__pool_pop, else ldg__seg_alloc;
  *                            or the stream's spare (segment.c, THE SPARE):
  *                            a clean, unreachable segment from the same
- *                            pool or allocation, handed to the one extender
- *                            by an exchange; prepared by releases outside
- *                            the ring protocol, so not modelled apart
- *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) + the grace
- *                            period of liburcu; FREE_SEG: its end, where
- *                            ldg__seg_pool_cb pools or frees the segment
+ *                            pool (popped under RCU) or allocation, handed
+ *                            to the one extender by an exchange, a displaced
+ *                            one retired like a loser's; prepared by
+ *                            releases outside the ring protocol, so not
+ *                            modelled apart
+ *   inline pool_pop          ldg__pool_pop (under RCU)
+ *   macro  FREE_SEG          ldg__seg_pool_cb: the end of a segment's grace
+ *                            period; frees it (dirty, or no room under the
+ *                            pool limit) or pushes it (POOL_PUSH)
+ *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) of a segment
+ *                            unlinked from its ring + the grace period of
+ *                            liburcu (RCU_RETIRE)
+ *   macro  RCU_RETIRE        ldg__seg_retire of a losing extender's segment
+ *                            (in ring_extend), and call_rcu's last step
  *   inline advance_head      ldg__ring_advance_head
  *   inline seg_resolve       ldg__seg_resolve
  *   inline resolve_one       ldg__resolve_one
@@ -57,7 +70,9 @@
  * g->next and tailseg (WHO MAY RECLAIM A SLOT); CAS destroyed / load tail
  * against CAS tail / load destroyed (DESTROY). The BUG_RESOLVE_REORDER and
  * BUG_DESTROY_ORDER mutants model losing such an order (a load satisfied
- * before the store it follows) and fail.
+ * before the store it follows) and fail. Which C11 orders keep the DESTROY
+ * handshake is checked by destroy_sb.pml, with explicit store buffers:
+ * weakening any of its four seq_cst accesses loses an enqueue there.
  * A weak CAS may fail spuriously: that only repeats a loop iteration and is
  * not modelled. Allocation never fails (LDG_ENOMEM is returned before a seq
  * is reserved and leaves no trace).
@@ -67,24 +82,43 @@
  * inside a section at that moment; g becomes FREED as soon as each of them
  * has left its section: exactly the guarantee of a grace period, with the
  * free as early as liburcu may do it. A reader that enters after call_rcu is
- * not waited for. After its grace period ring.c pools a segment for reuse
- * (ldg__seg_pool_cb, ldg__seg_get) unless it is dirty (a slot retracted);
- * here it stays FREED and extensions take fresh ids. Reuse is invisible to
- * the protocol if nothing uses a segment after its grace period and a
- * pooled segment is as good as a zeroed one: every slot was put back to
- * EMPTY by whoever resolved it (ldg__seg_get does not zero it). Both are
- * checked: FREE_SEG asserts the second when a grace period ends, and
+ * not waited for.
+ *
+ * THE POOL. After its grace period a segment is pushed on the pool's stack
+ * (POOLED) unless it is dirty (a slot retracted) or the pool is at its
+ * limit (then FREED); ldg__seg_get pops one (under RCU) before allocating
+ * a fresh id, for a growing ring (ring_extend) and for a new stream's first
+ * segment (ring_init, CFG_EEC). A segment enters the pool only at the end
+ * of a grace period: a ring's retired segment, and the segment of an
+ * extender that lost the link CAS on g->next (it may have come from the
+ * pool, where a popper may still hold it: ledger issue 8, defect 2). Reuse
+ * is invisible to the protocol if nothing uses a segment after its grace
+ * period and a pooled segment is as good as a zeroed one: every slot was
+ * put back to EMPTY by whoever resolved it (ldg__seg_get does not zero it).
+ * Both are checked: FREE_SEG asserts the second when a grace period ends,
+ * and
  *   TOUCH(g)        a use (dereference, or CAS comparing against g) inside
- *                   a read-side section: g is not FREED;
+ *                   a read-side section: g is not FREED, not POOLED;
  *   TOUCH_PINNED(g) a use outside any read-side section (the lock-free
- *                   enqueue; a wait's frame): g is not even RETIRED.
- * (The pools' Treiber stack and its own ABA argument are not modelled.)
+ *                   enqueue; a wait's frame): g is not even RETIRED;
+ *   TOUCH_MEM(g)    a popper's read of g->next: g is not FREED (it may be
+ *                   pooled, or popped and in use by another owner);
+ * and the Treiber stack's ABA argument (pool_pop): a pop's CAS that
+ * succeeds finds g POOLED and installs a POOLED successor (or none), and
+ * at the end (check_pool) the stack holds exactly the POOLED segments.
+ * A reused segment is LIVE again, so a stale pointer into it would pass
+ * TOUCH; but Spin also explores the stale use in the window between its
+ * grace period's end and its reuse, where TOUCH fails.
+ * The pool limit is in segments (every segment has SZ slots): POOL_LIMIT,
+ * checked at each push (npool <= POOL_LIMIT).
  * Out-of-line payloads (struct ldg__ext) are modelled the same way: every
  * operation has one (xstate, SEG_LIVE from the start: ldg__ext_new runs
  * before anything else); refused or overtaken enqueues free it at once, a
  * release retires it with call_rcu, and queries check it is not FREED.
  *
- * NOT MODELLED. Segment sizes (ring.c: 8, then 64..1024; here SZ for all),
+ * NOT MODELLED. Segment sizes (ring.c: 8, then 64..1024; here SZ for all,
+ * so one pool stack where ring.c has one per size class),
+ * ldg_ledger_trim and ldg_ledger_destroy's pool drains,
  * LDG__BATCH (never reached), keeps run after the read-side section (here
  * counted when taken), stream references and FINALIZE frames, the pending
  * counters (ops_released, waits_enqueued), byte accounting, the registry.
@@ -102,8 +136,9 @@
 #define SEG_UNUSED  0   /* not yet allocated */
 #define SEG_LIVE    1   /* allocated (perhaps not yet linked) */
 #define SEG_RETIRED 2   /* passed to call_rcu, grace period running */
-#define SEG_FREED   3   /* past its grace period (pooled or freed), or a
-                           loser's copy that was never published */
+#define SEG_FREED   3   /* past its grace period and freed (or, under
+                           BUG_LOSER_FREE_NOW, a loser's copy freed at once) */
+#define SEG_POOLED  4   /* past its grace period, on the pool's stack */
 
 /* slot->kind */
 #define K_OP   0
@@ -136,6 +171,19 @@ byte fr_seg[NSEG * SZ];
 #endif
 byte nalloc;           /* next unused segment id */
 
+/* ---- The segment pool (struct ldg__pool): one Treiber stack. Every segment
+ * here has SZ slots, so the size classes of ring.c (8-slot first segments in
+ * class 0, growth segments in classes 3..7) are one stack: more sharing, so
+ * more races than ring.c has. ---- */
+#ifndef POOL_LIMIT
+#define POOL_LIMIT 1   /* l->pool_limit, in segments */
+#endif
+#ifndef POOL_SEED
+#define POOL_SEED 0    /* segments pooled before the processes start */
+#endif
+byte ptop = NIL;       /* l->pools[c].top; a pooled segment's link is snext */
+byte npool;            /* l->pool_bytes, in segments */
+
 /* ---- Streams (struct ldg_stream) ---- */
 byte tail[NS];         /* s->tail */
 byte tail_end[NS];     /* s->tail_end */
@@ -160,17 +208,36 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define PBIT (1 << _pid)
 #define TOUCH(g) assert(g < NSEG && (sstate[g] == SEG_LIVE || sstate[g] == SEG_RETIRED))
 #define TOUCH_PINNED(g) assert(g < NSEG && sstate[g] == SEG_LIVE)
+/* A read of memory that may belong to another owner by now (a popper reading
+ * g->next): it must not be freed. */
+#define TOUCH_MEM(g) assert(g < NSEG && sstate[g] != SEG_FREED && sstate[g] != SEG_UNUSED)
 
-/* g's grace period is over: ldg__seg_pool_cb pools it unless dirty, and
- * ldg__seg_get reuses it without zeroing, so every slot must be EMPTY. */
+/* g's grace period is over: ldg__seg_pool_cb. A dirty segment (a slot
+ * retracted) is freed, and so is one the pool has no room for; any other is
+ * pushed on the pool's stack, and ldg__seg_get reuses it without zeroing, so
+ * every slot must be EMPTY. The push is one step: the pusher owns g, and its
+ * CAS on top succeeds only if top is the value it linked g to (no ABA on the
+ * push side). The limit check reads pool_bytes + the segment's own bytes. */
 #if SZ != 2
 #error "FREE_SEG checks two slots a segment: SZ must be 2"
 #endif
+#ifndef BUG_POOL_LIMIT_NO_SIZE
+#define POOL_HAS_NO_ROOM (npool + 1 > POOL_LIMIT)
+#else
+#define POOL_HAS_NO_ROOM (npool > POOL_LIMIT)   /* mutant: without g's own size */
+#endif
+#define POOL_PUSH(g) \
+  npool++; assert(npool <= POOL_LIMIT); \
+  snext[g] = ptop; ptop = g; sstate[g] = SEG_POOLED
 #define FREE_SEG(g) \
-  sstate[g] = SEG_FREED; \
   if \
-  :: !sdirty[g] -> assert(slot[g * SZ] == ST_EMPTY && slot[g * SZ + 1] == ST_EMPTY) \
-  :: else -> P_DIRTY(true) \
+  :: !sdirty[g] -> \
+     assert(slot[g * SZ] == ST_EMPTY && slot[g * SZ + 1] == ST_EMPTY); \
+     if \
+     :: POOL_HAS_NO_ROOM -> sstate[g] = SEG_FREED; P_POOL_FULL(true) \
+     :: else -> POOL_PUSH(g) \
+     fi \
+  :: else -> sstate[g] = SEG_FREED; P_DIRTY(true) \
   fi
 
 /* Reachability probes (spin -DPROBE_...): each turns one rare path into an
@@ -248,13 +315,45 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define P_FRAME_PIN(c) skip
 #endif
 
+#ifdef PROBE_POOL_FULL           /* a grace period ends with the pool full: freed */
+#define P_POOL_FULL(c) PROBE_AT(c)
+#else
+#define P_POOL_FULL(c) skip
+#endif
+#ifdef PROBE_POP_REUSE           /* a growing ring reuses a pooled segment */
+#define P_POP_REUSE(c) PROBE_AT(c)
+#else
+#define P_POP_REUSE(c) skip
+#endif
+#ifdef PROBE_POP_RACE            /* a pop's CAS on top fails: another popper won */
+#define P_POP_RACE(c) PROBE_AT(c)
+#else
+#define P_POP_RACE(c) skip
+#endif
+#ifdef PROBE_LOSER_POOLED        /* a losing extender's segment came from the pool */
+#define P_LOSER_POOLED(c) PROBE_AT(c)
+#else
+#define P_LOSER_POOLED(c) skip
+#endif
+#ifdef PROBE_LOSER_HELD          /* ... and its grace period waits for another reader */
+#define P_LOSER_HELD(c) PROBE_AT(c)
+#else
+#define P_LOSER_HELD(c) skip
+#endif
+#ifdef PROBE_CREATE_POOLED       /* a new stream's first segment comes from the pool */
+#define P_CREATE_POOLED(c) PROBE_AT(c)
+#else
+#define P_CREATE_POOLED(c) skip
+#endif
+
 /* Locals of every process that runs ring code (Promela inlines have none). */
 #define RING_LOCALS \
   byte rc_i; \
   byte ah_h, ah_v, ah_n; bit ah_ok; \
   byte sr_before; \
   byte rt_cur; bit rt_ok; \
-  byte ex_g, ex_end, ex_next, ex_fresh; \
+  byte ex_g, ex_end, ex_next, ex_fresh; bit ex_pooled; \
+  byte pp_g, pp_n; bit pp_ok; \
   byte rs_t, rs_end, rs_seq, rs_g, rs_b; bit rs_ok; \
   byte en_idx; bit en_ok; \
   byte cl_r, cl_from; bit cl_ok; \
@@ -267,6 +366,36 @@ inline stream_init(s, g) {   /* ldg__ring_init */
   sbase[g] = 1; snext[g] = NIL; sres[g] = 0; sstate[g] = SEG_LIVE; sstream[g] = s;
   head[s] = g; tailseg[s] = g; tail[s] = 0; tail_end[s] = 1 + SZ;
   released[s] = 0; destroyed[s] = 0
+}
+
+/* POOL_SEED segments from id first on, pooled before the processes start
+ * (retired by streams gone before): in init's d_step, then nalloc. */
+inline pool_seed(first) {
+  rc_i = 0;
+  do
+  :: rc_i < POOL_SEED ->
+     sstate[first + rc_i] = SEG_POOLED; sstream[first + rc_i] = NIL;
+     snext[first + rc_i] = (rc_i + 1 < POOL_SEED -> first + rc_i + 1 : NIL);
+     rc_i++
+  :: else -> break
+  od;
+  ptop = (POOL_SEED > 0 -> first : NIL);
+  npool = POOL_SEED;
+  rc_i = 0
+}
+
+/* ---- ldg__ring_init (ldg_stream_create): a new stream's first segment,
+ * from the pool if one is there (class 0 in ring.c), popped under RCU ---- */
+inline ring_init(s) {
+#ifndef BUG_POP_NO_RCU
+  rcu_lock();
+#endif
+  seg_get(s, 1, ex_fresh);
+  P_CREATE_POOLED(ex_pooled);
+#ifndef BUG_POP_NO_RCU
+  rcu_unlock();
+#endif
+  d_step { stream_init(s, ex_fresh); ex_fresh = 0; ex_pooled = 0 }
 }
 
 /* ---- RCU ---- */
@@ -312,6 +441,16 @@ inline rcu_unlock() {
   }
 }
 
+/* ldg__call_rcu(&g->rcu, ldg__seg_pool_cb), inside a d_step: g's grace
+ * period waits for the readers inside a section now. */
+#define RCU_RETIRE(g) \
+  sstate[g] = SEG_RETIRED; \
+  sgp[g] = inrcu; \
+  if \
+  :: sgp[g] == 0 -> FREE_SEG(g) \
+  :: else \
+  fi
+
 /* ldg__seg_retire(h): h was just unlinked by the winner of the head CAS.
  * Checks the reclaim rule: every slot of h was published or handed back,
  * its entry released (or refused) and its resolution counted; and h is
@@ -332,25 +471,77 @@ inline call_rcu(h) {
     assert(head[sstream[h]] != h);
     assert(tailseg[sstream[h]] != h);
 #endif
-    sstate[h] = SEG_RETIRED;
-    sgp[h] = inrcu;
-    P_RETIRE_HELD(sgp[h] != PBIT);
-    if
-    :: sgp[h] == 0 -> FREE_SEG(h)
-    :: else
-    fi
+    P_RETIRE_HELD(inrcu != PBIT);
+    RCU_RETIRE(h)
   }
 }
 
-/* ldg__seg_get: a zeroed segment (from the pool, or new: here always a fresh
- * id, see RCU above). Private until linked. */
+/* ldg__pool_pop (under RCU): out pp_g, NIL if the pool is empty.
+ *   g = load_acquire(top);
+ *   while (g && !cas_weak(top, &g, load_relaxed(g->next))) {}
+ *   if (g) fetch_sub(pool_bytes)
+ * The read of g->next may find g popped and reused by another thread
+ * meanwhile (TOUCH_MEM: not freed); the CAS then fails, since g cannot be
+ * pushed again before this reader leaves its section (THE ABA ARGUMENT:
+ * only a grace period's end pushes). A CAS that succeeds must find g pooled
+ * and install a pooled (or no) successor: a stale g->next would hand out a
+ * segment that is in use. */
+inline pool_pop() {
+  pp_g = ptop;                                     /* acquire load top */
+  do
+  :: pp_g == NIL -> break
+  :: else ->
+     d_step { TOUCH_MEM(pp_g); pp_n = snext[pp_g] }   /* relaxed load g->next */
+     d_step {                                      /* weak acq_rel CAS top g -> next */
+       if
+       :: ptop == pp_g ->
+          assert(sstate[pp_g] == SEG_POOLED);
+          assert(pp_n == NIL || sstate[pp_n] == SEG_POOLED);
+          ptop = pp_n; pp_ok = 1
+       :: else -> pp_g = ptop; pp_ok = 0; P_POP_RACE(true)
+       fi;
+       pp_n = 0
+     }
+     if
+     :: pp_ok -> break
+     :: else
+     fi
+  od;
+  if
+  :: pp_g != NIL -> npool--                        /* relaxed fetch_sub pool_bytes */
+  :: else
+  fi;
+  pp_ok = 0
+}
+
+/* ldg__seg_get (under RCU): a segment with every slot EMPTY, from the pool
+ * (base, resolved, next reset; no zeroing) or else new (ldg__seg_alloc, a
+ * fresh id). Private until linked. out ex_pooled: it came from the pool.
+ * Ghost state of a reused segment starts again (sfin, sgp). */
 inline seg_get(s, base, out) {
+  pool_pop();
   d_step {
-    assert(nalloc < NSEG);
-    out = nalloc;
-    nalloc++;
-    sbase[out] = base; snext[out] = NIL; sres[out] = 0;
-    sstate[out] = SEG_LIVE; sstream[out] = s
+    if
+    :: pp_g != NIL ->
+       out = pp_g; ex_pooled = 1;
+       assert(sstate[out] == SEG_POOLED && !sdirty[out]);
+       rc_i = 0;
+       do
+       :: rc_i < SZ ->
+          assert(slot[out * SZ + rc_i] == ST_EMPTY);
+          sfin[out * SZ + rc_i] = 0;
+          rc_i++
+       :: else -> break
+       od;
+       rc_i = 0
+    :: else ->
+       assert(nalloc < NSEG);
+       out = nalloc; ex_pooled = 0;
+       nalloc++
+    fi;
+    sbase[out] = base; snext[out] = NIL; sres[out] = 0; sgp[out] = 0;
+    sstate[out] = SEG_LIVE; sstream[out] = s;
+    pp_g = 0
   }
 }
 
@@ -474,16 +665,30 @@ inline ring_extend(s, end) {
      if
      :: ex_next == NIL ->
         seg_get(s, ex_end, ex_fresh);
+        P_POP_REUSE(ex_pooled);
         d_step {                                   /* seq_cst CAS g->next */
           TOUCH(ex_g);
           if
           :: snext[ex_g] == NIL -> snext[ex_g] = ex_fresh; ex_next = ex_fresh
           :: else ->
+             /* Another enqueuer linked one first. Ours may have come from
+              * the pool, where a popper may still be reading its link: it
+              * goes back through a grace period (ldg__seg_retire). */
              ex_next = snext[ex_g];
-             sstate[ex_fresh] = SEG_FREED;         /* ldg__seg_destroy(fresh) */
-             P_LOSER(true)
+             P_LOSER(true); P_LOSER_POOLED(ex_pooled);
+             P_LOSER_HELD(ex_pooled && inrcu != PBIT);
+#if defined(BUG_LOSER_FREE_NOW)
+             sstate[ex_fresh] = SEG_FREED          /* mutant: ldg__seg_destroy(fresh) */
+#elif defined(BUG_LOSER_POOL_NOW)
+             if                                    /* mutant: pooled without a grace period */
+             :: POOL_HAS_NO_ROOM -> sstate[ex_fresh] = SEG_FREED
+             :: else -> POOL_PUSH(ex_fresh)
+             fi
+#else
+             RCU_RETIRE(ex_fresh)
+#endif
           fi;
-          ex_fresh = 0
+          ex_fresh = 0; ex_pooled = 0
         }
      :: else
      fi;
@@ -948,7 +1153,8 @@ inline check_ring(s) {
     rc_i = 0;
     do
     :: rc_i < nalloc ->
-       assert(sstream[rc_i] != s || rc_i == head[s] || sstate[rc_i] == SEG_FREED);
+       assert(sstream[rc_i] != s || rc_i == head[s] ||
+              sstate[rc_i] == SEG_FREED || sstate[rc_i] == SEG_POOLED);
        rc_i++
     :: else -> break
     od;
@@ -992,5 +1198,36 @@ inline check_all_released() {
     :: else -> break
     od;
     rc_i = 0
+  }
+}
+
+/* At a quiescent moment: the pool's stack holds exactly the POOLED
+ * segments, npool of them, no cycle. */
+inline check_pool() {
+  d_step {
+    q_q = 0;
+    rc_i = ptop;
+    do
+    :: rc_i != NIL ->
+       assert(rc_i < NSEG && sstate[rc_i] == SEG_POOLED);
+       q_q++;
+       assert(q_q <= NSEG);
+       rc_i = snext[rc_i]
+    :: else -> break
+    od;
+    assert(q_q == npool);
+    q_b = 0;
+    rc_i = 0;
+    do
+    :: rc_i < NSEG ->
+       if
+       :: sstate[rc_i] == SEG_POOLED -> q_b++
+       :: else
+       fi;
+       rc_i++
+    :: else -> break
+    od;
+    assert(q_b == npool);
+    rc_i = 0; q_q = 0; q_b = 0
   }
 }

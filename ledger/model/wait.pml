@@ -139,7 +139,8 @@ init {
     rc_i = 0;
     stream_init(SA, 0);
     stream_init(SB, 1);
-    nalloc = 2;
+    pool_seed(2);
+    nalloc = 2 + POOL_SEED;
     /* entries: kind, stream; ops have an ext (ldg__ext_new) */
 #if defined(WCFG_T)
     ekind[1] = K_OP;   estream[1] = SA;
@@ -205,5 +206,6 @@ init {
   check_entries();
   check_all_released();
   check_ring(SA);
-  check_ring(SB)
+  check_ring(SB);
+  check_pool()
 }
