@@ -70,6 +70,7 @@ pass  wait.pml  -DWCFG_C
 pass  wait.pml  -DWCFG_D
 pass  wait.pml  -DWCFG_S
 pass  ring.pml  -DCFG_EEC
+pass  ring.pml  -DCFG_EET
 pass  destroy_sb.pml
 fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
@@ -85,6 +86,7 @@ fail  ring.pml  -DCFG_EEC -DBUG_LOSER_FREE_NOW
 fail  ring.pml  -DCFG_EEC -DBUG_LOSER_POOL_NOW
 fail  ring.pml  -DCFG_EEC -DBUG_POP_NO_RCU
 fail  ring.pml  -DCFG_ERR5 -DBUG_POOL_LIMIT_NO_SIZE
+fail  ring.pml  -DCFG_EET -DBUG_TRIM_FREE_NOW
 fail  destroy_sb.pml  -DBUG_SB_DESTROY_CAS
 fail  destroy_sb.pml  -DBUG_SB_TAIL_LOAD
 fail  destroy_sb.pml  -DBUG_SB_RESERVE_CAS
@@ -110,6 +112,7 @@ reach ring.pml  -DCFG_EEC -DPROBE_POP_RACE
 reach ring.pml  -DCFG_EEC -DPROBE_CREATE_POOLED
 reach ring.pml  -DCFG_ERR5 -DPROBE_POP_REUSE
 reach ring.pml  -DCFG_ERR5 -DPROBE_POOL_FULL
+reach ring.pml  -DCFG_EET -DPROBE_TRIM_HELD
 reach destroy_sb.pml  -DPROBE_SB_STALE
 reach destroy_sb.pml  -DPROBE_SB_RETRACT
 reach destroy_sb.pml  -DPROBE_SB_ABANDON

@@ -17,6 +17,7 @@
  *   Destroyer(s)        ldg_stream_destroy -> ldg__destroy:
  *                       ldg__mark_destroyed, then ldg__engine
  *   Querier(s, n)       n x ldg__ring_any (ldg_holds_vector & co.)
+ *   Trimmer()           ldg_ledger_trim -> ldg__pools_drain(l, false)
  *   Creator(s)          ldg_stream_create -> ldg__ring_init: the new
  *                       stream's first segment by ldg__seg_get (a pop from
  *                       the pool, under RCU)
@@ -43,6 +44,8 @@
  *             race for pooled segments, a loser's pooled segment goes back
  *             through a grace period while the creator may be popping it
  *             (ledger issue 8, defect 2)
+ *   CFG_EET   2 enqueuers x 2 ops + ldg_ledger_trim, two segments pooled
+ *             at the start: the trim drains the pool while extenders pop
  *   CFG_EE3R  2 enqueuers x 3 ops + 1 releaser x 1 (140M states, 8.3 GB,
  *             ~7 min: check.sh --deep only)
  * Every configuration shares one pool (limit POOL_LIMIT = 1 segment unless
@@ -90,6 +93,8 @@
  *                          no grace period waits for it, ABA
  *   BUG_POOL_LIMIT_NO_SIZE the pool's limit checked without the pushed
  *                          segment's own size: the pool passes its limit
+ *   BUG_TRIM_FREE_NOW      ldg_ledger_trim frees pooled segments at once: a
+ *                          popper reads a freed g->next
  * and in wait.pml:
  *   BUG_FRAME_EARLY_RESOLVE  a wait's slot is resolved when taken, so nothing
  *                          pins the frame
@@ -106,11 +111,17 @@
 #define NSEG 6
 #define POOL_SEED 2
 #define POOL_LIMIT 2
+#elif defined(CFG_EET)
+#define NS 1
+#define NENT 4
+#define NSEG 6
+#define POOL_SEED 2
+#define POOL_LIMIT 2
 #else
 #define NS 1
 #endif
 
-#if defined(CFG_EEC)
+#if defined(CFG_EEC) || defined(CFG_EET)
 #elif defined(CFG_ERR)
 #define NENT 3
 #define NSEG 3
@@ -179,6 +190,11 @@ proctype Creator(byte s) {
   ring_init(s)
 }
 
+proctype Trimmer() {
+  RING_LOCALS;
+  pool_trim()
+}
+
 proctype Querier(byte s; byte n) {
   RING_LOCALS;
   byte k;
@@ -231,6 +247,8 @@ init {
     run Enqueuer(0, 1, 1); run Enqueuer(0, 2, 1); run Enqueuer(0, 3, 1); run Destroyer(0)
 #elif defined(CFG_EEC)
     run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Creator(1)
+#elif defined(CFG_EET)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Trimmer()
 #endif
   }
   (_nr_pr == 1);

@@ -20,6 +20,8 @@
  *                            releases outside the ring protocol, so not
  *                            modelled apart
  *   inline pool_pop          ldg__pool_pop (under RCU)
+ *   inline pool_trim         ldg__pools_drain(l, false) (ldg_ledger_trim):
+ *                            each segment freed after a grace period
  *   macro  FREE_SEG          ldg__seg_pool_cb: the end of a segment's grace
  *                            period; frees it (dirty, or no room under the
  *                            pool limit) or pushes it (POOL_PUSH)
@@ -118,7 +120,7 @@
  *
  * NOT MODELLED. Segment sizes (ring.c: 8, then 64..1024; here SZ for all,
  * so one pool stack where ring.c has one per size class),
- * ldg_ledger_trim and ldg_ledger_destroy's pool drains,
+ * ldg_ledger_destroy's pool drain (after an rcu_barrier, nobody pops),
  * LDG__BATCH (never reached), keeps run after the read-side section (here
  * counted when taken), stream references and FINALIZE frames, the pending
  * counters (ops_released, waits_enqueued), byte accounting, the registry.
@@ -183,6 +185,7 @@ byte nalloc;           /* next unused segment id */
 #endif
 byte ptop = NIL;       /* l->pools[c].top; a pooled segment's link is snext */
 byte npool;            /* l->pool_bytes, in segments */
+bit  sfreecb[NSEG];    /* its grace period ends in ldg__seg_free_cb (a trim) */
 
 /* ---- Streams (struct ldg_stream) ---- */
 byte tail[NS];         /* s->tail */
@@ -231,13 +234,14 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   snext[g] = ptop; ptop = g; sstate[g] = SEG_POOLED
 #define FREE_SEG(g) \
   if \
-  :: !sdirty[g] -> \
+  :: sfreecb[g] -> sstate[g] = SEG_FREED   /* ldg__seg_free_cb */ \
+  :: !sfreecb[g] && !sdirty[g] -> \
      assert(slot[g * SZ] == ST_EMPTY && slot[g * SZ + 1] == ST_EMPTY); \
      if \
      :: POOL_HAS_NO_ROOM -> sstate[g] = SEG_FREED; P_POOL_FULL(true) \
      :: else -> POOL_PUSH(g) \
      fi \
-  :: else -> sstate[g] = SEG_FREED; P_DIRTY(true) \
+  :: !sfreecb[g] && sdirty[g] -> sstate[g] = SEG_FREED; P_DIRTY(true) \
   fi
 
 /* Reachability probes (spin -DPROBE_...): each turns one rare path into an
@@ -339,6 +343,11 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define P_LOSER_HELD(c) PROBE_AT(c)
 #else
 #define P_LOSER_HELD(c) skip
+#endif
+#ifdef PROBE_TRIM_HELD           /* a trim retires a pooled segment while a reader is inside */
+#define P_TRIM_HELD(c) PROBE_AT(c)
+#else
+#define P_TRIM_HELD(c) skip
 #endif
 #ifdef PROBE_CREATE_POOLED       /* a new stream's first segment comes from the pool */
 #define P_CREATE_POOLED(c) PROBE_AT(c)
@@ -512,6 +521,30 @@ inline pool_pop() {
   :: else
   fi;
   pp_ok = 0
+}
+
+/* ldg__pools_drain(l, false) (ldg_ledger_trim): takes the whole stack with
+ * one exchange, then sends each segment through a grace period to
+ * ldg__seg_free_cb, since a popper may still be reading its link. */
+inline pool_trim() {
+  d_step { pp_g = ptop; ptop = NIL }               /* acq_rel exchange top */
+  do
+  :: pp_g == NIL -> break
+  :: else ->
+     d_step {
+       pp_n = snext[pp_g];                         /* relaxed load g->next */
+       assert(sstate[pp_g] == SEG_POOLED);
+       npool--;                                    /* relaxed fetch_sub pool_bytes */
+       P_TRIM_HELD(inrcu != 0);
+#ifndef BUG_TRIM_FREE_NOW
+       sfreecb[pp_g] = 1;
+       RCU_RETIRE(pp_g);                           /* ldg__call_rcu(ldg__seg_free_cb) */
+#else
+       sstate[pp_g] = SEG_FREED;                   /* mutant: ldg__seg_destroy at once */
+#endif
+       pp_g = pp_n; pp_n = 0
+     }
+  od
 }
 
 /* ldg__seg_get (under RCU): a segment with every slot EMPTY, from the pool
