@@ -75,7 +75,12 @@ restore() {
 }
 cleanup() {
   restore
-  rm -rf "$backup_dir"
+  if [ "${keep_logs:-0}" = 1 ]; then
+    find "$backup_dir" -maxdepth 1 -type f -delete
+    echo "mutate.sh: logs of the odd runs kept in $backup_dir/logs"
+  else
+    rm -rf "$backup_dir"
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -136,6 +141,8 @@ flags_for() {
 results=()
 killers=()
 whys=()
+targets=()
+keep_logs=0
 secs=()
 log_dir=$backup_dir/logs
 mkdir -p "$log_dir"
@@ -149,7 +156,6 @@ for ((i = 0; i < n_mut; i++)); do
     continue
   fi
   read -r count target < <(locate "${files[$i]}" "${finds[$i]}")
-  t0=$(date +%s)
   if [ "$count" = 0 ]; then
     results[$i]='NOT FOUND'
     killers[$i]="pattern not in ${files[$i]}: $(head -c 60 <<<"${finds[$i]}")"
@@ -168,30 +174,47 @@ for ((i = 0; i < n_mut; i++)); do
     continue
   fi
 
-  # Apply.
-  saved=$backup_dir/$(basename "$target").$id
+  results[$i]=PENDING
+  targets[$i]=$target
+  secs[$i]=0
+done
+[ "$list_only" = 1 ] && exit 0
+
+# Applies mutant i to its file (restore puts it back). False if the change
+# left the file as it was.
+apply() {
+  local i=$1 target=${targets[$1]} saved
+  saved=$backup_dir/$(basename "$target").${ids[$i]}
   cp "$target" "$saved"
   echo "$target $saved" >"$restore_marker"
   FIND=$(unescape "${finds[$i]}") REPL=$(unescape "${repls[$i]}") \
     perl -0777 -i -pe 's/\Q$ENV{FIND}\E/$ENV{REPL}/' "$target"
-  if cmp -s "$target" "$saved"; then
-    echo "mutate.sh: [$id] the change left $target as it was" >&2
-    restore
-    results[$i]='NO CHANGE'
-    killers[$i]=''
-    continue
-  fi
+  ! cmp -s "$target" "$saved"
+}
 
-  verdict=SURVIVED
-  killer=''
-  IFS=, read -ra cfgs <<<"$configs"
-  for cfg in "${cfgs[@]}"; do
-    # shellcheck disable=SC2046
+# Configuration by configuration (Bazel keeps one analysis cache: switching
+# configurations for every mutant would discard it each time), each mutant
+# still alive: apply, run its tests one at a time until one fails, restore.
+IFS=, read -ra cfgs <<<"$configs"
+for cfg in "${cfgs[@]}"; do
+  flags_for "$cfg" >/dev/null || exit 2
+  for ((i = 0; i < n_mut; i++)); do
+    case "${results[$i]:-}" in PENDING|SURVIVED) ;; *) continue ;; esac
+    id=${ids[$i]}
+    t0=$(date +%s)
+    if ! apply "$i"; then
+      restore
+      results[$i]='NO CHANGE'
+      echo "[$id] the change left ${targets[$i]} as it was"
+      continue
+    fi
+    verdict=SURVIVED
+    killer=''
     for tgt in ${tests[$i]} $suite; do
       log=$log_dir/$id.$cfg.$(tr '/:' '__' <<<"$tgt").log
-      echo "[$id] $cfg $tgt"
       filters=()
       if [ "$cfg" != default ]; then filters=(--test_tag_filters=-model); fi
+      # shellcheck disable=SC2046
       timeout $((timeout * 3 + 600)) bazel test $(flags_for "$cfg") "${filters[@]}" \
         --test_timeout="$timeout" --test_output=errors --test_summary=terse \
         "${bazel_flags[@]}" -- "$tgt" >"$log" 2>&1
@@ -204,34 +227,35 @@ for ((i = 0; i < n_mut; i++)); do
           ;;
         1)
           verdict='NO BUILD'
-          killer="$cfg: $(grep -m1 -E 'error:' "$log" | head -c 100)"
+          killer="$cfg: $(grep -m1 -E 'error:' "$log" | tr -d '|' | head -c 100)"
           ;;
         *)
           verdict="ERROR rc=$rc"
-          killer="$cfg $tgt (log $log)"
+          killer="$cfg $tgt"
           ;;
       esac
-      [ "$verdict" = SURVIVED ] || break 2
+      [ "$verdict" = SURVIVED ] || break
     done
-  done
-  restore
-  t1=$(date +%s)
-  results[$i]=$verdict
-  killers[$i]=$killer
-  secs[$i]=$((t1 - t0))
-  echo "[$id] $verdict ${killer:+by $killer} ($((t1 - t0)) s)"
-  whys[$i]=''
-  if [ "${verdict#KILLED}" != "$verdict" ]; then
-    # What the failing test said first, for the record.
-    tl=$(sed -n 's/.*(see \(.*test\.log\)).*/\1/p' "$log" | head -1)
-    if [ -n "$tl" ] && [ -f "$tl" ]; then
-      whys[$i]=$(grep -m1 -E '\.c:[0-9]+: |CHECK|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error|Assertion|abort|FAIL|TIMEOUT' \
-        "$tl" | tr -d '|`' | sed 's/^ *//' | cut -c1-120)
+    restore
+    t1=$(date +%s)
+    results[$i]=$verdict
+    killers[$i]=$killer
+    secs[$i]=$((${secs[$i]} + t1 - t0))
+    echo "[$id] $cfg: $verdict ${killer:+by $killer} ($((t1 - t0)) s)"
+    if [ "${verdict#KILLED}" != "$verdict" ]; then
+      # What the failing test said first, for the record.
+      tl=$(sed -n 's/.*(see \(.*test\.log\)).*/\1/p' "$log" | head -1)
+      if [ -n "$tl" ] && [ -f "$tl" ]; then
+        whys[$i]=$(grep -m1 -E '\.c:[0-9]+: |CHECK|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error|Assertion|abort|FAIL|TIMEOUT' \
+          "$tl" | tr -d '|`' | sed 's/^ *//' | cut -c1-120)
+      fi
+      echo "[$id]   ${whys[$i]:-}"
+    elif [ "$verdict" != SURVIVED ]; then
+      echo "[$id]   log: $log (kept)"
+      keep_logs=1
     fi
-    echo "[$id]   ${whys[$i]}"
-  fi
+  done
 done
-[ "$list_only" = 1 ] && exit 0
 
 # ---- The kill table ---------------------------------------------------------------
 table() {
