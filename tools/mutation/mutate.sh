@@ -226,6 +226,10 @@ for cfg in "${cfgs[@]}"; do
           killer="$cfg $tgt"
           ;;
         1)
+          if grep -qE "no such (target|package)" "$log"; then
+            echo "[$id] $cfg: $tgt does not exist here: skipped"
+            continue
+          fi
           verdict='NO BUILD'
           killer="$cfg: $(grep -m1 -E 'error:' "$log" | tr -d '|' | head -c 100)"
           ;;
