@@ -12,6 +12,10 @@
 # NOT FOUND / AMBIGUOUS (re-target it: patterns are plain text, `\n` for a
 # line break, searched in every file the `file:` glob names).
 #
+# Tests always run (--nocache_test_results): the disk cache may hold a pass
+# of the very same mutant binary from an earlier sweep, and the concurrency
+# tests deserve a fresh try. Compiles are still cached.
+#
 # The original file is copied aside before each change and restored on exit,
 # on Ctrl-C and on error; a run killed with SIGKILL leaves
 # .mutate-restore, which the next run restores first.
@@ -217,6 +221,7 @@ for cfg in "${cfgs[@]}"; do
       # shellcheck disable=SC2046
       timeout $((timeout * 3 + 600)) bazel test $(flags_for "$cfg") "${filters[@]}" \
         --test_timeout="$timeout" --test_output=errors --test_summary=terse \
+        --nocache_test_results \
         "${bazel_flags[@]}" -- "$tgt" >"$log" 2>&1
       rc=$?
       case $rc in
