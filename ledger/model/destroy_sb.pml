@@ -1,5 +1,5 @@
 /*
- * destroy_sb.pml: the destroy/enqueue handshake of ledger/ring.c (DESTROY)
+ * destroy_sb.pml: the destroy/enqueue handshake of ledger/ (ring.c, DESTROY)
  * under a weak memory model, with explicit per-thread store buffers.
  *
  * ring_common.pml checks the ring under sequential consistency. That cannot
@@ -36,7 +36,7 @@
  * Loads are never reordered with each other (no load buffering): the model
  * under-approximates C11, so a failure is a real C11 execution.
  *
- * C functions, in ring.c order (see ring_common.pml for the full protocol):
+ * C functions (release.c, ring.c; ring_common.pml has the full protocol):
  *   proctype Destroyer  ldg__destroy: ldg__mark_destroyed (CAS destroyed,
  *                       seq_cst), load tail (seq_cst), ldg__engine ->
  *                       ldg__claim, ldg__take_chunk (FULL: take; EMPTY: CAS

@@ -85,7 +85,7 @@
  *   BUG_NO_DIRTY           a retracting enqueuer does not mark the segment
  *                          dirty (it would be pooled with a RETRACTED slot)
  *   BUG_LOSER_FREE_NOW     an extender that loses the link CAS frees its
- *                          segment at once (ring.c before issue 8): a popper
+ *                          segment at once (segment.c before issue 8): a popper
  *                          reads the freed g->next
  *   BUG_LOSER_POOL_NOW     ... or pushes it back on the pool at once: ABA,
  *                          a popper installs a segment in use as the top

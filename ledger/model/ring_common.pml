@@ -1,6 +1,6 @@
 /*
- * ring_common.pml: the per-stream ring of ledger/ (the ring's C files:
- * segments, pool, enqueue, release), in Promela.
+ * ring_common.pml: the per-stream ring of ledger/ (ring.c, segment.c,
+ * pool.c, release.c) in Promela.
  * Included by ring.pml (one stream; two with CFG_EEC) and wait.pml (two
  * streams and waits). destroy_sb.pml checks the destroy handshake's memory
  * orders on its own (MEMORY MODEL below).
@@ -9,22 +9,17 @@
  * that touches shared state is one C atomic access (plain reads of immutable
  * data, and ghost bookkeeping, ride along with the atomic step they follow):
  *
+ *   segment.c
  *   inline ring_init         ldg__ring_init (a new stream's first segment,
  *                            via ldg__seg_get under RCU)
  *   inline seg_get           ldg__seg_get: ldg__pool_pop, else ldg__seg_alloc;
- *                            or the stream's spare (segment.c, THE SPARE):
- *                            a clean, unreachable segment from the same
- *                            pool (popped under RCU) or allocation, handed
- *                            to the one extender by an exchange, a displaced
+ *                            or the stream's spare (THE SPARE): a clean,
+ *                            unreachable segment from the same pool
+ *                            (popped under RCU) or allocation, handed to
+ *                            the one extender by an exchange, a displaced
  *                            one retired like a loser's; prepared by
  *                            releases outside the ring protocol, so not
  *                            modelled apart
- *   inline pool_pop          ldg__pool_pop (under RCU)
- *   inline pool_trim         ldg__pools_drain(l, false) (ldg_ledger_trim):
- *                            each segment freed after a grace period
- *   macro  FREE_SEG          ldg__seg_pool_cb: the end of a segment's grace
- *                            period; frees it (dirty, or no room under the
- *                            pool limit) or pushes it (POOL_PUSH)
  *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) of a segment
  *                            unlinked from its ring + the grace period of
  *                            liburcu (RCU_RETIRE)
@@ -32,46 +27,60 @@
  *                            (in ring_extend), and call_rcu's last step
  *   inline advance_head      ldg__ring_advance_head
  *   inline seg_resolve       ldg__seg_resolve
- *   inline resolve_one       ldg__resolve_one
  *   inline raise_tail_end    ldg__raise_tail_end
  *   inline ring_extend       ldg__ring_extend
+ *   pool.c
+ *   inline pool_pop          ldg__pool_pop (under RCU)
+ *   macro  FREE_SEG          ldg__seg_pool_cb: the end of a segment's grace
+ *                            period; frees it (dirty, or no room under the
+ *                            pool limit) or pushes it (POOL_PUSH)
+ *   inline pool_trim         ldg__pools_drain(l, false) (ldg_ledger_trim):
+ *                            each segment freed after a grace period
+ *                            (ldg__seg_free_cb, segment.c)
+ *   ring.c
  *   inline ring_reserve      ldg__ring_reserve
  *   inline seg_of_reserved   ldg__seg_of_reserved
+ *   inline resolve_one       ldg__resolve_one
  *   inline enqueue           ldg__ring_enqueue (from ldg_enqueue, ldg_add_wait)
+ *   inline ring_any          ldg__ring_any (the lock-free queries)
+ *   release.c
  *   inline claim             ldg__claim
  *   inline take_chunk        ldg__take_chunk
  *   inline engine            ldg__engine in modes BORROWED (ldg__release,
  *                            ldg__destroy) and OWNED (a wait fired by its
  *                            overtaken enqueuer); wait frames under WAITS
  *   inline destroy           ldg__destroy (ldg__mark_destroyed + engine)
+ *   ledger.c
  *   inline release_to_mark   ldg_release(s, ldg_mark(s))
- *   inline ring_any          ldg__ring_any (the lock-free queries)
  *
  * MEMORY MODEL. Spin explores interleavings of atomic steps: sequential
- * consistency. Every shared access of ring.c is one step here, so the model
- * checks the protocol as if every atomic in ring.c were seq_cst. That
- * abstracts away the weaker orderings ring.c uses where its argument needs no
- * store->load order (atomics.h names each one):
+ * consistency. Every shared access of the ring's C files is one step here,
+ * so the model checks the protocol as if every atomic there were seq_cst.
+ * That abstracts away the weaker orderings they use where the argument needs
+ * no store->load order (atomics.h names each one):
  *   acquire:  loads of tailseg, tail_end, g->next, head (take_chunk,
  *             seg_of_reserved, ring_any), released, tail (ldg_mark,
  *             ring_any), destroyed (early checks, a wait's target),
- *             slot->state;
+ *             slot->state, a pool's top (ldg__pool_pop);
  *   release:  CAS tail_end (ldg__raise_tail_end);
  *   relaxed:  loads of tail (ldg__ring_reserve, ldg__ring_extend), tail_end
  *             (ldg__raise_tail_end), released (segment size: not modelled);
  *             stores of slot->state = EMPTY by the slot's resolver, and of
- *             g->dirty by a retracting enqueuer;
+ *             g->dirty by a retracting enqueuer; a pooled g->next (push,
+ *             pop, drain), a pool's top in a push, pool_bytes;
  *   acq_rel:  CAS slot->state EMPTY->FULL and EMPTY->ABANDONED, exchange
- *             slot->state RETRACTED, weak CAS released;
+ *             slot->state RETRACTED, weak CAS released, weak CAS and
+ *             exchange of a pool's top;
  *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
  *             wait target/upto, frame fields): written before publication
  *             or by their one owner.
- * It relies on seq_cst exactly where ring.c uses it for a store->load
+ * It relies on seq_cst exactly where the C uses it for a store->load
  * (Dekker) handshake: the add to g->resolved against the loads of head,
  * h->resolved, h->next and tailseg in advance_head, and the CASes of
- * g->next and tailseg (WHO MAY RECLAIM A SLOT); CAS destroyed / load tail
- * against CAS tail / load destroyed (DESTROY). The BUG_RESOLVE_REORDER and
- * BUG_DESTROY_ORDER mutants model losing such an order (a load satisfied
+ * g->next and tailseg (WHO MAY RECLAIM A SLOT, segment.c); CAS destroyed /
+ * load tail against CAS tail / load destroyed (DESTROY, ring.c). The
+ * BUG_RESOLVE_REORDER and BUG_DESTROY_ORDER mutants model losing such an
+ * order (a load satisfied
  * before the store it follows) and fail. Which C11 orders keep the DESTROY
  * handshake is checked by destroy_sb.pml, with explicit store buffers:
  * weakening any of its four seq_cst accesses loses an enqueue there.
@@ -80,7 +89,7 @@
  * is reserved and leaves no trace).
  *
  * RCU. inrcu has one bit per process inside a read-side section (never
- * nested in ring.c). call_rcu(g) marks g RETIRED and records the readers
+ * nested in the C). call_rcu(g) marks g RETIRED and records the readers
  * inside a section at that moment; g becomes FREED as soon as each of them
  * has left its section: exactly the guarantee of a grace period, with the
  * free as early as liburcu may do it. A reader that enters after call_rcu is
@@ -118,8 +127,8 @@
  * before anything else); refused or overtaken enqueues free it at once, a
  * release retires it with call_rcu, and queries check it is not FREED.
  *
- * NOT MODELLED. Segment sizes (ring.c: 8, then 64..1024; here SZ for all,
- * so one pool stack where ring.c has one per size class),
+ * NOT MODELLED. Segment sizes (segment.c: 8, then 64..1024; here SZ for
+ * all, so one pool stack where pool.c has one per size class),
  * ldg_ledger_destroy's pool drain (after an rcu_barrier, nobody pops),
  * LDG__BATCH (never reached), keeps run after the read-side section (here
  * counted when taken), stream references and FINALIZE frames, the pending
@@ -174,9 +183,9 @@ byte fr_seg[NSEG * SZ];
 byte nalloc;           /* next unused segment id */
 
 /* ---- The segment pool (struct ldg__pool): one Treiber stack. Every segment
- * here has SZ slots, so the size classes of ring.c (8-slot first segments in
+ * here has SZ slots, so the size classes of pool.c (8-slot first segments in
  * class 0, growth segments in classes 3..7) are one stack: more sharing, so
- * more races than ring.c has. ---- */
+ * more races than the C has. ---- */
 #ifndef POOL_LIMIT
 #define POOL_LIMIT 1   /* l->pool_limit, in segments */
 #endif
@@ -394,7 +403,7 @@ inline pool_seed(first) {
 }
 
 /* ---- ldg__ring_init (ldg_stream_create): a new stream's first segment,
- * from the pool if one is there (class 0 in ring.c), popped under RCU ---- */
+ * from the pool if one is there (class 0 in pool.c), popped under RCU ---- */
 inline ring_init(s) {
 #ifndef BUG_POP_NO_RCU
   rcu_lock();

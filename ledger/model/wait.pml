@@ -1,5 +1,5 @@
 /*
- * wait.pml: transitive release through waits (ledger/ring.c, TRANSITIVE
+ * wait.pml: transitive release through waits (ledger/release.c, TRANSITIVE
  * RELEASE), two streams, model-checked with Spin. The ring code is in
  * ring_common.pml (built here with WAITS: ldg__engine's frames), which lists
  * the C function behind each inline and what the model abstracts.
