@@ -89,9 +89,19 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if [ -f "$restore_marker" ]; then
-  echo "mutate.sh: an earlier run was interrupted: restoring $(cut -d' ' -f1 "$restore_marker")"
-  restore || exit 1
+if [ "$check_only" = 0 ] && [ "$list_only" = 0 ]; then
+  # One sweep at a time: a second would restore the first one's file.
+  exec 9>.mutate-lock
+  if ! flock -n 9; then
+    echo "mutate.sh: another sweep is running in this tree (.mutate-lock)" >&2
+    exit 2
+  fi
+  if [ -f "$restore_marker" ]; then
+    echo "mutate.sh: an earlier run was interrupted: restoring $(cut -d' ' -f1 "$restore_marker")"
+    restore || exit 1
+  fi
+else
+  restore_marker=/dev/null/none   # --check and --list touch no file
 fi
 
 # ---- Reading the mutant list ------------------------------------------------------
