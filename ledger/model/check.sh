@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Model-checks the ring protocol of ledger/ with Spin (ring.pml, wait.pml,
-# ring_common.pml; destroy_sb.pml and unlink_sb.pml for the memory orders of
-# the destroy handshake and the registry's deferred unlink, beside this
-# script), exhaustively, for small bounds. Three kinds of run, each its own spin -a / gcc / pan:
+# ring_common.pml; destroy_sb.pml, unlink_sb.pml and extend_mp.pml for the
+# memory orders of the destroy handshake, the registry's deferred unlink and
+# a growing ring's publication, beside this script), exhaustively, for small
+# bounds. Three kinds of run, each its own spin -a / gcc / pan:
 #   pass   a configuration of the real protocol: no assertion violation, no
 #          invalid end state, search complete;
 #   fail   a mutant (BUG_*): Spin must find an assertion violation (the
@@ -49,7 +50,7 @@ done
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/ring_model.XXXXXX")
 cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
-for f in ring_common.pml ring.pml wait.pml destroy_sb.pml unlink_sb.pml; do
+for f in ring_common.pml ring.pml wait.pml destroy_sb.pml unlink_sb.pml extend_mp.pml; do
   cp -L "$here/$f" "$work/$f"
 done
 
@@ -74,6 +75,7 @@ pass  ring.pml  -DCFG_EEC
 pass  ring.pml  -DCFG_EET
 pass  destroy_sb.pml
 pass  unlink_sb.pml
+pass  extend_mp.pml
 fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
 fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
@@ -96,6 +98,7 @@ fail  destroy_sb.pml  -DBUG_SB_DESTROYED_LOAD
 fail  unlink_sb.pml  -DBUG_SETTLE_NO_FENCE
 fail  unlink_sb.pml  -DBUG_PUSHER_NO_FENCE
 fail  unlink_sb.pml  -DBUG_HOLDER_NO_FENCE
+fail  extend_mp.pml  -DBUG_MP_TAIL_END
 reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
 reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
@@ -123,6 +126,7 @@ reach destroy_sb.pml  -DPROBE_SB_RETRACT
 reach destroy_sb.pml  -DPROBE_SB_ABANDON
 reach unlink_sb.pml  -DPROBE_UL_HANDOFF
 reach unlink_sb.pml  -DPROBE_UL_STALE
+reach extend_mp.pml  -DPROBE_MP_STALE
 EOF
 )
 if [ "$deep" = 1 ]; then

@@ -3,7 +3,8 @@
  * pool.c, release.c) in Promela.
  * Included by ring.pml (one stream; two with CFG_EEC) and wait.pml (two
  * streams and waits). destroy_sb.pml checks the destroy handshake's memory
- * orders on its own (MEMORY MODEL below), unlink_sb.pml the registry's
+ * orders on its own (MEMORY MODEL below), extend_mp.pml the release that
+ * publishes a new segment through tail_end, unlink_sb.pml the registry's
  * deferred unlink (registry.c, not modelled here).
  *
  * KEEP IN STEP WITH THE C. Each inline is one C function; each statement
