@@ -121,10 +121,11 @@ struct slc__engine {
   atomic_int stop;
   atomic_uint gen;    /* futex word of the parked thread */
   atomic_int parked;
+  uint64_t pred_ns; /* predicted marker completion age; consumer only */
   struct {
     atomic_uint_fast64_t polls, placed, tails, done, skipped, record_failures,
         query_failures, stream_errors, releases, seqs_released, events_live,
-        pending;
+        pending, kicks, sleeps, parks;
   } n;
 };
 
@@ -201,6 +202,7 @@ static void slc__engine_kick(struct slc__engine *e) {
    * its parked store before its own fence and final poll. */
   slc__fence_seq_cst();
   if (slc__load_relaxed(&e->parked)) {
+    slc__count(&e->n.kicks, 1);
     slc__fetch_add_acq_rel(&e->gen, 1);
     slc__futex(&e->gen, FUTEX_WAKE_PRIVATE, 1);
   }
@@ -307,7 +309,14 @@ struct slc__poll {
   bool pending;   /* some marker still pending (not errored) */
   bool uncovered; /* some stream has work no marker covers */
   bool more;      /* the batch filled up: poll again */
+  bool thread;    /* polled by the engine thread (its wait policy applies) */
+  uint64_t due_ns; /* adaptive: when the next marker should be done or a
+                    * tail marker is due (0: nothing known) */
 };
+
+static void slc__due(struct slc__poll *p, uint64_t t) {
+  if (p->due_ns == 0 || t < p->due_ns) p->due_ns = t;
+}
 
 /* Under the consumer flag: the completed markers of q. */
 static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
@@ -343,6 +352,12 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       break;
     }
     q->query_fails = 0;
+    /* The age at which markers are found done, for the adaptive wait: an
+     * average that drops at once to a shorter one. */
+    uint64_t placed = slc__load_relaxed(&slot->placed_ns);
+    uint64_t age = now > placed ? now - placed : 0;
+    if (age < e->pred_ns || e->pred_ns == 0) e->pred_ns = age;
+    else e->pred_ns += (age - e->pred_ns) / 4;
     done = slot->mark;
     head++;
     slc__count(&e->n.done, 1);
@@ -359,16 +374,33 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
   }
   if (slc__load_relaxed(&q->err) != 0) return;
   bool ring_empty = head == slc__load_acquire(&q->tail);
-  if (!ring_empty) p->pending = true;
+  bool adaptive = p->thread && e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
+  uint64_t period = (uint64_t)e->cfg.marker_every_us * 1000u;
+  if (!ring_empty) {
+    p->pending = true;
+    /* Relaxed: a placed_ns of a refilled slot only moves the wake-up. */
+    uint64_t placed =
+        slc__load_relaxed(&q->ring[head & (q->cap - 1)].placed_ns);
+    uint64_t half = (uint64_t)e->cfg.poll_us * 500u;
+    slc__due(p, placed + (e->pred_ns > half ? e->pred_ns - half : 0));
+  }
   ldg_seq m = ldg_mark(s->ls);
   if (m > slc__load_acquire(&q->placed_mark) &&
       slc_stream_check_live(s) == LDG_OK) {
-    /* Uncovered work: a tail marker once no marker is pending or T passed. */
-    if (ring_empty || now - slc__load_relaxed(&q->last_ns) >=
-                          (uint64_t)e->cfg.marker_every_us * 1000u)
+    /* Uncovered work: a tail marker once T passed since the last marker,
+     * or (fixed wait, and every slc_engine_poll) as soon as none is
+     * pending. */
+    uint64_t last = slc__load_relaxed(&q->last_ns);
+    if ((ring_empty && !adaptive) || now - last >= period)
       slc__mq_place(e, q, true);
-    if (m > slc__load_acquire(&q->placed_mark)) p->uncovered = true;
-    else p->pending = true;
+    if (m > slc__load_acquire(&q->placed_mark)) {
+      p->uncovered = true;
+      slc__due(p, last + period);
+    } else {
+      p->pending = true; /* our tail marker, due as any other */
+      uint64_t half = (uint64_t)e->cfg.poll_us * 500u;
+      slc__due(p, now + (e->pred_ns > half ? e->pred_ns - half : 0));
+    }
   }
 }
 
@@ -404,8 +436,10 @@ static void slc__mq_release(struct slc__engine *e, struct slc__mq *q,
   }
 }
 
-static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p) {
+static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p,
+                             bool thread) {
   memset(p, 0, sizeof(*p));
+  p->thread = thread;
   if (!slc__consumer_try(e)) {
     p->busy = true;
     return;
@@ -444,14 +478,15 @@ int slc_engine_poll(slc_context *c, size_t *released) {
   if (e == NULL)
     return slc__fail(LDG_EINVAL, fn, "the engine is not enabled");
   struct slc__poll p;
-  slc__engine_poll(e, &p);
+  slc__engine_poll(e, &p, false);
   if (released != NULL) *released = p.released;
   return LDG_OK;
 }
 
 /* ---- The engine thread -------------------------------------------------- */
 
-static void slc__sleep_us(unsigned us) {
+static void slc__sleep_us(struct slc__engine *e, unsigned us) {
+  slc__count(&e->n.sleeps, 1);
   struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000};
   nanosleep(&ts, NULL);
 }
@@ -461,29 +496,53 @@ static void *slc__engine_main(void *arg) {
   /* Sleep as long as asked (the default slack of 50 us would triple a 5 us
    * poll period). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  const bool adaptive = e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
+  const unsigned poll = e->cfg.poll_us, poll_max = e->cfg.poll_max_us;
+  uint64_t last_work = slc__now_ns();
+  unsigned nap = poll;
   for (;;) {
     struct slc__poll p;
-    slc__engine_poll(e, &p);
-    if (p.released != 0 || p.more) continue;
-    bool stopping = slc__load_acquire(&e->stop) != 0;
-    if (p.pending || p.busy) {
-      slc__sleep_us(e->cfg.poll_us);
+    slc__engine_poll(e, &p, true);
+    if (p.released != 0 || p.more) {
+      last_work = slc__now_ns();
+      nap = poll;
       continue;
     }
-    if (p.uncovered) {
-      if (stopping) break; /* streams are gone before the context */
-      slc__sleep_us(e->cfg.poll_us);
+    bool stopping = slc__load_acquire(&e->stop) != 0;
+    if (p.uncovered && !p.pending && !p.busy && stopping)
+      break; /* streams are gone before the context */
+    if (p.pending || p.busy || p.uncovered) {
+      unsigned us = poll;
+      if (adaptive && !p.busy) {
+        /* Until the oldest marker should be done, or a tail is due. */
+        uint64_t now = slc__now_ns();
+        uint64_t wait = p.due_ns > now ? (p.due_ns - now) / 1000u : 0;
+        us = wait < poll ? poll : wait > poll_max ? poll_max : (unsigned)wait;
+        last_work = now;
+        nap = poll;
+      }
+      slc__sleep_us(e, us);
       continue;
     }
     if (stopping) break;
+    if (adaptive && slc__now_ns() - last_work <
+                        (uint64_t)e->cfg.linger_us * 1000u) {
+      /* Lingers, so that the next issue needs no wake-up (no syscall on
+       * the issuing thread), napping longer and longer. */
+      slc__sleep_us(e, nap);
+      nap = nap * 2 > poll_max ? poll_max : nap * 2;
+      continue;
+    }
     /* Park (see the argument at the top). */
     unsigned g = slc__load_acquire(&e->gen);
     atomic_store_explicit(&e->parked, 1, memory_order_relaxed);
     slc__fence_seq_cst();
-    slc__engine_poll(e, &p);
+    slc__engine_poll(e, &p, true);
     if (p.released == 0 && !p.more && !p.pending && !p.busy && !p.uncovered &&
-        !slc__load_acquire(&e->stop))
+        !slc__load_acquire(&e->stop)) {
+      slc__count(&e->n.parks, 1);
       slc__futex(&e->gen, FUTEX_WAIT_PRIVATE, g);
+    }
     atomic_store_explicit(&e->parked, 0, memory_order_relaxed);
   }
   return NULL;
@@ -500,6 +559,12 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   if (k.marker_every_us == 0) k.marker_every_us = 20;
   if (k.poll_us == 0) k.poll_us = 5;
   if (k.markers_per_stream == 0) k.markers_per_stream = 64;
+  if (k.poll_max_us == 0) k.poll_max_us = 50;
+  if (k.poll_max_us < k.poll_us) k.poll_max_us = k.poll_us;
+  if (k.linger_us == 0) k.linger_us = 2000;
+  if (k.wait != SLC_ENGINE_WAIT_ADAPTIVE && k.wait != SLC_ENGINE_WAIT_FIXED)
+    return slc__fail(LDG_EINVAL, fn, "wait policy %d is not one of "
+                     "SLC_ENGINE_WAIT_ADAPTIVE, SLC_ENGINE_WAIT_FIXED", k.wait);
   if (k.markers_per_stream > SLC__MAX_RING ||
       (k.markers_per_stream & (k.markers_per_stream - 1)) != 0)
     return slc__fail(LDG_EINVAL, fn,
@@ -626,6 +691,9 @@ int slc_engine_stats_get(slc_context *c, slc_engine_stats *out) {
   out->seqs_released = slc__load_relaxed(&e->n.seqs_released);
   out->events_live = slc__load_relaxed(&e->n.events_live);
   out->markers_pending = slc__load_relaxed(&e->n.pending);
+  out->thread_wakes_by_issuers = slc__load_relaxed(&e->n.kicks);
+  out->thread_sleeps = slc__load_relaxed(&e->n.sleeps);
+  out->thread_parks = slc__load_relaxed(&e->n.parks);
   return LDG_OK;
 }
 

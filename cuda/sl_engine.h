@@ -106,12 +106,22 @@ extern "C" {
  * becomes sticky. */
 #define SLC_ENGINE_QUERY_RETRIES 3
 
+/* How the engine thread waits (see WAITING above). */
+typedef enum slc_engine_wait {
+  SLC_ENGINE_WAIT_ADAPTIVE = 0,
+  SLC_ENGINE_WAIT_FIXED = 1,
+} slc_engine_wait;
+
 typedef struct slc_engine_config {
   bool thread;                 /* start an engine thread */
   unsigned marker_every_ops;   /* N: a marker after N operations (0: 8) */
   unsigned marker_every_us;    /* T: or after T us since the last (0: 20) */
   unsigned poll_us;            /* engine thread's poll period (0: 5) */
   unsigned markers_per_stream; /* ring size, a power of two <= 4096 (0: 64) */
+  slc_engine_wait wait;        /* the thread's wait policy (0: adaptive) */
+  unsigned poll_max_us;        /* adaptive: longest sleep (0: 50) */
+  unsigned linger_us;          /* adaptive: awake this long after work
+                                * before parking (0: 2000) */
   /* Called once per stream whose engine error became sticky, on the engine
    * or polling thread, no lock held. May be NULL. */
   void (*on_error)(void *arg, uint64_t stream_id, int device, CUresult cu);
@@ -151,6 +161,10 @@ typedef struct slc_engine_stats {
                               * have been released earlier by a sync */
   uint64_t events_live;      /* marker events in existence */
   uint64_t markers_pending;  /* markers recorded and not yet found done */
+  /* The engine thread's waits (0 without a thread): */
+  uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */
+  uint64_t thread_sleeps;           /* timed sleeps */
+  uint64_t thread_parks;            /* untimed waits (nothing pending) */
 } slc_engine_stats;
 
 int slc_engine_stats_get(slc_context *c, slc_engine_stats *out);
