@@ -109,6 +109,8 @@ struct slc__mq {
   atomic_long refs;              /* the list's, and each pending releaser's */
   atomic_int err;  /* sticky CUresult; 0 = none */
   int query_fails; /* consecutive; consumer only */
+  unsigned misses; /* queries of the oldest marker that found it not done;
+                    * consumer only */
 };
 
 struct slc__engine {
@@ -339,6 +341,7 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
     CUresult r = d->pfn_cuEventQuery(slot->ev);
     if (r == CUDA_ERROR_NOT_READY) {
       q->query_fails = 0; /* the query worked: failures are consecutive */
+      q->misses++;
       break;
     }
     if (r != CUDA_SUCCESS) {
@@ -352,12 +355,15 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       break;
     }
     q->query_fails = 0;
-    /* The age at which markers are found done, for the adaptive wait: an
-     * average that drops at once to a shorter one. */
+    /* The age at which markers complete, for the adaptive wait (see
+     * WAITING). A marker found done at its first query completed at some
+     * unknown earlier age: try 1/8 sooner next time. One that had been
+     * found not done completed within the last query period: its age. */
     uint64_t placed = slc__load_relaxed(&slot->placed_ns);
     uint64_t age = now > placed ? now - placed : 0;
-    if (age < e->pred_ns || e->pred_ns == 0) e->pred_ns = age;
-    else e->pred_ns += (age - e->pred_ns) / 4;
+    if (q->misses == 0) e->pred_ns -= e->pred_ns / 8;
+    else e->pred_ns = age;
+    q->misses = 0;
     done = slot->mark;
     head++;
     slc__count(&e->n.done, 1);
@@ -376,15 +382,34 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
   bool ring_empty = head == slc__load_acquire(&q->tail);
   bool adaptive = p->thread && e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
   uint64_t period = (uint64_t)e->cfg.marker_every_us * 1000u;
-  if (!ring_empty) {
-    p->pending = true;
-    /* Relaxed: a placed_ns of a refilled slot only moves the wake-up. */
-    uint64_t placed =
-        slc__load_relaxed(&q->ring[head & (q->cap - 1)].placed_ns);
-    uint64_t half = (uint64_t)e->cfg.poll_us * 500u;
-    slc__due(p, placed + (e->pred_ns > half ? e->pred_ns - half : 0));
-  }
   ldg_seq m = ldg_mark(s->ls);
+  uint64_t poll_ns = (uint64_t)e->cfg.poll_us * 1000u;
+  uint64_t max_ns = (uint64_t)e->cfg.poll_max_us * 1000u;
+  const struct slc__mslot *oldest =
+      ring_empty ? NULL : &q->ring[head & (q->cap - 1)];
+  /* Streaming: work was issued past the marker that just completed or past
+   * the oldest pending one, so the issuer is not waiting on those keeps:
+   * batch them, one wake-up per poll_max_us (the issuer places the next
+   * markers itself). Otherwise someone may be waiting: wake up when the
+   * oldest marker should be done. */
+  bool streaming = (done != 0 && m > done) || (oldest && m > oldest->mark);
+  if (streaming) slc__due(p, now + max_ns);
+  if (oldest != NULL) {
+    p->pending = true;
+    /* Relaxed: placed_ns is the consumer's own slot now (head..tail). */
+    uint64_t placed = slc__load_relaxed(&oldest->placed_ns);
+    uint64_t age = now > placed ? now - placed : 0;
+    if (streaming) {
+      /* due above */
+    } else if (q->misses == 0) {
+      slc__due(p, placed + e->pred_ns); /* when it should complete */
+    } else {
+      /* Late: query again after a quarter of its age, at least poll_us,
+       * at most poll_max_us (a long kernel costs few wake-ups). */
+      uint64_t back = age / 4;
+      slc__due(p, now + (back < poll_ns ? poll_ns : back > max_ns ? max_ns : back));
+    }
+  }
   if (m > slc__load_acquire(&q->placed_mark) &&
       slc_stream_check_live(s) == LDG_OK) {
     /* Uncovered work: a tail marker once T passed since the last marker,
@@ -395,11 +420,11 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       slc__mq_place(e, q, true);
     if (m > slc__load_acquire(&q->placed_mark)) {
       p->uncovered = true;
-      slc__due(p, last + period);
+      /* Streaming: the issuer's next marker likely comes first. */
+      if (!streaming) slc__due(p, last + period);
     } else {
       p->pending = true; /* our tail marker, due as any other */
-      uint64_t half = (uint64_t)e->cfg.poll_us * 500u;
-      slc__due(p, now + (e->pred_ns > half ? e->pred_ns - half : 0));
+      slc__due(p, now + e->pred_ns);
     }
   }
 }
@@ -559,7 +584,7 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   if (k.marker_every_us == 0) k.marker_every_us = 20;
   if (k.poll_us == 0) k.poll_us = 5;
   if (k.markers_per_stream == 0) k.markers_per_stream = 64;
-  if (k.poll_max_us == 0) k.poll_max_us = 50;
+  if (k.poll_max_us == 0) k.poll_max_us = 100;
   if (k.poll_max_us < k.poll_us) k.poll_max_us = k.poll_us;
   if (k.linger_us == 0) k.linger_us = 2000;
   if (k.wait != SLC_ENGINE_WAIT_ADAPTIVE && k.wait != SLC_ENGINE_WAIT_FIXED)

@@ -119,7 +119,7 @@ typedef struct slc_engine_config {
   unsigned poll_us;            /* engine thread's poll period (0: 5) */
   unsigned markers_per_stream; /* ring size, a power of two <= 4096 (0: 64) */
   slc_engine_wait wait;        /* the thread's wait policy (0: adaptive) */
-  unsigned poll_max_us;        /* adaptive: longest sleep (0: 50) */
+  unsigned poll_max_us;        /* adaptive: longest sleep (0: 100) */
   unsigned linger_us;          /* adaptive: awake this long after work
                                 * before parking (0: 2000) */
   /* Called once per stream whose engine error became sticky, on the engine
