@@ -385,6 +385,8 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
   ldg_seq m = ldg_mark(s->ls);
   uint64_t poll_ns = (uint64_t)e->cfg.poll_us * 1000u;
   uint64_t max_ns = (uint64_t)e->cfg.poll_max_us * 1000u;
+  /* The adaptive thread's tail delay: T, at most poll_max_us. */
+  uint64_t tail_ns = period < max_ns ? period : max_ns;
   const struct slc__mslot *oldest =
       ring_empty ? NULL : &q->ring[head & (q->cap - 1)];
   /* Streaming: work was issued past the marker that just completed or past
@@ -412,16 +414,19 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
   }
   if (m > slc__load_acquire(&q->placed_mark) &&
       slc_stream_check_live(s) == LDG_OK) {
-    /* Uncovered work: a tail marker once T passed since the last marker,
-     * or (fixed wait, and every slc_engine_poll) as soon as none is
-     * pending. */
+    /* Uncovered work: a tail marker once T passed since the last marker;
+     * or as soon as none is pending (fixed wait, and every
+     * slc_engine_poll); or (adaptive thread) once none is pending and
+     * min(T, poll_max_us) passed, so that an issuer going on places the
+     * next marker itself. */
     uint64_t last = slc__load_relaxed(&q->last_ns);
-    if ((ring_empty && !adaptive) || now - last >= period)
+    if (now - last >= period ||
+        (ring_empty && (!adaptive || now - last >= tail_ns)))
       slc__mq_place(e, q, true);
     if (m > slc__load_acquire(&q->placed_mark)) {
       p->uncovered = true;
       /* Streaming: the issuer's next marker likely comes first. */
-      if (!streaming) slc__due(p, last + period);
+      if (!streaming) slc__due(p, last + (adaptive ? tail_ns : period));
     } else {
       p->pending = true; /* our tail marker, due as any other */
       slc__due(p, now + e->pred_ns);

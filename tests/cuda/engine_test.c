@@ -237,11 +237,14 @@ static int t_free_in_keep(void) { return run_serving(true, true, 300); }
 
 static void count_keep(void *ctx) { atomic_fetch_add((atomic_long *)ctx, 1); }
 
-static int t_tail_marker(void) {
+static int tail_marker(slc_engine_wait wait) {
   slc_context *c;
-  /* N and T large: only a tail marker can release these. */
-  slc_engine_config cfg = {
-      .thread = true, .marker_every_ops = 1000, .marker_every_us = 10000000};
+  /* N and T large: only a tail marker can release these, and under either
+   * wait policy it must not wait for T (100 s; wait_for gives up at 20). */
+  slc_engine_config cfg = {.thread = true,
+                           .marker_every_ops = 1000,
+                           .marker_every_us = 100000000,
+                           .wait = wait};
   if (setup(&c, 100, &cfg)) return 1;
   slc_stream *st;
   CHECK_RC(slc_stream_create(c, 1, 0, &st), LDG_OK);
@@ -259,6 +262,11 @@ static int t_tail_marker(void) {
   CHECK_RC(slc_buffer_free(b), LDG_OK);
   slc_stream_unref(st);
   return teardown(c);
+}
+
+static int t_tail_marker(void) {
+  return tail_marker(SLC_ENGINE_WAIT_ADAPTIVE) ||
+         tail_marker(SLC_ENGINE_WAIT_FIXED);
 }
 
 /* ---- Keeps may call the layer -------------------------------------------- */
@@ -678,6 +686,10 @@ static int t_bad_input(void) {
   CHECK(strstr(slc_last_error_message(), "power of two") != NULL);
   bad.markers_per_stream = 8192;
   CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  bad.markers_per_stream = 0;
+  bad.wait = (slc_engine_wait)7;
+  CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "wait policy 7") != NULL);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_OK);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_EBUSY);
   CHECK_RC(slc_engine_stats_get(c, NULL), LDG_EINVAL);
