@@ -30,6 +30,15 @@
  *            thread's; the achieved rate.
  *   idle     the process's CPU share over --idle-ms with nothing pending,
  *            and while one operation waits behind a --idle-ms kernel.
+ *   counters the engine's slc_engine_stats per operation in the latency and
+ *            rate scenarios: markers, tail markers, polls, the thread's
+ *            timed sleeps and parks, and futex wake-ups made by issuers.
+ *   contention (--contention, once, before the modes) slc_launch's issue
+ *            cost alone and while a second thread does one thing the
+ *            engine thread does (see scenario_contention).
+ * ENGINE OPTIONS --wait adaptive|fixed, --poll-us, --poll-max-us,
+ *   --linger-us, --every-ops, --every-us (0 or absent: the defaults of
+ *   sl_engine.h); --modes picks modes.
  *
  * DRIVERS: --driver=libcuda (default; no library: "SKIPPED", exit 0 unless
  * --require-gpu) or --driver=host (the host executor: every path runs, the

@@ -48,7 +48,8 @@
  *
  * WAKING THE ENGINE THREAD
  *   It parks (futex on `gen`) only when a poll found nothing pending and
- *   nothing uncovered. Dekker: the thread reads gen, stores parked = 1, a
+ *   nothing uncovered (adaptive wait: for linger_us; until then it naps and
+ *   issuers, seeing parked == 0, make no syscall). Dekker: the thread reads gen, stores parked = 1, a
  *   seq_cst fence, then polls once more before sleeping; an issuer enqueues,
  *   a seq_cst fence, then loads parked and, if set, bumps gen and wakes. So
  *   either the final poll sees the new work or the issuer sees the parked

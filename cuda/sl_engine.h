@@ -18,12 +18,32 @@
  *   engine itself. Why events: bench/RESULTS.md, "Completion markers".
  *
  * TWO WAYS TO DRIVE IT (both may be used at once)
- *   - an engine thread (config.thread): polls every `poll_us` microseconds
- *     while a marker is pending, parks (no CPU) when nothing is pending or
- *     uncovered, and is woken by the next issue; stopped with the context
+ *   - an engine thread (config.thread): waits as WAITING says, parks (no
+ *     CPU) when nothing was pending or uncovered for a while, and is then
+ *     woken by the next issue; stopped with the context
  *     (slc_context_destroy);
  *   - slc_engine_poll, which any thread may call from its own loop (as
  *     PyTorch's allocator processes its events on malloc): non-blocking.
+ *
+ * WAITING (the engine thread's policy, config.wait; bench/RESULTS.md,
+ * issue 9, has the measurements)
+ *   Each wake-up costs the thread ~5 us of CPU on the H200 host whatever it
+ *   finds, so the policy is about how many there are.
+ *   - SLC_ENGINE_WAIT_ADAPTIVE (the default): a stream whose issuer waits
+ *     (nothing issued past its oldest pending marker) gets a wake-up when
+ *     that marker should complete (predicted from earlier markers), then
+ *     after a quarter of its age, between poll_us and poll_max_us; a
+ *     streaming one (work issued past it) one wake-up per poll_max_us, its
+ *     markers placed by its issuer (a tail marker once none is pending and
+ *     min(T, poll_max_us) passed). With nothing pending it lingers for
+ *     linger_us, napping up to poll_max_us, before parking, so that an
+ *     issue right after a release needs no futex wake-up (a syscall, ~1-4
+ *     us, on the issuing thread).
+ *   - SLC_ENGINE_WAIT_FIXED (the first version, kept for comparison): a
+ *     poll every poll_us while anything is pending or uncovered, a tail
+ *     marker as soon as none is pending, parks at once when idle.
+ *   slc_engine_poll is the same under both: one non-blocking pass, a tail
+ *   marker as soon as none is pending.
  *
  * WHERE AND IN WHICH ORDER KEEPS RUN
  *   On the engine thread or the thread that called slc_engine_poll, never on
