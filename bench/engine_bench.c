@@ -30,6 +30,15 @@
  *            thread's; the achieved rate.
  *   idle     the process's CPU share over --idle-ms with nothing pending,
  *            and while one operation waits behind a --idle-ms kernel.
+ *   counters the engine's slc_engine_stats per operation in the latency and
+ *            rate scenarios: markers, tail markers, polls, the thread's
+ *            timed sleeps and parks, and futex wake-ups made by issuers.
+ *   contention (--contention, once, before the modes) slc_launch's issue
+ *            cost alone and while a second thread does one thing the
+ *            engine thread does (see scenario_contention).
+ * ENGINE OPTIONS --wait adaptive|fixed, --poll-us, --poll-max-us,
+ *   --linger-us, --every-ops, --every-us (0 or absent: the defaults of
+ *   sl_engine.h); --modes picks modes.
  *
  * DRIVERS: --driver=libcuda (default; no library: "SKIPPED", exit 0 unless
  * --require-gpu) or --driver=host (the host executor: every path runs, the
@@ -37,6 +46,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -45,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,10 +76,11 @@ static uint64_t process_cpu_ns(void) {
 
 
 static struct {
-  bool host, require_gpu, smoke;
-  const char *libcuda, *json;
+  bool host, require_gpu, smoke, contention;
+  const char *libcuda, *json, *modes;
   unsigned samples, kernel_us, rate, rate_ops, idle_ms, sync_every, poll_us,
-      every_ops;
+      every_ops, every_us, poll_max_us, linger_us;
+  slc_engine_wait wait;
 } opt = {.samples = 3000, .kernel_us = 10, .rate = 100000, .rate_ops = 30000,
          .idle_ms = 50, .sync_every = 64, .poll_us = 5, .every_ops = 8};
 
@@ -158,7 +170,11 @@ static void bctx_open(bctx *b, int mode, unsigned n_stamps) {
   if (mode != MODE_SYNC) {
     slc_engine_config cfg = {.thread = mode == MODE_ENGINE,
                              .poll_us = opt.poll_us,
-                             .marker_every_ops = opt.every_ops};
+                             .marker_every_ops = opt.every_ops,
+                             .marker_every_us = opt.every_us,
+                             .wait = opt.wait,
+                             .poll_max_us = opt.poll_max_us,
+                             .linger_us = opt.linger_us};
     CK(slc_engine_enable(b->c, &cfg));
   }
   CK(slc_stream_create(b->c, 0, SLC_STREAM_NONBLOCKING, &b->s));
@@ -214,7 +230,30 @@ typedef struct result {
   double issue_p50, lat_p50, lat_p99, lat_p999;
   double cpu_per_op_ns, req_cpu_per_op_ns, kops;
   double idle_pct, waiting_pct;
+  /* The engine's counters per operation (slc_engine_stats deltas), in the
+   * latency scenario (lat_) and the rate scenario (rate_). */
+  double lat_markers, lat_tails, lat_polls, lat_sleeps, lat_parks, lat_kicks;
+  double rate_markers, rate_tails, rate_polls, rate_sleeps, rate_parks,
+      rate_kicks;
 } result;
+
+static void engine_counts(bctx *b, slc_engine_stats *st) {
+  memset(st, 0, sizeof(*st));
+  if (b->mode != MODE_SYNC) CK(slc_engine_stats_get(b->c, st));
+}
+
+/* (after - before) / n for each counter the tables show. */
+static void engine_per_op(const slc_engine_stats *a, const slc_engine_stats *z,
+                          unsigned n, double *markers, double *tails,
+                          double *polls, double *sleeps, double *parks,
+                          double *kicks) {
+  *markers = (double)(z->markers_placed - a->markers_placed) / n;
+  *tails = (double)(z->tail_markers - a->tail_markers) / n;
+  *polls = (double)(z->polls - a->polls) / n;
+  *sleeps = (double)(z->thread_sleeps - a->thread_sleeps) / n;
+  *parks = (double)(z->thread_parks - a->thread_parks) / n;
+  *kicks = (double)(z->thread_wakes_by_issuers - a->thread_wakes_by_issuers) / n;
+}
 
 static void scenario_latency(int mode, result *o) {
   unsigned n = opt.samples;
@@ -224,6 +263,8 @@ static void scenario_latency(int mode, result *o) {
   uint64_t *lat = xcalloc(n, sizeof(uint64_t));
   op_keep *ks = xcalloc(n, sizeof(op_keep));
   uint64_t *stamps = slc_buffer_host(b.stamps);
+  slc_engine_stats st0, st1;
+  engine_counts(&b, &st0);
   for (unsigned i = 0; i < n; i++) {
     ks[i] = (op_keep){&b, i};
     issue[i] = launch(&b, (uint64_t)opt.kernel_us * 1000,
@@ -231,6 +272,9 @@ static void scenario_latency(int mode, result *o) {
                       (ldg_keep){keep_note, &ks[i]});
     settle(&b, (long)i + 1);
   }
+  engine_counts(&b, &st1);
+  engine_per_op(&st0, &st1, n, &o->lat_markers, &o->lat_tails, &o->lat_polls,
+                &o->lat_sleeps, &o->lat_parks, &o->lat_kicks);
   for (unsigned i = 0; i < n; i++) {
     int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
                   g_offset;
@@ -259,6 +303,8 @@ static void scenario_rate(int mode, result *o) {
   bctx b;
   bctx_open(&b, mode, 1);
   uint64_t period = 1000000000ull / opt.rate;
+  slc_engine_stats st0, st1;
+  engine_counts(&b, &st0);
   uint64_t p0 = process_cpu_ns(), r0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
   for (unsigned i = 0; i < n; i++) {
     while (bench_now_ns() < t0 + i * period) {
@@ -277,6 +323,10 @@ static void scenario_rate(int mode, result *o) {
   o->cpu_per_op_ns = (double)(process_cpu_ns() - p0) / n;
   o->req_cpu_per_op_ns = (double)(bench_thread_cpu_ns() - r0) / n;
   o->kops = n / ((double)wall / 1e9) / 1e3;
+  engine_counts(&b, &st1);
+  engine_per_op(&st0, &st1, n, &o->rate_markers, &o->rate_tails,
+                &o->rate_polls, &o->rate_sleeps, &o->rate_parks,
+                &o->rate_kicks);
   if (atomic_load(&b.kept) != (long)n) {
     fprintf(stderr, "engine_bench: %ld keeps of %u\n", atomic_load(&b.kept), n);
     _exit(1);
@@ -310,12 +360,151 @@ static void scenario_idle(int mode, result *o) {
   bctx_close(&b);
 }
 
+
+/* ---- Contention: what slows slc_launch while the engine thread runs ----
+ * One context without an engine; slc_launch of a 1 us kernel, one at a time
+ * (synchronised between launches, as the latency scenario's request thread
+ * issues onto an idle stream), its issue cost p50/p99 while a second thread
+ * does what the engine thread does, one thing at a time:
+ *   alone       nothing
+ *   queryP      cuEventQuery of a completed event of the same stream, then
+ *               nanosleep P us (the engine polling a pending marker)
+ *   recquery5   cuEventRecord on the same stream + cuEventQuery, every 5 us
+ *               (the engine placing tail markers)
+ *   load5       a plain load, then nanosleep 5 us (a poll with no driver
+ *               call: what a write marker's poll costs)
+ *   futex       the helper parked on a futex; the issuing thread wakes it
+ *               after each launch, inside the timed section, as
+ *               slc__engine_kick does when the engine thread is parked
+ *   wake0       FUTEX_WAKE with nobody waiting (the syscall alone) */
+enum { CT_ALONE, CT_Q5, CT_Q20, CT_Q50, CT_RQ5, CT_LOAD5, CT_FUTEX, CT_WAKE0,
+       N_CT };
+static const char *const ct_names[] = {"alone",     "query5", "query20",
+                                       "query50",   "recquery5", "load5",
+                                       "futex",     "wake0"};
+
+typedef struct ct_helper {
+  int kind;
+  bctx *b;
+  CUevent ev;
+  atomic_int stop;
+  atomic_uint word; /* futex */
+  atomic_ulong loads;
+} ct_helper;
+
+static long ct_futex(atomic_uint *w, int op, unsigned v) {
+  return syscall(SYS_futex, (unsigned *)w, op, v, NULL, NULL, 0);
+}
+
+static void *ct_main(void *arg) {
+  ct_helper *h = arg;
+  const slc_driver *d = slc_context_driver(h->b->c);
+  CK(slc_device_make_current(h->b->c, 0));
+  unsigned us = h->kind == CT_Q20 ? 20 : h->kind == CT_Q50 ? 50 : 5;
+  struct timespec ts = {0, (long)us * 1000};
+  while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
+    switch (h->kind) {
+    case CT_Q5:
+    case CT_Q20:
+    case CT_Q50:
+      (void)d->pfn_cuEventQuery(h->ev);
+      nanosleep(&ts, NULL);
+      break;
+    case CT_RQ5:
+      (void)d->pfn_cuEventRecord(h->ev, slc_stream_handle(h->b->s));
+      (void)d->pfn_cuEventQuery(h->ev);
+      nanosleep(&ts, NULL);
+      break;
+    case CT_LOAD5:
+      atomic_fetch_add_explicit(&h->loads,
+                                __atomic_load_n((uint64_t *)slc_buffer_host(
+                                                    h->b->stamps),
+                                                __ATOMIC_ACQUIRE) != 0,
+                                memory_order_relaxed);
+      nanosleep(&ts, NULL);
+      break;
+    case CT_FUTEX: {
+      unsigned g = atomic_load_explicit(&h->word, memory_order_acquire);
+      if (!atomic_load_explicit(&h->stop, memory_order_acquire))
+        ct_futex(&h->word, FUTEX_WAIT_PRIVATE, g);
+      break;
+    }
+    default:
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+static void scenario_contention(void) {
+  unsigned n = opt.smoke ? 50 : 2000;
+  bctx b;
+  bctx_open(&b, MODE_SYNC, 1);
+  const slc_driver *d = slc_context_driver(b.c);
+  uint64_t *t = xcalloc(n, sizeof(uint64_t));
+  printf("contention: slc_launch issue ns (p50 / p99) of a 1 us kernel, one "
+         "at a time, %u samples, while a second thread ...\n", n);
+  for (int k = 0; k < N_CT; k++) {
+    ct_helper h;
+    memset(&h, 0, sizeof(h));
+    h.kind = k;
+    h.b = &b;
+    CK(slc_device_make_current(b.c, 0));
+    if (d->pfn_cuEventCreate(&h.ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS ||
+        d->pfn_cuEventRecord(h.ev, slc_stream_handle(b.s)) != CUDA_SUCCESS)
+      die("cuEventCreate/Record", SLC_EDRIVER, __LINE__);
+    CK(slc_stream_synchronize(b.s));
+    pthread_t th;
+    bool has = k != CT_ALONE && k != CT_WAKE0;
+    if (has && pthread_create(&th, NULL, ct_main, &h) != 0)
+      die("pthread_create", LDG_ENOMEM, __LINE__);
+    struct timespec warm = {0, 2000000};
+    nanosleep(&warm, NULL);
+    for (unsigned i = 0; i < n; i++) {
+      uint64_t ns = 1000;
+      CUdeviceptr out = 0;
+      void *params[] = {&ns, &out};
+      slc_hold hold = {{NULL, NULL}, NULL, 0, NULL, 0};
+      slc_dim3 one = {1, 1, 1};
+      uint64_t t0 = bench_now_ns();
+      CK(slc_launch(b.s, b.f, one, one, 0, params, &hold));
+      if (k == CT_FUTEX || k == CT_WAKE0) {
+        atomic_fetch_add_explicit(&h.word, 1, memory_order_acq_rel);
+        ct_futex(&h.word, FUTEX_WAKE_PRIVATE, 1);
+      }
+      t[i] = bench_now_ns() - t0;
+      CK(slc_stream_synchronize(b.s));
+      /* As the latency scenario: the next issue comes a while later. */
+      uint64_t until = bench_now_ns() + 10000;
+      while (bench_now_ns() < until) {
+      }
+    }
+    atomic_store_explicit(&h.stop, 1, memory_order_release);
+    if (has) {
+      atomic_fetch_add_explicit(&h.word, 1, memory_order_acq_rel);
+      ct_futex(&h.word, FUTEX_WAKE_PRIVATE, 1);
+      pthread_join(th, NULL);
+    }
+    CK(slc_device_make_current(b.c, 0));
+    (void)d->pfn_cuEventDestroy(h.ev);
+    qsort(t, n, sizeof(uint64_t), bench_cmp_u64);
+    printf("  %-10s %7.0f / %7.0f\n", ct_names[k], bench_pctl(t, n, 0.5),
+           bench_pctl(t, n, 0.99));
+    fflush(stdout);
+  }
+  free(t);
+  bctx_close(&b);
+}
+
 static int usage(void) {
   fprintf(stderr,
           "usage: engine_bench [--driver=libcuda|host] [--libcuda PATH]\n"
           "  [--require-gpu] [--smoke] [--json FILE] [--samples N]\n"
           "  [--kernel-us US] [--rate OPS_PER_S] [--rate-ops N] [--idle-ms MS]\n"
-          "  [--sync-every N] [--poll-us US] [--every-ops N]\n");
+          "  [--sync-every N] [--poll-us US] [--every-ops N]\n"
+          "  [--modes sync,engine,poll] [--contention]\n"
+          "  [--wait adaptive|fixed] [--every-us US] [--poll-max-us US]\n"
+          "  [--linger-us US]   (engine options; 0 or absent: the defaults)\n");
   return 2;
 }
 
@@ -342,6 +531,16 @@ int main(int argc, char **argv) {
       if ((opt.libcuda = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--json") == 0) {
       if ((opt.json = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--modes") == 0) {
+      if ((opt.modes = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--wait") == 0) {
+      const char *w = VAL();
+      if (w == NULL) return usage();
+      if (strcmp(w, "adaptive") == 0) opt.wait = SLC_ENGINE_WAIT_ADAPTIVE;
+      else if (strcmp(w, "fixed") == 0) opt.wait = SLC_ENGINE_WAIT_FIXED;
+      else return usage();
+    } else if (strcmp(a, "--contention") == 0) {
+      opt.contention = true;
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -359,6 +558,9 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--sync-every") == 0 ? &opt.sync_every
                       : strcmp(a, "--poll-us") == 0    ? &opt.poll_us
                       : strcmp(a, "--every-ops") == 0  ? &opt.every_ops
+                      : strcmp(a, "--every-us") == 0   ? &opt.every_us
+                      : strcmp(a, "--poll-max-us") == 0 ? &opt.poll_max_us
+                      : strcmp(a, "--linger-us") == 0  ? &opt.linger_us
                                                        : NULL;
       const char *s = dst != NULL ? VAL() : NULL;
       if (s == NULL || !bench_parse_uint(s, dst)) return usage();
@@ -386,10 +588,14 @@ int main(int argc, char **argv) {
     CK(slc_context_destroy(probe));
   }
   calibrate();
+  if (opt.contention) scenario_contention();
   printf("kernel %u us, %u samples; rate %u ops at %u/s (sync every %u); "
-         "engine: poll %u us, a marker every %u ops; idle %u ms\n",
+         "engine: wait %s, poll %u us (max %u), linger %u us, a marker every "
+         "%u ops or %u us (0: default); idle %u ms\n",
          opt.kernel_us, opt.samples, opt.rate_ops, opt.rate, opt.sync_every,
-         opt.poll_us, opt.every_ops, opt.idle_ms);
+         opt.wait == SLC_ENGINE_WAIT_FIXED ? "fixed" : "adaptive", opt.poll_us,
+         opt.poll_max_us, opt.linger_us, opt.every_ops, opt.every_us,
+         opt.idle_ms);
   printf("%-7s | %9s | %8s %8s %8s | %9s %9s %7s | %7s %7s\n", "mode",
          "issue", "lat p50", "p99", "p99.9", "cpu/op", "req cpu", "kops/s",
          "idle%", "wait%");
@@ -397,8 +603,12 @@ int main(int argc, char **argv) {
          "us", "us", "us", "ns", "ns/op", "", "cpu", "cpu");
   result res[N_MODES];
   memset(res, 0, sizeof(res));
+  bool run_mode[N_MODES];
+  for (int m = 0; m < N_MODES; m++)
+    run_mode[m] = opt.modes == NULL || strstr(opt.modes, mode_names[m]) != NULL;
   for (int m = 0; m < N_MODES; m++) {
     result *o = &res[m];
+    if (!run_mode[m]) continue;
     scenario_latency(m, o);
     scenario_rate(m, o);
     scenario_idle(m, o);
@@ -408,6 +618,19 @@ int main(int argc, char **argv) {
            o->cpu_per_op_ns, o->req_cpu_per_op_ns, o->kops, o->idle_pct,
            o->waiting_pct);
     fflush(stdout);
+  }
+  printf("engine, per operation | latency scenario: markers tails polls "
+         "sleeps parks kicks | rate scenario: markers tails polls sleeps "
+         "parks kicks\n");
+  for (int m = MODE_ENGINE; m < N_MODES; m++) {
+    const result *o = &res[m];
+    if (!run_mode[m]) continue;
+    printf("%-7s | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %5.2f %5.2f %5.2f "
+           "%5.2f %5.2f %5.2f\n",
+           mode_names[m], o->lat_markers, o->lat_tails, o->lat_polls,
+           o->lat_sleeps, o->lat_parks, o->lat_kicks, o->rate_markers,
+           o->rate_tails, o->rate_polls, o->rate_sleeps, o->rate_parks,
+           o->rate_kicks);
   }
   if (opt.json != NULL) {
     FILE *f = fopen(opt.json, "w");
@@ -424,10 +647,17 @@ int main(int argc, char **argv) {
               "%.3f, \"lat_us_p99\": %.3f, \"lat_us_p999\": %.3f, "
               "\"cpu_ns_per_op\": %.1f, \"request_cpu_ns_per_op\": %.1f, "
               "\"kops\": %.2f, \"idle_cpu_pct\": %.3f, "
-              "\"waiting_cpu_pct\": %.3f}%s\n",
+              "\"waiting_cpu_pct\": %.3f, \"rate_markers_per_op\": %.3f, "
+              "\"rate_tails_per_op\": %.3f, \"rate_polls_per_op\": %.3f, "
+              "\"rate_sleeps_per_op\": %.3f, \"rate_parks_per_op\": %.3f, "
+              "\"rate_kicks_per_op\": %.3f, \"lat_kicks_per_op\": %.3f, "
+              "\"ran\": %s}%s\n",
               mode_names[m], o->issue_p50, o->lat_p50, o->lat_p99,
               o->lat_p999, o->cpu_per_op_ns, o->req_cpu_per_op_ns, o->kops,
-              o->idle_pct, o->waiting_pct, m + 1 < N_MODES ? "," : "");
+              o->idle_pct, o->waiting_pct, o->rate_markers, o->rate_tails,
+              o->rate_polls, o->rate_sleeps, o->rate_parks, o->rate_kicks,
+              o->lat_kicks, run_mode[m] ? "true" : "false",
+              m + 1 < N_MODES ? "," : "");
     }
     fprintf(f, "]}\n");
     fclose(f);

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Smoke test of engine_bench: the three modes, tiny, on the host executor;
+# Smoke test of engine_bench: the three modes, tiny, on the host executor
+# (and the fixed wait with the contention scenario);
 # checks it exits 0, prints a row per mode, every keep ran and the JSON is
 # written; --driver=libcuda must skip cleanly here; bad options exit 2.
 # No timing is asserted.
@@ -19,13 +20,25 @@ for m in sync engine poll; do
   grep -q "\"mode\": \"$m\"" "$tmp/e.json" || { echo "FAIL: JSON lacks $m" >&2; fail=1; }
 done
 grep -q '^every keep ran, none before its kernel ended' "$out" || { echo "FAIL: no final line" >&2; fail=1; }
+# The fixed wait, the contention scenario and --modes (engine only).
+if ! "$bench" --driver=host --smoke --contention --wait fixed --modes engine \
+  >"$tmp/fixed.txt" 2>&1; then
+  echo "FAIL: --contention --wait fixed --modes engine exited non-zero" >&2
+  cat "$tmp/fixed.txt" >&2
+  fail=1
+fi
+for row in alone query5 recquery5 load5 futex wake0; do
+  grep -q "^  $row " "$tmp/fixed.txt" || { echo "FAIL: no contention row $row" >&2; fail=1; }
+done
+grep -q "^engine  *|" "$tmp/fixed.txt" || { echo "FAIL: no engine row (fixed)" >&2; fail=1; }
+if grep -q "^sync  *|" "$tmp/fixed.txt"; then echo "FAIL: --modes engine ran sync" >&2; fail=1; fi
 if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
   ! grep -q '^SKIPPED\|^every keep ran' "$tmp/lib.txt"; then
   echo "FAIL: --driver=libcuda neither skipped nor ran" >&2
   cat "$tmp/lib.txt" >&2
   fail=1
 fi
-for bad in "--driver=gpu" "--samples 0" "--poll-us x" "--bogus"; do
+for bad in "--driver=gpu" "--samples 0" "--poll-us x" "--bogus" "--wait sometimes"; do
   set +e
   # shellcheck disable=SC2086
   "$bench" $bad >/dev/null 2>&1

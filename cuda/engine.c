@@ -48,7 +48,8 @@
  *
  * WAKING THE ENGINE THREAD
  *   It parks (futex on `gen`) only when a poll found nothing pending and
- *   nothing uncovered. Dekker: the thread reads gen, stores parked = 1, a
+ *   nothing uncovered (adaptive wait: for linger_us; until then it naps and
+ *   issuers, seeing parked == 0, make no syscall). Dekker: the thread reads gen, stores parked = 1, a
  *   seq_cst fence, then polls once more before sleeping; an issuer enqueues,
  *   a seq_cst fence, then loads parked and, if set, bumps gen and wakes. So
  *   either the final poll sees the new work or the issuer sees the parked
@@ -109,6 +110,8 @@ struct slc__mq {
   atomic_long refs;              /* the list's, and each pending releaser's */
   atomic_int err;  /* sticky CUresult; 0 = none */
   int query_fails; /* consecutive; consumer only */
+  unsigned misses; /* queries of the oldest marker that found it not done;
+                    * consumer only */
 };
 
 struct slc__engine {
@@ -121,10 +124,11 @@ struct slc__engine {
   atomic_int stop;
   atomic_uint gen;    /* futex word of the parked thread */
   atomic_int parked;
+  uint64_t pred_ns; /* predicted marker completion age; consumer only */
   struct {
     atomic_uint_fast64_t polls, placed, tails, done, skipped, record_failures,
         query_failures, stream_errors, releases, seqs_released, events_live,
-        pending;
+        pending, kicks, sleeps, parks;
   } n;
 };
 
@@ -201,6 +205,7 @@ static void slc__engine_kick(struct slc__engine *e) {
    * its parked store before its own fence and final poll. */
   slc__fence_seq_cst();
   if (slc__load_relaxed(&e->parked)) {
+    slc__count(&e->n.kicks, 1);
     slc__fetch_add_acq_rel(&e->gen, 1);
     slc__futex(&e->gen, FUTEX_WAKE_PRIVATE, 1);
   }
@@ -307,7 +312,14 @@ struct slc__poll {
   bool pending;   /* some marker still pending (not errored) */
   bool uncovered; /* some stream has work no marker covers */
   bool more;      /* the batch filled up: poll again */
+  bool thread;    /* polled by the engine thread (its wait policy applies) */
+  uint64_t due_ns; /* adaptive: when the next marker should be done or a
+                    * tail marker is due (0: nothing known) */
 };
+
+static void slc__due(struct slc__poll *p, uint64_t t) {
+  if (p->due_ns == 0 || t < p->due_ns) p->due_ns = t;
+}
 
 /* Under the consumer flag: the completed markers of q. */
 static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
@@ -330,6 +342,7 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
     CUresult r = d->pfn_cuEventQuery(slot->ev);
     if (r == CUDA_ERROR_NOT_READY) {
       q->query_fails = 0; /* the query worked: failures are consecutive */
+      q->misses++;
       break;
     }
     if (r != CUDA_SUCCESS) {
@@ -343,6 +356,15 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       break;
     }
     q->query_fails = 0;
+    /* The age at which markers complete, for the adaptive wait (see
+     * WAITING). A marker found done at its first query completed at some
+     * unknown earlier age: try 1/8 sooner next time. One that had been
+     * found not done completed within the last query period: its age. */
+    uint64_t placed = slc__load_relaxed(&slot->placed_ns);
+    uint64_t age = now > placed ? now - placed : 0;
+    if (q->misses == 0) e->pred_ns -= e->pred_ns / 8;
+    else e->pred_ns = age;
+    q->misses = 0;
     done = slot->mark;
     head++;
     slc__count(&e->n.done, 1);
@@ -359,16 +381,57 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
   }
   if (slc__load_relaxed(&q->err) != 0) return;
   bool ring_empty = head == slc__load_acquire(&q->tail);
-  if (!ring_empty) p->pending = true;
+  bool adaptive = p->thread && e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
+  uint64_t period = (uint64_t)e->cfg.marker_every_us * 1000u;
   ldg_seq m = ldg_mark(s->ls);
+  uint64_t poll_ns = (uint64_t)e->cfg.poll_us * 1000u;
+  uint64_t max_ns = (uint64_t)e->cfg.poll_max_us * 1000u;
+  /* The adaptive thread's tail delay: T, at most poll_max_us. */
+  uint64_t tail_ns = period < max_ns ? period : max_ns;
+  const struct slc__mslot *oldest =
+      ring_empty ? NULL : &q->ring[head & (q->cap - 1)];
+  /* Streaming: work was issued past the marker that just completed or past
+   * the oldest pending one, so the issuer is not waiting on those keeps:
+   * batch them, one wake-up per poll_max_us (the issuer places the next
+   * markers itself). Otherwise someone may be waiting: wake up when the
+   * oldest marker should be done. */
+  bool streaming = (done != 0 && m > done) || (oldest && m > oldest->mark);
+  if (streaming) slc__due(p, now + max_ns);
+  if (oldest != NULL) {
+    p->pending = true;
+    /* Relaxed: placed_ns is the consumer's own slot now (head..tail). */
+    uint64_t placed = slc__load_relaxed(&oldest->placed_ns);
+    uint64_t age = now > placed ? now - placed : 0;
+    if (streaming) {
+      /* due above */
+    } else if (q->misses == 0) {
+      slc__due(p, placed + e->pred_ns); /* when it should complete */
+    } else {
+      /* Late: query again after a quarter of its age, at least poll_us,
+       * at most poll_max_us (a long kernel costs few wake-ups). */
+      uint64_t back = age / 4;
+      slc__due(p, now + (back < poll_ns ? poll_ns : back > max_ns ? max_ns : back));
+    }
+  }
   if (m > slc__load_acquire(&q->placed_mark) &&
       slc_stream_check_live(s) == LDG_OK) {
-    /* Uncovered work: a tail marker once no marker is pending or T passed. */
-    if (ring_empty || now - slc__load_relaxed(&q->last_ns) >=
-                          (uint64_t)e->cfg.marker_every_us * 1000u)
+    /* Uncovered work: a tail marker once T passed since the last marker;
+     * or as soon as none is pending (fixed wait, and every
+     * slc_engine_poll); or (adaptive thread) once none is pending and
+     * min(T, poll_max_us) passed, so that an issuer going on places the
+     * next marker itself. */
+    uint64_t last = slc__load_relaxed(&q->last_ns);
+    if (now - last >= period ||
+        (ring_empty && (!adaptive || now - last >= tail_ns)))
       slc__mq_place(e, q, true);
-    if (m > slc__load_acquire(&q->placed_mark)) p->uncovered = true;
-    else p->pending = true;
+    if (m > slc__load_acquire(&q->placed_mark)) {
+      p->uncovered = true;
+      /* Streaming: the issuer's next marker likely comes first. */
+      if (!streaming) slc__due(p, last + (adaptive ? tail_ns : period));
+    } else {
+      p->pending = true; /* our tail marker, due as any other */
+      slc__due(p, now + e->pred_ns);
+    }
   }
 }
 
@@ -404,8 +467,10 @@ static void slc__mq_release(struct slc__engine *e, struct slc__mq *q,
   }
 }
 
-static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p) {
+static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p,
+                             bool thread) {
   memset(p, 0, sizeof(*p));
+  p->thread = thread;
   if (!slc__consumer_try(e)) {
     p->busy = true;
     return;
@@ -444,14 +509,15 @@ int slc_engine_poll(slc_context *c, size_t *released) {
   if (e == NULL)
     return slc__fail(LDG_EINVAL, fn, "the engine is not enabled");
   struct slc__poll p;
-  slc__engine_poll(e, &p);
+  slc__engine_poll(e, &p, false);
   if (released != NULL) *released = p.released;
   return LDG_OK;
 }
 
 /* ---- The engine thread -------------------------------------------------- */
 
-static void slc__sleep_us(unsigned us) {
+static void slc__sleep_us(struct slc__engine *e, unsigned us) {
+  slc__count(&e->n.sleeps, 1);
   struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000};
   nanosleep(&ts, NULL);
 }
@@ -461,29 +527,53 @@ static void *slc__engine_main(void *arg) {
   /* Sleep as long as asked (the default slack of 50 us would triple a 5 us
    * poll period). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  const bool adaptive = e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
+  const unsigned poll = e->cfg.poll_us, poll_max = e->cfg.poll_max_us;
+  uint64_t last_work = slc__now_ns();
+  unsigned nap = poll;
   for (;;) {
     struct slc__poll p;
-    slc__engine_poll(e, &p);
-    if (p.released != 0 || p.more) continue;
-    bool stopping = slc__load_acquire(&e->stop) != 0;
-    if (p.pending || p.busy) {
-      slc__sleep_us(e->cfg.poll_us);
+    slc__engine_poll(e, &p, true);
+    if (p.released != 0 || p.more) {
+      last_work = slc__now_ns();
+      nap = poll;
       continue;
     }
-    if (p.uncovered) {
-      if (stopping) break; /* streams are gone before the context */
-      slc__sleep_us(e->cfg.poll_us);
+    bool stopping = slc__load_acquire(&e->stop) != 0;
+    if (p.uncovered && !p.pending && !p.busy && stopping)
+      break; /* streams are gone before the context */
+    if (p.pending || p.busy || p.uncovered) {
+      unsigned us = poll;
+      if (adaptive && !p.busy) {
+        /* Until the oldest marker should be done, or a tail is due. */
+        uint64_t now = slc__now_ns();
+        uint64_t wait = p.due_ns > now ? (p.due_ns - now) / 1000u : 0;
+        us = wait < poll ? poll : wait > poll_max ? poll_max : (unsigned)wait;
+        last_work = now;
+        nap = poll;
+      }
+      slc__sleep_us(e, us);
       continue;
     }
     if (stopping) break;
+    if (adaptive && slc__now_ns() - last_work <
+                        (uint64_t)e->cfg.linger_us * 1000u) {
+      /* Lingers, so that the next issue needs no wake-up (no syscall on
+       * the issuing thread), napping longer and longer. */
+      slc__sleep_us(e, nap);
+      nap = nap * 2 > poll_max ? poll_max : nap * 2;
+      continue;
+    }
     /* Park (see the argument at the top). */
     unsigned g = slc__load_acquire(&e->gen);
     atomic_store_explicit(&e->parked, 1, memory_order_relaxed);
     slc__fence_seq_cst();
-    slc__engine_poll(e, &p);
+    slc__engine_poll(e, &p, true);
     if (p.released == 0 && !p.more && !p.pending && !p.busy && !p.uncovered &&
-        !slc__load_acquire(&e->stop))
+        !slc__load_acquire(&e->stop)) {
+      slc__count(&e->n.parks, 1);
       slc__futex(&e->gen, FUTEX_WAIT_PRIVATE, g);
+    }
     atomic_store_explicit(&e->parked, 0, memory_order_relaxed);
   }
   return NULL;
@@ -500,6 +590,12 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   if (k.marker_every_us == 0) k.marker_every_us = 20;
   if (k.poll_us == 0) k.poll_us = 5;
   if (k.markers_per_stream == 0) k.markers_per_stream = 64;
+  if (k.poll_max_us == 0) k.poll_max_us = 100;
+  if (k.poll_max_us < k.poll_us) k.poll_max_us = k.poll_us;
+  if (k.linger_us == 0) k.linger_us = 2000;
+  if (k.wait != SLC_ENGINE_WAIT_ADAPTIVE && k.wait != SLC_ENGINE_WAIT_FIXED)
+    return slc__fail(LDG_EINVAL, fn, "wait policy %d is not one of "
+                     "SLC_ENGINE_WAIT_ADAPTIVE, SLC_ENGINE_WAIT_FIXED", k.wait);
   if (k.markers_per_stream > SLC__MAX_RING ||
       (k.markers_per_stream & (k.markers_per_stream - 1)) != 0)
     return slc__fail(LDG_EINVAL, fn,
@@ -626,6 +722,9 @@ int slc_engine_stats_get(slc_context *c, slc_engine_stats *out) {
   out->seqs_released = slc__load_relaxed(&e->n.seqs_released);
   out->events_live = slc__load_relaxed(&e->n.events_live);
   out->markers_pending = slc__load_relaxed(&e->n.pending);
+  out->thread_wakes_by_issuers = slc__load_relaxed(&e->n.kicks);
+  out->thread_sleeps = slc__load_relaxed(&e->n.sleeps);
+  out->thread_parks = slc__load_relaxed(&e->n.parks);
   return LDG_OK;
 }
 

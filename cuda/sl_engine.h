@@ -18,12 +18,32 @@
  *   engine itself. Why events: bench/RESULTS.md, "Completion markers".
  *
  * TWO WAYS TO DRIVE IT (both may be used at once)
- *   - an engine thread (config.thread): polls every `poll_us` microseconds
- *     while a marker is pending, parks (no CPU) when nothing is pending or
- *     uncovered, and is woken by the next issue; stopped with the context
+ *   - an engine thread (config.thread): waits as WAITING says, parks (no
+ *     CPU) when nothing was pending or uncovered for a while, and is then
+ *     woken by the next issue; stopped with the context
  *     (slc_context_destroy);
  *   - slc_engine_poll, which any thread may call from its own loop (as
  *     PyTorch's allocator processes its events on malloc): non-blocking.
+ *
+ * WAITING (the engine thread's policy, config.wait; bench/RESULTS.md,
+ * issue 9, has the measurements)
+ *   Each wake-up costs the thread ~5 us of CPU on the H200 host whatever it
+ *   finds, so the policy is about how many there are.
+ *   - SLC_ENGINE_WAIT_ADAPTIVE (the default): a stream whose issuer waits
+ *     (nothing issued past its oldest pending marker) gets a wake-up when
+ *     that marker should complete (predicted from earlier markers), then
+ *     after a quarter of its age, between poll_us and poll_max_us; a
+ *     streaming one (work issued past it) one wake-up per poll_max_us, its
+ *     markers placed by its issuer (a tail marker once none is pending and
+ *     min(T, poll_max_us) passed). With nothing pending it lingers for
+ *     linger_us, napping up to poll_max_us, before parking, so that an
+ *     issue right after a release needs no futex wake-up (a syscall, ~1-4
+ *     us, on the issuing thread).
+ *   - SLC_ENGINE_WAIT_FIXED (the first version, kept for comparison): a
+ *     poll every poll_us while anything is pending or uncovered, a tail
+ *     marker as soon as none is pending, parks at once when idle.
+ *   slc_engine_poll is the same under both: one non-blocking pass, a tail
+ *   marker as soon as none is pending.
  *
  * WHERE AND IN WHICH ORDER KEEPS RUN
  *   On the engine thread or the thread that called slc_engine_poll, never on
@@ -106,12 +126,22 @@ extern "C" {
  * becomes sticky. */
 #define SLC_ENGINE_QUERY_RETRIES 3
 
+/* How the engine thread waits (see WAITING above). */
+typedef enum slc_engine_wait {
+  SLC_ENGINE_WAIT_ADAPTIVE = 0,
+  SLC_ENGINE_WAIT_FIXED = 1,
+} slc_engine_wait;
+
 typedef struct slc_engine_config {
   bool thread;                 /* start an engine thread */
   unsigned marker_every_ops;   /* N: a marker after N operations (0: 8) */
   unsigned marker_every_us;    /* T: or after T us since the last (0: 20) */
   unsigned poll_us;            /* engine thread's poll period (0: 5) */
   unsigned markers_per_stream; /* ring size, a power of two <= 4096 (0: 64) */
+  slc_engine_wait wait;        /* the thread's wait policy (0: adaptive) */
+  unsigned poll_max_us;        /* adaptive: longest sleep (0: 100) */
+  unsigned linger_us;          /* adaptive: awake this long after work
+                                * before parking (0: 2000) */
   /* Called once per stream whose engine error became sticky, on the engine
    * or polling thread, no lock held. May be NULL. */
   void (*on_error)(void *arg, uint64_t stream_id, int device, CUresult cu);
@@ -151,6 +181,10 @@ typedef struct slc_engine_stats {
                               * have been released earlier by a sync */
   uint64_t events_live;      /* marker events in existence */
   uint64_t markers_pending;  /* markers recorded and not yet found done */
+  /* The engine thread's waits (0 without a thread): */
+  uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */
+  uint64_t thread_sleeps;           /* timed sleeps */
+  uint64_t thread_parks;            /* untimed waits (nothing pending) */
 } slc_engine_stats;
 
 int slc_engine_stats_get(slc_context *c, slc_engine_stats *out);

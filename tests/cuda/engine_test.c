@@ -237,11 +237,14 @@ static int t_free_in_keep(void) { return run_serving(true, true, 300); }
 
 static void count_keep(void *ctx) { atomic_fetch_add((atomic_long *)ctx, 1); }
 
-static int t_tail_marker(void) {
+static int tail_marker(slc_engine_wait wait) {
   slc_context *c;
-  /* N and T large: only a tail marker can release these. */
-  slc_engine_config cfg = {
-      .thread = true, .marker_every_ops = 1000, .marker_every_us = 10000000};
+  /* N and T large: only a tail marker can release these, and under either
+   * wait policy it must not wait for T (100 s; wait_for gives up at 20). */
+  slc_engine_config cfg = {.thread = true,
+                           .marker_every_ops = 1000,
+                           .marker_every_us = 100000000,
+                           .wait = wait};
   if (setup(&c, 100, &cfg)) return 1;
   slc_stream *st;
   CHECK_RC(slc_stream_create(c, 1, 0, &st), LDG_OK);
@@ -259,6 +262,61 @@ static int t_tail_marker(void) {
   CHECK_RC(slc_buffer_free(b), LDG_OK);
   slc_stream_unref(st);
   return teardown(c);
+}
+
+static int t_tail_marker(void) {
+  return tail_marker(SLC_ENGINE_WAIT_ADAPTIVE) ||
+         tail_marker(SLC_ENGINE_WAIT_FIXED);
+}
+
+/* ---- The thread's waits, counted ----------------------------------------- */
+
+/* Waits until the engine thread is parked: it parked at least once and did
+ * not park again over 20 ms (awake with nothing pending, it would park
+ * within linger_us + poll_max_us, far less). */
+static int wait_parked(slc_context *c) {
+  slc_engine_stats es;
+  for (long i = 0; i < 1000; i++) {
+    CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+    uint64_t before = es.thread_parks;
+    sleep_us(20000);
+    CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+    if (before >= 1 && es.thread_parks == before) return 0;
+  }
+  fprintf(stderr, "  gave up waiting for the thread to park\n");
+  return 1;
+}
+
+/* Under either wait the thread parks once nothing is pending (the adaptive
+ * one after lingering), an issue to the parked thread wakes it (counted in
+ * thread_wakes_by_issuers: the only way it wakes), and the work is
+ * released. No time is asserted. */
+static int wait_counters(slc_engine_wait wait) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .wait = wait, .linger_us = 500};
+  if (setup(&c, 0, &cfg)) return 1;
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, 0, &st), LDG_OK);
+  slc_buffer *b;
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &b), LDG_OK);
+  atomic_long n = 0;
+  slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 1, 64, &h), LDG_OK);
+  if (wait_for(c, &n, 1, false) || wait_parked(c)) return 1;
+  CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 2, 64, &h), LDG_OK);
+  if (wait_for(c, &n, 2, false)) return 1;
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.thread_wakes_by_issuers >= 1);
+  CHECK(es.thread_parks >= 1);
+  CHECK_RC(slc_buffer_free(b), LDG_OK);
+  slc_stream_unref(st);
+  return teardown(c);
+}
+
+static int t_wait_counters(void) {
+  return wait_counters(SLC_ENGINE_WAIT_ADAPTIVE) ||
+         wait_counters(SLC_ENGINE_WAIT_FIXED);
 }
 
 /* ---- Keeps may call the layer -------------------------------------------- */
@@ -678,6 +736,10 @@ static int t_bad_input(void) {
   CHECK(strstr(slc_last_error_message(), "power of two") != NULL);
   bad.markers_per_stream = 8192;
   CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  bad.markers_per_stream = 0;
+  bad.wait = (slc_engine_wait)7;
+  CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "wait policy 7") != NULL);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_OK);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_EBUSY);
   CHECK_RC(slc_engine_stats_get(c, NULL), LDG_EINVAL);
@@ -801,6 +863,8 @@ static const struct {
      "keeps free their staging buffer (ASan: any early release)"},
     {"tail_marker", t_tail_marker,
      "work after the last marker is released by a tail marker"},
+    {"wait_counters", t_wait_counters,
+     "both waits park when idle; an issue wakes the parked thread"},
     {"keep_reenters", t_keep_reenters,
      "keeps on the engine thread issue work and poll"},
     {"stalled_engine", t_stalled_engine,
