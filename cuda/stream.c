@@ -7,7 +7,7 @@
  * destroy waiting for the gate never waits for a keep, and a keep may
  * destroy any stream, its own included.
  */
-#define _POSIX_C_SOURCE 200809L /* nanosleep; defined here, not by the build */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>

@@ -2,6 +2,7 @@
  * RCU glue: automatic thread registration and the ThreadSanitizer
  * annotations for liburcu's grace periods (see rcu.h).
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include "ledger/rcu.h"
 
 #include <pthread.h>

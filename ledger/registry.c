@@ -24,6 +24,7 @@
  *   handles stay valid after the ledger is destroyed until they are
  *   unreferenced, and no deferred free ever touches a freed ledger.
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
 #include <string.h>
 

@@ -148,7 +148,7 @@
  *   a in the same loop (the frame turns into a "finalize" frame), so even
  *   destruction cascades stay iterative.
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, CLOCK_MONOTONIC; defined here, not by the build */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (here and in liburcu's headers) */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
