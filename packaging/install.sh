@@ -67,6 +67,12 @@ for f in packaging/libstreamledger.a packaging/libstreamledger.so ledger/version
   }
 done
 
+mode=$(cat "$src/packaging/compilation_mode.txt" 2>/dev/null || echo unknown)
+if [ "$mode" != opt ]; then
+  echo "install: warning: the library was built with -c $mode (not optimised);" >&2
+  echo "install: for a release, run: bazel run -c opt //:install -- --prefix=DIR" >&2
+fi
+
 version_part() {
   sed -n "s/^#define STREAMLEDGER_VERSION_$1 \([0-9]*\)\$/\1/p" "$src/ledger/version.h"
 }
