@@ -24,7 +24,8 @@ run() { # run NAME BINARY EXPECTED-LINE-PREFIX
 }
 needs_so() { # needs_so BINARY yes|no
   local has=no
-  readelf -d "$1" | grep -q 'NEEDED.*\[libstreamledger\.so\.[0-9]*\]' && has=yes
+  readelf -d "$1" >"$pkg_tmp/dynamic" # (not piped into grep -q: pipefail)
+  grep -q 'NEEDED.*\[libstreamledger\.so\.[0-9]*\]' "$pkg_tmp/dynamic" && has=yes
   [ "$has" = "$2" ] || pkg_fail "$1: NEEDED libstreamledger.so is '$has', want '$2'"
 }
 

@@ -14,8 +14,8 @@ for f in "$@"; do
   case "$f" in *.c) ;; *) continue ;; esac
   grep -qE '^#include "ledger/(internal|rcu)\.h"' "$f" || continue
   n=$((n + 1))
-  first_define=$(grep -nE '^#define _POSIX_C_SOURCE' "$f" | head -1 | cut -d: -f1)
-  first_include=$(grep -nE '^#include' "$f" | head -1 | cut -d: -f1)
+  first_define=$(grep -nE '^#define _POSIX_C_SOURCE' "$f" | head -1 | cut -d: -f1 || true)
+  first_include=$(grep -nE '^#include' "$f" | head -1 | cut -d: -f1 || true)
   if [ -z "$first_define" ] || [ "$first_define" -gt "$first_include" ]; then
     echo "$f: reaches liburcu's headers without '#define _POSIX_C_SOURCE 200809L' before its first #include" >&2
     bad=1
