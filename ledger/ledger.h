@@ -42,34 +42,50 @@
  *   ---------------------------  ---------  -----------------  --------------
  *   ldg_enqueue                  no         none               keep (see (a))
  *   ldg_mark                     no         none               no
- *   ldg_add_wait                 no         none               no
- *   ldg_release, _release_all    no (b)     none               keeps
+ *   ldg_add_wait                 no (b)     none               keeps (see (a))
+ *   ldg_release, _release_all    no (b)     none (f)           keeps
  *   queries (pending, holds_*,   no         none               no
  *     nonblocking_holding,
  *     has_nonblocking)
- *   ldg_device_marks             no         none               no
- *   ldg_release_marks            no (b)     none               keeps
- *   ldg_settle_vector            yes (c)    none               drains, keeps
- *   ldg_stream_create/destroy    yes (d)    registry mutex     keeps (destroy)
- *   ldg_stream_unref             yes (d)    registry mutex     keeps (e)
+ *   ldg_device_marks             no         none               no (g)
+ *   ldg_release_marks            no (b)     none (f)           keeps
+ *   ldg_marks_discard            no (b)     none (f)           keeps (e)
+ *   ldg_settle_vector            yes (c)    none (f)           drains, keeps
+ *   ldg_stream_create            yes (d)    registry mutex     no
+ *   ldg_stream_destroy           no (b)     none (f)           keeps
+ *   ldg_stream_unref             no (b)     none (f)           keeps (e)
  *   ldg_ledger_destroy           yes        registry mutex     keeps
  *
- *   (a) Only when a release overtook this enqueue (see ldg_enqueue).
+ *   (a) Only when a release overtook this enqueue or wait (see ldg_enqueue
+ *       and ldg_add_wait).
  *   (b) The ledger itself never blocks; the keeps it runs may.
  *   (c) It calls the drains, which synchronise device streams.
  *   (d) Briefly, on the registry's writer mutex; never while holding it
  *       across a callback.
- *   (e) Only when it drops the last reference of a stream never destroyed.
+ *   (e) Only when it drops the last reference of a stream never destroyed
+ *       (for ldg_marks_discard: of a stream in the snapshot).
+ *   (f) A call that destroys a stream (these may, through a fired wait or a
+ *       dropped last reference) only tries the registry mutex, to unlink
+ *       it, and never waits for it: a thread holding the mutex delays the
+ *       unlink (another holder completes it), never the call.
+ *   (g) Except when it fails with LDG_ENOMEM after taking references, one
+ *       of which another thread made the last meanwhile: dropping it runs
+ *       that stream's keeps (as ldg_marks_discard would).
  *
- *   Progress: no mutex is taken on the paths of ldg_enqueue, ldg_mark,
- *   ldg_add_wait, ldg_release and the queries. A thread stalled anywhere in
- *   the ledger never prevents another thread's enqueue or release from
- *   completing. (A stalled enqueuer delays the return of memory of its own
- *   stream, nothing else.)
+ *   Progress: no mutex is waited for on the paths of ldg_enqueue, ldg_mark,
+ *   ldg_add_wait, ldg_release, ldg_release_marks, ldg_stream_destroy,
+ *   ldg_stream_unref and the queries. A thread stalled anywhere in the
+ *   ledger — inside a release, an enqueue, or holding the registry mutex
+ *   in ldg_stream_create — never prevents another thread's enqueue or
+ *   release from completing. (A stalled enqueuer delays the return of
+ *   memory of its own stream, nothing else.)
  *
  * CALLBACKS
- *   keep.release and drain run on the thread that released or settled, never
- *   while the ledger holds a lock or is inside an RCU read-side section. They
+ *   keep.release and drain run on the thread that released or settled (for
+ *   an enqueue or wait a release overtook, the thread of that ldg_enqueue or
+ *   ldg_add_wait; for a stream destroyed by dropping its last reference, the
+ *   thread that dropped it), never while the ledger holds a lock or is
+ *   inside an RCU read-side section. They
  *   may call back into the ledger (any function, on any stream) and may block.
  *   Within one release of one stream, keeps run in sequence order. Each keep
  *   runs exactly once. A keep must not call ldg_ledger_destroy.
@@ -137,7 +153,10 @@ int ldg_ledger_create(ldg_ledger **out);
 /* Destroys every stream still live (releasing every keep still held, waits
  * firing), waits for deferred frees, and ends the ledger. No other call on the
  * ledger may run concurrently or later, except ldg_stream_unref on handles the
- * caller still holds: those stay valid (and destroyed) until unreferenced.
+ * caller still holds: those stay valid (and destroyed) until unreferenced,
+ * and may be dropped concurrently — a stream whose last reference another
+ * thread is dropping is left to that thread (this call waits, without
+ * holding any lock, until that thread has taken it off the registry).
  * NULL is ignored. May block. */
 void ldg_ledger_destroy(ldg_ledger *l);
 
@@ -214,6 +233,15 @@ ldg_seq ldg_mark(const ldg_stream *s);
  * if never destroyed, live) until the wait fires, and a cycle of pending
  * waits between streams whose callers dropped their references lasts until
  * one of them is released or destroyed, or the ledger is destroyed.
+ * Like an enqueue, the wait normally fires on the thread that releases b
+ * past it; if a release to a mark covering its seq ran while this call was
+ * still publishing it (possible only when another thread read b's mark
+ * concurrently), this call fires the wait itself before returning: a is
+ * released up to a_upto, transitively, and a's keeps run on this thread —
+ * and if the wait held a's last reference (the caller dropped its own
+ * meanwhile), a is destroyed here too. So a caller must not hold a lock
+ * that a keep of a (or of a stream a waits on) takes; those keeps may call
+ * back into the ledger on any stream, a and b included.
  * A wait on a destroyed a is accepted and does nothing when it fires; b == a
  * is allowed, takes a seq, holds no reference and fires nothing (it is always
  * behind b's own mark). a_upto == 0 waits on nothing.
