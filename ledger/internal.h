@@ -128,6 +128,7 @@ struct ldg_stream {
   unsigned flags;
   ldg_drain_fn drain;
   void *drain_ctx;
+  ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
 

@@ -54,6 +54,7 @@
  *   ldg_stream_create            yes (d)    registry mutex     no
  *   ldg_stream_destroy           no (b)     none (f)           keeps
  *   ldg_stream_unref             no (b)     none (f)           keeps (e)
+ *   ldg_stream_set_finalizer     no         none               no
  *   ldg_ledger_destroy           yes        registry mutex     keeps
  *
  *   (a) Only when a release overtook this enqueue or wait (see ldg_enqueue
@@ -71,6 +72,9 @@
  *   (g) Except when it fails with LDG_ENOMEM after taking references, one
  *       of which another thread made the last meanwhile: dropping it runs
  *       that stream's keeps (as ldg_marks_discard would).
+ *   Finalizers (ldg_stream_set_finalizer) run wherever a stream's last
+ *   reference is dropped: in the calls above that run keeps (a last unref,
+ *   a fired wait, a settle's or snapshot's reference), and as (g) says.
  *
  *   Progress: no mutex is waited for on the paths of ldg_enqueue, ldg_mark,
  *   ldg_add_wait, ldg_release, ldg_release_marks, ldg_stream_destroy,
@@ -187,6 +191,20 @@ void ldg_stream_ref(ldg_stream *s);
  * destroyed (running its keeps on this thread) and frees it after an RCU
  * grace period. NULL is ignored. */
 void ldg_stream_unref(ldg_stream *s);
+
+/* Registers finalizer.release(finalizer.ctx) to run exactly once, when the
+ * last reference to s is dropped: after s was destroyed and every keep it
+ * held ran, and after the last call of its drain returned (the drain runs
+ * only under a reference). From then on the ledger never calls drain nor
+ * reads drain_ctx, so the finalizer may free the drain's context. It runs on
+ * the thread that dropped the last reference (an unref, or a release,
+ * settle or snapshot dropping a wait's or its own reference; inside
+ * ldg_ledger_destroy for streams it finalises), outside any lock and RCU
+ * read-side section; like a keep it may call into the ledger (not on s) and
+ * may block. Set it right after ldg_stream_create, before s is shared: it
+ * must not race with the last unref. Replaces an earlier one; a NULL
+ * release removes it. LDG_EINVAL if s is NULL. */
+int ldg_stream_set_finalizer(ldg_stream *s, ldg_keep finalizer);
 
 /* LDG_OK if s is live, LDG_EDESTROYED if destroyed, LDG_EINVAL if NULL. */
 int ldg_stream_check_live(const ldg_stream *s);

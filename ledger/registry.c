@@ -356,7 +356,24 @@ static void ldg__stream_free_cb(struct rcu_head *head) {
   ldg__ledger_unref(l);
 }
 
+int ldg_stream_set_finalizer(ldg_stream *s, ldg_keep finalizer) {
+  if (s == NULL) return LDG_EINVAL;
+  /* Plain store: the caller holds a reference and has not shared s yet;
+   * the acq_rel of the unref that drops the last reference orders it
+   * before the read below. */
+  s->finalizer = finalizer;
+  return LDG_OK;
+}
+
 void ldg__stream_life(ldg_stream *s, uint32_t bit) {
+  if (bit == LDG__LIFE_FINALIZED && s->finalizer.release != NULL) {
+    /* The last reference is gone (no tryref can succeed any more), so no
+     * drain of s runs or will run: the owner may free the drain's context.
+     * Before the bit: once both are set s may be freed. The finaliser
+     * (release.c) calls this outside any lock and RCU read-side section,
+     * on the thread that dropped the last reference, as a keep. */
+    s->finalizer.release(s->finalizer.ctx);
+  }
   /* acq_rel: whichever of the finaliser and the unlinker comes first, its
    * writes to s happen-before the other's call_rcu, and so the free. */
   uint32_t before = ldg__fetch_or_acq_rel(&s->life, bit);

@@ -4,7 +4,8 @@
 #     second underscore, versioned STREAMLEDGER_<MAJOR>, and declared in a
 #     public header;
 #   - every function a public header declares is exported;
-#   - the test-only switches of ledger_testing.h are not in it at all;
+#   - the test-only switches of ledger_testing.h and cuda_testing.h are not
+#     in it at all;
 #   - its soname is libstreamledger.so.<MAJOR>.
 # Usage (from packaging/BUILD): exports_test.sh LIBSTREAMLEDGER_SO VERSION_H HEADER...
 source "${TEST_SRCDIR:?}/streamledger/packaging/testlib.sh"
@@ -52,8 +53,8 @@ while read -r fn; do
   }
 done <<<"$declared"
 
-if nm "$so" | grep -E ' (ldg__fault_fail_alloc_at|ldg__fault_fail_all_allocs|ldg__fault_injected|ldg__set_hook)$' >&2; then
-  echo "the test-only functions of ledger_testing.h are in the library" >&2
+if nm "$so" | grep -E ' (ldg__fault_fail_alloc_at|ldg__fault_fail_all_allocs|ldg__fault_injected|ldg__set_hook|slc__set_test_hook)$' >&2; then
+  echo "the test-only functions of ledger_testing.h or cuda_testing.h are in the library" >&2
   bad=1
 fi
 
