@@ -49,6 +49,10 @@ run "pkg-config static" "$out/pc_static" "consumer: OK streamledger $version"
 $cc -std=c11 -Wall -Wextra -Werror "$src/cuda_app.c" -o "$out/pc_cuda" \
   $(pkg-config --cflags --libs streamledger-cuda) -Wl,-rpath,"$lib"
 run "pkg-config cuda" "$out/pc_cuda" "cuda consumer: OK"
+# shellcheck disable=SC2046
+$cc -std=c11 -Wall -Wextra -Werror "$src/host_app.c" -o "$out/pc_host" \
+  $(pkg-config --cflags --libs streamledger-host-executor) -Wl,-rpath,"$lib"
+run "pkg-config host executor" "$out/pc_host" "host consumer: OK"
 
 # 2. CMake + find_package.
 if ! command -v cmake >/dev/null; then
@@ -69,4 +73,5 @@ run "cmake shared" "$out/cmake/app_shared" "consumer: OK streamledger $version"
 run "cmake static" "$out/cmake/app_static" "consumer: OK streamledger $version"
 run "cmake cuda" "$out/cmake/cuda_app" "cuda consumer: OK"
 run "cmake cuda static" "$out/cmake/cuda_app_static" "cuda consumer: OK"
+run "cmake host executor" "$out/cmake/host_app" "host consumer: OK"
 echo "consumers: all built against $prefix and ran"

@@ -11,12 +11,13 @@
 #                              /usr/local/cuda/include).
 # Layout (PREFIX/):
 #   include/streamledger/ledger/{ledger.h,version.h}
-#   include/streamledger/cuda/{sl_cuda.h,driver.h}
+#   include/streamledger/cuda/{sl_cuda.h,driver.h,host_executor.h}
 #       -I PREFIX/include/streamledger, then #include "ledger/ledger.h":
 #       the same include paths as inside this repository and with Bazel.
-#   LIBDIR/libstreamledger.a
+#   LIBDIR/libstreamledger.a, libstreamledger_host_executor.a
 #   LIBDIR/libstreamledger.so.M.m.p, .so.M (the soname), .so
-#   LIBDIR/pkgconfig/streamledger.pc, streamledger-cuda.pc
+#   LIBDIR/pkgconfig/streamledger.pc, streamledger-cuda.pc,
+#                    streamledger-host-executor.pc
 #   LIBDIR/cmake/streamledger/streamledgerConfig.cmake, ...ConfigVersion.cmake
 set -euo pipefail
 
@@ -94,6 +95,7 @@ for h in "${headers[@]}"; do
   install -D -m 0644 "$src/$h" "$inc/$h"
 done
 install -m 0644 "$src/packaging/libstreamledger.a" "$lib/libstreamledger.a"
+install -m 0644 "$src/packaging/libstreamledger_host_executor.a" "$lib/libstreamledger_host_executor.a"
 install -m 0755 "$src/packaging/libstreamledger.so" "$lib/libstreamledger.so.$version"
 ln -sfn "libstreamledger.so.$version" "$lib/libstreamledger.so.$major"
 ln -sfn "libstreamledger.so.$major" "$lib/libstreamledger.so"
@@ -109,6 +111,7 @@ subst() {
 }
 subst "$src/packaging/streamledger.pc.in" "$lib/pkgconfig/streamledger.pc"
 subst "$src/packaging/streamledger-cuda.pc.in" "$lib/pkgconfig/streamledger-cuda.pc"
+subst "$src/packaging/streamledger-host-executor.pc.in" "$lib/pkgconfig/streamledger-host-executor.pc"
 subst "$src/packaging/streamledgerConfig.cmake.in" "$lib/cmake/streamledger/streamledgerConfig.cmake"
 subst "$src/packaging/streamledgerConfigVersion.cmake.in" "$lib/cmake/streamledger/streamledgerConfigVersion.cmake"
 
