@@ -157,6 +157,11 @@ struct ldg_stream {
   _Atomic(struct ldg__seg *) head;
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
+  /* The next segment, zeroed, prepared by a release once tail passes
+   * spare_at (half of the newest segment) and taken by the extender with an
+   * exchange (segment.c, THE SPARE). */
+  _Atomic(struct ldg__seg *) spare;
+  _Atomic ldg_seq spare_at;
 
   /* References: waits, snapshots and callers take them. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
@@ -272,6 +277,15 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
 /* Makes sure a segment follows the one ending at end, and that tailseg and
  * tail_end moved onto it. Under RCU. LDG_ENOMEM. */
 int ldg__ring_extend(ldg_stream *s, ldg_seq end);
+
+/* After a release: once the newest segment is half used and no spare
+ * waits, prepares the next segment (pool or fresh, zeroed) outside any
+ * read-side section. Best effort: out of memory leaves no spare. Not under
+ * RCU. */
+void ldg__ring_prepare_spare(ldg_stream *s);
+
+/* Retires s's spare, if any, through a grace period. */
+void ldg__ring_drop_spare(ldg_stream *s);
 
 /* ---- pool.c: the retired-segment pool --------------------------------------------- */
 

@@ -94,6 +94,7 @@ int ldg_release(ldg_stream *s, ldg_seq upto) {
   if (ldg__load_acquire(&s->destroyed)) return LDG_EDESTROYED;
   if (upto > ldg_mark(s)) return LDG_EINVAL;
   ldg__release(s, upto);
+  ldg__ring_prepare_spare(s); /* the next segment, off the enqueue path */
   return LDG_OK;
 }
 
@@ -101,5 +102,6 @@ int ldg_release_all(ldg_stream *s) {
   if (s == NULL) return LDG_EINVAL;
   if (ldg__load_acquire(&s->destroyed)) return LDG_EDESTROYED; /* as above */
   ldg__release(s, ldg_mark(s));
+  ldg__ring_prepare_spare(s);
   return LDG_OK;
 }

@@ -353,7 +353,10 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * A stream's ring grows with what is pending and gives segments back as they
  * are released: held memory is the pending span rounded up to segments (64
  * to 1024 entries of 64 bytes), plus the newest segment, plus what waits for
- * an RCU grace period. One bounded exception: retired segments past their
+ * an RCU grace period, plus at most one prepared next segment per stream
+ * (made by a release once the newest segment is half used, so that the
+ * enqueue that fills it does not allocate; none with a pool limit of 0).
+ * One bounded exception: retired segments past their
  * grace period go to a per-ledger pool that growing rings reuse (a steady
  * stream would otherwise allocate, zero and page-fault a fresh segment every
  * 64 entries). The pool holds at most the ledger's pool limit (1 MiB unless
@@ -366,8 +369,9 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
 size_t ldg_ledger_bytes(ldg_ledger *l);
 
 /* Gives back the pooled segments, including those retired before the call
- * and still in their grace period: they are freed after a grace period, so
- * ldg_ledger_trim(l) then ldg_quiesce() leaves nothing pooled. Blocks (it
+ * and still in their grace period, and every stream's prepared next
+ * segment: they are freed after a grace period, so ldg_ledger_trim(l) then
+ * ldg_quiesce() leaves nothing pooled or prepared. Blocks (it
  * waits for pending RCU callbacks); may be called from a keep or drain.
  * NULL is ignored. */
 void ldg_ledger_trim(ldg_ledger *l);

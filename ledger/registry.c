@@ -149,6 +149,14 @@ void ldg_quiesce(void) { ldg__rcu_barrier(); }
 
 void ldg_ledger_trim(ldg_ledger *l) {
   if (l == NULL) return;
+  /* Every stream's spare (segment.c, THE SPARE) first: retired, they reach
+   * the pool through the barrier below and leave it with the drain. Under
+   * RCU: a stream is freed only after a grace period once unlinked. */
+  ldg__rcu_read_lock();
+  for (ldg_stream *s = ldg__load_acquire(&l->reg_head); s != NULL;
+       s = ldg__load_acquire(&s->reg_next))
+    ldg__ring_drop_spare(s);
+  ldg__rcu_read_unlock();
   /* Segments retired before the call reach the pool from their callbacks:
    * let those run first, so the trim takes them too. */
   ldg__rcu_barrier();

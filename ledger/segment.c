@@ -48,6 +48,31 @@
  *   what waits for a grace period, plus the pools. Retired segments go to
  *   the ledger's pool (pool.c) after their grace period; extending a ring,
  *   or creating a stream, pops one there before allocating.
+ *
+ * THE SPARE: THE NEXT SEGMENT, READY BEFORE IT IS NEEDED
+ *   Allocating and zeroing a 64 KiB segment on memory another CPU freed takes
+ *   7-8 us (issue 11's evidence, bench/RESULTS.md): done by the enqueuer
+ *   that crosses a segment's end, it was the p99.9 of enqueue, and done
+ *   inside a read-side section it made grace periods spin and send
+ *   membarrier IPIs. So a release (ldg_release, ldg_release_all), once the
+ *   newest segment is half used (tail past s->spare_at), prepares the next
+ *   one, of the size an extension would choose then (or a pooled one down
+ *   to the backlog's size): pops it from the pool or allocates and zeroes
+ *   it — outside any read-side section — and parks it in s->spare. The
+ *   extender takes it with one exchange, sets its base and links it as
+ *   before; when there is no spare, or it is smaller than the backlog has
+ *   grown to (it goes to the pool), the extender gets one itself
+ *   (ldg__seg_get), after looking once more whether another extender
+ *   linked one meanwhile. The spare is just where a clean segment comes
+ *   from: it is never reachable from head or tailseg, no reader can see it,
+ *   and the exchange hands it to exactly one thread. A preparer that
+ *   displaces another's spare, and ldg_ledger_trim, which drops every
+ *   spare, retire it through a grace period like a loser's segment (it may
+ *   have come from the pool); the stream's free, past its own grace period,
+ *   hands its spare to the pool (or frees it). Memory: at most one segment (64 KiB) per
+ *   stream on top of the newest, and only on streams past their first
+ *   segment whose last release found the newest segment half used; none
+ *   with a pool limit of 0 (the ledger keeps nothing ahead of need).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (here, and in liburcu's headers on aarch64) */
 #include <stdlib.h>
@@ -146,10 +171,19 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->released, 0);
   atomic_init(&s->ops_released, 0);
   atomic_init(&s->waits_enqueued, 0);
+  atomic_init(&s->spare, NULL);
+  /* No spare for the first segment: short-lived streams would allocate
+   * one each. The first extension sets it. */
+  atomic_init(&s->spare_at, UINT64_MAX);
   return LDG_OK;
 }
 
 void ldg__ring_free_all(ldg_stream *s) {
+  /* Past the stream's grace period, which began after the spare was
+   * parked: no popper that saw it in the pool is still reading it, so it
+   * may go back to the pool now (or be freed), as after its own. */
+  struct ldg__seg *spare = ldg__load_acquire(&s->spare);
+  if (spare != NULL) ldg__seg_pool_cb(&spare->rcu);
   /* In the stream's free callback, after its grace period (every access
    * to the ring happens-before it); acquire as any walk. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
@@ -195,16 +229,22 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k) {
 #define LDG__SEG_FAST_NS 1000000ull  /* 1 ms: over 64 k entries/s at 64 */
 #define LDG__SEG_SLOW_NS 50000000ull /* 50 ms */
 
+/* The least size for the next segment: the backlog, rounded up. */
+static uint32_t ldg__backlog_seg_size(const ldg_stream *s, ldg_seq t) {
+  ldg_seq r = ldg__load_relaxed(&s->released); /* a size heuristic only */
+  ldg_seq backlog = t > r ? t - r : 0;
+  uint32_t size = LDG__SEG_MIN;
+  while (size < LDG__SEG_MAX && size < backlog) size <<= 1;
+  return size;
+}
+
 /* The size of the segment to follow prev: at least the backlog (pending
  * entries), and larger for a stream that goes through segments fast, so that
  * busy streams retire (and call_rcu) 16 times less often. */
 static uint32_t ldg__next_seg_size(const ldg_stream *s,
                                    const struct ldg__seg *prev, ldg_seq t,
                                    uint64_t now) {
-  ldg_seq r = ldg__load_relaxed(&s->released); /* a size heuristic only */
-  ldg_seq backlog = t > r ? t - r : 0;
-  uint32_t size = LDG__SEG_MIN;
-  while (size < LDG__SEG_MAX && size < backlog) size <<= 1;
+  uint32_t size = ldg__backlog_seg_size(s, t);
   uint64_t age = now - prev->born_ns;
   uint32_t by_rate = age < LDG__SEG_FAST_NS   ? prev->size * 2
                      : age < LDG__SEG_SLOW_NS ? prev->size
@@ -238,16 +278,37 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   }
   struct ldg__seg *next = ldg__load_acquire(&g->next);
   if (next == NULL) {
-    ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
     uint64_t now = ldg__now_ns();
+    ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
+    /* Acquire: pairs with the preparer's exchange (ldg__spare_put), after
+     * the spare's zeroed slots and header. Only this thread has it now,
+     * unpublished; the release half publishes nothing (NULL). */
     struct ldg__seg *fresh =
-        ldg__seg_get(s, g->base + g->size, ldg__next_seg_size(s, g, t, now));
-    if (fresh == NULL) return LDG_ENOMEM;
+        ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+    if (fresh != NULL && fresh->size < ldg__backlog_seg_size(s, t)) {
+      /* Smaller than the backlog has grown to: to the pool (which is per
+       * size), and one large enough from there. */
+      ldg__seg_retire(fresh);
+      fresh = NULL;
+    }
+    if (fresh != NULL) {
+      fresh->base = g->base + g->size;
+    } else {
+      /* Another extender may have linked one while we looked. */
+      next = ldg__load_acquire(&g->next);
+      if (next != NULL) goto link;
+      fresh = ldg__seg_get(s, g->base + g->size,
+                           ldg__next_seg_size(s, g, t, now));
+      if (fresh == NULL) return LDG_ENOMEM;
+    }
     fresh->born_ns = now;
     LDG__HOOK(LDG__HOOK_SEGMENT_ALLOCATED, s);
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
+      /* Where the next release starts preparing the spare: half way.
+       * Relaxed: a hint; a stale one prepares a little early or late. */
+      ldg__store_relaxed(&s->spare_at, fresh->base + fresh->size / 2);
       LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
     } else {
       /* Another enqueuer linked one first. Ours was never linked, but it
@@ -258,6 +319,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
       next = expected;
     }
   }
+link:;
   struct ldg__seg *seen = g;
   /* Publishes next's initialised header (acquire in ldg__seg_of_reserved);
    * seq_cst: pairs with ldg__ring_advance_head's check of tailseg. */
@@ -266,6 +328,62 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   /* g may be done already; it could not be retired while it was last. */
   ldg__ring_advance_head(s);
   return LDG_OK;
+}
+
+/* ---- The spare ----------------------------------------------------------------- */
+
+/* Parks g as s's spare; a spare it displaces (a racing preparer's) is
+ * retired through a grace period: it may have come from the pool. */
+static void ldg__spare_put(ldg_stream *s, struct ldg__seg *g) {
+  /* Release: the spare's zeroed slots and header before it can be taken
+   * (the extender's exchange, acquire); acquire: the displaced spare's
+   * header, which its retirement reads. */
+  struct ldg__seg *old = ldg__exchange_acq_rel(&s->spare, g);
+  if (old != NULL) ldg__seg_retire(old);
+}
+
+void ldg__ring_prepare_spare(ldg_stream *s) {
+  /* Two relaxed loads on the common path: nothing to do until the newest
+   * segment is half used, or while a spare waits. All four are hints
+   * (relaxed): the exchange in ldg__spare_put decides who parks a spare,
+   * and a spare left on a stream destroyed meanwhile is freed with it. */
+  ldg_seq t = ldg__load_relaxed(&s->tail);
+  if (t < ldg__load_relaxed(&s->spare_at) ||
+      ldg__load_relaxed(&s->spare) != NULL ||
+      ldg__load_relaxed(&s->destroyed) ||
+      ldg__load_relaxed(&s->ledger->pool_limit) == 0) /* keep nothing ahead */
+    return;
+  uint64_t now = ldg__now_ns();
+  ldg__rcu_read_lock(); /* tailseg may be retired under us */
+  /* Acquire: pairs with the swinging CAS, after the header we read. */
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  /* The size an extension now would choose; a pooled one down to the
+   * backlog's size will do (pooled memory before fresh: the rate part of
+   * the size is only a preference). */
+  uint32_t size = ldg__next_seg_size(s, g, t, now);
+  uint32_t least = ldg__backlog_seg_size(s, t);
+  struct ldg__seg *spare = NULL;
+  for (uint32_t z = size; spare == NULL && z >= least; z >>= 1)
+    spare = ldg__pool_pop(s, z);
+  ldg__rcu_read_unlock();
+  if (spare != NULL) {
+    /* Relaxed: published by the exchange in ldg__spare_put. */
+    ldg__store_relaxed(&spare->resolved, 0);
+    ldg__store_relaxed(&spare->next, (struct ldg__seg *)NULL);
+  } else {
+    /* Outside the read-side section: this is the slow part. Out of memory
+     * is no error here: the extender will try (and report) itself. */
+    spare = ldg__seg_alloc(s->ledger, 0, size);
+    if (spare == NULL) return;
+  }
+  /* A racing preparer may get here too; ldg__spare_put keeps one. */
+  ldg__spare_put(s, spare);
+}
+
+void ldg__ring_drop_spare(ldg_stream *s) {
+  /* Acquire: pairs with ldg__spare_put (the header the retirement reads). */
+  struct ldg__seg *g = ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+  if (g != NULL) ldg__seg_retire(g);
 }
 
 /* ---- Inspection (ledger_testing.h) ------------------------------------------ */
