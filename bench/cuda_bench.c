@@ -67,12 +67,11 @@
  * DRIVERS
  *   --driver=libcuda (default)  the real driver, libcuda.so.1 (dlopen). No
  *                               library: "SKIPPED: no CUDA driver", exit 0.
- *   --driver=host               a fake driver in this file (below): every
+ *   --driver=host               the host executor (cuda/host_executor.h), the
+ *                               same fake driver the CUDA suite runs on: every
  *                               code path of the bench and of the layer runs
  *                               on the host, with the checks a driver makes;
  *                               its times say nothing about GPUs.
- *   (The host executor of tests/cuda/ is testonly and private to its package;
- *   a benchmark carried to the GPU host should not link it anyway.)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -88,6 +87,7 @@
 #include <unistd.h>
 
 #include "cuda/driver.h"
+#include "cuda/host_executor.h"
 #include "cuda/sl_cuda.h"
 #include "bench/bench_keeps.h"
 #include "ledger/ledger.h"
@@ -116,466 +116,21 @@ static const char empty_ptx[] =
     "}\n";
 
 /* ---- The host driver (--driver=host) ------------------------------------------
- * A small synchronous fake of the entries the layer and this bench use, so
- * that CI runs every code path without a GPU. Work completes when it is
- * issued (copies are memcpy at once, launches do nothing), so syncs only
- * check their arguments. It checks what a driver checks and a mistake would
- * trip on a GPU: cuInit first; valid, live handles; a current context for
- * everything but the error names and device queries, and for stream work
- * the stream's own context; copies into a live device allocation; a module
- * image with `.entry`, and the function named in it. It counts live objects
- * (streams, events, allocations, modules, context retains): fh_live() must
- * be 0 at the end. Entries not listed stay stubs (CUDA_ERROR_NOT_INITIALIZED),
- * so a call the bench does not expect fails loudly. Thread-safe: counters
- * are atomic, the allocation list has a mutex. */
-
-enum { FH_CTX = 0x63747831, FH_STREAM, FH_EVENT, FH_MODULE, FH_FUNC, FH_DEAD };
-
-typedef struct fh_obj {
-  unsigned magic;
-} fh_obj;
-
-typedef struct fh_stream {
-  fh_obj o;
-  void *ctx;
-} fh_stream;
-
-typedef struct fh_module {
-  fh_obj o;
-  void *ctx;
-  char *image;
-  fh_obj func; /* the one function handed out, FH_FUNC */
-} fh_module;
-
-typedef struct fh_alloc {
-  struct fh_alloc *next;
-  uintptr_t base;
-  size_t bytes;
-  bool host;
-} fh_alloc;
-
-static fh_obj fh_primary = {FH_CTX}; /* device 0's primary context */
-static atomic_int fh_inited;
-static atomic_long fh_live_count;
-static atomic_long fh_retains;
-static _Thread_local void *fh_current;
-static pthread_mutex_t fh_mu = PTHREAD_MUTEX_INITIALIZER;
-static fh_alloc *fh_allocs;
-
-static long fh_live(void) {
-  return atomic_load(&fh_live_count) + atomic_load(&fh_retains);
+ * The host executor (cuda/host_executor.h): streams are worker threads that
+ * run each copy and kernel later, in order, so every code path of the bench
+ * and of the layer runs without a GPU, with the checks a driver makes. The
+ * empty kernel is a host function registered under its PTX name. */
+static void empty_host_kernel(void *const *params, const hd_dims *dims) {
+  (void)params;
+  (void)dims;
 }
 
-static bool fh_is(const void *p, unsigned magic) {
-  return p != NULL && ((const fh_obj *)p)->magic == magic;
-}
-
-/* Called first by every entry that needs a context. */
-static CUresult fh_ctx_check(void) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (fh_current == NULL || atomic_load(&fh_retains) == 0)
-    return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_SUCCESS;
-}
-
-/* A stream for work: live, and its context current. */
-static CUresult fh_stream_check(CUstream s) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (!fh_is(s, FH_STREAM)) return CUDA_ERROR_INVALID_HANDLE;
-  if (((fh_stream *)s)->ctx != fh_current) return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuGetErrorName(CUresult e, const char **s) {
-  if (s == NULL) return CUDA_ERROR_INVALID_VALUE;
-  switch (e) {
-#define FH_NAME(c) \
-  case c:          \
-    *s = #c;       \
-    return CUDA_SUCCESS;
-    FH_NAME(CUDA_SUCCESS)
-    FH_NAME(CUDA_ERROR_INVALID_VALUE)
-    FH_NAME(CUDA_ERROR_OUT_OF_MEMORY)
-    FH_NAME(CUDA_ERROR_NOT_INITIALIZED)
-    FH_NAME(CUDA_ERROR_INVALID_CONTEXT)
-    FH_NAME(CUDA_ERROR_INVALID_PTX)
-    FH_NAME(CUDA_ERROR_INVALID_HANDLE)
-    FH_NAME(CUDA_ERROR_NOT_FOUND)
-    FH_NAME(CUDA_ERROR_NOT_SUPPORTED)
-    FH_NAME(CUDA_ERROR_INVALID_DEVICE)
-#undef FH_NAME
-    default:
-      *s = NULL;
-      return CUDA_ERROR_INVALID_VALUE;
+static void host_install(slc_driver *d) {
+  if (hd_install(d, &(hd_config){.devices = 1, .task_delay_us = 0}) != 0 ||
+      hd_register_kernel(EMPTY_KERNEL, empty_host_kernel, 0, NULL) != 0) {
+    fprintf(stderr, "cuda_bench: cannot start the host executor\n");
+    exit(1);
   }
-}
-
-static CUresult CUDAAPI fh_cuGetErrorString(CUresult e, const char **s) {
-  const char *name = NULL;
-  CUresult r = fh_cuGetErrorName(e, &name);
-  if (r != CUDA_SUCCESS) return r;
-  *s = e == CUDA_SUCCESS ? "no error" : "error reported by the host driver";
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuInit(unsigned flags) {
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  atomic_store(&fh_inited, 1);
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuDriverGetVersion(int *v) {
-  if (v == NULL) return CUDA_ERROR_INVALID_VALUE;
-  *v = CUDA_VERSION;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuDeviceGetCount(int *n) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (n == NULL) return CUDA_ERROR_INVALID_VALUE;
-  *n = 1;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuDeviceGet(CUdevice *d, int ordinal) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (d == NULL) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *d = 0;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuDeviceGetName(char *name, int len, CUdevice d) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (name == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
-  snprintf(name, (size_t)len, "cuda_bench host driver");
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (c == NULL) return CUDA_ERROR_INVALID_VALUE;
-  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
-  atomic_fetch_add(&fh_retains, 1);
-  *c = (CUcontext)&fh_primary;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuDevicePrimaryCtxRelease(CUdevice d) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (d != 0) return CUDA_ERROR_INVALID_DEVICE;
-  if (atomic_fetch_sub(&fh_retains, 1) <= 0) {
-    atomic_fetch_add(&fh_retains, 1);
-    return CUDA_ERROR_INVALID_CONTEXT;
-  }
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuCtxSetCurrent(CUcontext c) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (c != NULL && !fh_is(c, FH_CTX)) return CUDA_ERROR_INVALID_CONTEXT;
-  fh_current = c;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuCtxGetCurrent(CUcontext *c) {
-  if (!atomic_load(&fh_inited)) return CUDA_ERROR_NOT_INITIALIZED;
-  if (c == NULL) return CUDA_ERROR_INVALID_VALUE;
-  *c = fh_current;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuCtxSynchronize(void) { return fh_ctx_check(); }
-
-static CUresult CUDAAPI fh_cuStreamCreate(CUstream *s, unsigned flags) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (s == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  fh_stream *p = calloc(1, sizeof *p);
-  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  p->o.magic = FH_STREAM;
-  p->ctx = fh_current;
-  atomic_fetch_add(&fh_live_count, 1);
-  *s = (CUstream)p;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuStreamDestroy(CUstream s) {
-  CUresult r = fh_stream_check(s);
-  if (r != CUDA_SUCCESS) return r;
-  ((fh_obj *)s)->magic = FH_DEAD;
-  free(s);
-  atomic_fetch_sub(&fh_live_count, 1);
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuStreamSynchronize(CUstream s) {
-  return fh_stream_check(s);
-}
-
-static CUresult CUDAAPI fh_cuStreamQuery(CUstream s) {
-  return fh_stream_check(s);
-}
-
-static CUresult CUDAAPI fh_cuEventCreate(CUevent *e, unsigned flags) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (e == NULL) return CUDA_ERROR_INVALID_VALUE;
-  fh_stream *p = calloc(1, sizeof *p); /* same shape: magic, ctx */
-  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  p->o.magic = FH_EVENT;
-  p->ctx = fh_current;
-  atomic_fetch_add(&fh_live_count, 1);
-  *e = (CUevent)p;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuEventDestroy(CUevent e) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (!fh_is(e, FH_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
-  ((fh_obj *)e)->magic = FH_DEAD;
-  free(e);
-  atomic_fetch_sub(&fh_live_count, 1);
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuEventRecord(CUevent e, CUstream s) {
-  CUresult r = fh_stream_check(s);
-  if (r != CUDA_SUCCESS) return r;
-  if (!fh_is(e, FH_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
-  if (((fh_stream *)e)->ctx != ((fh_stream *)s)->ctx)
-    return CUDA_ERROR_INVALID_CONTEXT;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuEventSynchronize(CUevent e) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  return fh_is(e, FH_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-static CUresult CUDAAPI fh_cuEventQuery(CUevent e) {
-  return fh_cuEventSynchronize(e);
-}
-
-static CUresult CUDAAPI fh_cuStreamWaitEvent(CUstream s, CUevent e,
-                                             unsigned flags) {
-  CUresult r = fh_stream_check(s);
-  if (r != CUDA_SUCCESS) return r;
-  if (!fh_is(e, FH_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS;
-}
-
-static CUresult fh_alloc_add(void *p, size_t bytes, bool host) {
-  fh_alloc *a = malloc(sizeof *a);
-  if (a == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  a->base = (uintptr_t)p;
-  a->bytes = bytes;
-  a->host = host;
-  pthread_mutex_lock(&fh_mu);
-  a->next = fh_allocs;
-  fh_allocs = a;
-  pthread_mutex_unlock(&fh_mu);
-  atomic_fetch_add(&fh_live_count, 1);
-  return CUDA_SUCCESS;
-}
-
-static CUresult fh_alloc_remove(uintptr_t base, bool host) {
-  pthread_mutex_lock(&fh_mu);
-  for (fh_alloc **pp = &fh_allocs; *pp != NULL; pp = &(*pp)->next) {
-    fh_alloc *a = *pp;
-    if (a->base == base && a->host == host) {
-      *pp = a->next;
-      pthread_mutex_unlock(&fh_mu);
-      free(a);
-      free((void *)base);
-      atomic_fetch_sub(&fh_live_count, 1);
-      return CUDA_SUCCESS;
-    }
-  }
-  pthread_mutex_unlock(&fh_mu);
-  return CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult CUDAAPI fh_cuMemAlloc(CUdeviceptr *dp, size_t bytes) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (dp == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  void *p = malloc(bytes);
-  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  memset(p, 0xcd, bytes);
-  r = fh_alloc_add(p, bytes, false);
-  if (r != CUDA_SUCCESS) {
-    free(p);
-    return r;
-  }
-  *dp = (CUdeviceptr)(uintptr_t)p;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuMemFree(CUdeviceptr dp) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  return fh_alloc_remove((uintptr_t)dp, false);
-}
-
-static CUresult CUDAAPI fh_cuMemHostAlloc(void **pp, size_t bytes,
-                                          unsigned flags) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (pp == NULL || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  void *p = malloc(bytes);
-  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  r = fh_alloc_add(p, bytes, true);
-  if (r != CUDA_SUCCESS) {
-    free(p);
-    return r;
-  }
-  *pp = p;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuMemFreeHost(void *p) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  return fh_alloc_remove((uintptr_t)p, true);
-}
-
-static CUresult CUDAAPI fh_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src,
-                                             size_t bytes, CUstream s) {
-  CUresult r = fh_stream_check(s);
-  if (r != CUDA_SUCCESS) return r;
-  if (src == NULL) return CUDA_ERROR_INVALID_VALUE;
-  bool ok = false;
-  pthread_mutex_lock(&fh_mu);
-  for (fh_alloc *a = fh_allocs; a != NULL && !ok; a = a->next)
-    ok = !a->host && (uintptr_t)dst >= a->base &&
-         bytes <= a->bytes - ((uintptr_t)dst - a->base);
-  pthread_mutex_unlock(&fh_mu);
-  if (!ok) return CUDA_ERROR_INVALID_VALUE;
-  memcpy((void *)(uintptr_t)dst, src, bytes); /* completes at once */
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuModuleLoadDataEx(CUmodule *m, const void *image,
-                                              unsigned n, CUjit_option *opts,
-                                              void **vals) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (m == NULL || image == NULL || (n > 0 && (opts == NULL || vals == NULL)))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (strstr(image, ".entry") == NULL) {
-    for (unsigned i = 0; i < n; i++)
-      if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) {
-        size_t len = 0;
-        for (unsigned j = 0; j < n; j++)
-          if (opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-            len = (size_t)(uintptr_t)vals[j];
-        if (len > 0) snprintf(vals[i], len, "host driver: no .entry in image");
-      }
-    return CUDA_ERROR_INVALID_PTX;
-  }
-  fh_module *p = calloc(1, sizeof *p);
-  if (p == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
-  p->image = strdup(image);
-  if (p->image == NULL) {
-    free(p);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  p->o.magic = FH_MODULE;
-  p->ctx = fh_current;
-  p->func.magic = FH_FUNC;
-  atomic_fetch_add(&fh_live_count, 1);
-  *m = (CUmodule)p;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuModuleGetFunction(CUfunction *f, CUmodule m,
-                                               const char *name) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (f == NULL || name == NULL) return CUDA_ERROR_INVALID_VALUE;
-  if (!fh_is(m, FH_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
-  char entry[160];
-  snprintf(entry, sizeof entry, ".entry %s(", name);
-  fh_module *p = (fh_module *)m;
-  if (strstr(p->image, entry) == NULL) return CUDA_ERROR_NOT_FOUND;
-  *f = (CUfunction)&p->func;
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuModuleUnload(CUmodule m) {
-  CUresult r = fh_ctx_check();
-  if (r != CUDA_SUCCESS) return r;
-  if (!fh_is(m, FH_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
-  fh_module *p = (fh_module *)m;
-  p->o.magic = FH_DEAD;
-  p->func.magic = FH_DEAD;
-  free(p->image);
-  free(p);
-  atomic_fetch_sub(&fh_live_count, 1);
-  return CUDA_SUCCESS;
-}
-
-static CUresult CUDAAPI fh_cuLaunchKernel(CUfunction f, unsigned gx,
-                                          unsigned gy, unsigned gz,
-                                          unsigned bx, unsigned by,
-                                          unsigned bz, unsigned shared,
-                                          CUstream s, void **params,
-                                          void **extra) {
-  CUresult r = fh_stream_check(s);
-  if (r != CUDA_SUCCESS) return r;
-  if (!fh_is(f, FH_FUNC)) return CUDA_ERROR_INVALID_HANDLE;
-  if (extra != NULL) return CUDA_ERROR_NOT_SUPPORTED;
-  if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
-      (unsigned long long)bx * by * bz > 1024 || shared > 48 * 1024)
-    return CUDA_ERROR_INVALID_VALUE;
-  (void)params; /* the empty kernel takes none */
-  return CUDA_SUCCESS;
-}
-
-static void fh_install(slc_driver *d) {
-  slc_driver_init_unloaded(d);
-#define FH_SET(name) d->pfn_##name = fh_##name;
-  FH_SET(cuGetErrorName)
-  FH_SET(cuGetErrorString)
-  FH_SET(cuInit)
-  FH_SET(cuDriverGetVersion)
-  FH_SET(cuDeviceGetCount)
-  FH_SET(cuDeviceGet)
-  FH_SET(cuDeviceGetName)
-  FH_SET(cuDevicePrimaryCtxRetain)
-  FH_SET(cuDevicePrimaryCtxRelease)
-  FH_SET(cuCtxSetCurrent)
-  FH_SET(cuCtxGetCurrent)
-  FH_SET(cuCtxSynchronize)
-  FH_SET(cuStreamCreate)
-  FH_SET(cuStreamDestroy)
-  FH_SET(cuStreamSynchronize)
-  FH_SET(cuStreamQuery)
-  FH_SET(cuStreamWaitEvent)
-  FH_SET(cuEventCreate)
-  FH_SET(cuEventDestroy)
-  FH_SET(cuEventRecord)
-  FH_SET(cuEventSynchronize)
-  FH_SET(cuEventQuery)
-  FH_SET(cuMemAlloc)
-  FH_SET(cuMemFree)
-  FH_SET(cuMemHostAlloc)
-  FH_SET(cuMemFreeHost)
-  FH_SET(cuMemcpyHtoDAsync)
-  FH_SET(cuModuleLoadDataEx)
-  FH_SET(cuModuleGetFunction)
-  FH_SET(cuModuleUnload)
-  FH_SET(cuLaunchKernel)
-#undef FH_SET
-  d->loaded = true;
-  snprintf(d->origin, sizeof d->origin, "host (cuda_bench's fake driver)");
 }
 
 /* ---- Errors ---------------------------------------------------------------- */
@@ -1469,7 +1024,7 @@ static slc_driver g_table;
  * there is no driver or device (unless --require-gpu). */
 static void open_driver(void) {
   if (opt.host) {
-    fh_install(&g_table);
+    host_install(&g_table);
   } else if (slc_driver_load(&g_table, opt.libcuda) != 0) {
     if (g_table.library_missing && !opt.require_gpu) {
       printf("SKIPPED: no CUDA driver (%s)\n", g_table.load_error);
@@ -1554,9 +1109,9 @@ int main(int argc, char **argv) {
   CHECK(slc_context_destroy(g_ctx));
   g_ctx = NULL;
   if (opt.host) {
-    long left = fh_live();
+    long left = hd_shutdown();
     if (left != 0) {
-      fprintf(stderr, "cuda_bench: the host driver had %ld objects left\n",
+      fprintf(stderr, "cuda_bench: the host executor had %ld objects left\n",
                       left);
       fail_exit();
     }

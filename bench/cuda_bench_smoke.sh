@@ -1,6 +1,6 @@
 #!/bin/sh
 # Smoke test of cuda_bench: runs every operation tiny (--smoke) on the
-# built-in host driver and checks that it exits 0, printed the table header
+# host executor (//cuda:host_executor) and checks that it exits 0, printed the table header
 # and a row per operation and thread count, confirmed every keep ran exactly
 # once and wrote its JSON. Then --driver=libcuda must either run or print
 # SKIPPED and exit 0 (no GPU here), bad options must be refused, and the

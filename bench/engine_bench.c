@@ -62,7 +62,7 @@
 #include "bench/stamp.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 
 
 

@@ -75,7 +75,7 @@
 
 #include "bench/stamp.h"
 #include "cuda/driver.h"
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 
 
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 
 const char bench_stamp_ptx[] =
     ".version 7.8\n"

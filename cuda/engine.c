@@ -70,6 +70,8 @@
  *   sync, and slc_context_destroy, which stops the engine before anything
  *   else, proves it complete by a sync of its own.
  */
+/* syscall (futex) and clock_gettime: GNU and POSIX declarations. */
+#define _GNU_SOURCE
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>

@@ -45,6 +45,7 @@
  *   (slc__limbo_finish). A stream whose cuStreamDestroy failed goes there
  *   too, so the driver stream is destroyed by the context at the latest.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>

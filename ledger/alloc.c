@@ -3,6 +3,7 @@
  * any one of them fail (ledger_testing.h) and prove that a failed call
  * changes nothing and leaks nothing.
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdbool.h>
 #include <stdlib.h>
 

@@ -12,6 +12,8 @@
  * instant of the call for each stream. Kept in its own file, apart from the
  * ring and registry protocols, whose walks it repeats in read-only form.
  */
+/* liburcu's headers need POSIX declarations (see ring.c). */
+#define _POSIX_C_SOURCE 200809L
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
 #include "ledger/rcu.h"

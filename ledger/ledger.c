@@ -3,6 +3,7 @@
  * Every check happens before anything changes, so a refused call changes
  * nothing and the caller keeps its keep.
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
 

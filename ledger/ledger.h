@@ -106,6 +106,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ledger/version.h" /* STREAMLEDGER_VERSION_*, ldg_version */
+
 #ifdef __cplusplus
 extern "C" {
 #endif

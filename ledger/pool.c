@@ -19,6 +19,7 @@
  *   see g pushed again before its CAS, because g's next trip into the pool
  *   waits for a grace period that waits for the popper's read-side section.
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
 

@@ -2,6 +2,7 @@
  * RCU glue: automatic thread registration and the ThreadSanitizer
  * annotations for liburcu's grace periods (see rcu.h).
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include "ledger/rcu.h"
 
 #include <pthread.h>
@@ -19,24 +20,37 @@
 #ifdef LDG__TSAN
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
+void __tsan_ignore_thread_begin(void);
+void __tsan_ignore_thread_end(void);
 /* The token every grace period is annotated on. Its value is never used. */
 static char ldg__rcu_gp_token;
 #define LDG__TSAN_RELEASE() __tsan_release(&ldg__rcu_gp_token)
 #define LDG__TSAN_ACQUIRE() __tsan_acquire(&ldg__rcu_gp_token)
 
-/* liburcu is not instrumented, so ThreadSanitizer sees the memory it hands
- * between threads (rcu_barrier's completion, call_rcu's queues) through the
- * malloc/free interceptors without the synchronisation that orders them.
- * Ignore interceptor calls made from inside liburcu. Weak, so a program with
- * its own suppressions keeps them (and should add these lines). */
-const char *__tsan_default_suppressions(void) __attribute__((weak));
-const char *__tsan_default_suppressions(void) {
-  return "called_from_lib:liburcu-memb.so\n"
-         "called_from_lib:liburcu-common.so\n";
-}
+/* liburcu is not instrumented, yet the memory it allocates and frees goes
+ * through ThreadSanitizer's malloc interceptors, which record each allocation
+ * and free as a write. rcu_barrier allocates its completion and work items on
+ * the calling thread, and liburcu's call_rcu thread frees them after a
+ * handshake (futexes, atomics) ThreadSanitizer cannot see: a false race,
+ * calloc in urcu_memb_barrier against free in call_rcu_thread.
+ * So the calling thread's memory accesses are ignored for the duration of
+ * the liburcu calls that allocate (barrier, call_rcu): no write is recorded
+ * for what liburcu allocates there, and nothing is left for its other thread
+ * to race with. Synchronisation is still seen (ignoring covers accesses, not
+ * mutexes), and the ledger's own memory never changes hands inside these
+ * calls: its ordering is the grace-period token above.
+ * An annotation, not a suppression: it needs no library name to match, so it
+ * works with liburcu linked statically or shared, with gcc's runtime and with
+ * clang's (whose runtime, linked into the executable, defines
+ * __tsan_default_suppressions itself, so a library's weak definition of it
+ * never took effect), and it leaves a program's own suppressions alone. */
+#define LDG__TSAN_IGNORE_BEGIN() __tsan_ignore_thread_begin()
+#define LDG__TSAN_IGNORE_END() __tsan_ignore_thread_end()
 #else
 #define LDG__TSAN_RELEASE() ((void)0)
 #define LDG__TSAN_ACQUIRE() ((void)0)
+#define LDG__TSAN_IGNORE_BEGIN() ((void)0)
+#define LDG__TSAN_IGNORE_END() ((void)0)
 #endif
 
 /* Registration: a thread-local flag for the fast check, and a pthread key
@@ -82,7 +96,9 @@ void ldg__call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *)) {
   ldg__rcu_ensure_registered(); /* call_rcu takes a read lock internally */
   /* The unlinking thread's writes happen-before the callback. */
   LDG__TSAN_RELEASE();
+  LDG__TSAN_IGNORE_BEGIN();
   urcu_memb_call_rcu(head, fn);
+  LDG__TSAN_IGNORE_END();
 }
 
 void ldg__rcu_callback_enter(void) {
@@ -93,6 +109,8 @@ void ldg__rcu_callback_enter(void) {
 
 void ldg__rcu_barrier(void) {
   ldg__rcu_ensure_registered();
+  LDG__TSAN_IGNORE_BEGIN();
   urcu_memb_barrier();
+  LDG__TSAN_IGNORE_END();
   LDG__TSAN_ACQUIRE();
 }

@@ -56,6 +56,7 @@
  *   ldg__stream_tryref, and leaves one whose count reached zero to the
  *   thread finalising it, waiting (yielding, not holding the mutex) until
  *   that thread unlinks it. */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>

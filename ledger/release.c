@@ -18,6 +18,7 @@
  *   a in the same loop (the frame turns into a "finalize" frame), so even
  *   destruction cascades stay iterative.
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
 
 #include "ledger/atomics.h"

@@ -101,6 +101,7 @@
  *   it). Only extending the ring and resolving a slot (which may retire
  *   segments) enter a read-side section.
  */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
 
 #include "ledger/atomics.h"

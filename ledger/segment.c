@@ -74,6 +74,7 @@
  *   segment whose last release found the newest segment half used; none
  *   with a pool limit of 0 (the ledger keeps nothing ahead of need).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (here, and in liburcu's headers on aarch64) */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

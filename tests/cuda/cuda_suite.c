@@ -2,7 +2,7 @@
  * cuda_suite: the behaviour tests of the cuda/ layer, written once against
  * its API (cuda/sl_cuda.h) and run against either driver:
  *
- *   cuda_suite --driver=host      the host executor (tests/cuda/host_driver.h):
+ *   cuda_suite --driver=host      the host executor (cuda/host_executor.h):
  *                                 streams are worker threads that really copy
  *                                 later, so a premature release corrupts data
  *                                 (poisoned staging) or is a use-after-free
@@ -50,7 +50,7 @@
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
 #include "ledger/ledger_testing.h"
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 #include "tests/cuda/kernels.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)

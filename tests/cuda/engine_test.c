@@ -20,7 +20,7 @@
 
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1

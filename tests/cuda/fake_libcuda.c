@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "cuda/driver.h"
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 #include "tests/cuda/kernels.h"
 
 static slc_driver fake_table;

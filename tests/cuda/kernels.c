@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 
 const char slc_test_ptx[] =
     "\n"

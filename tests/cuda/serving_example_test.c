@@ -14,7 +14,7 @@
 
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
-#include "tests/cuda/host_driver.h"
+#include "cuda/host_executor.h"
 #include "tests/cuda/kernels.h"
 
 #define CHECK(c)                                                           \

@@ -1,6 +1,20 @@
 /*
- * A fake CUDA driver for CI: an asynchronous host executor that fills the
- * same table (cuda/driver.h) the real libcuda does.
+ * The host executor: a fake CUDA driver, an asynchronous executor on host
+ * threads that fills the same table (cuda/driver.h) the real libcuda does.
+ * Public and supported (Bazel //cuda:host_executor): a program or an
+ * embedder's own tests run the CUDA layer with it where there is no GPU, and
+ * a premature release shows up as a use-after-free (ASan) or a wrong byte,
+ * not as a silent pass. streamledger's CUDA suite (tests/cuda) and
+ * bench/cuda_bench (--driver=host) run on it.
+ *
+ *   slc_driver table;
+ *   hd_install(&table, &(hd_config){.devices = 2}); // instead of slc_driver_load
+ *   slc_context_create(&table, &ctx);
+ *   ...                                    // the layer as on a GPU
+ *   slc_context_destroy(ctx);
+ *   long leaked = hd_shutdown();           // 0 after a clean run
+ *
+ * One executor per process (hd_install fails while one runs).
  *
  * Model
  *   - N devices (config), one primary context each; the current context is
@@ -48,8 +62,8 @@
  * one condition variable guard the executor's state; no memory operation
  * runs under it.
  */
-#ifndef STREAMLEDGER_TESTS_CUDA_HOST_DRIVER_H
-#define STREAMLEDGER_TESTS_CUDA_HOST_DRIVER_H
+#ifndef STREAMLEDGER_CUDA_HOST_EXECUTOR_H
+#define STREAMLEDGER_CUDA_HOST_EXECUTOR_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -177,4 +191,4 @@ int hd_register_kernel(const char *name, hd_kernel_fn fn, size_t n_params,
 /* Operations the workers ran so far (copies, memsets, kernels). */
 unsigned long hd_ops_executed(void);
 
-#endif /* STREAMLEDGER_TESTS_CUDA_HOST_DRIVER_H */
+#endif /* STREAMLEDGER_CUDA_HOST_EXECUTOR_H */

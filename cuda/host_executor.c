@@ -1,6 +1,6 @@
 /*
  * The host executor: a fake CUDA driver whose streams are worker threads
- * (see host_driver.h for the model).
+ * (see host_executor.h for the model).
  *
  * All executor state is guarded by hd.mu; hd.cv is broadcast on every
  * change (a task queued, a task done, a record completed, the hold lifted),
@@ -10,7 +10,8 @@
  * hd.mu before, completion under hd.mu after) — exactly what the layer must
  * wait for before it releases anything.
  */
-#include "tests/cuda/host_driver.h"
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include "cuda/host_executor.h"
 
 #include <pthread.h>
 #include <stdint.h>
