@@ -164,3 +164,19 @@ int slc__fail(int code, const char *call, const char *fmt, ...) {
            detail);
   return code;
 }
+
+int slc_set_error(int code, const char *call, const char *fmt, ...) {
+  char detail[384] = "";
+  if (fmt != NULL) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+  }
+  return slc__fail(code, call, "%s", detail);
+}
+
+int slc_set_error_cu(const slc_context *c, const char *call, CUresult r,
+                     const char *detail) {
+  return slc__fail_cu(c, call, r, "%s", detail != NULL ? detail : "");
+}
