@@ -54,9 +54,9 @@
  *     registry. Never held across a driver call that may block for long,
  *     nor while keeps run. The registry mutex (process-wide): creating and
  *     retiring thread caches, pool slots.
- *   - Trim takes the trim mutex and then every take-mutex, pops the shared
- *     lists, frees each slab all of whose blocks it holds, and pushes the
- *     rest back.
+ *   - Trim takes the trim mutex, then one class at a time that class's
+ *     take-mutex: pops its shared list, frees each slab all of whose blocks
+ *     it holds (a slab serves one class), and pushes the rest back.
  *   - free by pointer: an open-addressing map from block address to block,
  *     written under the pool mutex, read lock-free (key with acquire, value
  *     with acquire); a grown table is published with release, and old
@@ -563,31 +563,29 @@ static int_fast64_t slp__cached(slp_pool *p) {
          slp__load_relaxed(&p->held);
 }
 
-/* Under trim_mu: frees whole free slabs while more than keep is cached. */
-static size_t slp__trim_locked(slp_pool *p, size_t keep) {
-  for (int k = 0; k < SLP__NCLASS; k++)
-    pthread_mutex_lock(&p->shared[k].take_mu);
-  slp_block *popped[SLP__NCLASS];
-  for (int k = 0; k < SLP__NCLASS; k++) {
-    popped[k] = NULL;
-    slp_block *b;
-    while ((b = slp__shared_pop(p, k)) != NULL) {
-      b->next = popped[k];
-      popped[k] = b;
-      b->slab->scratch++;
-    }
+/* Under trim_mu and class k's take-mutex: pops the class's shared list,
+ * unlinks each slab all of whose blocks it holds (while more than keep
+ * stays cached), pushes the other blocks back. Returns the slabs to free,
+ * their bytes in *unlinked (still counted as reserved until freed). */
+static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
+                                         size_t *unlinked) {
+  slp_block *popped = NULL, *b;
+  while ((b = slp__shared_pop(p, k)) != NULL) {
+    b->next = popped;
+    popped = b;
+    b->slab->scratch++;
   }
-  size_t released = 0;
+  if (popped == NULL) return NULL;
+  struct slp__slab *done = NULL;
   pthread_mutex_lock(&p->mu);
-  struct slp__slab **link = &p->slabs, *done = NULL;
-  while (*link != NULL) {
+  for (struct slp__slab **link = &p->slabs; *link != NULL;) {
     struct slp__slab *sl = *link;
-    if (sl->scratch == sl->n &&
-        slp__cached(p) - (int_fast64_t)released > (int_fast64_t)keep) {
+    if (sl->cls == k && sl->scratch == sl->n &&
+        slp__cached(p) - (int_fast64_t)*unlinked > (int_fast64_t)keep) {
       *link = sl->next;
       sl->next = done;
       done = sl;
-      released += sl->bytes;
+      *unlinked += sl->bytes;
       struct slp__map *m = slp__load_relaxed(&p->map);
       for (size_t i = 0; i < sl->n; i++) {
         slp__store_relaxed(&sl->blocks[i].st, 0); /* retired */
@@ -597,30 +595,40 @@ static size_t slp__trim_locked(slp_pool *p, size_t keep) {
       link = &sl->next;
     }
   }
-  /* Blocks of slabs that stay go back. */
-  for (int k = 0; k < SLP__NCLASS; k++) {
-    slp_block *keepers = NULL, *last = NULL;
-    for (slp_block *b = popped[k], *nx; b != NULL; b = nx) {
-      nx = b->next;
-      b->slab->scratch = 0;
-      if (slp__load_relaxed(&b->st) != SLP__FREE) continue; /* retired */
-      b->next = keepers;
-      if (keepers == NULL) last = b;
-      keepers = b;
-    }
-    if (keepers != NULL) slp__shared_push(p, k, keepers, last);
-  }
   pthread_mutex_unlock(&p->mu);
-  for (int k = SLP__NCLASS - 1; k >= 0; k--)
+  slp_block *keepers = NULL, *last = NULL;
+  for (slp_block *nx; popped != NULL; popped = nx) {
+    nx = popped->next;
+    popped->slab->scratch = 0;
+    if (slp__load_relaxed(&popped->st) != SLP__FREE) continue; /* retired */
+    popped->next = keepers;
+    if (keepers == NULL) last = popped;
+    keepers = popped;
+  }
+  if (keepers != NULL) slp__shared_push(p, k, keepers, last);
+  return done;
+}
+
+/* Under trim_mu: frees whole free slabs while more than keep is cached,
+ * one class at a time (a slab belongs to one class). */
+static size_t slp__trim_locked(slp_pool *p, size_t keep) {
+  size_t released = 0;
+  for (int k = 0; k < SLP__NCLASS; k++) {
+    if (slp__load_relaxed(&p->shared[k].head) == NULL) continue;
+    size_t unlinked = 0;
+    pthread_mutex_lock(&p->shared[k].take_mu);
+    struct slp__slab *done = slp__trim_class(p, k, keep, &unlinked);
     pthread_mutex_unlock(&p->shared[k].take_mu);
-  while (done != NULL) {
-    struct slp__slab *sl = done;
-    done = sl->next;
-    slp__driver_free(p, sl->base, sl->bytes);
-    pthread_mutex_lock(&p->mu);
-    sl->next = p->retired[sl->cls];
-    p->retired[sl->cls] = sl;
-    pthread_mutex_unlock(&p->mu);
+    released += unlinked;
+    while (done != NULL) {
+      struct slp__slab *sl = done;
+      done = sl->next;
+      slp__driver_free(p, sl->base, sl->bytes);
+      pthread_mutex_lock(&p->mu);
+      sl->next = p->retired[sl->cls];
+      p->retired[sl->cls] = sl;
+      pthread_mutex_unlock(&p->mu);
+    }
   }
   if (released > 0) slp__bump(&p->trims);
   return released;
@@ -755,7 +763,7 @@ static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
   slp__bump(&p->ooms);
   return slc_set_error(
       LDG_ENOMEM, "slp_alloc",
-      "out of memory: %zu bytes requested (%s); allocated %lld, cached "
+      "%zu bytes requested (%s); allocated %lld, cached "
       "%lld, held by pending work %lld, reserved %lld bytes (limit %zu)",
       bytes, what, (long long)slp__load_relaxed(&p->allocated),
       (long long)slp__clamp(slp__cached(p)),
