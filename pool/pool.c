@@ -26,16 +26,35 @@
  *     on any stream. The pushes publish with release and the pops acquire,
  *     and the keep ran after the completion was proven, so the next owner's
  *     work is issued after that proof.
- *   That is the rule: reuse, on any stream, only after completion is known.
- *   It is stricter than cuMemFreeAsync's stream-ordered reuse (same stream
- *   at once): we chose it because a pool block may be used on several
- *   streams and the next owner's stream is unknown at free time, and so
- *   that the ASan check below holds for every reuse. The cost is memory:
- *   a freed block waits for the engine (microseconds after its work ends)
- *   before it can be handed out again; bench/pool_bench.c measures the peak.
- *   Under ASan a block is poisoned whenever it enters a free list, so any
- *   access to it before its next allocation — a premature reuse, or work the
- *   pool was not told about — is a reported use-after-poison.
+ *   That is the first rule: reuse, on any stream, only after completion
+ *   is known. Under ASan a block is poisoned whenever it enters a free list,
+ *   so any access to it before its next allocation — a premature reuse, or
+ *   work the pool was not told about — is a reported use-after-poison.
+ *
+ * THE SECOND RULE: STREAM ORDER, FOR DEVICE BLOCKS
+ *   Each block remembers its home stream (slp_alloc's) and counts its
+ *   pending uses on other streams in xuses. A use on another stream raises
+ *   xuses before its CAS on the state word and lowers it in its keep before
+ *   the state's decrement. slp_free, after its CAS cleared ALLOC, reads
+ *   xuses with acquire: a cross-stream use that had counted itself in the
+ *   state (which the CAS read) is seen in xuses unless its keep already ran,
+ *   i.e. unless it completed. If xuses is 0, every pending use is on the
+ *   home stream; the block is then marked STREAM (by CAS, only while still
+ *   pending: if the last keep ran meanwhile it already returned the block)
+ *   and listed in the freeing thread's cache, where only an slp_alloc on
+ *   the same stream takes it (CAS STREAM -> ALLOC, keeping the count). The
+ *   next owner's work on that stream is issued after the pending work, so
+ *   the GPU runs it after: the order cuMemFreeAsync relies on. The first
+ *   use of such a block on another stream first makes that stream wait for
+ *   the home stream (an event): reuse elsewhere comes only after that
+ *   stream waited on the freeing stream. Device
+ *   memory only: the host cannot touch it outside stream order, whereas a
+ *   pinned block is written by the host at once. Keeps leave STREAM blocks
+ *   alone (their decrement never sees the bare count 1); a block leaves a
+ *   list unused (the list is full, a trim, the thread exits) by the free
+ *   path's rule: free now if nothing is pending, else held. Listed blocks
+ *   are not poisoned, so ASan checks this rule only through the data (the
+ *   tests check it by contents, in stream order).
  *
  * WHERE BLOCKS LIVE AND WHO TAKES WHICH LOCK
  *   Size classes: 512 B, then two per power of two (2^k and 1.5 * 2^k), up
@@ -109,7 +128,9 @@
 
 #define SLP__ALLOC (UINT64_C(1) << 63)
 #define SLP__FREE (UINT64_C(1) << 62)
-#define SLP__COUNT (SLP__FREE - 1)
+#define SLP__STREAM (UINT64_C(1) << 61) /* in a thread's stream-ordered list */
+#define SLP__COUNT (SLP__STREAM - 1)
+#define SLP__SO_CAP 16 /* stream-ordered blocks per thread and class */
 
 struct slp__slab {
   uintptr_t base;
@@ -129,6 +150,9 @@ struct slp_block {
   size_t cap;
   uint64_t id;
   atomic_uint_fast64_t st;
+  atomic_uint_fast64_t xuses; /* pending uses on streams other than home */
+  slc_stream *home; /* the stream of slp_alloc; its owner's */
+  atomic_bool fresh; /* handed out by stream order, not yet used elsewhere */
   slp_block *next; /* free-list link; written before the push that publishes */
   /* Written by the owner at alloc; atomic for snapshots. */
   atomic_size_t bytes;
@@ -160,6 +184,12 @@ struct slp__tcache {
     unsigned n;
   } cls[SLP__NCLASS];
   size_t bytes;
+  /* Device blocks freed with pending uses on their home stream only:
+   * reusable at once by an alloc on that stream. Newest at so[k][n-1]. */
+  struct {
+    slp_block *b[SLP__SO_CAP];
+    unsigned n;
+  } so[SLP__NCLASS];
   struct slp__tcounts n;
   struct {
     slc_stream *s;
@@ -307,7 +337,13 @@ static void slp__tc_flush_class(slp_pool *p, struct slp__tcache *tc, int cls,
   slp__shared_push(p, cls, first, last);
 }
 
+static void slp__so_flush(slp_pool *p, struct slp__tcache *tc,
+                          struct slp__tcache *give_to);
+
+/* Everything tc caches goes to the shared lists (or, for stream-ordered
+ * blocks still in use, to the held state). */
 static void slp__tc_flush_all(slp_pool *p, struct slp__tcache *tc) {
+  slp__so_flush(p, tc, NULL);
   for (int k = 0; k < SLP__NCLASS; k++) slp__tc_flush_class(p, tc, k, 0);
 }
 
@@ -693,32 +729,108 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
   slp__shared_push(p, k, b, b);
 }
 
-/* Drops one pending use; the last use of a freed block returns it. Runs in
- * keeps (any thread): returns to the shared list. */
-static void slp__unuse(slp_block *b) {
+/* Drops one pending use (`cross`: on a stream other than the block's home);
+ * the last use of a held block returns it. Runs in keeps (any thread):
+ * returns to the shared list. A block in a stream-ordered list (STREAM) is
+ * left there: its owner reuses or releases it. */
+static void slp__unuse(slp_block *b, bool cross) {
+  /* Release: a free that reads xuses == 0 after this knows the cross use
+   * completed. */
+  if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
   /* acq_rel: the keep's completion proof happens-before the free-list push;
    * pairs with slp_free's CAS. */
   uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, 1);
-  if (old != 1) return; /* still allocated, or other uses pending */
+  if (old != 1) return; /* allocated, listed, or other uses pending */
   slp_pool *p = b->pool;
   slp__store_relaxed(&b->st, SLP__FREE);
   slp__add(&p->held, NULL, -(int_fast64_t)b->cap);
   slp__give_back(p, NULL, b);
 }
 
-static void slp__unuse_keep(void *ctx) { slp__unuse(ctx); }
+/* Keeps of single-block operations: ctx is the block, its low bit set for a
+ * cross-stream use (blocks are 8-byte aligned). */
+static void slp__unuse_keep(void *ctx) {
+  uintptr_t v = (uintptr_t)ctx;
+  slp__unuse((slp_block *)(v & ~(uintptr_t)1), v & 1);
+}
 
-/* Counts a use; LDG_EINVAL if b is not allocated. */
-static int slp__use(slp_block *b, const char *fn) {
+/* Counts a use on s; LDG_EINVAL if b is not allocated. A cross-stream use
+ * is counted in xuses first, so that a free that sees the use sees it
+ * there too. */
+static int slp__use(slp_block *b, bool cross, const char *fn) {
+  if (cross) slp__fetch_add_relaxed(&b->xuses, 1);
   uint_fast64_t old = slp__load_relaxed(&b->st);
   do {
-    if (!(old & SLP__ALLOC))
+    if (!(old & SLP__ALLOC)) {
+      if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
       return slc_set_error(LDG_EINVAL, fn,
                            "block %#lx of the pool is not allocated (used "
                            "after slp_free?)",
                            (unsigned long)b->addr);
+    }
+    /* acq_rel: the xuses increment before it, for slp_free's acquire. */
   } while (!slp__cas_weak_acq_rel(&b->st, &old, old + 1));
   return LDG_OK;
+}
+
+/* ---- Stream-ordered lists (device blocks; see THE SECOND RULE) --------- */
+
+/* A listed block leaves its list without being reused: it becomes free now
+ * if nothing is pending, else held until its last keep. tc NULL: to the
+ * shared list (no trim; for flushes under the registry mutex). */
+static void slp__so_release(slp_pool *p, struct slp__tcache *tc,
+                            slp_block *b) {
+  uint_fast64_t old = slp__load_relaxed(&b->st), nw;
+  do {
+    nw = (old & SLP__COUNT) == 0 ? SLP__FREE : (old & SLP__COUNT);
+  } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
+  if (nw == SLP__FREE)
+    slp__give_back(p, tc, b);
+  else
+    slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
+}
+
+static void slp__so_flush(slp_pool *p, struct slp__tcache *tc,
+                          struct slp__tcache *give_to) {
+  for (int k = 0; k < SLP__NCLASS; k++) {
+    for (unsigned i = 0; i < tc->so[k].n; i++)
+      slp__so_release(p, give_to, tc->so[k].b[i]);
+    tc->so[k].n = 0;
+  }
+}
+
+/* A block freed with pending uses on its home stream only: listed, to be
+ * reused by the next alloc on that stream. */
+static void slp__so_push(slp_pool *p, struct slp__tcache *tc, slp_block *b) {
+  int k = b->cls;
+  if (tc->so[k].n == SLP__SO_CAP) { /* the oldest makes room */
+    slp_block *old = tc->so[k].b[0];
+    memmove(&tc->so[k].b[0], &tc->so[k].b[1],
+            (SLP__SO_CAP - 1) * sizeof(slp_block *));
+    tc->so[k].n--;
+    slp__so_release(p, tc, old);
+  }
+  tc->so[k].b[tc->so[k].n++] = b;
+}
+
+/* The newest listed block of class k whose home is s, allocated again
+ * (its pending uses, all on s, stay counted), or NULL. */
+static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
+  for (unsigned i = tc->so[k].n; i-- > 0;) {
+    slp_block *b = tc->so[k].b[i];
+    if (b->home != s) continue;
+    memmove(&tc->so[k].b[i], &tc->so[k].b[i + 1],
+            (tc->so[k].n - i - 1) * sizeof(slp_block *));
+    tc->so[k].n--;
+    uint_fast64_t old = slp__load_relaxed(&b->st);
+    /* acq_rel against the keeps still decrementing the count. */
+    while (!slp__cas_weak_acq_rel(&b->st, &old,
+                                  (old & SLP__COUNT) | SLP__ALLOC)) {
+    }
+    slp__store_relaxed(&b->fresh, (old & SLP__COUNT) != 0);
+    return b;
+  }
+  return NULL;
 }
 
 /* ---- Alloc and free -------------------------------------------------------- */
@@ -844,18 +956,31 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
   slp__register_stream(p, tc, s);
   int cls = slp__class_of(bytes);
-  slp_block *b = slp__take(p, tc, cls);
+  slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
+  if (b == NULL) {
+    b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      slp__store_relaxed(&b->xuses, 0);
+      slp__store_relaxed(&b->fresh, false);
+      b->home = s;
+    }
+  }
   bool reused = b != NULL;
   if (b == NULL) {
     CUresult cr = slp__slow_alloc(p, tc, cls, &b, &reused);
     if (cr != CUDA_SUCCESS) return slp__oom(p, bytes, cr);
+    slp__store_relaxed(&b->xuses, 0);
+    slp__store_relaxed(&b->fresh, false);
+    b->home = s;
   }
   slp__unpoison(b);
   slp__store_relaxed(&b->bytes, bytes);
   slp__store_relaxed(&b->stream_id, ldg_stream_id(slc_stream_ledger(s)));
   slp__store_relaxed(&b->alloc_ns, slp__now_ns());
-  /* Release: the fields above before the state other threads may read. */
-  slp__store_release(&b->st, SLP__ALLOC);
+  /* Release: the fields above before the state other threads may read. A
+   * block from a stream-ordered list is ALLOC already (slp__so_take). */
+  if (!(slp__load_relaxed(&b->st) & SLP__ALLOC))
+    slp__store_release(&b->st, SLP__ALLOC);
   slp__add(&p->allocated, &p->allocated_peak, (int_fast64_t)b->cap);
   slp__add(&p->requested, NULL, (int_fast64_t)bytes);
   slp__bump(&tc->n.allocs);
@@ -894,12 +1019,28 @@ int slp_free(slp_block *b) {
   if (tc != NULL) slp__bump(&tc->n.frees);
   if (nw == SLP__FREE) {
     slp__give_back(p, tc, b);
-  } else {
-    /* Held: the last keep returns it (it may already have run, so held
-     * may dip below zero for an instant: it is read clamped). */
-    if (tc != NULL) slp__bump(&tc->n.held_frees);
-    slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
+    return LDG_OK;
   }
+  if (tc != NULL) slp__bump(&tc->n.held_frees);
+  /* Pending uses. If none is on another stream than the block's home (a
+   * device block: no host access can race), list it for the next alloc on
+   * that stream: its work is ordered after the pending uses. Acquire pairs
+   * with the uses' xuses increments (slp__use) and the keeps' decrements. */
+  if (p->device >= 0 && tc != NULL &&
+      slp__load_acquire(&b->xuses) == 0) {
+    uint_fast64_t cur = nw;
+    while ((cur & ~SLP__COUNT) == 0 && (cur & SLP__COUNT) != 0) {
+      if (slp__cas_weak_acq_rel(&b->st, &cur, cur | SLP__STREAM)) {
+        slp__so_push(p, tc, b);
+        return LDG_OK;
+      }
+    }
+    /* The last keep ran meanwhile and returned the block (it counted it
+     * out of held: count it in below). */
+  }
+  /* Held: the last keep returns it (it may already have run, so held may
+   * dip below zero for an instant: it is read clamped). */
+  slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
   return LDG_OK;
 }
 
@@ -967,14 +1108,34 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
 struct slp__opkeep {
   ldg_keep user;
   size_t n;
+  uint64_t cross; /* bit i: b[i] used on a stream other than its home */
   slp_block *b[];
 };
 
 static void slp__opkeep_run(void *ctx) {
   struct slp__opkeep *k = ctx;
   if (k->user.release != NULL) k->user.release(k->user.ctx);
-  for (size_t i = 0; i < k->n; i++) slp__unuse(k->b[i]);
+  for (size_t i = 0; i < k->n; i++) slp__unuse(k->b[i], (k->cross >> i) & 1);
   free(k);
+}
+
+/* The first use on another stream of a block handed out by stream order:
+ * the previous owner's work may still be pending on the home stream, so s
+ * waits for it (an event recorded on home, cuStreamWaitEvent on s). A home
+ * stream destroyed meanwhile was synchronised: nothing to wait for. */
+static int slp__order_fresh(slp_block *b, slc_stream *s) {
+  if (!atomic_exchange_explicit(&b->fresh, false, memory_order_relaxed))
+    return LDG_OK;
+  slc_event *ev;
+  int rc = slc_event_create(b->pool->c, slc_stream_device(b->home), &ev);
+  if (rc == LDG_OK) {
+    rc = slc_event_record(ev, b->home);
+    if (rc == LDG_OK) rc = slc_stream_wait_event(s, ev);
+    else if (rc == LDG_EDESTROYED) rc = LDG_OK;
+    (void)slc_event_destroy(ev);
+  }
+  if (rc != LDG_OK) slp__store_relaxed(&b->fresh, true);
+  return rc;
 }
 
 /* An operation's hold: the caller's plus the blocks, and the keep. */
@@ -986,10 +1147,12 @@ struct slp__xhold {
   struct slp__opkeep *k;
   slp_block *const *blocks;
   size_t n, used;
+  uint64_t cross;
 };
 
 static void slp__xhold_undo(struct slp__xhold *x) {
-  for (size_t i = 0; i < x->used; i++) slp__unuse(x->blocks[i]);
+  for (size_t i = 0; i < x->used; i++)
+    slp__unuse(x->blocks[i], (x->cross >> i) & 1);
   free(x->owned);
   free(x->k);
 }
@@ -1031,6 +1194,7 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
                            "block of device %d, stream on device %d",
                            b->pool->device, slc_stream_device(s));
     n_hosts += b->pool->device < 0 && len > 0;
+    if (b->home != s) x->cross |= UINT64_C(1) << i;
   }
   size_t n_ids = base.n_vec + n, n_ranges = base.n_ranges + n_hosts;
   uint64_t *ids = x->ids_inline;
@@ -1055,7 +1219,8 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
   }
   ldg_keep keep = base.keep;
   if (n == 1 && keep.release == NULL) {
-    keep = (ldg_keep){slp__unuse_keep, blocks[0]};
+    keep = (ldg_keep){slp__unuse_keep,
+                      (void *)((uintptr_t)blocks[0] | (x->cross & 1))};
   } else if (n > 0) {
     x->k = malloc(sizeof(*x->k) + n * sizeof(slp_block *));
     if (x->k == NULL) {
@@ -1065,12 +1230,21 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
     }
     x->k->user = base.keep;
     x->k->n = n;
+    x->k->cross = x->cross;
     memcpy(x->k->b, blocks, n * sizeof(slp_block *));
     keep = (ldg_keep){slp__opkeep_run, x->k};
   }
   x->h = (slc_hold){keep, ids, n_ids, ranges, n_ranges};
   for (size_t i = 0; i < n; i++) {
-    int rc = slp__use(blocks[i], fn);
+    int rc = (x->cross >> i) & 1 ? slp__order_fresh(blocks[i], s) : LDG_OK;
+    if (rc != LDG_OK) {
+      free(x->owned);
+      free(x->k);
+      return rc;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    int rc = slp__use(blocks[i], (x->cross >> i) & 1, fn);
     if (rc != LDG_OK) {
       slp__xhold_undo(x);
       return rc;
@@ -1203,7 +1377,10 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
     for (size_t i = 0; i < sl->n; i++) {
       slp_block *b = &sl->blocks[i];
       uint_fast64_t st = slp__load_acquire(&b->st);
-      if (st == 0 || (st & SLP__FREE)) continue; /* free, or being carved */
+      /* Free, being carved, or listed with nothing pending: not live. */
+      if (st == 0 || (st & SLP__FREE) ||
+          ((st & SLP__STREAM) && (st & SLP__COUNT) == 0))
+        continue;
       if (n < cap && out != NULL) {
         slp_block_info *o = &out[n];
         ldg_holder h = {0};

@@ -19,12 +19,21 @@
  *   event, the progress engine's markers — enable the engine, sl_engine.h,
  *   or held blocks come back only at synchronisations).
  *
- * REUSE RULE
- *   A block is reused — on any stream — only once every operation recorded
- *   on it through the pool is known complete. No reuse on the freeing stream
- *   before that: stream order would make it safe, but the pool does not
- *   know which streams the next owner will use. Why this is safe and what it
- *   costs: pool.c.
+ * REUSE RULES
+ *   - After completion (every block): a block is handed out again, to any
+ *     stream, once every operation recorded on it through the pool is
+ *     known complete.
+ *   - Stream order (device blocks): a device block freed while its pending
+ *     uses are all on its home stream (the stream given to slp_alloc) is
+ *     handed out again at once, but only to an slp_alloc on that same
+ *     stream, from the freeing thread's cache (as cuMemFreeAsync): the new
+ *     owner's work on that stream runs after the old work. The first pool
+ *     call that uses such a block on another stream first makes that
+ *     stream wait for the home stream (an event record and a stream wait),
+ *     so reuse elsewhere comes only after that stream waited on the freeing
+ *     stream. Pinned host blocks never take this path: the host writes them
+ *     without stream order.
+ *   Why this is safe and what it costs: pool.c.
  *   Raw calls (slc_copy_htod_async with slp_block_dptr...) are NOT seen by
  *   the pool: work issued that way, or by a library, must be announced with
  *   slp_record_use after it was issued, as with PyTorch's record_stream.

@@ -56,7 +56,7 @@ typedef struct env {
   slc_context *c;
   slp_pool *dev, *host;
   slc_stream *s1, *s2;
-  CUfunction add1;
+  CUfunction add1, spin;
   slc_module *mod;
 } env;
 
@@ -81,6 +81,7 @@ static int setup(env *e, unsigned delay_us, const slp_config *cfg,
   CHECK_RC(slc_stream_create(e->c, 0, SLC_STREAM_NONBLOCKING, &e->s2), LDG_OK);
   CHECK_RC(slc_module_load(e->c, 0, slc_test_ptx, &e->mod), LDG_OK);
   CHECK_RC(slc_module_function(e->mod, "add1", &e->add1), LDG_OK);
+  CHECK_RC(slc_module_function(e->mod, "spin", &e->spin), LDG_OK);
   return 0;
 }
 
@@ -254,6 +255,88 @@ static int t_no_reuse_before_completion(void) {
   return teardown(&e);
 }
 
+/* Stream order: a device block freed with work pending on its home stream
+ * only is handed out again at once, but only to that stream; a block used
+ * on another stream, and any host block, wait for completion. The data
+ * shows the reuse stayed in stream order. */
+static int t_same_stream_reuse(void) {
+  env e;
+  if (setup(&e, 0, NULL, true)) return 1;
+  slp_block *d, *d2, *h, *x;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s1, 4096, &h), LDG_OK);
+  hd_hold(true);
+  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 0 && st.live_blocks == 1); /* listed, pending */
+  CHECK_RC(slp_alloc(e.dev, e.s2, 4096, &x), LDG_OK); /* not for s2 */
+  CHECK(x != d);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK); /* for s1: at once */
+  CHECK(d2 == d);
+  CHECK_RC(slp_memset_async(e.s1, d2, 0, 0x22, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_copy_async(e.s1, h, 0, d2, 0, 4096, NULL), LDG_OK);
+  /* x's home is s2; used on s1 too: not listed, held until both ran. */
+  CHECK_RC(slp_memset_async(e.s2, x, 0, 0x33, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_memset_async(e.s1, x, 0, 0x44, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(x), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s2, 4096, &d), LDG_OK);
+  CHECK(d != x);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 4096 && st.reuses >= 1);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  const unsigned char *hp = slp_block_host(h);
+  for (int i = 0; i < 4096; i++) CHECK(hp[i] == 0x22);
+  /* A host block with pending work is never listed. */
+  slp_block *src;
+  CHECK_RC(slp_alloc(e.host, e.s1, 4096, &src), LDG_OK);
+  hd_hold(true);
+  CHECK_RC(slp_copy_async(e.s1, d2, 0, src, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(src), LDG_OK);
+  CHECK_RC(slp_stats_get(e.host, &st), LDG_OK);
+  CHECK(st.held_bytes == 4096);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slp_free(d2), LDG_OK);
+  CHECK_RC(slp_free(h), LDG_OK);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  return teardown(&e);
+}
+
+/* A block handed out by stream order and then used on another stream: that
+ * stream first waits for the home stream, where the previous owner's slow
+ * work is still running; otherwise the old memset would land last. */
+static int t_stream_reuse_then_other_stream(void) {
+  env e;
+  if (setup(&e, 0, NULL, true)) return 1;
+  slp_block *d, *d2, *h;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s2, 4096, &h), LDG_OK);
+  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
+  CHECK_RC(slc_launch(e.s1, e.spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
+                      0, (void *[]){&ns}, NULL),
+           LDG_OK);
+  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK);
+  CHECK(d2 == d); /* by stream order, the old memset still pending */
+  CHECK_RC(slp_memset_async(e.s2, d2, 0, 0x22, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  CHECK_RC(slp_copy_async(e.s2, h, 0, d2, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  const unsigned char *hp = slp_block_host(h);
+  for (int i = 0; i < 4096; i++) CHECK(hp[i] == 0x22);
+  CHECK_RC(slp_free(d2), LDG_OK);
+  CHECK_RC(slp_free(h), LDG_OK);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  return teardown(&e);
+}
+
 /* Bad input: each refused with a clear message, nothing changed. */
 static int t_bad_input(void) {
   env e;
@@ -333,7 +416,9 @@ static int t_oom(void) {
   slp_block *v[4], *src;
   CHECK_RC(slp_alloc(e.host, e.s1, 1 << 20, &src), LDG_OK);
   for (int i = 0; i < 4; i++) {
-    CHECK_RC(slp_alloc(e.dev, e.s1, (size_t)1 << 20, &v[i]), LDG_OK);
+    /* Allocated for one stream, copied on the other: held when freed. */
+    CHECK_RC(slp_alloc(e.dev, i & 1 ? e.s1 : e.s2, (size_t)1 << 20, &v[i]),
+             LDG_OK);
     CHECK_RC(slp_copy_async(i & 1 ? e.s2 : e.s1, v[i], 0, src, 0, 1 << 20,
                             NULL),
              LDG_OK);
@@ -549,6 +634,10 @@ static const struct {
      "requests free their blocks at once; data checked; blocks reused"},
     {"no_reuse_before_completion", t_no_reuse_before_completion,
      "a freed block under a pending copy is not handed out, then is"},
+    {"same_stream_reuse", t_same_stream_reuse,
+     "device blocks listed for their own stream at once, data in order"},
+    {"stream_reuse_then_other_stream", t_stream_reuse_then_other_stream,
+     "a stream-ordered reuse used elsewhere waits for the home stream"},
     {"bad_input", t_bad_input,
      "zero/huge sizes, double free, foreign pointers, dead streams"},
     {"oom", t_oom, "held blocks come back through trim and targeted syncs"},
