@@ -191,6 +191,9 @@ struct slp__tcache {
     unsigned n;
   } so[SLP__NCLASS];
   struct slp__tcounts n;
+  /* Bytes this thread allocated minus freed (class sizes, asked sizes),
+   * not yet folded into the pool's counters (see slp__acct). */
+  atomic_int_fast64_t d_alloc, d_req;
   struct {
     slc_stream *s;
     uint64_t gen;
@@ -232,9 +235,10 @@ static pthread_once_t slp__key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t slp__key;
 static _Thread_local struct slp__tcache *slp__tls[SLP_MAX_POOLS];
 
+/* For block ages only: the coarse clock costs a few ns, not ~20. */
 static uint64_t slp__now_ns(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -252,9 +256,15 @@ static void slp__add(atomic_int_fast64_t *ctr, atomic_int_fast64_t *peak,
   if (peak != NULL && delta > 0) slp__max(peak, v);
 }
 
+/* A pool-wide counter (rare events). */
 static void slp__bump(atomic_uint_fast64_t *ctr) {
-  /* Single writer (the cache's thread) or a pool-wide counter. */
   slp__fetch_add_relaxed(ctr, 1);
+}
+
+/* A thread cache's counter: its thread is the only writer, so a load and a
+ * store (relaxed, for the readers in slp_stats_get) and no locked RMW. */
+static void slp__own_bump(atomic_uint_fast64_t *ctr) {
+  slp__store_relaxed(ctr, slp__load_relaxed(ctr) + 1);
 }
 
 static uint64_t slp__clamp(int_fast64_t v) { return v > 0 ? (uint64_t)v : 0; }
@@ -363,6 +373,8 @@ static void slp__tc_retire(struct slp__tcache *tc) {
   if (p != NULL) {
     slp__tc_flush_all(p, tc);
     slp__counts_add(&p->gone, &tc->n);
+    slp__add(&p->allocated, NULL, slp__load_relaxed(&tc->d_alloc));
+    slp__add(&p->requested, NULL, slp__load_relaxed(&tc->d_req));
     if (tc->prev != NULL) tc->prev->next = tc->next;
     else p->tcaches = tc->next;
     if (tc->next != NULL) tc->next->prev = tc->prev;
@@ -833,6 +845,50 @@ static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
   return NULL;
 }
 
+/* ---- Byte accounting ----------------------------------------------------- */
+
+/* Allocated bytes are counted per thread and folded into the pool's shared
+ * counters once a thread's balance reaches SLP__FOLD either way (and when
+ * the thread exits): one shared cache line written by every alloc and free
+ * would serialise the threads. slp_stats_get adds the unfolded balances, so
+ * allocated_bytes is exact; allocated_peak is taken at the folds, so it may
+ * miss up to SLP__FOLD per thread. */
+#define SLP__FOLD ((int_fast64_t)1 << 20)
+
+static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
+                      int_fast64_t dr) {
+  if (tc == NULL) {
+    slp__add(&p->allocated, &p->allocated_peak, da);
+    slp__add(&p->requested, NULL, dr);
+    return;
+  }
+  int_fast64_t a = slp__load_relaxed(&tc->d_alloc) + da;
+  int_fast64_t r = slp__load_relaxed(&tc->d_req) + dr;
+  if (a >= SLP__FOLD || a <= -SLP__FOLD) {
+    slp__add(&p->allocated, &p->allocated_peak, a);
+    slp__add(&p->requested, NULL, r);
+    a = r = 0;
+  }
+  slp__store_relaxed(&tc->d_alloc, a);
+  slp__store_relaxed(&tc->d_req, r);
+}
+
+/* Exact allocated and requested bytes: the shared counters plus every
+ * thread's balance. Takes the registry mutex. */
+static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
+                                 int_fast64_t *req) {
+  pthread_mutex_lock(&slp__reg_mu);
+  int_fast64_t a = slp__load_relaxed(&p->allocated);
+  int_fast64_t r = slp__load_relaxed(&p->requested);
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
+    a += slp__load_relaxed(&tc->d_alloc);
+    r += slp__load_relaxed(&tc->d_req);
+  }
+  pthread_mutex_unlock(&slp__reg_mu);
+  *alloc = a;
+  if (req != NULL) *req = r;
+}
+
 /* ---- Alloc and free -------------------------------------------------------- */
 
 static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
@@ -873,12 +929,15 @@ static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
                             cr, msg);
   }
   slp__bump(&p->ooms);
+  int_fast64_t alloc;
+  slp__allocated_exact(p, &alloc, NULL);
   return slc_set_error(
       LDG_ENOMEM, "slp_alloc",
       "%zu bytes requested (%s); allocated %lld, cached "
       "%lld, held by pending work %lld, reserved %lld bytes (limit %zu)",
-      bytes, what, (long long)slp__load_relaxed(&p->allocated),
-      (long long)slp__clamp(slp__cached(p)),
+      bytes, what, (long long)alloc,
+      (long long)slp__clamp(slp__load_relaxed(&p->reserved) - alloc -
+                            slp__load_relaxed(&p->held)),
       (long long)slp__clamp(slp__load_relaxed(&p->held)),
       (long long)slp__load_relaxed(&p->reserved), p->cfg.limit_bytes);
 }
@@ -981,10 +1040,9 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
    * block from a stream-ordered list is ALLOC already (slp__so_take). */
   if (!(slp__load_relaxed(&b->st) & SLP__ALLOC))
     slp__store_release(&b->st, SLP__ALLOC);
-  slp__add(&p->allocated, &p->allocated_peak, (int_fast64_t)b->cap);
-  slp__add(&p->requested, NULL, (int_fast64_t)bytes);
-  slp__bump(&tc->n.allocs);
-  if (reused) slp__bump(&tc->n.reuses);
+  slp__acct(p, tc, (int_fast64_t)b->cap, (int_fast64_t)bytes);
+  slp__own_bump(&tc->n.allocs);
+  if (reused) slp__own_bump(&tc->n.reuses);
   *out = b;
   return LDG_OK;
 }
@@ -1013,15 +1071,15 @@ int slp_free(slp_block *b) {
     /* acq_rel pairs with slp__unuse: whichever of us comes second in the
      * word's order sees the other. */
   } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
-  slp__add(&p->allocated, NULL, -(int_fast64_t)b->cap);
-  slp__add(&p->requested, NULL, -(int_fast64_t)slp__load_relaxed(&b->bytes));
   struct slp__tcache *tc = slp__tc(p);
-  if (tc != NULL) slp__bump(&tc->n.frees);
+  slp__acct(p, tc, -(int_fast64_t)b->cap,
+            -(int_fast64_t)slp__load_relaxed(&b->bytes));
+  if (tc != NULL) slp__own_bump(&tc->n.frees);
   if (nw == SLP__FREE) {
     slp__give_back(p, tc, b);
     return LDG_OK;
   }
-  if (tc != NULL) slp__bump(&tc->n.held_frees);
+  if (tc != NULL) slp__own_bump(&tc->n.held_frees);
   /* Pending uses. If none is on another stream than the block's home (a
    * device block: no host access can race), list it for the next alloc on
    * that stream: its work is ordered after the pending uses. Acquire pairs
@@ -1343,14 +1401,19 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   out->frees = slp__load_relaxed(&sum.frees);
   out->reuses = slp__load_relaxed(&sum.reuses);
   out->held_frees = slp__load_relaxed(&sum.held_frees);
-  out->allocated_bytes = slp__clamp(slp__load_relaxed(&p->allocated));
+  int_fast64_t alloc, req;
+  slp__allocated_exact(p, &alloc, &req);
+  slp__max(&p->allocated_peak, alloc);
+  out->allocated_bytes = slp__clamp(alloc);
   out->allocated_peak = slp__clamp(slp__load_relaxed(&p->allocated_peak));
-  out->requested_bytes = slp__clamp(slp__load_relaxed(&p->requested));
+  out->requested_bytes = slp__clamp(req);
   out->held_bytes = slp__clamp(slp__load_relaxed(&p->held));
   out->held_peak = slp__clamp(slp__load_relaxed(&p->held_peak));
   out->reserved_bytes = slp__clamp(slp__load_relaxed(&p->reserved));
   out->reserved_peak = slp__clamp(slp__load_relaxed(&p->reserved_peak));
-  out->cached_bytes = slp__clamp(slp__cached(p));
+  out->cached_bytes =
+      slp__clamp(slp__load_relaxed(&p->reserved) - alloc -
+                 slp__load_relaxed(&p->held));
   out->slab_allocs = slp__load_relaxed(&p->slab_allocs);
   out->slab_frees = slp__load_relaxed(&p->slab_frees);
   out->oom_retries = slp__load_relaxed(&p->oom_retries);
@@ -1362,7 +1425,9 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
 
 void slp_stats_reset_peaks(slp_pool *p) {
   if (p == NULL) return;
-  slp__store_relaxed(&p->allocated_peak, slp__load_relaxed(&p->allocated));
+  int_fast64_t alloc;
+  slp__allocated_exact(p, &alloc, NULL);
+  slp__store_relaxed(&p->allocated_peak, alloc);
   slp__store_relaxed(&p->held_peak, slp__load_relaxed(&p->held));
   slp__store_relaxed(&p->reserved_peak, slp__load_relaxed(&p->reserved));
 }
@@ -1398,6 +1463,17 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
       }
       n++;
     }
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+/* Blocks an owner holds (ALLOC), not counting held ones. */
+static size_t slp__count_allocated(slp_pool *p) {
+  size_t n = 0;
+  pthread_mutex_lock(&p->mu);
+  for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
+    for (size_t i = 0; i < sl->n; i++)
+      n += (slp__load_acquire(&sl->blocks[i].st) & SLP__ALLOC) != 0;
   pthread_mutex_unlock(&p->mu);
   return n;
 }
@@ -1456,10 +1532,24 @@ int slp_pool_create_host(slc_context *c, const slp_config *cfg,
 
 int slp_pool_destroy(slp_pool *p) {
   if (p == NULL) return LDG_OK;
+  static const char fn[] = "slp_pool_destroy";
+  size_t owned = slp__count_allocated(p);
+  if (owned != 0)
+    return slc_set_error(LDG_EBUSY, fn, "%zu blocks still allocated", owned);
+  /* Held blocks: their streams are synchronised; keeps that a concurrent
+   * release (the engine's) is still running finish shortly. */
+  if (slp_snapshot(p, NULL, 0) != 0) {
+    slp__sync_holders(p);
+    for (int i = 0; i < 100000 && slp_snapshot(p, NULL, 0) != 0; i++) {
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+  }
   size_t live = slp_snapshot(p, NULL, 0);
   if (live != 0)
-    return slc_set_error(LDG_EBUSY, "slp_pool_destroy",
-                         "%zu blocks still allocated or held by pending work",
+    return slc_set_error(LDG_EBUSY, fn,
+                         "%zu blocks still held by pending work after "
+                         "synchronising their streams for 10 s",
                          live);
   pthread_mutex_lock(&slp__reg_mu);
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next)

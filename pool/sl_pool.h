@@ -62,7 +62,7 @@
  *   slp_trim                  yes: driver      trim mu, take-mutexes no
  *   slp_stats_get             no               registry mutex       no
  *   slp_snapshot              no               pool mutex           no
- *   slp_pool_create/destroy   yes: driver      registry, pool mutex yes (f)
+ *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mutex yes (f)
  *   (a) one per size class, taken once per batch of blocks moved from the
  *       shared free list to the thread's cache; never held across a driver
  *       call or a keep. (b) cuMemAlloc / cuMemHostAlloc of a slab.
@@ -71,8 +71,8 @@
  *       overflow goes to the shared list lock-free; above the release
  *       threshold it may trim (try-lock, never waits): then as slp_trim.
  *   (e) only the layer's own cases (ldg_enqueue overtaken by a release).
- *   (f) destroy waits for nothing: it refuses (LDG_EBUSY) while blocks are
- *       allocated or held.
+ *   (f) destroy refuses (LDG_EBUSY) while blocks are allocated; for held
+ *       ones it synchronises their streams and waits for the keeps.
  *
  * STATISTICS (slp_stats_get) use PyTorch's names where they mean the same:
  *   allocated (in use), reserved (from the driver), held (freed by the
@@ -136,7 +136,10 @@ int slp_pool_create_host(slc_context *c, const slp_config *cfg,
                          slp_pool **out);
 
 /* Returns every slab to the driver and frees the pool. LDG_EBUSY (nothing
- * changed) while blocks are allocated or held by pending work. NULL: LDG_OK.
+ * changed) while blocks are allocated. Blocks held by pending work are
+ * waited for: the streams with pending pool work are synchronised, then
+ * the keeps another thread may still be running (the engine's) are waited
+ * for, up to 10 s (then LDG_EBUSY). May block. NULL: LDG_OK.
  * The last call on p; no call on p or its blocks may run concurrently. */
 int slp_pool_destroy(slp_pool *p);
 
