@@ -45,6 +45,10 @@
  *   no other call on it or its blocks running). A block belongs to the
  *   caller from slp_alloc to slp_free; using it after slp_free, or freeing
  *   it twice, is refused while the pool can tell (see Bad input).
+ *   The pool keeps a reference on every stream it has seen (to synchronise
+ *   only those at out of memory) until the stream is destroyed
+ *   (slc_stream_destroy; dropped at the next slp_trim) or the pool is: a
+ *   stream the application only unreferences lives until then.
  *   Keeps of pool operations run where the layer runs keeps (sl_cuda.h): the
  *   engine thread, slc_engine_poll callers, synchronising threads. The
  *   caller's own keep in a pool call's hold runs first, then the block's use
@@ -52,17 +56,17 @@
  *
  *   function                  may block        lock taken           runs keeps
  *   ------------------------  ---------------  -------------------  ----------
- *   slp_alloc (cache hit)     no               none                 no
+ *   slp_alloc (cache hit)     no               none (g)             no
  *   slp_alloc (cache miss)    no               class take-mutex (a) no
  *   slp_alloc (new slab)      yes: driver (b)  pool mutex           no
- *   slp_alloc (out of memory) yes: syncs (c)   pool mutex, trim mu  yes
- *   slp_free, slp_free_ptr    no               none (d)             no
+ *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
+ *   slp_free, slp_free_ptr    no               none (d) (g)         no
  *   slp_block_find, getters   no               none                 no
- *   pool calls (copy, launch) as sl_cuda.h     none                 (e)
- *   slp_trim                  yes: driver      trim mu, take-mutexes no
- *   slp_stats_get             no               registry mutex       no
+ *   pool calls (copy, launch) as sl_cuda.h     none (g) (h)         (e)
+ *   slp_trim                  yes: driver      trim, take, pool mu  no
+ *   slp_stats_get             no               registry, pool mu    no
  *   slp_snapshot              no               pool mutex           no
- *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mutex yes (f)
+ *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
  *   (a) one per size class, taken once per batch of blocks moved from the
  *       shared free list to the thread's cache; never held across a driver
  *       call or a keep. (b) cuMemAlloc / cuMemHostAlloc of a slab.
@@ -73,6 +77,11 @@
  *   (e) only the layer's own cases (ldg_enqueue overtaken by a release).
  *   (f) destroy refuses (LDG_EBUSY) while blocks are allocated; for held
  *       ones it synchronises their streams and waits for the keeps.
+ *   (g) once per thread and pool, the registry mutex (its cache), and once
+ *       per thread and stream (among its 8 latest), the pool mutex (the
+ *       stream registry).
+ *   (h) the first use of a block handed out by stream order on another
+ *       stream records an event and waits on it: the event's mutex.
  *
  * STATISTICS (slp_stats_get) use PyTorch's names where they mean the same:
  *   allocated (in use), reserved (from the driver), held (freed by the

@@ -78,7 +78,7 @@ static void serve(slc_context *c, CUfunction add1, unsigned requests) {
          (unsigned long long)st.allocs, (unsigned long long)st.reuses,
          (unsigned long long)st.reserved_peak);
   slc_stream_destroy(s);      /* synchronises: every block is back */
-  slp_pool_destroy(dev_pool); /* refuses while blocks are out or held */
+  slp_pool_destroy(dev_pool); /* refuses while blocks are still out */
   slp_pool_destroy(pinned_pool);
   slc_stream_unref(s);
 }
