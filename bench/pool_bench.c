@@ -57,7 +57,8 @@ static struct {
   bool host, require_gpu, smoke;
   const char *libcuda, *json;
   unsigned threads[16], n_threads;
-  unsigned ms, bytes, inflight;
+  unsigned ms, bytes, inflight, every_ops;
+  const char *only; /* "overhead", "serving" or NULL: both */
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
 
 static slc_driver drv;
@@ -301,6 +302,14 @@ static double process_cpu_ns(void) {
 }
 
 static void run_cell(const char *bench, const char *mode, unsigned threads) {
+  /* A pool row with a non-default marker period says so: pool_2s/m64. */
+  static char labels[64][24];
+  static int n_labels;
+  if (opt.every_ops != 0 && mode[0] == 'p' && n_labels < 64) {
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/m%u", mode,
+             opt.every_ops);
+    mode = labels[n_labels++];
+  }
   cell c;
   memset(&c, 0, sizeof(c));
   c.mode = mode;
@@ -404,7 +413,9 @@ static int usage(void) {
   fprintf(stderr,
           "usage: pool_bench [--driver=libcuda|host] [--libcuda PATH]\n"
           "  [--require-gpu] [--smoke] [--json FILE] [--threads 1,2,4,8,16]\n"
-          "  [--ms MS_PER_CELL] [--bytes SERVING_BYTES] [--inflight N]\n");
+          "  [--ms MS_PER_CELL] [--bytes SERVING_BYTES] [--inflight N]\n"
+          "  [--every-ops N (the engine's marker period)] "
+          "[--only overhead|serving]\n");
   return 2;
 }
 
@@ -441,6 +452,11 @@ int main(int argc, char **argv) {
       if ((opt.json = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--threads") == 0) {
       if ((threads = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--only") == 0) {
+      opt.only = VAL();
+      if (opt.only == NULL || (strcmp(opt.only, "overhead") != 0 &&
+                               strcmp(opt.only, "serving") != 0))
+        return usage();
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -449,6 +465,7 @@ int main(int argc, char **argv) {
       unsigned *dst = strcmp(a, "--ms") == 0         ? &opt.ms
                       : strcmp(a, "--bytes") == 0    ? &opt.bytes
                       : strcmp(a, "--inflight") == 0 ? &opt.inflight
+                      : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }
@@ -484,7 +501,8 @@ int main(int argc, char **argv) {
   char name[256] = "?";
   (void)slc_device_name(ctx, 0, name, sizeof(name));
   printf("device: %s, %s\n", name, drv.origin);
-  CK(slc_engine_enable(ctx, NULL));
+  slc_engine_config ecfg = {.thread = true, .marker_every_ops = opt.every_ops};
+  CK(slc_engine_enable(ctx, &ecfg));
   slc_module *m;
   CK(slc_module_load(ctx, 0, slc_test_ptx, &m));
   CK(slc_module_function(m, "add1", &add1));
@@ -499,9 +517,11 @@ int main(int argc, char **argv) {
   static const char *const over[] = {"pool_af", "async_af", "pool_2s",
                                      "async_2s"};
   static const char *const serve[] = {"pool", "async"};
-  for (unsigned t = 0; t < opt.n_threads; t++)
+  bool do_over = opt.only == NULL || strcmp(opt.only, "overhead") == 0;
+  bool do_serve = opt.only == NULL || strcmp(opt.only, "serving") == 0;
+  for (unsigned t = 0; do_over && t < opt.n_threads; t++)
     for (int k = 0; k < 4; k++) run_cell("overhead", over[k], opt.threads[t]);
-  for (unsigned t = 0; t < opt.n_threads; t++)
+  for (unsigned t = 0; do_serve && t < opt.n_threads; t++)
     for (int k = 0; k < 2; k++) run_cell("serving", serve[k], opt.threads[t]);
   CK(slc_module_unload(m));
   CK(slc_context_destroy(ctx));

@@ -5,6 +5,8 @@
 #   1. builds pool_torch.cpp against the installed PyTorch (libtorch C++);
 #   2. pool_bench: the pool and cuMemAllocAsync (overhead: 4 KiB, two streams
 #      per thread; serving: pinned staging + device block per request);
+#      then the overhead cells again with the engine's marker every 64
+#      operations (rows pool_*/m64) instead of every 8;
 #   3. pool_torch: PyTorch's caching allocators on the same two workloads;
 #   then one table, rows grouped by workload and thread count.
 # Usage: pool_h200.sh [GPU_BIN_DIR] [OUT_DIR] [MS_PER_CELL]  (about 2 minutes)
@@ -46,13 +48,15 @@ run() { # name, command...
 }
 # 2 and 3, one after the other on the same GPU.
 run pool_bench "$bin/pool_bench" --ms "$ms" --json "$out/pool_bench.json"
+run pool_bench_m64 "$bin/pool_bench" --ms "$ms" --only overhead --every-ops 64 \
+  --json "$out/pool_bench_m64.json"
 [ -x "$out/pool_torch" ] && run pool_torch "$out/pool_torch" --ms "$ms"
 
 {
   echo
   echo "bench    mode      thr | Mops|req/s |    cpu/op   req-thr |   p50 us   p99 us |  resv MiB  used MiB"
   echo "                       |            |     ns|us     ns|us |                   |      peak      peak"
-  cat "$out"/pool_bench.log "$out"/pool_torch.log 2>/dev/null |
+  cat "$out"/pool_bench.log "$out"/pool_bench_m64.log "$out"/pool_torch.log 2>/dev/null |
     grep '^overhead\|^serving' | sort -s -k1,1r -k3,3n
 } | tee "$out/TABLE.txt" | tee -a "$out/SUMMARY.txt"
 echo "logs: $out (exit $rc)" | tee -a "$out/SUMMARY.txt"
