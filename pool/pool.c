@@ -965,6 +965,19 @@ static void slp__sync_holders(slp_pool *p) {
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
                                 slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
+  /* Before a new slab: if blocks are held, let the engine release what
+   * completed, here (as PyTorch processes its events on malloc). Without
+   * this, a request rate above the engine thread's would grow the pool
+   * without bound; with it, the allocating threads help. Non-blocking. */
+  if (slp__load_relaxed(&p->held) > 0 &&
+      slc_engine_poll(p->c, NULL) == LDG_OK) {
+    slp_block *b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      *out = b;
+      *reused = true;
+      return CUDA_SUCCESS;
+    }
+  }
   for (int step = 0; step < 4; step++) {
     if (step > 0) slp__bump(&p->oom_retries);
     if (step == 1) {

@@ -58,7 +58,7 @@
  *   ------------------------  ---------------  -------------------  ----------
  *   slp_alloc (cache hit)     no               none (g)             no
  *   slp_alloc (cache miss)    no               class take-mutex (a) no
- *   slp_alloc (new slab)      yes: driver (b)  pool mutex           no
+ *   slp_alloc (new slab)      yes: driver (b)  pool mutex           yes (i)
  *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
  *   slp_block_find, getters   no               none                 no
@@ -80,6 +80,8 @@
  *   (g) once per thread and pool, the registry mutex (its cache), and once
  *       per thread and stream (among its 8 latest), the pool mutex (the
  *       stream registry).
+ *   (i) while blocks are held, slc_engine_poll first (non-blocking): keeps
+ *       of completed work run here, and their blocks are taken if they fit.
  *   (h) the first use of a block handed out by stream order on another
  *       stream records an event and waits on it: the event's mutex.
  *
@@ -155,10 +157,12 @@ int slp_pool_destroy(slp_pool *p);
 bool slp_pool_is_host(const slp_pool *p);
 int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
 
-/* A block of at least `bytes` for work on s (s is recorded for diagnostics;
- * the block may be used on any stream of the pool's device, or of any
- * device for host blocks). Served from the thread's cache, else the shared
- * free list of its size class, else a new slab. At out of memory (driver,
+/* A block of at least `bytes` for work on s (its home stream: see REUSE
+ * RULES; the block may be used on any stream of the pool's device, or of
+ * any device for host blocks). Served from the thread's blocks listed for
+ * s (device pools), its cache, the shared free list of its size class,
+ * then — after an slc_engine_poll if blocks are held — a new slab. At out
+ * of memory (driver,
  * or limit_bytes): 1. trims the caches; 2. slc_engine_poll (if the engine
  * is enabled), so that held blocks whose work completed come back;
  * 3. synchronises the streams that have pending pool work (and only them),
