@@ -224,6 +224,9 @@ struct slp_pool {
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
   atomic_uint_fast64_t slab_allocs, slab_frees, oom_retries, ooms, trims;
+  /* Keeps between making a held block free and their last touch of the
+   * pool: slp_pool_destroy waits for 0 (see slp__unuse). */
+  atomic_long returning;
 };
 
 /* ---- Process-wide registry -------------------------------------------- */
@@ -753,10 +756,16 @@ static void slp__unuse(slp_block *b, bool cross) {
    * pairs with slp_free's CAS. */
   uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, 1);
   if (old != 1) return; /* allocated, listed, or other uses pending */
+  /* The block is ours, in the bare state 0 (live for slp_snapshot). We
+   * announce ourselves in p->returning before the release store of FREE:
+   * a destroy that sees the block free (acquire) then sees us there, and
+   * waits for our release decrement, after our last touch of p and b. */
   slp_pool *p = b->pool;
-  slp__store_relaxed(&b->st, SLP__FREE);
+  slp__fetch_add_relaxed(&p->returning, 1);
+  slp__store_release(&b->st, SLP__FREE);
   slp__add(&p->held, NULL, -(int_fast64_t)b->cap);
   slp__give_back(p, NULL, b);
+  atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
 /* Keeps of single-block operations: ctx is the block, its low bit set for a
@@ -1455,9 +1464,9 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
     for (size_t i = 0; i < sl->n; i++) {
       slp_block *b = &sl->blocks[i];
       uint_fast64_t st = slp__load_acquire(&b->st);
-      /* Free, being carved, or listed with nothing pending: not live. */
-      if (st == 0 || (st & SLP__FREE) ||
-          ((st & SLP__STREAM) && (st & SLP__COUNT) == 0))
+      /* Free, or listed with nothing pending: not live. The bare state 0
+       * (a keep returning it, or block 0 of a slab being carved) is. */
+      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__COUNT) == 0))
         continue;
       if (n < cap && out != NULL) {
         slp_block_info *o = &out[n];
@@ -1551,12 +1560,12 @@ int slp_pool_destroy(slp_pool *p) {
     return slc_set_error(LDG_EBUSY, fn, "%zu blocks still allocated", owned);
   /* Held blocks: their streams are synchronised; keeps that a concurrent
    * release (the engine's) is still running finish shortly. */
-  if (slp_snapshot(p, NULL, 0) != 0) {
-    slp__sync_holders(p);
-    for (int i = 0; i < 100000 && slp_snapshot(p, NULL, 0) != 0; i++) {
-      struct timespec ts = {0, 100000};
-      nanosleep(&ts, NULL);
-    }
+  if (slp_snapshot(p, NULL, 0) != 0) slp__sync_holders(p);
+  for (int i = 0; i < 100000 && (slp_snapshot(p, NULL, 0) != 0 ||
+                                 slp__load_acquire(&p->returning) != 0);
+       i++) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
   }
   size_t live = slp_snapshot(p, NULL, 0);
   if (live != 0)

@@ -53,23 +53,23 @@ static void serve(slc_context *c, CUfunction add1, unsigned requests) {
   slc_stream *s;
   slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &s);
   for (unsigned id = 0; id < requests; id++) {
-    request *r = malloc(sizeof(*r));
-    slp_block *dev;
-    slp_alloc(pinned_pool, s, N * 4, &r->staging);
+    request *r = malloc(sizeof(*r)); /* `finished` frees it */
+    slp_block *staging, *dev;
+    slp_alloc(pinned_pool, s, N * 4, &staging);
     slp_alloc(dev_pool, s, N * 4, &dev);
-    r->id = id;
-    unsigned *in = slp_block_host(r->staging);
+    *r = (request){staging, id};
+    unsigned *in = slp_block_host(staging);
     for (unsigned i = 0; i < N; i++) in[i] = id + i;
     /* The slp_ calls hold the blocks they name: no record_stream. */
-    slp_copy_async(s, dev, 0, r->staging, 0, N * 4, NULL);
+    slp_copy_async(s, dev, 0, staging, 0, N * 4, NULL);
     CUdeviceptr p = slp_block_dptr(dev);
     unsigned n = N;
     slp_launch(s, add1, (slc_dim3){N / 256, 1, 1}, (slc_dim3){256, 1, 1}, 0,
                (void *[]){&p, &n}, &dev, 1, NULL);
-    slp_copy_async(s, r->staging, 0, dev, 0, N * 4,
+    slp_copy_async(s, staging, 0, dev, 0, N * 4,
                    &(slc_hold){.keep = {finished, r}});
-    slp_free(dev);        /* at once: reused by the next request on s */
-    slp_free(r->staging); /* at once: back in the pool after `finished` */
+    slp_free(dev);     /* at once: reused by the next request on s */
+    slp_free(staging); /* at once: back in the pool after `finished` */
   }
   while (atomic_load(&done) != (int)requests) sched_yield();
   slp_stats st;
