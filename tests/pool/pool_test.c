@@ -181,7 +181,7 @@ static int request(env *e, slc_stream *s, slc_stream *out_s, uint32_t seed,
            LDG_OK);
   if (out_s != s) {
     slc_event *ev;
-    CHECK_RC(slc_event_create(e->c, 0, &ev), LDG_OK);
+    CHECK_RC(slc_event_create(e->c, slc_stream_device(s), &ev), LDG_OK);
     CHECK_RC(slc_event_record(ev, s), LDG_OK);
     CHECK_RC(slc_stream_wait_event(out_s, ev), LDG_OK);
     CHECK_RC(slc_event_destroy(ev), LDG_OK);
@@ -320,6 +320,41 @@ static int t_same_stream_reuse(void) {
   CHECK_RC(slp_free(d2), LDG_OK);
   CHECK_RC(slp_free(h), LDG_OK);
   CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  return teardown(&e);
+}
+
+/* Two devices: a pool per device, one pinned pool for both; requests on
+ * each device's streams, with the pinned blocks copied to either. */
+static int t_multi_device(void) {
+  env e;
+  if (setup(&e, 100, NULL, true)) return 1;
+  env d1 = e; /* device 1's pool, streams and kernel; e's pinned pool */
+  slc_module *m1;
+  CHECK_RC(slp_pool_create_device(e.c, 1, NULL, &d1.dev), LDG_OK);
+  CHECK_RC(slc_stream_create(e.c, 1, SLC_STREAM_NONBLOCKING, &d1.s1), LDG_OK);
+  CHECK_RC(slc_stream_create(e.c, 1, SLC_STREAM_NONBLOCKING, &d1.s2), LDG_OK);
+  CHECK_RC(slc_module_load(e.c, 1, slc_test_ptx, &m1), LDG_OK);
+  CHECK_RC(slc_module_function(m1, "add1", &d1.add1), LDG_OK);
+  CHECK(slp_pool_device(d1.dev) == 1 && slp_pool_device(e.host) == -1);
+  atomic_long done = 0, wrong = 0;
+  long n = SANITIZED ? 40 : 120;
+  for (long i = 0; i < n; i++) {
+    env *x = i & 1 ? &d1 : &e;
+    if (request(x, x->s1, i % 3 ? x->s1 : x->s2, (uint32_t)i, &done, &wrong))
+      return 1;
+  }
+  CHECK(wait_for(&done, n) == 0);
+  CHECK(atomic_load(&wrong) == 0);
+  slp_stats st0, st1;
+  CHECK_RC(slp_stats_get(e.dev, &st0), LDG_OK);
+  CHECK_RC(slp_stats_get(d1.dev, &st1), LDG_OK);
+  CHECK(st0.allocs == (uint64_t)n / 2 && st1.allocs == (uint64_t)n / 2);
+  CHECK_RC(slc_stream_destroy(d1.s1), LDG_OK);
+  CHECK_RC(slc_stream_destroy(d1.s2), LDG_OK);
+  CHECK_RC(slp_pool_destroy(d1.dev), LDG_OK);
+  slc_stream_unref(d1.s1);
+  slc_stream_unref(d1.s2);
+  CHECK_RC(slc_module_unload(m1), LDG_OK);
   return teardown(&e);
 }
 
@@ -679,6 +714,8 @@ static const struct {
      "a freed block under a pending copy is not handed out, then is"},
     {"same_stream_reuse", t_same_stream_reuse,
      "device blocks listed for their own stream at once, data in order"},
+    {"multi_device", t_multi_device,
+     "a pool per device, one pinned pool, requests on both devices"},
     {"stream_reuse_then_other_stream", t_stream_reuse_then_other_stream,
      "a stream-ordered reuse used elsewhere waits for the home stream"},
     {"destroy_waits_for_held", t_destroy_waits_for_held,
