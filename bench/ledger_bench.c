@@ -11,6 +11,10 @@
  *             of its last enqueue every K ops.
  *   shared    all threads enqueue on one stream; every K ops each of them
  *             reads the stream's mark and releases to it.
+ *   ceiling   not a ledger (issue 11): each thread reserves a sequence with
+ *             one fetch_add on one shared line and writes that sequence's
+ *             64-byte slot, the least a sequence-indexed ring must do. Runs
+ *             with shared; the shared rows say what fraction of it they reach.
  *   serving   each thread owns a copy stream a and a compute stream b on
  *             device tid % 4: per request, a copy on a, mark a, b waits on
  *             that mark, two operations on b; every 4 requests it releases b
@@ -21,6 +25,8 @@
  *   serving+reader  the same, plus one thread calling holds_vector and
  *             holds_host_range without pause (the memory manager); the row
  *             reports the enqueuers' throughput and what the reader cost them.
+ *   holds     (issue 11) the cost of a holds_vector / holds_host_range miss
+ *             against one stream with 1 k, 16 k and 128 k pending entries.
  *   backlog   one thread enqueues N (1 000 000) operations on one stream,
  *             then releases them with one call: fill and release times,
  *             peak ledger memory, memory after release and after quiesce.
@@ -66,9 +72,19 @@
 #define BENCH_TSC 0
 #endif
 
-#include "bench/mutex_ledger.h"
 #include "bench/bench_keeps.h"
 #include "ledger/ledger.h"
+
+/* BENCH_EVIDENCE: this file built as //bench:ledger_evidence_bench, the
+ * ledger with its test hooks and the counters of bench/evidence.h; no mutex
+ * design (it would link the hook-free ledger a second time). */
+#ifdef BENCH_EVIDENCE
+#include "bench/evidence.h"
+#define EV(call) call
+#else
+#include "bench/mutex_ledger.h"
+#define EV(call) ((void)0)
+#endif
 
 /* ---- Errors ---------------------------------------------------------------- */
 
@@ -174,10 +190,16 @@ static int drain_ok(void *ctx) { return 0; }
   };
 
 BENCH_IMPL(ldg, "ledger", ldg_ledger, ldg_stream, ldg_marks)
+#ifndef BENCH_EVIDENCE
 BENCH_IMPL(mldg, "mutex", mldg_ledger, mldg_stream, mldg_marks)
+#endif
 
 enum { IMPL_LEDGER = 0, IMPL_MUTEX = 1, N_IMPLS = 2 };
+#ifdef BENCH_EVIDENCE
+static const bench_impl *const impls[N_IMPLS] = {&ldg_impl, NULL};
+#else
 static const bench_impl *const impls[N_IMPLS] = {&ldg_impl, &mldg_impl};
+#endif
 
 /* ---- Options ---------------------------------------------------------------- */
 
@@ -194,10 +216,12 @@ static struct {
   unsigned repeat; /* runs per row; the one of median throughput is kept */
   bool pin;
   bool reader; /* serving also runs serving+reader */
+  bool ceiling; /* shared also runs the ceiling loop */
   double reader_rate; /* reader queries per second; 0 = without pause */
   bool smoke;
   bool run_impl[N_IMPLS];
   const char *workload; /* NULL = all */
+  long long pool_limit; /* the ledger's segment pool, bytes; < 0 = default */
   const char *json;
 } opt = {
     .seconds = 1.0,
@@ -208,7 +232,13 @@ static struct {
     .repeat = 1,
     .pin = true,
     .reader = true,
+    .ceiling = true,
+    .pool_limit = -1,
+#ifdef BENCH_EVIDENCE
+    .run_impl = {true, false},
+#else
     .run_impl = {true, true},
+#endif
 };
 
 static int cpus[1024];
@@ -359,11 +389,14 @@ static inline ldg_seq bench_enqueue(worker *w, void *s, const uint64_t *v,
   ldg_keep k = make_keep(w);
   ldg_seq seq = 0;
   int rc;
+  EV(ev_op_begin());
   if (--w->sample_countdown == 0) {
     w->sample_countdown = opt.sample_every;
+    EV(ev_sample_begin());
     uint64_t t0 = tick_begin();
     rc = w->impl->enqueue(s, k, v, nv, r, nr, &seq);
     uint64_t t1 = tick_end();
+    EV(ev_sample_end(w->rc->timed, t0, t1));
     if (w->rc->timed) push_sample(w, t1 - t0);
   } else {
     rc = w->impl->enqueue(s, k, v, nv, r, nr, &seq);
@@ -446,6 +479,77 @@ static void noop_worker(worker *w) {}
 static const workload wl_shared = {
     "shared", shared_row_setup, shared_row_teardown,
     noop_worker, shared_run, noop_worker,
+};
+
+/* ---- Workload: the ceiling of one shared stream (issue 11) ------------------
+ * Not a ledger: the least any sequence-indexed ring must do per enqueue. Each
+ * thread reserves a sequence with one fetch_add on one shared line and writes
+ * that sequence's 64-byte slot (what an enqueue writes: state, keep, one id,
+ * one range) in a ring of CEIL_SLOTS lines, then publishes it with a release
+ * store. Nothing is ever released or read back, so no keep runs: the shared
+ * rows are reported as a fraction of this, measured in the same run. The row
+ * runs under the ledger's table only to reuse the harness (its ledger is
+ * created and left unused). */
+enum { CEIL_SLOTS = 1u << 16 }; /* 4 MiB: larger than a core's L2 */
+
+struct ceil_slot {
+  _Alignas(64) _Atomic uint64_t state; /* the seq, stored last (release) */
+  void (*fn)(void *);
+  void *ctx;
+  uint64_t vec;
+  uint64_t addr, bytes;
+  uint64_t pad[2];
+};
+
+struct ceil_ring {
+  _Alignas(64) _Atomic uint64_t next; /* the one shared line */
+  char pad[56];
+  struct ceil_slot slots[CEIL_SLOTS];
+};
+
+static void ceiling_row_setup(row_ctx *rc) {
+  struct ceil_ring *r = aligned_alloc(64, sizeof *r);
+  if (r == NULL) abort();
+  memset(r, 0, sizeof *r); /* faults every page in before the warm-up */
+  rc->shared = r;
+}
+
+static void ceiling_row_teardown(row_ctx *rc) { free(rc->shared); }
+
+static inline void ceiling_one(struct ceil_ring *r, uint64_t vec, uint64_t addr,
+                               uint64_t id) {
+  uint64_t seq = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed) + 1;
+  struct ceil_slot *slot = &r->slots[seq & (CEIL_SLOTS - 1)];
+  slot->fn = keep_fn;
+  slot->ctx = (void *)(uintptr_t)id;
+  slot->vec = vec;
+  slot->addr = addr;
+  slot->bytes = 4096;
+  atomic_store_explicit(&slot->state, seq, memory_order_release);
+}
+
+static void ceiling_run(worker *w) {
+  struct ceil_ring *r = w->rc->shared;
+  while (phase_going(w)) {
+    uint64_t i = w->ops;
+    uint64_t vec = VEC_BASE(w->tid) + (i & 255);
+    uint64_t addr = HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096;
+    if (--w->sample_countdown == 0) { /* timed like an enqueue */
+      w->sample_countdown = opt.sample_every;
+      uint64_t t0 = tick_begin();
+      ceiling_one(r, vec, addr, i);
+      uint64_t t1 = tick_end();
+      if (w->rc->timed) push_sample(w, t1 - t0);
+    } else {
+      ceiling_one(r, vec, addr, i);
+    }
+    w->ops++;
+  }
+}
+
+static const workload wl_ceiling = {
+    "ceiling", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_run, noop_worker,
 };
 
 /* ---- Workload: serving mix --------------------------------------------------- */
@@ -539,6 +643,7 @@ static void *reader_main(void *arg) {
 static void *worker_main(void *arg) {
   worker *w = arg;
   row_ctx *rc = w->rc;
+  EV(ev_worker_start());
   rc->wl->setup(w);
   for (int phase = 0; phase < 2; phase++) {
     pthread_barrier_wait(&rc->barrier); /* B1 / B3 */
@@ -571,10 +676,13 @@ typedef struct row_result {
   double fill_ms, release_ms;
   size_t peak_bytes, bytes_after_release, bytes_after_quiesce;
   bool is_backlog;
+  double of_ceiling; /* shared: ops_per_s / the ceiling loop's, same threads */
+  double holds_vector_ns, holds_range_ns; /* holds_miss: ns per missing query */
 } row_result;
 
 static row_result *results;
 static size_t n_results, cap_results;
+static double ceiling_ops[16]; /* by index into opt.thread_list */
 
 static row_result *new_result(void) {
   if (n_results == cap_results) {
@@ -631,6 +739,8 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   atomic_init(&rc.stop, 0);
   atomic_init(&rc.enqueuers, threads);
   CHECK(im->ledger_create(&rc.ledger));
+  if (im == &ldg_impl && opt.pool_limit >= 0)
+    CHECK(ldg_ledger_set_pool_limit(rc.ledger, (size_t)opt.pool_limit));
   if (wl->row_setup != NULL) wl->row_setup(&rc);
   int parties = threads + 1 + (reader ? 1 : 0);
   pthread_barrier_init(&rc.barrier, NULL, (unsigned)parties);
@@ -668,12 +778,14 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   rc.timed = true;
   atomic_store_explicit(&rc.stop, 0, memory_order_relaxed);
   atomic_store_explicit(&rc.enqueuers, threads, memory_order_relaxed);
+  EV(ev_phase_begin());
   pthread_barrier_wait(&rc.barrier); /* B3 */
   if (!opt.ops) {
     sleep_s(opt.seconds);
     atomic_store_explicit(&rc.stop, 1, memory_order_relaxed);
   }
   pthread_barrier_wait(&rc.barrier); /* B4 */
+  EV(ev_phase_end());
   for (int i = 0; i < threads + (reader ? 1 : 0); i++) pthread_join(th[i], NULL);
 
   uint64_t ops = 0, t_start = UINT64_MAX, t_end = 0;
@@ -711,6 +823,14 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   char name[96];
   snprintf(name, sizeof name, "%s/%s/%d%s", wl->name, im->name, threads,
            reader ? "+reader" : "");
+#ifdef BENCH_EVIDENCE
+  {
+    int wcpus[1024];
+    for (int i = 0; i < threads && i < 1024; i++)
+      wcpus[i] = n_cpus ? cpus[i % n_cpus] : 0; /* as run_row pinned them */
+    ev_row_report(name, ops, secs, wcpus, threads < 1024 ? threads : 1024);
+  }
+#endif
   verify_keeps("ledger_bench", name);
 }
 
@@ -806,6 +926,81 @@ static void run_backlog(const bench_impl *im, uint64_t n, row_result *out) {
   char name[64];
   snprintf(name, sizeof name, "backlog/%s", im->name);
   verify_keeps("ledger_bench", name);
+}
+
+/* ---- Workload: a query's miss against a deep backlog (issue 11) -------------
+ * One stream holds `pending` entries (each one id and one range, all
+ * distinct); the main thread then asks holds_vector about an id nobody holds
+ * and holds_host_range about a range nobody holds, `queries` times each:
+ * the cost of a miss, which must visit everything that could match. */
+static void run_holds_miss(const bench_impl *im, uint64_t pending, row_result *out) {
+  void *l, *s;
+  worker w;
+  row_ctx rc;
+  memset(&w, 0, sizeof w);
+  memset(&rc, 0, sizeof rc);
+  w.rc = &rc;
+  w.impl = im;
+  w.keep_base = (uint64_t)0xfffd << 40;
+  w.sample_countdown = opt.sample_every;
+  CHECK(im->ledger_create(&l));
+  CHECK(im->stream_create(l, 0, 0, &s));
+  for (uint64_t i = 0; i < pending; i++) {
+    uint64_t vec = VEC_BASE(0) + i;
+    ldg_range r = {HOST_BASE(0) + (uintptr_t)i * 64, 64};
+    (void)bench_enqueue(&w, s, &vec, 1, &r, 1);
+  }
+  /* About 0.2 s of queries per kind, at least 3. */
+  uint64_t t0 = now_ns();
+  if (im->holds_vector(l, VEC_BASE(1))) abort();
+  uint64_t one = now_ns() - t0 + 1;
+  uint64_t q = 200000000u / one;
+  if (q < 3) q = 3;
+  if (q > 1000000) q = 1000000;
+  t0 = now_ns();
+  for (uint64_t i = 0; i < q; i++)
+    if (im->holds_vector(l, VEC_BASE(1) + (i & 1023))) abort(); /* never held */
+  uint64_t t1 = now_ns();
+  for (uint64_t i = 0; i < q; i++)
+    if (im->holds_host_range(l, HOST_BASE(1) + (uintptr_t)(i & 1023) * 64, 64)) abort();
+  uint64_t t2 = now_ns();
+  if (!im->holds_vector(l, VEC_BASE(0) + pending / 2)) abort(); /* a hit, to be sure */
+  CHECK(im->release(s, im->mark(s)));
+  CHECK(im->stream_destroy(s));
+  im->stream_unref(s);
+  im->ledger_destroy(l);
+  add_enqueued(&w.enq);
+  free(w.samples);
+  char name[64];
+  snprintf(name, sizeof name, "holds/%s/%" PRIu64, im->name, pending);
+  verify_keeps("ledger_bench", name);
+  out->impl = im->name;
+  out->threads = 1;
+  out->backlog = pending;
+  out->ops = q;
+  out->holds_vector_ns = (double)(t1 - t0) / (double)q;
+  out->holds_range_ns = (double)(t2 - t1) / (double)q;
+}
+
+static void run_holds_rows(void) {
+  static const uint64_t depths[] = {1024, 16384, 131072};
+  printf("\nholds_vector / holds_host_range miss, one stream with N pending "
+         "entries (one id, one range each), main thread:\n");
+  printf("  %-7s %8s %14s %12s %14s %12s\n", "impl", "N", "vector us/miss",
+         "ns/entry", "range us/miss", "ns/entry");
+  for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+    uint64_t n = opt.smoke ? depths[d] / 64 : depths[d];
+    for (int k = 0; k < N_IMPLS; k++) {
+      if (!opt.run_impl[k]) continue;
+      row_result *r = new_result();
+      run_holds_miss(impls[k], n, r);
+      r->workload = "holds_miss";
+      printf("  %-7s %8" PRIu64 " %14.2f %12.2f %14.2f %12.2f\n", r->impl, n,
+             r->holds_vector_ns / 1e3, r->holds_vector_ns / (double)n,
+             r->holds_range_ns / 1e3, r->holds_range_ns / (double)n);
+    }
+  }
+  fflush(stdout);
 }
 
 /* ---- Output ------------------------------------------------------------------ */
@@ -905,8 +1100,13 @@ static void write_json(const char *path, int argc, char **argv) {
     fprintf(f, ", \"ns_per_op\": %.2f, \"p50_ns\": %.1f, \"p99_ns\": %.1f"
                ", \"p999_ns\": %.1f, \"max_ns\": %.1f, \"samples\": %zu",
             r->ns_per_op, r->p50_ns, r->p99_ns, r->p999_ns, r->max_ns, r->samples);
-    if (m != NULL && m != r)
+    if (m != NULL && m != r && m->ops_per_s > 0 && r->holds_vector_ns == 0)
       fprintf(f, ", \"ratio_vs_mutex\": %.3f", r->ops_per_s / m->ops_per_s);
+    if (r->holds_vector_ns > 0)
+      fprintf(f, ", \"pending\": %" PRIu64 ", \"holds_vector_miss_ns\": %.1f"
+                 ", \"holds_host_range_miss_ns\": %.1f",
+              r->backlog, r->holds_vector_ns, r->holds_range_ns);
+    if (r->of_ceiling > 0) fprintf(f, ", \"of_ceiling\": %.4f", r->of_ceiling);
     if (r->reader_qps > 0)
       fprintf(f, ", \"reader_qps\": %.1f, \"reader_cost\": %.4f", r->reader_qps,
               r->reader_cost);
@@ -927,8 +1127,9 @@ static void write_json(const char *path, int argc, char **argv) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: ledger_bench [options]\n"
-          "  --workload NAME   private | shared | serving | backlog (default: all;\n"
-          "                    serving includes serving+reader)\n"
+          "  --workload NAME   private | shared | ceiling | serving | backlog | holds\n"
+          "                    (default: all; serving includes serving+reader;\n"
+          "                    shared runs the ceiling loop too)\n"
           "  --max-threads N   cap of the thread counts 1,2,4,8,16 (default: online CPUs)\n"
           "  --threads LIST    comma-separated thread counts instead (e.g. 1,2,4)\n"
           "  --seconds S       timed phase per row (default 1.0; warm-up 0.2 s)\n"
@@ -940,7 +1141,10 @@ static void usage(FILE *f) {
           "  --impl WHICH      both | ledger | mutex (default both)\n"
           "  --no-pin          do not pin threads to CPUs\n"
           "  --no-reader       skip the serving+reader rows\n"
+          "  --no-ceiling      skip the ceiling rows that come with shared\n"
           "  --reader-rate Q   pace the reader to Q queries/s (default: no pause)\n"
+          "  --pool-limit B    the ledger's segment pool limit in bytes (default:\n"
+          "                    the library's, 1 MiB)\n"
           "  --json FILE       also write every row as JSON\n"
           "  --smoke           tiny run for CI: threads 1,2, 2000 ops, backlog 10000\n");
 }
@@ -1012,17 +1216,25 @@ static void parse_args(int argc, char **argv) {
       NEED_VALUE();
       opt.run_impl[IMPL_LEDGER] = strcmp(v, "both") == 0 || strcmp(v, "ledger") == 0;
       opt.run_impl[IMPL_MUTEX] = strcmp(v, "both") == 0 || strcmp(v, "mutex") == 0;
+#ifdef BENCH_EVIDENCE
+      opt.run_impl[IMPL_MUTEX] = false; /* not linked into the evidence binary */
+#endif
       if (!opt.run_impl[IMPL_LEDGER] && !opt.run_impl[IMPL_MUTEX]) {
         fprintf(stderr, "ledger_bench: --impl is both, ledger or mutex\n");
         exit(2);
       }
     } else if (strcmp(a, "--no-pin") == 0) {
       opt.pin = false;
+    } else if (strcmp(a, "--no-ceiling") == 0) {
+      opt.ceiling = false;
     } else if (strcmp(a, "--no-reader") == 0) {
       opt.reader = false;
     } else if (strcmp(a, "--reader-rate") == 0) {
       NEED_VALUE();
       opt.reader_rate = atof(v);
+    } else if (strcmp(a, "--pool-limit") == 0) {
+      NEED_VALUE();
+      opt.pool_limit = (long long)parse_u64(a, v);
     } else if (strcmp(a, "--json") == 0) {
       NEED_VALUE();
       opt.json = v;
@@ -1036,6 +1248,7 @@ static void parse_args(int argc, char **argv) {
 #undef NEED_VALUE
   }
   if (opt.workload != NULL && !want("private") && !want("shared") &&
+      !want("ceiling") && !want("holds") &&
       !want("serving") && !want("backlog")) {
     fprintf(stderr, "ledger_bench: unknown workload %s\n", opt.workload);
     exit(2);
@@ -1082,10 +1295,24 @@ static void run_threaded(const workload *wl, bool with_reader) {
       memset(&plain[k], 0, sizeof plain[k]);
       run_row_median(impls[k], wl, t, false, &plain[k]);
       plain[k].workload = wl->name;
+      /* Issue 11: one shared stream as a fraction of the ceiling loop,
+       * measured in this run at the same thread count. */
+      if (wl == &wl_shared && ceiling_ops[ti] > 0)
+        plain[k].of_ceiling = plain[k].ops_per_s / ceiling_ops[ti];
       *new_result() = plain[k];
       show[k] = &plain[k];
     }
-    print_row(wl->name, t, show[IMPL_LEDGER], show[IMPL_MUTEX], "");
+    char plain_notes[160] = "";
+    if (wl == &wl_shared && ceiling_ops[ti] > 0) {
+      int len = snprintf(plain_notes, sizeof plain_notes, "of ceiling:");
+      for (int k = 0; k < N_IMPLS; k++) {
+        if (!opt.run_impl[k]) continue;
+        len += snprintf(plain_notes + len, sizeof plain_notes - (size_t)len,
+                        " %s %.0f%%", k == IMPL_LEDGER ? "ldg" : "mtx",
+                        100.0 * plain[k].of_ceiling);
+      }
+    }
+    print_row(wl->name, t, show[IMPL_LEDGER], show[IMPL_MUTEX], plain_notes);
     if (!with_reader) continue;
 
     char notes[160];
@@ -1107,6 +1334,23 @@ static void run_threaded(const workload *wl, bool with_reader) {
         len += snprintf(notes + len, sizeof notes - (size_t)len, " %s %.2f",
                         k == IMPL_LEDGER ? "ldg" : "mtx", rr[k].reader_qps / 1e6);
     print_row("serving+reader", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
+  }
+}
+
+/* The ceiling loop at every thread count (issue 11); remembers its
+ * throughput for the shared rows' "of ceiling" column. */
+static void run_ceiling_rows(void) {
+  for (int ti = 0; ti < opt.n_thread_list; ti++) {
+    int t = opt.thread_list[ti];
+    row_result r;
+    memset(&r, 0, sizeof r);
+    run_row_median(impls[IMPL_LEDGER], &wl_ceiling, t, false, &r);
+    r.workload = wl_ceiling.name;
+    r.impl = "ceiling";
+    *new_result() = r;
+    ceiling_ops[ti] = r.ops_per_s;
+    print_row("ceiling", t, &r, NULL,
+              "fetch_add on one line + a 64 B slot write (no ledger)");
   }
 }
 
@@ -1153,6 +1397,7 @@ int main(int argc, char **argv) {
       opt.thread_list[opt.n_thread_list++] = opt.max_threads;
   }
   calibrate_timer();
+  EV(ev_init(ns_per_tick));
 
   char model[256];
   cpu_model(model, sizeof model);
@@ -1165,6 +1410,8 @@ int main(int argc, char **argv) {
     printf("; %.2f s/row after %.2f s warm-up", opt.seconds, opt.warm_seconds);
   printf("; release every %u; pinned %s; median of %u run(s)\n", opt.release_every,
          opt.pin ? "yes" : "no", opt.repeat);
+  if (opt.pool_limit >= 0)
+    printf("ledger segment pool limit: %lld bytes (--pool-limit)\n", opt.pool_limit);
   printf("latency: one enqueue in %u, %s (%.3f ns/tick), timer overhead %.0f ns "
          "included; p-columns in ns (u = us, m = ms)\n",
          opt.sample_every, timer_name, ns_per_tick, timer_overhead_ns);
@@ -1179,9 +1426,12 @@ int main(int argc, char **argv) {
   print_header();
 
   if (want("private")) run_threaded(&wl_private, false);
+  if ((want("shared") && opt.ceiling) || (opt.workload != NULL && want("ceiling")))
+    run_ceiling_rows();
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
   if (want("backlog")) run_backlog_rows();
+  if (want("holds")) run_holds_rows();
 
   if (opt.json != NULL) write_json(opt.json, argc, argv);
   printf("\nall keeps ran exactly once.\n");

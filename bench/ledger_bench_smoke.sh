@@ -23,9 +23,12 @@ check() { # pattern, what
   fi
 }
 check '^workload .*ldg Mop/s.*mtx Mop/s.*ldg/mtx' "the table header"
-for w in private shared serving serving+reader backlog; do
+for w in private ceiling shared serving serving+reader backlog; do
   check "^$w " "a $w row"
 done
+check '^shared .*of ceiling: ldg [0-9]*% mtx [0-9]*%' "the shared rows' fraction of the ceiling"
+check '^holds_vector / holds_host_range miss' "the holds-miss table"
+check '^  ledger .* 2048 ' "a ledger holds-miss row"
 check '^all keeps ran exactly once' "the exactly-once confirmation"
 if ! grep -q '"rows"' "$json" || ! grep -q '"workload": "backlog"' "$json"; then
   echo "FAIL: JSON incomplete" >&2

@@ -64,6 +64,8 @@ int slc_context_create(const slc_driver *driver, slc_context **out) {
   }
   atomic_init(&c->next_vec_id, 1);
   atomic_init(&c->live_handles, 0);
+  pthread_mutex_init(&c->limbo_mu, NULL);
+  c->limbo = NULL;
   *out = c;
   return LDG_OK;
 fail:
@@ -83,26 +85,43 @@ int slc_context_destroy(slc_context *c) {
     return slc__fail(LDG_EBUSY, "slc_context_destroy",
                      "%ld streams, events, buffers or modules still alive",
                      live);
-  /* Every stream was destroyed with its last reference: nothing is held. */
+  /* Each step is done once; after an error c stays and a later call
+   * resumes where this one stopped. */
+  /* 1. The engine first: every stream left its list at its last unref
+   *    (live_handles is 0), so it drives nothing; joining its thread waits
+   *    out a release it may still be running (keeps, and a ledger reference
+   *    on a stream), so nothing of the engine touches the limbo streams
+   *    finished below or the ledger destroyed after. A destroy that fails
+   *    later leaves the engine off (slc_engine_enable may start it again). */
   slc__engine_stop(c);
-  ldg_ledger_destroy(c->ledger);
+  int rc = slc__limbo_finish(c);
+  if (rc != LDG_OK) return rc;
+  if (c->ledger != NULL) {
+    /* Every stream was destroyed (or finished above): nothing is held. */
+    ldg_ledger_destroy(c->ledger);
+    c->ledger = NULL;
+  }
   const slc_driver *d = &c->drv;
-  int rc = LDG_OK;
   for (int i = 0; i < c->n_devices; i++) {
     struct slc__device *dev = &c->devices[i];
-    if (slc__load_acquire(&dev->ready)) {
-      CUcontext cur = NULL;
-      if (d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx)
-        (void)d->pfn_cuCtxSetCurrent(NULL);
-      CUresult r = d->pfn_cuDevicePrimaryCtxRelease(dev->dev);
-      if (r != CUDA_SUCCESS && rc == LDG_OK)
-        rc = slc__fail_cu(c, "cuDevicePrimaryCtxRelease", r, "device %d", i);
-    }
-    pthread_mutex_destroy(&dev->init_mu);
+    if (!slc__load_acquire(&dev->ready)) continue;
+    CUcontext cur = NULL;
+    if (d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx)
+      (void)d->pfn_cuCtxSetCurrent(NULL);
+    CUresult r = d->pfn_cuDevicePrimaryCtxRelease(dev->dev);
+    if (r != CUDA_SUCCESS)
+      return slc__fail_cu(c, "cuDevicePrimaryCtxRelease", r,
+                          "device %d; the context stays: call "
+                          "slc_context_destroy again",
+                          i);
+    slc__store_release(&dev->ready, 0);
   }
+  for (int i = 0; i < c->n_devices; i++)
+    pthread_mutex_destroy(&c->devices[i].init_mu);
+  pthread_mutex_destroy(&c->limbo_mu);
   free(c->devices);
   free(c);
-  return rc;
+  return LDG_OK;
 }
 
 int slc_device_count(const slc_context *c) {
@@ -309,15 +328,17 @@ int slc_buffer_try_free(slc_buffer *b) {
   return slc__buffer_release(b, fn);
 }
 
-/* ldg_settle_vector with the layer's error reporting: a drain that found its
- * stream being destroyed is not a failure (the destroy releases it). */
+/* ldg_settle_vector with the layer's error reporting: a failing drain's
+ * record, taken when it failed (keeps the settle ran afterwards may have
+ * failed or settled in turn). */
 static int slc__settle_vector(slc_context *c, uint64_t id, const char *call) {
-  (void)slc__drain_take();
+  struct slc__settle_frame f;
+  slc__settle_push(&f);
   int rc = ldg_settle_vector(c->ledger, id);
-  int notes = slc__drain_take();
+  slc__settle_pop(&f);
   if (rc == LDG_EDRAIN) {
-    if (notes & SLC__DRAIN_FAILED) return slc_last_error()->code;
-    return LDG_OK; /* only skipped streams */
+    if (f.failed) return slc__error_restore(&f.err);
+    return slc__fail(rc, call, "ldg_settle_vector: a drain failed");
   }
   if (rc != LDG_OK) return slc__fail(rc, call, "ldg_settle_vector");
   return LDG_OK;

@@ -58,7 +58,16 @@
  *   A stream joins the engine's list at creation and leaves it at its last
  *   unref, both under the consumer flag (waited for: a poll holds it only
  *   for queries and records). After that nobody else touches the ring: the
- *   handle's last reference is gone, so no issuer may use it.
+ *   handle's last reference is gone, so no issuer may use it, and no poll
+ *   reaches it. So the ring and its events go there, although the
+ *   slc_stream itself may live on (it is freed by its ledger stream's
+ *   finalizer, stream.c): a settle's drain and a pending engine release
+ *   (which holds its own references on the ledger stream and on the
+ *   slc__mq, never on the ring) may still use it, neither touches the
+ *   ring. A stream whose last unref met a failed sync leaves too, and waits
+ *   in the context's limbo list: its markers could only fail like that
+ *   sync, and slc_context_destroy, which stops the engine before anything
+ *   else, proves it complete by a sync of its own.
  */
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -133,11 +142,15 @@ static atomic_uint slc__dekker_word;
 #define slc__fence_seq_cst() atomic_thread_fence(memory_order_seq_cst)
 #endif
 
-static _Thread_local int slc__keep_status_tls = LDG_OK;
-
-int slc_keep_status(void) { return slc__keep_status_tls; }
-
-void slc__set_keep_status(int status) { slc__keep_status_tls = status; }
+/* Every keep the layer runs is run with proof that its work completed: a
+ * stream whose synchronisation fails keeps what it holds (the limbo list of
+ * stream.c) until a later sync proves it complete, and slc_context_destroy
+ * finishes such streams only after a successful sync (slc__limbo_finish),
+ * before the ledger is destroyed with nothing held. So no path drops an
+ * entry without proof any more, and the answer is always LDG_OK; the call
+ * stays so that keeps written to check it keep their meaning if such a path
+ * ever comes back (it must then set a per-thread status here). */
+int slc_keep_status(void) { return LDG_OK; }
 
 static uint64_t slc__now_ns(void) {
   struct timespec ts;
@@ -378,7 +391,6 @@ static void slc__mq_release(struct slc__engine *e, struct slc__mq *q,
       ldg_seq t = atomic_load_explicit(&q->target, memory_order_seq_cst);
       ldg_seq done = slc__load_relaxed(&q->released);
       if (t <= done) break;
-      slc__keep_status_tls = LDG_OK;
       if (ldg_release(ls, t) == LDG_OK) {
         slc__count(&e->n.releases, 1);
         slc__count(&e->n.seqs_released, t - done);
@@ -524,7 +536,9 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   return LDG_OK;
 }
 
-/* slc_context_destroy: every stream is gone (so nothing is pending). */
+/* slc_context_destroy, first: every stream left the list at its last unref
+ * (limbo streams included), so nothing is pending; the join waits out a
+ * release the thread may be running. */
 void slc__engine_stop(slc_context *c) {
   struct slc__engine *e = slc__load_acquire(&c->engine);
   if (e == NULL) return;

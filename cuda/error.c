@@ -9,7 +9,7 @@
 #include "cuda/internal.h"
 
 static _Thread_local slc_error slc__tls_error;
-static _Thread_local int slc__tls_drain_notes;
+static _Thread_local struct slc__settle_frame *slc__tls_settle;
 
 const slc_error *slc_last_error(void) { return &slc__tls_error; }
 
@@ -19,12 +19,28 @@ void slc_clear_error(void) {
   memset(&slc__tls_error, 0, sizeof(slc__tls_error));
 }
 
-void slc__drain_note(int what) { slc__tls_drain_notes |= what; }
+void slc__error_save(slc_error *out) { *out = slc__tls_error; }
 
-int slc__drain_take(void) {
-  int v = slc__tls_drain_notes;
-  slc__tls_drain_notes = 0;
-  return v;
+int slc__error_restore(const slc_error *e) {
+  slc__tls_error = *e;
+  return e->code;
+}
+
+void slc__settle_push(struct slc__settle_frame *f) {
+  f->prev = slc__tls_settle;
+  f->failed = false;
+  slc__tls_settle = f;
+}
+
+void slc__settle_pop(struct slc__settle_frame *f) { slc__tls_settle = f->prev; }
+
+void slc__drain_failed(void) {
+  /* No frame: ldg_settle_vector was called on the layer's ledger directly;
+   * the record alone says it. */
+  struct slc__settle_frame *f = slc__tls_settle;
+  if (f == NULL || f->failed) return;
+  f->failed = true;
+  f->err = slc__tls_error;
 }
 
 int slc_code_of(CUresult r) {
@@ -180,3 +196,29 @@ int slc_set_error_cu(const slc_context *c, const char *call, CUresult r,
                      const char *detail) {
   return slc__fail_cu(c, call, r, "%s", detail != NULL ? detail : "");
 }
+
+/* ---- Test hooks (cuda_testing.h) ----------------------------------------- */
+
+#ifdef SLC_TEST_HOOKS
+static _Atomic(slc__hook_fn) slc__hook;
+static void *_Atomic slc__hook_arg;
+
+bool slc__set_test_hook(slc__hook_fn fn, void *arg) {
+  /* The test installs a hook before starting the threads that pass it. */
+  atomic_store_explicit(&slc__hook_arg, arg, memory_order_relaxed);
+  atomic_store_explicit(&slc__hook, fn, memory_order_release);
+  return true;
+}
+
+void slc__test_hook(enum slc__hook_point point) {
+  slc__hook_fn fn = atomic_load_explicit(&slc__hook, memory_order_acquire);
+  if (fn != NULL)
+    fn(point, atomic_load_explicit(&slc__hook_arg, memory_order_relaxed));
+}
+#else
+bool slc__set_test_hook(slc__hook_fn fn, void *arg) {
+  (void)fn;
+  (void)arg;
+  return false;
+}
+#endif

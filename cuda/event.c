@@ -4,11 +4,15 @@
  * An event remembers the (stream, mark) of its last record. The mutex e->mu
  * keeps that pair and the driver event's own last record in step (see
  * sl_cuda.h THREADING): it is held across "mark, cuEventRecord, store" and
- * across "read pair, cuStreamWaitEvent, ldg_add_wait" — driver calls that
- * only enqueue — and never across a blocking call (cuEventSynchronize) or
- * while keeps run (ldg_release, slc_stream_unref). A sync or query reads the
- * pair and a generation under the mutex, calls the driver unlocked, and
- * releases only if the generation did not move meanwhile.
+ * across "cuStreamWaitEvent, read the pair" — driver calls that only
+ * enqueue — and never across a blocking call (cuEventSynchronize) or while
+ * keeps may run: ldg_release, slc_stream_unref, and ldg_add_wait (a release
+ * of the waiting stream that overtakes the wait makes ldg_add_wait fire it
+ * and run keeps) all run unlocked. The wait records the pair it read with
+ * the driver's wait, under a stream reference taken with it: a record
+ * landing after the unlock changes neither. A sync or query reads the pair
+ * and a generation under the mutex, calls the driver unlocked, and releases
+ * only if the generation did not move meanwhile.
  */
 #include <stdlib.h>
 
@@ -175,18 +179,18 @@ int slc_stream_wait_event(slc_stream *b, slc_event *e) {
                         "stream %llu; nothing recorded",
                         (unsigned long long)ldg_stream_id(b->ls));
   }
-  /* Issue, then enqueue: the wait is recorded once the driver has it. The
-   * pair read here is the record the driver's wait refers to (the mutex
-   * keeps records out). */
+  /* The pair read here is the record the driver's wait refers to (the
+   * mutex keeps records out until now); the reference keeps a's ledger
+   * stream alive past the unlock. */
   slc_stream *a = e->stream;
   ldg_seq m = e->mark;
-  if (a == NULL || m == 0) {
-    pthread_mutex_unlock(&e->mu);
-    return LDG_OK; /* never recorded, or recorded on nothing: no wait */
-  }
-  slc_stream_ref(a);
-  rc = ldg_add_wait(b->ls, a->ls, m, NULL); /* runs no keep */
+  const bool waits = a != NULL && m != 0;
+  if (waits) slc_stream_ref(a);
   pthread_mutex_unlock(&e->mu);
+  if (!waits) return LDG_OK; /* never recorded, or recorded on nothing */
+  /* Issue, then enqueue: the wait is recorded once the driver has it.
+   * Unlocked: ldg_add_wait may run keeps. */
+  rc = ldg_add_wait(b->ls, a->ls, m, NULL);
   if (rc == LDG_EDESTROYED) {
     /* b was destroyed after the wait was issued: its destroy synchronised
      * b past the wait, so a has completed up to m. */

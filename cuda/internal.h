@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
 
 /* Named atomic operations (as ledger/atomics.h): every shared access of the
@@ -47,29 +48,52 @@ struct slc_context {
    * slc_context_destroy refuses while non-zero. */
   atomic_long live_handles;
   _Atomic(struct slc__engine *) engine; /* engine.c; NULL until enabled */
+  /* Streams whose last reference went but whose teardown could not finish
+   * (the destroy's synchronisation failed, or cuStreamDestroy did): kept,
+   * with their ledger streams and what those hold, until
+   * slc_context_destroy proves them complete (see stream.c). limbo_mu
+   * guards the list: taken only on those failure paths and by the
+   * context's destroy. */
+  pthread_mutex_t limbo_mu;
+  slc_stream *limbo;
 };
 
-/* The stream's gate word: bit 63 "destroying" (no new calls), the low bits
- * the number of calls currently inside the driver on this stream. A call
- * increments it (acq_rel) and backs out if the flag was set; it decrements it
+/* The stream's gate word: bit 63 "destroying" (no new calls), bit 62
+ * "synced" (that destroy's cuStreamSynchronize succeeded: everything ever
+ * issued on the stream has completed), the low bits the number of calls
+ * currently inside the driver on this stream. A call increments it
+ * (acq_rel) and backs out if "destroying" was set; it decrements it
  * (release) once its driver call returned, before it touches the ledger or
- * runs a keep. Destroy sets the flag and waits (acquire) for the count to
- * reach zero: every driver call on the stream then happened-before its
- * cuStreamSynchronize, and no later one starts. */
+ * runs a keep. Destroy sets "destroying" and waits (acquire) for the count
+ * to reach zero: every driver call on the stream then happened-before its
+ * cuStreamSynchronize, and no later one starts. If that sync fails the
+ * destroy clears "destroying" (the stream is live again); if it succeeds it
+ * sets "synced" (acq_rel), which is never cleared. */
 #define SLC__GATE_DESTROYING (UINT64_C(1) << 63)
-#define SLC__GATE_USERS (SLC__GATE_DESTROYING - 1)
+#define SLC__GATE_SYNCED (UINT64_C(1) << 62)
+#define SLC__GATE_USERS (SLC__GATE_SYNCED - 1)
 
+/* The struct is also the drain context of its ledger stream, so it lives as
+ * long as the ledger stream does: freed by the ledger stream's finalizer
+ * (ldg_stream_set_finalizer), never directly. `refs` counts the handle's
+ * references; when they are gone the struct gives up its ledger reference
+ * (or waits in the context's limbo list for slc_context_destroy). */
 struct slc_stream {
   slc_context *c;
   int device;
   unsigned flags;
   CUstream cu;
-  ldg_stream *ls; /* one reference, dropped with the handle */
+  ldg_stream *ls; /* one reference, given up when the handle goes */
   atomic_uint_fast64_t gate;
   atomic_long refs;
-  atomic_int destroyed; /* 1 once the driver stream was destroyed */
-  struct slc__mq *mq;   /* engine.c's marker ring; NULL if not driven */
-  bool adopted;         /* slc_stream_adopt: the driver stream is not ours */
+  atomic_int destroyed;   /* 1 once cuStreamDestroy succeeded (adopted: once
+                           * it would have; the CUstream is not ours) */
+  slc_stream *limbo_next; /* in c->limbo (under c->limbo_mu) */
+  /* engine.c's marker ring; NULL if not driven. Freed at the last unref
+   * (slc__engine_unregister), not by the finalizer: see engine.c,
+   * REGISTRATION. */
+  struct slc__mq *mq;
+  bool adopted; /* slc_stream_adopt: the driver stream is not ours */
 };
 
 struct slc_event {
@@ -113,13 +137,35 @@ int slc__fail_cu_drv(const slc_driver *d, const char *call, CUresult r,
 int slc__fail(int code, const char *call, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* What the drains run by ldg_settle_vector on this thread reported, so the
- * settle paths can tell a real failure (the record holds the driver's error)
- * from a stream that was being destroyed (its destroy releases it). */
-#define SLC__DRAIN_SKIPPED 1
-#define SLC__DRAIN_FAILED 2
-void slc__drain_note(int what);
-int slc__drain_take(void); /* the bits noted since the last take */
+/* Copies of this thread's record, for the paths that must not leave their
+ * own failure in it (slc_stream_unref) or that report an error met before
+ * keeps ran (the settles). restore returns the restored code. */
+void slc__error_save(slc_error *out);
+int slc__error_restore(const slc_error *e);
+
+/* One settle (ldg_settle_vector) of the layer on this thread: a frame on the
+ * caller's stack, linked from thread-local storage, into which the drains
+ * this settle runs note their failure (the first one's record, taken at the
+ * moment it failed). Keeps the settle runs may settle again: a nested call
+ * pushes its own frame and pops it before returning, so the outer frame
+ * keeps what its own drains said whatever the keeps did. */
+struct slc__settle_frame {
+  struct slc__settle_frame *prev;
+  bool failed;
+  slc_error err; /* the first failing drain's record */
+};
+void slc__settle_push(struct slc__settle_frame *f);
+void slc__settle_pop(struct slc__settle_frame *f);
+/* A drain failed and recorded why: note it in the innermost frame. */
+void slc__drain_failed(void);
+
+/* Test hooks (cuda_testing.h): a call in test builds, nothing otherwise. */
+#ifdef SLC_TEST_HOOKS
+void slc__test_hook(enum slc__hook_point point);
+#define SLC__HOOK(point) slc__test_hook(point)
+#else
+#define SLC__HOOK(point) ((void)0)
+#endif
 
 /* ---- Devices (context.c) ---- */
 
@@ -141,17 +187,24 @@ int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
 /* The ledger drain of every stream (ctx = the slc_stream). */
 int slc__stream_drain(void *ctx);
 
+/* slc_context_destroy, once the engine stopped: proves each limbo stream
+ * complete (cuStreamSynchronize), then destroys them in the ledger and the
+ * driver (never an adopted CUstream) and drops them. On error nothing more
+ * is done and the list stays (the destroy may be retried). No other call on
+ * c may run. */
+int slc__limbo_finish(slc_context *c);
+
 /* ---- The progress engine (engine.c) ---- */
 
 /* slc_stream_create: joins the engine (if enabled). LDG_OK or LDG_ENOMEM. */
 int slc__engine_register(slc_stream *s);
-/* The last slc_stream_unref: leaves it, destroying the marker events. */
+/* The last slc_stream_unref, whether the stream was destroyed or goes to
+ * the limbo list: leaves the engine, destroying the marker events. */
 void slc__engine_unregister(slc_stream *s);
 /* After an operation was enqueued on s: maybe a marker; wakes the engine. */
 void slc__engine_after_issue(slc_stream *s);
-/* slc_context_destroy: stops the thread and frees the engine. */
+/* slc_context_destroy, before it finishes limbo streams: stops (joins) the
+ * thread and frees the engine. Idempotent (a retried destroy). */
 void slc__engine_stop(slc_context *c);
-/* What slc_keep_status() returns on this thread from now on. */
-void slc__set_keep_status(int status);
 
 #endif /* STREAMLEDGER_CUDA_INTERNAL_H */

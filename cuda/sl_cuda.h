@@ -27,7 +27,10 @@
  *                synchronises and destroys it, but the handle stays valid
  *                (every later call on it is refused with LDG_EDESTROYED)
  *                until its last reference is dropped with slc_stream_unref
- *                (which destroys it first if needed).
+ *                (which destroys it first if needed). The layer's own
+ *                state of the stream lives until the ledger lets go of the
+ *                ledger stream (settles, pending waits and snapshots hold
+ *                it), so a settle never reaches a freed stream.
  *   slc_event    a driver event owned by the layer, with the (stream, mark)
  *                of its last record. slc_event_destroy ends it.
  *   slc_buffer   device memory (cuMemAlloc) or pinned host memory
@@ -41,13 +44,30 @@
  *   once, when the operation is known complete; on any error it is never
  *   called and the caller still owns the operands.
  *
+ * WHAT A FAILED SYNCHRONISATION RELEASES: nothing, ever. Nothing is released
+ *   without a proof of completion (a successful stream, event or device
+ *   synchronisation, a complete query, or a wait that such a proof covers).
+ *   A failed stream or event sync, query, device sync, settle or destroy
+ *   releases nothing. When a stream's last reference goes and the destroy's
+ *   synchronisation fails, the handle goes away but the stream is not
+ *   destroyed: destroying its ledger stream would fire its waits and release
+ *   other streams — on healthy devices, still at work — up to marks nothing
+ *   proved. The stream is kept, live, with what it holds (a non-blocking
+ *   one still drainable by settles, every one still covered by device
+ *   synchronisations), until slc_context_destroy synchronises it and only
+ *   then destroys it. A stream whose cuStreamDestroy failed is kept the same
+ *   way until the context destroys it. After a device error that never
+ *   clears (a sticky error), the work it held is never proved complete: its
+ *   buffers cannot be freed (their settle reports the device's error) and so
+ *   the context cannot be destroyed; the process must end, as CUDA requires.
+ *
  * ERRORS
  *   Actions return LDG_OK (0) or a negative code: the ledger's LDG_E* codes
  *   or the layer's SLC_E* codes below (slc_strerror names every one).
  *   Predicates return bool; constructors return through an out-pointer that
  *   is written only on success. A call that returns an error changed nothing
  *   (exceptions are spelled out: a failed destroy, a failed record after a
- *   successful issue).
+ *   successful issue, slc_context_destroy, which resumes where it stopped).
  *   Every CUresult maps to a code (slc_code_of):
  *     CUDA_SUCCESS                                   -> LDG_OK
  *     CUDA_ERROR_INVALID_VALUE, _INVALID_HANDLE,
@@ -68,7 +88,11 @@
  *   layer itself refused), the failing call, and a message such as
  *   "cuMemcpyHtoDAsync: CUDA_ERROR_INVALID_VALUE (invalid argument)". It
  *   stays until the next failing call on the same thread. Successful calls
- *   leave it alone.
+ *   leave it alone, and so does slc_stream_unref, which cannot report (a
+ *   failure of its destroy keeps the stream for the context; see above);
+ *   calls made by keeps that run inside a call are calls of their own. A
+ *   call that fails after running keeps (a settle whose drain failed)
+ *   returns the error it met and leaves its record, whatever the keeps did.
  *
  * THREADING
  *   Any thread may use any stream, event, buffer, module or device at any
@@ -83,32 +107,61 @@
  *   current on the calling thread (cuCtxGetCurrent, then cuCtxSetCurrent if
  *   it differs) and leaves it current.
  *   Shared state and why it is safe:
- *   - streams: one atomic word per stream (a destroy flag and the count of
- *     calls inside the driver on its stream). Copies, launches, records,
- *     waits and syncs only increment and decrement it; destroy sets the flag
- *     and waits for the count to reach zero before synchronising and
- *     destroying the driver stream. No lock, and no keep ever runs while the
- *     count is held, so a keep may call back into any slc_ function on any
- *     stream, this one included.
+ *   - streams: one atomic word per stream (a destroy flag, a "synced" flag
+ *     and the count of calls inside the driver on its stream). Copies,
+ *     launches, records, waits and syncs only increment and decrement it;
+ *     destroy sets the flag and waits for the count to reach zero before
+ *     synchronising and destroying the driver stream. No lock, and no keep
+ *     ever runs while the count is held, so a keep may call back into any
+ *     slc_ function on any stream, this one included. A settle that finds a
+ *     holder being destroyed waits until that destroy's synchronisation is
+ *     decided (succeeded: drained; failed: it drains the stream itself) —
+ *     never for the destroy's keeps, which may settle in turn.
  *   - events: one small mutex per event. The driver event's state (its last
  *     record) and the (stream, mark) the layer keeps for it must change
  *     together: two records racing on one event would otherwise leave the
  *     driver holding one record and the layer the other's mark, and a sync
  *     would release a stream that was never waited for. The mutex covers
- *     "read mark, cuEventRecord, store" and "read (stream, mark),
- *     cuStreamWaitEvent, ldg_add_wait". It is never held across a blocking
+ *     "read mark, cuEventRecord, store" and "cuStreamWaitEvent, read
+ *     (stream, mark)"; the wait is recorded (ldg_add_wait, which runs keeps
+ *     when a release of the waiting stream overtakes it) after the unlock,
+ *     with the pair read under it. It is never held across a blocking
  *     driver call nor while keeps run: a sync reads the record under the
  *     mutex, waits with it unlocked, and releases only if no record came in
  *     between (a generation count); otherwise it releases nothing, which is
  *     always allowed.
  *   - devices: a primary context is retained on first use under a per-device
  *     mutex (once per device, then an acquire load of a ready flag).
+ *   - kept streams (failed synchronisation as the last reference went): a
+ *     list in the context under a mutex, taken only on that failure path and
+ *     by slc_context_destroy, never while keeps run.
  *   - the ledger is lock-free on the enqueue and release paths.
- *   Keeps run on the thread that released: the thread that synchronised,
- *   destroyed, queried, freed, the progress engine's thread or a caller of
- *   slc_engine_poll (cuda/sl_engine.h) — or, rarely, the one that enqueued
- *   (see ldg_enqueue). They may block and may call any slc_ function except
- *   slc_context_destroy.
+ *   Keeps run on the thread that released, never while the layer holds a
+ *   lock. The calls that may run keeps: slc_stream_synchronize,
+ *   slc_stream_query, slc_stream_destroy, slc_stream_unref (the last
+ *   reference), slc_event_synchronize, slc_event_query, slc_event_record and
+ *   slc_event_destroy (when they drop a stream's last reference),
+ *   slc_stream_wait_event (a release of the waiting stream overtook the
+ *   wait, or that stream was destroyed meanwhile), slc_device_synchronize,
+ *   slc_buffer_free, slc_copy_htod, slc_copy_dtoh, slc_host_range_settle,
+ *   the asynchronous operations (a release overtook the enqueue, or the
+ *   stream was destroyed between the issue and the record),
+ *   slc_stream_record_external and the slc_buf_* operations (likewise:
+ *   they issue through the asynchronous operations), the progress engine's
+ *   thread and slc_engine_poll (cuda/sl_engine.h: releases to completed
+ *   markers) and slc_context_destroy (kept streams). Keeps may block and
+ *   may call any slc_ function — on any stream, event or buffer, their own
+ *   stream included (unref, destroy, copies, settles, records, waits,
+ *   syncs, frees, slc_engine_poll) — except slc_context_destroy, and except calls
+ *   on a handle the running call ends (the buffer slc_buffer_free is
+ *   freeing, the event slc_event_destroy is destroying, the stream whose
+ *   last reference is going). Keeps run by slc_context_destroy must not
+ *   call into its context. (tests/cuda: cuda_suite --keep-reentry runs each
+ *   such call, slc_engine_poll, slc_buf_memset_async and
+ *   slc_stream_record_external included, from a keep on each of these
+ *   paths; the engine's through slc_engine_poll, whose release code the
+ *   engine thread shares; slc_stream_record_external's and the slc_buf_*
+ *   calls' own enqueue paths are not forced there.)
  */
 #ifndef STREAMLEDGER_CUDA_SL_CUDA_H
 #define STREAMLEDGER_CUDA_SL_CUDA_H
@@ -181,10 +234,15 @@ int slc_set_error_cu(const slc_context *c, const char *call, CUresult r,
  * is unusable. SLC_ENODEVICE: no device. LDG_EINVAL: out NULL. LDG_ENOMEM. */
 int slc_context_create(const slc_driver *driver, slc_context **out);
 
-/* Ends the context: destroys the ledger and releases the primary contexts.
- * LDG_EBUSY (and nothing changes) while streams, events, buffers or modules
- * of it are alive. No other call on c may run concurrently or later. NULL is
- * ignored (LDG_OK). */
+/* Ends the context: synchronises each kept stream (see WHAT A FAILED
+ * SYNCHRONISATION RELEASES) and then destroys it (its keeps run here), destroys
+ * the ledger, releases the primary contexts and frees c. LDG_EBUSY (and
+ * nothing changes) while streams, events, buffers or modules of it are
+ * alive. A driver error (a kept stream's sync, its cuStreamDestroy,
+ * cuDevicePrimaryCtxRelease) is returned with c still allocated and nothing
+ * released that was not proved complete: call slc_context_destroy again
+ * (and nothing else on c); it resumes where it stopped. No other call on c
+ * may run concurrently or later. NULL is ignored (LDG_OK). */
 int slc_context_destroy(slc_context *c);
 
 int slc_device_count(const slc_context *c);
@@ -237,28 +295,34 @@ int slc_stream_query(slc_stream *s, bool *idle);
 
 /* Refuses new calls on s, waits for calls already inside the driver on it,
  * cuStreamSynchronize, ldg_stream_destroy (releases everything the stream
- * holds; its waits fire), cuStreamDestroy. The handle stays valid.
+ * holds; its waits fire), makes s's context current again (keeps may have
+ * switched it), cuStreamDestroy. The handle stays valid.
  * If the synchronisation fails: nothing is released, the stream is live
  * again (calls racing with this destroy may have been refused), and the
- * driver's error is returned; retry, or the keeps stay held for good.
+ * driver's error is returned; retry, or drop the last reference (the stream
+ * is then kept until the context's destroy proves it complete).
  * If only cuStreamDestroy fails, the stream is destroyed in the ledger (its
- * work had completed) and the driver's error is returned.
+ * work had completed) and the driver's error is returned; the last
+ * reference tries cuStreamDestroy again, then the context's destroy.
  * LDG_EDESTROYED if already destroyed (or being destroyed). */
 int slc_stream_destroy(slc_stream *s);
 
 void slc_stream_ref(slc_stream *s);
 /* Drops a reference; the last one destroys the stream if it was not (as
- * slc_stream_destroy) and frees the handle. If that destroy's sync fails,
- * the handle goes away anyway: the ledger stream is destroyed with it
- * (releasing what it held: the device is in error and nothing will ever
- * complete it) and the driver stream destroyed if the driver allows. Call
- * slc_stream_destroy first to see such an error. NULL ignored. */
+ * slc_stream_destroy) and ends the handle. If that destroy's sync fails,
+ * the handle goes away but nothing is released: the stream is kept, live,
+ * with what it holds, until something proves it complete (a settle or device
+ * synchronisation may release what it holds; slc_context_destroy
+ * synchronises it, then destroys it). Never changes slc_last_error() (keeps
+ * it runs may): call slc_stream_destroy first to see such an error. NULL
+ * ignored. */
 void slc_stream_unref(slc_stream *s);
 
 /* Adopts a driver stream the layer did not create (the application's,
  * cuBLAS's, TensorRT's, a framework's) without taking ownership: the layer
  * records work on it and synchronises it like its own, but slc_stream_destroy
- * and the last slc_stream_unref never destroy the CUstream. The owner must
+ * and the last slc_stream_unref (nor slc_context_destroy finishing a stream
+ * kept after a failed sync) never destroy the CUstream. The owner must
  * keep it alive until then. Its device is found from its context, which
  * must be a device's primary context; non-blocking if created so.
  * LDG_EINVAL: c or out NULL, a default stream (NULL, CU_STREAM_LEGACY,
@@ -356,7 +420,10 @@ int slc_event_query(slc_event *e, bool *complete);
 /* b waits for e's last record: cuStreamWaitEvent(b, e), then
  * ldg_add_wait(b, recorded stream, recorded mark), so that b's completion
  * past the wait releases the recorded stream up to its mark (transitively,
- * across devices too). A never-recorded event waits on nothing. */
+ * across devices too). A never-recorded event waits on nothing. If a release
+ * of b overtakes the wait being recorded, the wait fires here and the
+ * recorded stream's keeps run on this thread (the event's mutex is not
+ * held). */
 int slc_stream_wait_event(slc_stream *b, slc_event *e);
 
 /* cuEventDestroy and frees the handle (dropping its stream reference).
@@ -396,22 +463,29 @@ int slc_buffer_try_free(slc_buffer *b);
 
 /* Settles b, then frees it. Settling:
  *   1. ldg_settle_vector: each non-blocking stream holding b's id is marked,
- *      synchronised and released to its mark;
+ *      synchronised and released to its mark (one being destroyed: once its
+ *      destroy's synchronisation succeeded; if that failed, synchronised
+ *      here);
  *   2. while the ledger still holds b (blocking streams, and host buffers
  *      named only by range), the devices are synchronised one at a time —
  *      b's own device first, then the others in order — through
  *      slc_device_synchronize, until it is no longer held.
- * A failed synchronisation stops it with that error (nothing freed). If b
+ * A failed synchronisation stops it with that error (nothing freed; the
+ * first failing drain's error even if keeps run by the settle failed or
+ * settled in turn). If b
  * is still held after every device was synchronised (operations on it were
  * enqueued meanwhile), LDG_EBUSY and nothing is freed. May block. */
 int slc_buffer_free(slc_buffer *b);
 
 /* Synchronous copies for the implicit paths: settle the vector's
- * non-blocking holders (ldg_settle_vector), then cuMemcpyHtoD / cuMemcpyDtoH
+ * non-blocking holders (ldg_settle_vector, as slc_buffer_free's step 1: a
+ * holder being destroyed is waited for), then cuMemcpyHtoD / cuMemcpyDtoH
  * on b's device, which the driver orders after all work of that device's
  * blocking streams (legacy default stream). Ledger entries of blocking
- * streams stay held until their streams or device are synchronised.
- * LDG_EINVAL: out of b's bounds, a host buffer. */
+ * streams stay held until their streams or device are synchronised. A
+ * failed drain is returned (its own error) and nothing is copied. Work
+ * enqueued on b while the settle runs (by keeps it runs, or other threads)
+ * is not waited for. LDG_EINVAL: out of b's bounds, a host buffer. */
 int slc_copy_htod(slc_buffer *dst, size_t dst_offset, const void *src,
                   size_t bytes);
 int slc_copy_dtoh(void *dst, slc_buffer *src, size_t src_offset, size_t bytes);

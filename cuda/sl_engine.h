@@ -51,15 +51,18 @@
  *     stream's engine error becomes sticky: the engine stops querying it,
  *     calls config.on_error once (on the engine or polling thread, no lock
  *     held) and slc_stream_engine_error reports it. Its keeps stay held (no
- *     completion can be proven) until the stream is synchronised
- *     successfully, or destroyed (slc_stream_destroy refuses while the sync
- *     fails; the last slc_stream_unref drops the entries anyway, see
- *     sl_cuda.h).
- *   - How keeps learn why they run: slc_keep_status(), called inside a keep,
- *     says LDG_OK when the work was proven complete (a sync, a query, an
- *     event, a marker, a destroy after a successful sync) and SLC_EDRIVER
- *     when the entry is dropped without proof (the last unref of a stream
- *     whose synchronisation failed: the device is in error).
+ *     completion can be proven) until a synchronisation succeeds: of the
+ *     stream, a settle or device sync covering it, slc_stream_destroy
+ *     (which refuses while its sync fails), or — once the last reference
+ *     went and that destroy's sync failed, so the stream waits in the
+ *     context's limbo list, no longer driven by the engine —
+ *     slc_context_destroy, which synchronises it first and returns the
+ *     error, releasing nothing, while that fails (see sl_cuda.h,
+ *     slc_stream_unref).
+ *   - How keeps learn why they run: every keep runs with proof that its
+ *     work completed (a sync, a query, an event, a marker, a destroy or
+ *     context destroy after a successful sync); nothing is dropped without
+ *     proof, so slc_keep_status(), called inside a keep, says LDG_OK.
  *
  * OBSERVABILITY
  *   slc_engine_stats_get (context-wide counters) and slc_stream_progress_get
@@ -172,9 +175,9 @@ int slc_stream_progress_get(slc_stream *s, slc_stream_progress *out);
  * once the stream's engine error is sticky. LDG_EINVAL: s NULL. */
 int slc_stream_engine_error(const slc_stream *s, CUresult *cu);
 
-/* Inside a keep: LDG_OK if its work was proven complete, SLC_EDRIVER if the
- * entry is being dropped without proof (see FAILURES). Outside a keep:
- * LDG_OK. */
+/* Inside a keep: LDG_OK, its work was proven complete (see FAILURES: no
+ * path drops an entry without proof; SLC_EDRIVER would say one did).
+ * Outside a keep: LDG_OK. */
 int slc_keep_status(void);
 
 #ifdef __cplusplus

@@ -1,11 +1,49 @@
 /*
  * Streams and the asynchronous operations issued on them.
  *
- * Every call that reaches the driver on a stream runs inside the stream's
- * gate (internal.h): enter, driver call, exit — and only then touches the
- * ledger (enqueue, release), whose keeps may call back into the layer. So a
- * destroy waiting for the gate never waits for a keep, and a keep may
- * destroy any stream, its own included.
+ * THE GATE
+ *   Every call that reaches the driver on a stream runs inside the stream's
+ *   gate (internal.h): enter, driver call, exit — and only then touches the
+ *   ledger (enqueue, release), whose keeps may call back into the layer. So
+ *   a destroy waiting for the gate never waits for a keep, and a keep may
+ *   destroy any stream, its own included.
+ *
+ * DRAINS DURING A DESTROY
+ *   ldg_settle_vector calls a stream's drain with a mark it read before.
+ *   If the stream is being destroyed the drain cannot enter the gate; it
+ *   waits until that destroy's cuStreamSynchronize is decided, holding
+ *   nothing: succeeded ("synced") means every operation issued on the
+ *   stream has completed — each operation up to the mark entered the gate
+ *   before "destroying" was set (a later one is refused and never issued),
+ *   so the destroy waited for its issue before synchronising — and the
+ *   drain reports success; failed means the stream is live again and the
+ *   drain synchronises it itself. It never waits for the destroy's keeps
+ *   (they run after "synced"), so a keep of that destroy may settle the
+ *   same buffers.
+ *
+ * LIFETIME OF THE STRUCT
+ *   The slc_stream is the drain context of its ledger stream, and the
+ *   ledger calls the drain while it holds a reference of its own (a settle
+ *   holds one per stream it drains; pending waits and snapshots hold them
+ *   too). So the struct is freed by the ledger stream's finalizer, which
+ *   the ledger runs once after its last reference is gone and the last
+ *   drain returned — never when the handle's last reference goes. A keep
+ *   run by a settle that drops another drained stream's last reference
+ *   therefore leaves that stream's struct to the settle's reference, and a
+ *   stream kept live in the ledger by another stream's pending wait keeps
+ *   its struct too. Under every interleaving the struct outlives every
+ *   drain call; nothing else reaches it without a handle reference.
+ *
+ * WHEN THE LAST REFERENCE GOES
+ *   The stream is destroyed as by slc_stream_destroy. If the destroy's
+ *   synchronisation fails, nothing is released: destroying the ledger
+ *   stream would fire its waits, releasing streams of healthy devices that
+ *   are still at work. The struct, its driver stream and its ledger stream
+ *   (live, with what it holds) move to the context's limbo list; device
+ *   synchronisations and settles may still release what it holds, and
+ *   slc_context_destroy synchronises each limbo stream before destroying it
+ *   (slc__limbo_finish). A stream whose cuStreamDestroy failed goes there
+ *   too, so the driver stream is destroyed by the context at the latest.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -47,18 +85,40 @@ static void slc__wait_users(slc_stream *s) {
     slc__backoff(&spins);
 }
 
+/* Enters the gate, or, if a destroy is under way, waits until its
+ * synchronisation is decided: SLC__ENTERED (the caller makes its driver call
+ * and exits), or SLC__SYNCED (the destroy's sync succeeded: everything
+ * issued on s, up to any mark the caller read before, has completed; the
+ * driver stream may be gone). Never waits for keeps (see above). */
+enum { SLC__ENTERED, SLC__SYNCED };
+
+static int slc__enter_unless_synced(slc_stream *s) {
+  unsigned spins = 0;
+  bool told = false;
+  for (;;) {
+    uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
+    if (!(old & SLC__GATE_DESTROYING)) return SLC__ENTERED;
+    slc__fetch_sub_release(&s->gate, 1);
+    for (;;) {
+      /* Acquire: pairs with the destroy's acq_rel setting "synced" after
+       * its sync returned (or clearing "destroying" after it failed). */
+      uint64_t g = slc__load_acquire(&s->gate);
+      if (g & SLC__GATE_SYNCED) return SLC__SYNCED;
+      if (!(g & SLC__GATE_DESTROYING)) break; /* live again: retry */
+      if (!told) {
+        SLC__HOOK(SLC__HOOK_DRAIN_WAITS);
+        told = true;
+      }
+      slc__backoff(&spins);
+    }
+  }
+}
+
 /* ---- Streams ------------------------------------------------------------ */
 
 int slc__stream_drain(void *ctx) {
   slc_stream *s = ctx;
-  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
-  if (old & SLC__GATE_DESTROYING) {
-    /* Its destroy synchronises and releases everything; reporting success
-     * here would let ldg_settle_vector release to its mark before that. */
-    slc__fetch_sub_release(&s->gate, 1);
-    slc__drain_note(SLC__DRAIN_SKIPPED);
-    return 1;
-  }
+  if (slc__enter_unless_synced(s) == SLC__SYNCED) return 0;
   int rc = slc__make_current(s->c, s->device, "slc_stream drain");
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
@@ -68,11 +128,14 @@ int slc__stream_drain(void *ctx) {
                        "draining stream %llu for ldg_settle_vector",
                        (unsigned long long)ldg_stream_id(s->ls));
   if (rc != LDG_OK || r != CUDA_SUCCESS) {
-    slc__drain_note(SLC__DRAIN_FAILED);
+    slc__drain_failed(); /* the settle reports this record */
     return 1;
   }
   return 0;
 }
+
+/* The ledger stream's finalizer: no drain runs or will run. */
+static void slc__stream_free(void *ctx) { free(ctx); }
 
 int slc_stream_create(slc_context *c, int device, unsigned flags,
                       slc_stream **out) {
@@ -107,6 +170,7 @@ int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
   atomic_init(&s->gate, 0);
   atomic_init(&s->refs, 1);
   atomic_init(&s->destroyed, 0);
+  s->limbo_next = NULL;
   int rc =
       ldg_stream_create(c->ledger, device, nb ? LDG_STREAM_NONBLOCKING : 0,
                         slc__stream_drain, s, &s->ls);
@@ -119,9 +183,11 @@ int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
   if (rc != LDG_OK) {
     ldg_stream_unref(s->ls); /* destroys it: nothing was enqueued */
     if (!adopted) (void)c->drv.pfn_cuStreamDestroy(s->cu);
-    free(s);
+    free(s); /* no finalizer yet */
     return rc;
   }
+  /* Before the handle is shared: from now on the ledger frees s. */
+  (void)ldg_stream_set_finalizer(s->ls, (ldg_keep){slc__stream_free, s});
   slc__fetch_add_acq_rel(&c->live_handles, 1);
   return LDG_OK;
 }
@@ -174,7 +240,28 @@ int slc_stream_query(slc_stream *s, bool *idle) {
   return LDG_OK;
 }
 
-static int slc__stream_destroy(slc_stream *s, const char *call) {
+/* cuStreamDestroy, with the stream's context current again (keeps ran
+ * since the destroy made it current, and may have switched it). */
+static int slc__stream_destroy_driver(slc_stream *s, const char *call) {
+  if (s->adopted) {
+    /* Not ours (slc_stream_adopt): its owner destroys it. */
+    slc__store_release(&s->destroyed, 1);
+    return LDG_OK;
+  }
+  int rc = slc__make_current(s->c, s->device, call);
+  if (rc != LDG_OK) return rc;
+  CUresult r = s->c->drv.pfn_cuStreamDestroy(s->cu);
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(s->c, "cuStreamDestroy", r,
+                        "stream %llu (released in the ledger)",
+                        (unsigned long long)ldg_stream_id(s->ls));
+  slc__store_release(&s->destroyed, 1);
+  return LDG_OK;
+}
+
+/* quiet: leave this thread's error record as it was (slc_stream_unref);
+ * failures of keeps it runs still change it. */
+static int slc__stream_destroy(slc_stream *s, const char *call, bool quiet) {
   uint64_t old = slc__fetch_or_acq_rel(&s->gate, SLC__GATE_DESTROYING);
   if (old & SLC__GATE_DESTROYING)
     return slc__fail(LDG_EDESTROYED, call,
@@ -183,63 +270,125 @@ static int slc__stream_destroy(slc_stream *s, const char *call) {
   slc__wait_users(s);
   /* Every driver call on s has returned and no new one starts: the sync
    * below covers every operation ever issued on it. */
+  slc_error saved;
+  if (quiet) slc__error_save(&saved);
   int rc = slc__make_current(s->c, s->device, call);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
   if (rc != LDG_OK || r != CUDA_SUCCESS) {
-    /* Nothing released; the stream is live again. */
+    /* Nothing released; the stream is live again. Acq_rel: pairs with the
+     * acquire of drains waiting for the outcome. */
     slc__fetch_and_acq_rel(&s->gate, ~SLC__GATE_DESTROYING);
-    if (rc != LDG_OK) return rc;
-    return slc__fail_cu(s->c, "cuStreamSynchronize", r,
+    if (rc == LDG_OK)
+      rc = slc__fail_cu(s->c, "cuStreamSynchronize", r,
                         "destroying stream %llu; nothing released",
                         (unsigned long long)ldg_stream_id(s->ls));
+    if (quiet) (void)slc__error_restore(&saved);
+    return rc;
   }
+  /* Acq_rel: the sync's completion happens-before what a drain that sees
+   * "synced" does next (it reports the stream drained). */
+  slc__fetch_or_acq_rel(&s->gate, SLC__GATE_SYNCED);
   /* Releases everything the stream holds; keeps run here, and any call they
    * make on s is refused. */
-  rc = ldg_stream_destroy(s->ls);
-  if (rc != LDG_OK && rc != LDG_EDESTROYED)
-    return slc__fail(rc, "ldg_stream_destroy", NULL);
-  r = s->adopted ? CUDA_SUCCESS : s->c->drv.pfn_cuStreamDestroy(s->cu);
-  slc__store_release(&s->destroyed, 1);
-  if (r != CUDA_SUCCESS)
-    return slc__fail_cu(s->c, "cuStreamDestroy", r,
-                        "stream %llu (released in the ledger)",
-                        (unsigned long long)ldg_stream_id(s->ls));
-  return LDG_OK;
+  (void)ldg_stream_destroy(s->ls); /* only LDG_EDESTROYED: already done */
+  if (quiet) slc__error_save(&saved); /* keeps' failures stay */
+  rc = slc__stream_destroy_driver(s, call);
+  if (quiet) (void)slc__error_restore(&saved);
+  return rc;
 }
 
 int slc_stream_destroy(slc_stream *s) {
   if (s == NULL) return slc__fail(LDG_EINVAL, "slc_stream_destroy", "NULL");
-  return slc__stream_destroy(s, "slc_stream_destroy");
+  return slc__stream_destroy(s, "slc_stream_destroy", false);
 }
 
 void slc_stream_ref(slc_stream *s) { slc__fetch_add_relaxed(&s->refs, 1); }
 
 void slc_stream_unref(slc_stream *s) {
   if (s == NULL) return;
-  /* acq_rel: every holder's use of s happens-before the free below. */
+  /* acq_rel: every holder's use of s happens-before the teardown below. */
   if (slc__fetch_sub_acq_rel(&s->refs, 1) != 1) return;
+  static const char fn[] = "slc_stream_unref";
   slc_context *c = s->c;
-  bool unproven = false;
-  if (!(slc__load_acquire(&s->gate) & SLC__GATE_DESTROYING)) {
-    if (slc__stream_destroy(s, "slc_stream_unref") != LDG_OK &&
-        !slc__load_acquire(&s->destroyed)) {
-      /* The sync failed and the handle is going away: the ledger stream is
-       * destroyed with its last reference below (releasing what it holds;
-       * the device is in error) and the driver stream destroyed if it can. */
-      unproven = true;
-      if (!s->adopted &&
-          slc__make_current(c, s->device, "slc_stream_unref") == LDG_OK)
-        (void)c->drv.pfn_cuStreamDestroy(s->cu);
-    }
+  uint64_t g = slc__load_acquire(&s->gate);
+  if (!(g & SLC__GATE_DESTROYING)) {
+    (void)slc__stream_destroy(s, fn, true);
+  } else if (!slc__load_acquire(&s->destroyed)) {
+    /* Destroyed in the ledger by slc_stream_destroy, whose cuStreamDestroy
+     * failed: try again. */
+    slc_error saved;
+    slc__error_save(&saved);
+    (void)slc__stream_destroy_driver(s, fn);
+    (void)slc__error_restore(&saved);
   }
-  slc__engine_unregister(s);
-  /* Keeps dropped without proof of completion learn it (slc_keep_status). */
-  if (unproven) slc__set_keep_status(SLC_EDRIVER);
-  ldg_stream_unref(s->ls);
-  if (unproven) slc__set_keep_status(LDG_OK);
-  free(s);
+  /* The engine lets go of s whether it was destroyed or goes to limbo
+   * below: a limbo stream's sync failed, so its markers can only fail too,
+   * and slc_context_destroy proves it complete by a sync of its own (with
+   * the engine stopped). Unregistering frees the marker ring here, not in
+   * the finalizer: after it no poll reaches the ring (engine.c,
+   * REGISTRATION), while the struct may outlive this call in a settle's or
+   * an engine release's ledger reference; neither touches s->mq. Quiet:
+   * this call never changes slc_last_error(). */
+  {
+    slc_error saved;
+    slc__error_save(&saved);
+    slc__engine_unregister(s);
+    (void)slc__error_restore(&saved);
+  }
+  if (slc__load_acquire(&s->destroyed)) {
+    slc__fetch_sub_acq_rel(&c->live_handles, 1);
+    /* Done: give up the handle's ledger reference; the finalizer frees s,
+     * now or when the last settle, wait or snapshot lets go. */
+    ldg_stream_unref(s->ls);
+    return;
+  }
+  /* The sync failed (nothing may be released without proof of completion)
+   * or the driver stream could not be destroyed: kept for the context. On
+   * the list before the handle stops counting, so a destroy that finds no
+   * live handle finds it there. */
+  pthread_mutex_lock(&c->limbo_mu);
+  s->limbo_next = c->limbo;
+  c->limbo = s;
+  pthread_mutex_unlock(&c->limbo_mu);
   slc__fetch_sub_acq_rel(&c->live_handles, 1);
+}
+
+int slc__limbo_finish(slc_context *c) {
+  static const char fn[] = "slc_context_destroy";
+  /* No other call on c runs: the list is read without the mutex. */
+  /* 1. Proof of completion for each, before anything is released: their
+   *    waits may point at one another. */
+  for (slc_stream *s = c->limbo; s != NULL; s = s->limbo_next) {
+    if (slc__load_acquire(&s->gate) & SLC__GATE_SYNCED) continue;
+    int rc = slc__make_current(c, s->device, fn);
+    if (rc != LDG_OK) return rc;
+    CUresult r = c->drv.pfn_cuStreamSynchronize(s->cu);
+    if (r != CUDA_SUCCESS)
+      return slc__fail_cu(c, "cuStreamSynchronize", r,
+                          "stream %llu, kept since its last reference went; "
+                          "nothing released",
+                          (unsigned long long)ldg_stream_id(s->ls));
+    slc__fetch_or_acq_rel(&s->gate,
+                          SLC__GATE_DESTROYING | SLC__GATE_SYNCED);
+  }
+  /* 2. All complete: release what they hold (their waits fire onto streams
+   *    synchronised above or already destroyed). Keeps run here. */
+  for (slc_stream *s = c->limbo; s != NULL; s = s->limbo_next)
+    (void)ldg_stream_destroy(s->ls); /* LDG_EDESTROYED: done before */
+  /* 3. The driver streams. */
+  for (slc_stream *s = c->limbo; s != NULL; s = s->limbo_next) {
+    if (slc__load_acquire(&s->destroyed)) continue;
+    int rc = slc__stream_destroy_driver(s, fn);
+    if (rc != LDG_OK) return rc;
+  }
+  /* 4. Their ledger references; the finalizers free them. */
+  while (c->limbo != NULL) {
+    slc_stream *s = c->limbo;
+    c->limbo = s->limbo_next;
+    ldg_stream_unref(s->ls);
+  }
+  return LDG_OK;
 }
 
 int slc_stream_check_live(const slc_stream *s) {
@@ -323,16 +472,8 @@ static int slc__check_hold(const slc_hold *h, const char *call) {
 /* The issue failed to be recorded: make the operation complete before the
  * caller gets its keep back. Holds nothing while it waits. */
 static int slc__sync_after_failed_record(slc_stream *s, const char *call) {
-  unsigned spins = 0;
-  for (;;) {
-    uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
-    if (!(old & SLC__GATE_DESTROYING)) break;
-    slc__fetch_sub_release(&s->gate, 1);
-    /* Being destroyed: done once the driver stream is gone (its sync
-     * covered the operation), or retry if that destroy failed. */
-    if (slc__load_acquire(&s->destroyed)) return LDG_OK;
-    slc__backoff(&spins);
-  }
+  /* Being destroyed: its sync covered the operation (issued before). */
+  if (slc__enter_unless_synced(s) == SLC__SYNCED) return LDG_OK;
   int rc = slc__make_current(s->c, s->device, call);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);

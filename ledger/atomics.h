@@ -2,7 +2,11 @@
  * Named atomic operations. Every shared access in the ledger goes through one
  * of these, so `grep ldg__.*acquire` lists every acquire in the code base and
  * no access is implicitly seq_cst: where a seq_cst operation is needed (the
- * store/load handshakes described in ring.c) it says so in its name.
+ * store/load handshakes described in ring.c, segment.c, registry.c and
+ * pool.c) it says so in its name. Every relaxed, acquire, release or
+ * acq_rel use in the ledger's .c files has a comment next to it saying what
+ * it pairs with under the C11 model (or why it needs nothing: a statistic, a
+ * value a CAS checks).
  */
 #ifndef STREAMLEDGER_ATOMICS_H
 #define STREAMLEDGER_ATOMICS_H
@@ -28,6 +32,14 @@
   atomic_fetch_sub_explicit((p), (v), memory_order_relaxed)
 #define ldg__fetch_sub_acq_rel(p, v) \
   atomic_fetch_sub_explicit((p), (v), memory_order_acq_rel)
+
+#define ldg__fetch_add_release(p, v) \
+  atomic_fetch_add_explicit((p), (v), memory_order_release)
+#define ldg__fetch_or_acq_rel(p, v) \
+  atomic_fetch_or_explicit((p), (v), memory_order_acq_rel)
+
+/* A full fence: the store/load (Dekker) handshake of registry.c. */
+#define ldg__fence_seq_cst() atomic_thread_fence(memory_order_seq_cst)
 
 #define ldg__exchange_acq_rel(p, v) \
   atomic_exchange_explicit((p), (v), memory_order_acq_rel)

@@ -1,6 +1,7 @@
 /*
  * Internal structures of the ledger. Names with `ldg__` are internal.
- * ring.c opens with the design of the per-stream ring; registry.c with the
+ * ring.c opens with the design of the per-stream ring (continued in
+ * segment.c, pool.c and release.c, one protocol each); registry.c with the
  * registry and stream lifetimes.
  */
 #ifndef STREAMLEDGER_INTERNAL_H
@@ -25,7 +26,7 @@
 /* ---- Slots ------------------------------------------------------------------ */
 
 /* slot.state: the handshake between the enqueuer that fills a slot and the
- * release that covers its seq (see ring.c, "Publication"). */
+ * release that covers its seq (see ring.c, "PUBLICATION"). */
 enum {
   LDG__SLOT_EMPTY = 0,     /* reserved, not yet published */
   LDG__SLOT_FULL = 1,      /* published; the covering release takes it */
@@ -42,7 +43,7 @@ enum { LDG__KIND_OP = 0, LDG__KIND_WAIT = 1 };
 enum { LDG__OP_INLINE = 0, LDG__OP_EXT = 1 };
 
 /* slot.aux for a wait being fired: what its frame does when the waited
- * stream's release ends (ring.c, "Transitive release"). */
+ * stream's release ends (release.c, "TRANSITIVE RELEASE"). */
 enum { LDG__FRAME_FIRED = 0, LDG__FRAME_FINALIZE = 1 };
 
 /* Words of vec ids and (addr, bytes) pairs that fit in a slot. */
@@ -127,6 +128,7 @@ struct ldg_stream {
   unsigned flags;
   ldg_drain_fn drain;
   void *drain_ctx;
+  ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
 
@@ -134,6 +136,13 @@ struct ldg_stream {
    * lock-free readers under RCU. */
   _Atomic(ldg_stream *) reg_next;
   ldg_stream *reg_prev;
+  /* The ledger's stack of destroyed streams waiting to be unlinked
+   * (registry.c, UNLINKING WITHOUT WAITING): written by the pusher before
+   * its publishing CAS, read by the lock holder that pops the stack. */
+  ldg_stream *unlink_next;
+  /* LDG__LIFE_* bits: the stream is freed, after a grace period, by whoever
+   * sets the second of them. */
+  _Atomic uint32_t life;
   struct rcu_head rcu;
 
   /* Enqueuers' line: the enqueue high-water mark (= ldg_mark), and the end
@@ -148,17 +157,34 @@ struct ldg_stream {
   _Atomic(struct ldg__seg *) head;
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
+  /* The next segment, zeroed, prepared by a release once tail passes
+   * spare_at (half of the newest segment) and taken by the extender with an
+   * exchange (segment.c, THE SPARE). */
+  _Atomic(struct ldg__seg *) spare;
+  _Atomic ldg_seq spare_at;
 
   /* References: waits, snapshots and callers take them. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
 };
 
+/* ldg_stream.life */
+enum {
+  LDG__LIFE_FINALIZED = 1, /* last reference dropped, keeps run */
+  LDG__LIFE_UNLINKED = 2,  /* removed from the registry list */
+};
+
 struct ldg_ledger {
-  /* Guards the registry list for writers (stream create and destroy, ledger
-   * destroy): rare paths the contract allows a lock on. Readers never take
-   * it: they walk the list under RCU. Never held across a callback. */
+  /* Guards the registry list for writers: stream create, ledger destroy,
+   * and whoever drains unlink_pending — rare paths the contract allows a
+   * lock on. Only stream create and ledger destroy wait for it; destroy,
+   * unref and the release paths only try it (registry.c, UNLINKING WITHOUT
+   * WAITING). Readers never take it: they walk the list under RCU. Never
+   * held across a callback. */
   pthread_mutex_t reg_lock;
   _Atomic(ldg_stream *) reg_head;
+  /* Destroyed streams still on the list, linked through unlink_next: a
+   * lock-free stack that every holder of reg_lock empties. */
+  _Atomic(ldg_stream *) unlink_pending;
   _Atomic uint64_t next_id;
   _Atomic size_t n_nonblocking;
   /* The ledger lives while its owner has not destroyed it or any stream
@@ -167,11 +193,12 @@ struct ldg_ledger {
   _Atomic bool destroying; /* ldg_ledger_destroy began: pools take nothing */
   alignas(LDG__CACHE_LINE) _Atomic size_t bytes;
   /* Retired segments past their grace period, kept for reuse, one lock-free
-   * stack per size (8 << class slots); see ring.c, "GROWTH AND SHRINKING". */
+   * stack per size (8 << class slots); see pool.c. */
   _Atomic size_t pool_bytes;
   _Atomic size_t pool_limit;
   struct ldg__pool {
     alignas(LDG__CACHE_LINE) _Atomic(struct ldg__seg *) top;
+    _Atomic unsigned long reused; /* pops that found a segment (tests) */
   } pools[LDG__POOL_CLASSES];
 };
 
@@ -199,7 +226,7 @@ void *ldg__calloc(size_t n, size_t size);
 void *ldg__aligned_alloc(size_t align, size_t bytes);
 void ldg__free(void *p);
 
-/* ---- ring.c ----------------------------------------------------------------------- */
+/* ---- ring.c: layout, enqueue ------------------------------------------------------- */
 
 /* What an enqueue records: an operation, or a wait on another stream. */
 struct ldg__entry {
@@ -213,24 +240,76 @@ struct ldg__entry {
   ldg_seq upto;
 };
 
+/* Records e on s. See ldg_enqueue. */
+int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
+                      ldg_seq *seq_out);
+
+/* RCU callback freeing a taken entry's out-of-line payload. */
+void ldg__ext_free_cb(struct rcu_head *head);
+
+/* Calls fn on every pending operation of s (kind OP, seq not yet
+ * released) until fn returns true. Caller is inside an RCU read-side
+ * section. Returns whether fn returned true. */
+typedef bool (*ldg__entry_pred)(const struct ldg__slot *slot, const void *arg);
+bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg);
+
+/* ---- segment.c: segments, growth, head advance and retirement ------------------------ */
+
 /* Creates the first segment of a new stream. LDG_ENOMEM. */
 int ldg__ring_init(ldg_stream *s);
 
 /* Frees every segment still held (the stream is being freed). */
 void ldg__ring_free_all(ldg_stream *s);
 
+/* Bytes of a segment of `size` slots, header included. */
+size_t ldg__seg_bytes(uint32_t size);
+
+/* Frees a segment nobody can reach any more, now. */
+void ldg__seg_destroy(struct ldg__seg *g);
+
+/* The segment of an rcu_head, and the RCU callback that frees it. */
+struct ldg__seg *ldg__seg_of_rcu(struct rcu_head *head);
+void ldg__seg_free_cb(struct rcu_head *head);
+
+/* Counts k more slots of g resolved; retires done segments. Under RCU. */
+void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
+
+/* Makes sure a segment follows the one ending at end, and that tailseg and
+ * tail_end moved onto it. Under RCU. LDG_ENOMEM. */
+int ldg__ring_extend(ldg_stream *s, ldg_seq end);
+
+/* After a release: once the newest segment is half used and no spare
+ * waits, prepares the next segment (pool or fresh, zeroed) outside any
+ * read-side section. Best effort: out of memory leaves no spare. Not under
+ * RCU. */
+void ldg__ring_prepare_spare(ldg_stream *s);
+
+/* Retires s's spare, if any, through a grace period. */
+void ldg__ring_drop_spare(ldg_stream *s);
+
+/* ---- pool.c: the retired-segment pool --------------------------------------------- */
+
+#define LDG__POOL_DEFAULT_LIMIT ((size_t)1 << 20)
+
+/* RCU callback of a retired segment: pools it, or frees it. */
+void ldg__seg_pool_cb(struct rcu_head *head);
+
+/* Pops a pooled segment of that size for s, or NULL. Under RCU. */
+struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size);
+
 /* Empties the ledger's pools. With `now`, frees at once (teardown, after a
  * barrier, no concurrent pop); else after a grace period. */
 void ldg__pools_drain(ldg_ledger *l, bool now);
 
-#define LDG__POOL_DEFAULT_LIMIT ((size_t)1 << 20)
+/* ---- release.c: claims, chunks, the transitive release engine --------------------- */
 
-/* Records e on s. See ldg_enqueue. */
-int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
-                      ldg_seq *seq_out);
+/* What the caller of ldg__engine gives it of s (see release.c). */
+enum { LDG__TOP_BORROWED, LDG__TOP_OWNED, LDG__TOP_FINALIZE };
 
-/* Releases s up to upto, transitively. The caller holds a reference to s
- * (or, when taking over s's last reference, passes own_last_ref). */
+/* The release walk of s up to upto, in one of the modes above. */
+void ldg__engine(ldg_stream *s, ldg_seq upto, int mode);
+
+/* Releases s up to upto, transitively. The caller holds a reference to s. */
 void ldg__release(ldg_stream *s, ldg_seq upto);
 
 /* s just lost its last reference: destroys it if needed, releasing
@@ -241,23 +320,16 @@ void ldg__finalize(ldg_stream *s);
  * Returns false if it was destroyed already. */
 bool ldg__destroy(ldg_stream *s);
 
-/* Calls fn on every pending operation of s (kind OP, seq not yet
- * released) until fn returns true. Caller is inside an RCU read-side
- * section. Returns whether fn returned true. */
-typedef bool (*ldg__entry_pred)(const struct ldg__slot *slot, const void *arg);
-bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg);
-
 /* ---- registry.c ------------------------------------------------------------------- */
 
-/* Drops a reference to l (streams, segments and ext blocks hold one). */
+/* Takes / drops a reference to l (streams, segments and ext blocks hold
+ * one). */
 void ldg__ledger_ref(ldg_ledger *l);
 void ldg__ledger_unref(ldg_ledger *l);
 
-/* Drops a reference to l (streams, segments and ext blocks hold one). */
-void ldg__ledger_ref(ldg_ledger *l);
-void ldg__ledger_unref(ldg_ledger *l);
-
-/* Removes s from its ledger's registry (destroy path). */
+/* s was just marked destroyed (by the caller's CAS): queues it to be
+ * unlinked from its ledger's registry and unlinks it now if the registry
+ * mutex is free. Never waits for the mutex. */
 void ldg__registry_unlink(ldg_stream *s);
 
 /* Takes a reference unless the count already reached zero. */
@@ -267,7 +339,8 @@ bool ldg__stream_tryref(ldg_stream *s);
  * owns the stream's finalisation). */
 bool ldg__stream_unref_is_last(ldg_stream *s);
 
-/* Frees s after a grace period (the last step of finalisation). */
-void ldg__stream_free_deferred(ldg_stream *s);
+/* Sets bit (LDG__LIFE_*) of s; whoever sets the second bit frees s after a
+ * grace period. FINALIZED is the last step of finalisation. */
+void ldg__stream_life(ldg_stream *s, uint32_t bit);
 
 #endif /* STREAMLEDGER_INTERNAL_H */

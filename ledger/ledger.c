@@ -55,11 +55,16 @@ int ldg_enqueue(ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids,
   return ldg__ring_enqueue(s, &e, seq_out);
 }
 
+/* Acquire: pairs with the release half of the reserving CAS on tail
+ * (ldg__ring_reserve), which followed its acquire of tail_end: a thread that
+ * releases to this mark finds every seq up to it linked in a segment. */
 ldg_seq ldg_mark(const ldg_stream *s) { return ldg__load_acquire(&s->tail); }
 
 int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
                  ldg_seq *seq_out) {
   if (b == NULL || a == NULL || a->ledger != b->ledger) return LDG_EINVAL;
+  /* An early refusal; acquire pairs with the destroyer's seq_cst CAS. The
+   * seq_cst handshake in ldg__ring_enqueue decides a race with destroy. */
   if (ldg__load_acquire(&b->destroyed)) return LDG_EDESTROYED;
   if (a_upto > ldg_mark(a)) return LDG_EINVAL;
   /* A wait of a stream on itself is always behind its own mark: it takes a
@@ -82,15 +87,20 @@ int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
 
 int ldg_release(ldg_stream *s, ldg_seq upto) {
   if (s == NULL) return LDG_EINVAL;
+  /* A refusal only: acquire pairs with the destroyer's seq_cst CAS. A
+   * release racing destroy claims an interval disjoint from the
+   * destroyer's (release.c), so either order is safe. */
   if (ldg__load_acquire(&s->destroyed)) return LDG_EDESTROYED;
   if (upto > ldg_mark(s)) return LDG_EINVAL;
   ldg__release(s, upto);
+  ldg__ring_prepare_spare(s); /* the next segment, off the enqueue path */
   return LDG_OK;
 }
 
 int ldg_release_all(ldg_stream *s) {
   if (s == NULL) return LDG_EINVAL;
-  if (ldg__load_acquire(&s->destroyed)) return LDG_EDESTROYED;
+  if (ldg__load_acquire(&s->destroyed)) return LDG_EDESTROYED; /* as above */
   ldg__release(s, ldg_mark(s));
+  ldg__ring_prepare_spare(s);
   return LDG_OK;
 }

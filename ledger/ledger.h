@@ -42,34 +42,54 @@
  *   ---------------------------  ---------  -----------------  --------------
  *   ldg_enqueue                  no         none               keep (see (a))
  *   ldg_mark                     no         none               no
- *   ldg_add_wait                 no         none               no
- *   ldg_release, _release_all    no (b)     none               keeps
+ *   ldg_add_wait                 no (b)     none               keeps (see (a))
+ *   ldg_release, _release_all    no (b)     none (f)           keeps
  *   queries (pending, holds_*,   no         none               no
  *     nonblocking_holding,
  *     has_nonblocking)
- *   ldg_device_marks             no         none               no
- *   ldg_release_marks            no (b)     none               keeps
- *   ldg_settle_vector            yes (c)    none               drains, keeps
- *   ldg_stream_create/destroy    yes (d)    registry mutex     keeps (destroy)
- *   ldg_stream_unref             yes (d)    registry mutex     keeps (e)
+ *   ldg_device_marks             no         none               no (g)
+ *   ldg_release_marks            no (b)     none (f)           keeps
+ *   ldg_marks_discard            no (b)     none (f)           keeps (e)
+ *   ldg_settle_vector            yes (c)    none (f)           drains, keeps
+ *   ldg_stream_create            yes (d)    registry mutex     no
+ *   ldg_stream_destroy           no (b)     none (f)           keeps
+ *   ldg_stream_unref             no (b)     none (f)           keeps (e)
+ *   ldg_stream_set_finalizer     no         none               no
  *   ldg_ledger_destroy           yes        registry mutex     keeps
  *
- *   (a) Only when a release overtook this enqueue (see ldg_enqueue).
+ *   (a) Only when a release overtook this enqueue or wait (see ldg_enqueue
+ *       and ldg_add_wait).
  *   (b) The ledger itself never blocks; the keeps it runs may.
  *   (c) It calls the drains, which synchronise device streams.
  *   (d) Briefly, on the registry's writer mutex; never while holding it
  *       across a callback.
- *   (e) Only when it drops the last reference of a stream never destroyed.
+ *   (e) Only when it drops the last reference of a stream never destroyed
+ *       (for ldg_marks_discard: of a stream in the snapshot).
+ *   (f) A call that destroys a stream (these may, through a fired wait or a
+ *       dropped last reference) only tries the registry mutex, to unlink
+ *       it, and never waits for it: a thread holding the mutex delays the
+ *       unlink (another holder completes it), never the call.
+ *   (g) Except when it fails with LDG_ENOMEM after taking references, one
+ *       of which another thread made the last meanwhile: dropping it runs
+ *       that stream's keeps (as ldg_marks_discard would).
+ *   Finalizers (ldg_stream_set_finalizer) run wherever a stream's last
+ *   reference is dropped: in the calls above that run keeps (a last unref,
+ *   a fired wait, a settle's or snapshot's reference), and as (g) says.
  *
- *   Progress: no mutex is taken on the paths of ldg_enqueue, ldg_mark,
- *   ldg_add_wait, ldg_release and the queries. A thread stalled anywhere in
- *   the ledger never prevents another thread's enqueue or release from
- *   completing. (A stalled enqueuer delays the return of memory of its own
- *   stream, nothing else.)
+ *   Progress: no mutex is waited for on the paths of ldg_enqueue, ldg_mark,
+ *   ldg_add_wait, ldg_release, ldg_release_marks, ldg_stream_destroy,
+ *   ldg_stream_unref and the queries. A thread stalled anywhere in the
+ *   ledger — inside a release, an enqueue, or holding the registry mutex
+ *   in ldg_stream_create — never prevents another thread's enqueue or
+ *   release from completing. (A stalled enqueuer delays the return of
+ *   memory of its own stream, nothing else.)
  *
  * CALLBACKS
- *   keep.release and drain run on the thread that released or settled, never
- *   while the ledger holds a lock or is inside an RCU read-side section. They
+ *   keep.release and drain run on the thread that released or settled (for
+ *   an enqueue or wait a release overtook, the thread of that ldg_enqueue or
+ *   ldg_add_wait; for a stream destroyed by dropping its last reference, the
+ *   thread that dropped it), never while the ledger holds a lock or is
+ *   inside an RCU read-side section. They
  *   may call back into the ledger (any function, on any stream) and may block.
  *   Within one release of one stream, keeps run in sequence order. Each keep
  *   runs exactly once. A keep must not call ldg_ledger_destroy.
@@ -135,7 +155,10 @@ int ldg_ledger_create(ldg_ledger **out);
 /* Destroys every stream still live (releasing every keep still held, waits
  * firing), waits for deferred frees, and ends the ledger. No other call on the
  * ledger may run concurrently or later, except ldg_stream_unref on handles the
- * caller still holds: those stay valid (and destroyed) until unreferenced.
+ * caller still holds: those stay valid (and destroyed) until unreferenced,
+ * and may be dropped concurrently — a stream whose last reference another
+ * thread is dropping is left to that thread (this call waits, without
+ * holding any lock, until that thread has taken it off the registry).
  * NULL is ignored. May block. */
 void ldg_ledger_destroy(ldg_ledger *l);
 
@@ -166,6 +189,20 @@ void ldg_stream_ref(ldg_stream *s);
  * destroyed (running its keeps on this thread) and frees it after an RCU
  * grace period. NULL is ignored. */
 void ldg_stream_unref(ldg_stream *s);
+
+/* Registers finalizer.release(finalizer.ctx) to run exactly once, when the
+ * last reference to s is dropped: after s was destroyed and every keep it
+ * held ran, and after the last call of its drain returned (the drain runs
+ * only under a reference). From then on the ledger never calls drain nor
+ * reads drain_ctx, so the finalizer may free the drain's context. It runs on
+ * the thread that dropped the last reference (an unref, or a release,
+ * settle or snapshot dropping a wait's or its own reference; inside
+ * ldg_ledger_destroy for streams it finalises), outside any lock and RCU
+ * read-side section; like a keep it may call into the ledger (not on s) and
+ * may block. Set it right after ldg_stream_create, before s is shared: it
+ * must not race with the last unref. Replaces an earlier one; a NULL
+ * release removes it. LDG_EINVAL if s is NULL. */
+int ldg_stream_set_finalizer(ldg_stream *s, ldg_keep finalizer);
 
 /* LDG_OK if s is live, LDG_EDESTROYED if destroyed, LDG_EINVAL if NULL. */
 int ldg_stream_check_live(const ldg_stream *s);
@@ -212,6 +249,15 @@ ldg_seq ldg_mark(const ldg_stream *s);
  * if never destroyed, live) until the wait fires, and a cycle of pending
  * waits between streams whose callers dropped their references lasts until
  * one of them is released or destroyed, or the ledger is destroyed.
+ * Like an enqueue, the wait normally fires on the thread that releases b
+ * past it; if a release to a mark covering its seq ran while this call was
+ * still publishing it (possible only when another thread read b's mark
+ * concurrently), this call fires the wait itself before returning: a is
+ * released up to a_upto, transitively, and a's keeps run on this thread —
+ * and if the wait held a's last reference (the caller dropped its own
+ * meanwhile), a is destroyed here too. So a caller must not hold a lock
+ * that a keep of a (or of a stream a waits on) takes; those keeps may call
+ * back into the ledger on any stream, a and b included.
  * A wait on a destroyed a is accepted and does nothing when it fires; b == a
  * is allowed, takes a seq, holds no reference and fires nothing (it is always
  * behind b's own mark). a_upto == 0 waits on nothing.
@@ -321,7 +367,10 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * A stream's ring grows with what is pending and gives segments back as they
  * are released: held memory is the pending span rounded up to segments (64
  * to 1024 entries of 64 bytes), plus the newest segment, plus what waits for
- * an RCU grace period. One bounded exception: retired segments past their
+ * an RCU grace period, plus at most one prepared next segment per stream
+ * (made by a release once the newest segment is half used, so that the
+ * enqueue that fills it does not allocate; none with a pool limit of 0).
+ * One bounded exception: retired segments past their
  * grace period go to a per-ledger pool that growing rings reuse (a steady
  * stream would otherwise allocate, zero and page-fault a fresh segment every
  * 64 entries). The pool holds at most the ledger's pool limit (1 MiB unless
@@ -334,8 +383,9 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
 size_t ldg_ledger_bytes(ldg_ledger *l);
 
 /* Gives back the pooled segments, including those retired before the call
- * and still in their grace period: they are freed after a grace period, so
- * ldg_ledger_trim(l) then ldg_quiesce() leaves nothing pooled. Blocks (it
+ * and still in their grace period, and every stream's prepared next
+ * segment: they are freed after a grace period, so ldg_ledger_trim(l) then
+ * ldg_quiesce() leaves nothing pooled or prepared. Blocks (it
  * waits for pending RCU callbacks); may be called from a keep or drain.
  * NULL is ignored. */
 void ldg_ledger_trim(ldg_ledger *l);

@@ -6,6 +6,7 @@
 #define STREAMLEDGER_LEDGER_TESTING_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,7 +28,10 @@ long ldg__fault_injected(void);
  * to widen a race window. The hook runs on the thread passing the point; it
  * may sleep or spin. Points marked (rcu) are inside an RCU read-side section:
  * a hook pausing there delays deferred frees (and ldg_quiesce) until it
- * returns, never another thread's enqueue, mark, release or query. */
+ * returns, never another thread's enqueue, mark, release or query. The point
+ * marked (lock) holds the registry mutex: a hook pausing there delays other
+ * stream creates and ldg_ledger_destroy, never a release, enqueue, destroy,
+ * unref or query (ledger.h's table). */
 enum ldg__hook_point {
   LDG__HOOK_ENQUEUE_RESERVED = 1, /* seq reserved, not yet published */
   LDG__HOOK_ENQUEUE_PUBLISHED,    /* slot published */
@@ -36,6 +40,20 @@ enum ldg__hook_point {
   LDG__HOOK_RELEASE_TAKING,       /* (rcu) about to take one slot */
   LDG__HOOK_RELEASE_CHUNK_TAKEN,  /* chunk taken, keeps not yet run */
   LDG__HOOK_HEAD_ADVANCE,         /* (rcu) about to retire a segment */
+  LDG__HOOK_POOL_POP,             /* (rcu) read a pool's top segment, its
+                                     link not yet read (s: the stream whose
+                                     segment is being got) */
+  LDG__HOOK_EXTEND_LINKED,        /* (rcu) successor linked to the tail
+                                     segment, tailseg not yet swung */
+  LDG__HOOK_FINALIZE,             /* the last reference was dropped, the
+                                     stream not yet marked destroyed */
+  LDG__HOOK_REGISTRY_LOCKED,      /* (lock) holding the registry mutex: in
+                                     ldg_stream_create (s: the new stream),
+                                     ldg_ledger_destroy's walk (s: NULL) and
+                                     the unlink drain (s: the stream being
+                                     unlinked) */
+  LDG__HOOK_LEDGER_DESTROY_PICK,  /* ldg_ledger_destroy found s at the head
+                                     of the registry, mutex released */
 };
 
 struct ldg_stream;
@@ -44,6 +62,22 @@ typedef void (*ldg__hook_fn)(enum ldg__hook_point point,
 
 /* Installs fn (NULL removes it). Returns false if this build has no hooks. */
 bool ldg__set_hook(ldg__hook_fn fn, void *arg);
+
+/* ---- Inspection (every build) ---------------------------------------------
+ * Segments in l's pool of size class cls (8 << cls slots), and how many
+ * segments of that class were taken from it since l was created. Exact only
+ * while no segment enters or leaves the pool. */
+struct ldg_ledger;
+size_t ldg__pool_count(struct ldg_ledger *l, unsigned cls);
+unsigned long ldg__pool_reused(struct ldg_ledger *l, unsigned cls);
+
+/* Bytes one pooled segment of class cls accounts for (its header included). */
+size_t ldg__pool_seg_bytes(unsigned cls);
+
+/* Whether s's newest segment (tailseg) is still reachable from its oldest
+ * (head): a segment tailseg names is never retired. */
+struct ldg_stream;
+bool ldg__ring_tailseg_reachable(struct ldg_stream *s);
 
 #ifdef __cplusplus
 }

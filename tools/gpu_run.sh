@@ -4,6 +4,8 @@
 # binary's result. Needs nothing but the folder and the NVIDIA driver.
 #   cuda_suite --driver=libcuda --require-gpu   real copies and kernels, one
 #                                               process per test
+#   cuda_suite --driver=libcuda --keep-reentry  keeps calling back into the
+#                                               layer on every path (matrix)
 #   cuda_suite --driver=host                    the same suite on the host
 #                                               executor (sanity check)
 #   ledger_bench                                if present (skip: --no-bench)
@@ -83,6 +85,7 @@ run() {
 }
 
 run cuda_suite_libcuda "$bin/cuda_suite" --driver=libcuda --require-gpu "${suite_args[@]}"
+run cuda_suite_libcuda_reentry "$bin/cuda_suite" --driver=libcuda --require-gpu --keep-reentry "${suite_args[@]}"
 run cuda_suite_host "$bin/cuda_suite" --driver=host "${suite_args[@]}"
 if [ $bench -eq 1 ]; then
   for b in "$bin"/*bench*; do

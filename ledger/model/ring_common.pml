@@ -6,7 +6,12 @@
  * that touches shared state is one C atomic access (plain reads of immutable
  * data, and ghost bookkeeping, ride along with the atomic step they follow):
  *
- *   inline seg_get           ldg__seg_get / ldg__seg_alloc (pool: see RCU)
+ *   inline seg_get           ldg__seg_get / ldg__seg_alloc (pool: see RCU),
+ *                            or the stream's spare (segment.c, THE SPARE):
+ *                            a clean, unreachable segment from the same
+ *                            pool or allocation, handed to the one extender
+ *                            by an exchange; prepared by releases outside
+ *                            the ring protocol, so not modelled apart
  *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) + the grace
  *                            period of liburcu; FREE_SEG: its end, where
  *                            ldg__seg_pool_cb pools or frees the segment

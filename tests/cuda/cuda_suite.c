@@ -21,8 +21,15 @@
  * libcuda) each test runs in a child process with a time limit, so a test
  * that leaves the GPU in a sticky error state cannot affect the next.
  *
+ * Modes: by default every test except those of the two modes below;
+ * --keep-reentry runs the keep re-entry matrix (keeps calling back into
+ * every slc_ function on every path that runs keeps); --fault-sweep runs the
+ * failure-injection sweep (host executor); --hooks-only runs the tests that
+ * force an interleaving with the test hooks (they need the hooks build,
+ * //tests/cuda:cuda_suite_hooks_test, and are skipped elsewhere).
+ *
  * Options: --driver=host|libcuda  --only=a,b  --skip=a,b  --list
- * --fork|--no-fork
+ * --fork|--no-fork  --keep-reentry|--fault-sweep|--hooks-only
  *          --require-gpu  --libcuda=PATH  --devices=N (host)  --delay-us=N
  *          (host)  --threads=N --iters=N (stress tests)  --timeout=S (fork)
  * Exit status: 0 when no test failed, 1 otherwise.
@@ -39,7 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
+#include "cuda/sl_engine.h"
 #include "ledger/ledger_testing.h"
 #include "tests/cuda/host_driver.h"
 #include "tests/cuda/kernels.h"
@@ -61,6 +70,7 @@ typedef struct suite {
   int host_devices;
   unsigned delay_us;
   int threads, iters;
+  bool hooks; /* the hooks build: cuda_testing.h and the ledger's hooks */
   slc_driver drv;
   /* Per test. */
   slc_context *c;
@@ -198,9 +208,15 @@ typedef struct staging {
 static void staging_release(void *ctx) {
   staging *st = ctx;
   if (st->done != NULL) {
+    if (st->S->host) hd_uncounted(true);
     CUresult r = slc_context_driver(st->S->c)->pfn_cuEventQuery(st->done);
+    if (st->S->host) hd_uncounted(false);
     if (r != CUDA_SUCCESS) atomic_fetch_add(&st->early, 1);
   }
+  /* The host executor knows exactly: no queued copy may still touch it. */
+  if (st->S->host &&
+      hd_pending_touching(slc_buffer_host(st->buf), st->bytes) != 0)
+    atomic_fetch_add(&st->early, 1);
   memset(slc_buffer_host(st->buf), POISON, st->bytes);
   atomic_fetch_add(&st->released, 1);
 }
@@ -219,24 +235,57 @@ static ldg_range range_of(const void *p, size_t bytes) {
 }
 
 /* Raw driver events (not the layer's), for completion checks in keeps. */
+/* The test's own driver calls are not counted by the host executor's
+ * failure injection (hd_fail_nth): only the layer's are. */
+static void raw_begin(suite *S) {
+  if (S->host) hd_uncounted(true);
+}
+
+static void raw_end(suite *S) {
+  if (S->host) hd_uncounted(false);
+}
+
 static int raw_event(suite *S, int device, CUevent *out) {
+  raw_begin(S);
   int rc = slc_device_make_current(S->c, device);
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(S->c)->pfn_cuEventCreate(out,
+                                                    CU_EVENT_DISABLE_TIMING);
+  raw_end(S);
   if (rc != LDG_OK) return rc;
-  CUresult r =
-      slc_context_driver(S->c)->pfn_cuEventCreate(out, CU_EVENT_DISABLE_TIMING);
   return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
 }
 
 static int raw_record(suite *S, CUevent ev, slc_stream *s) {
+  raw_begin(S);
   int rc = slc_device_make_current(S->c, slc_stream_device(s));
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(S->c)->pfn_cuEventRecord(ev, slc_stream_handle(s));
+  raw_end(S);
   if (rc != LDG_OK) return rc;
-  CUresult r =
-      slc_context_driver(S->c)->pfn_cuEventRecord(ev, slc_stream_handle(s));
+  return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
+}
+
+/* Waits for the driver stream itself, leaving the ledger untouched: the
+ * work is complete but still held. */
+static int raw_stream_sync(suite *S, slc_stream *s) {
+  raw_begin(S);
+  int rc = slc_device_make_current(S->c, slc_stream_device(s));
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(S->c)->pfn_cuStreamSynchronize(
+        slc_stream_handle(s));
+  raw_end(S);
+  if (rc != LDG_OK) return rc;
   return r == CUDA_SUCCESS ? LDG_OK : SLC_EDRIVER;
 }
 
 static void raw_event_destroy(suite *S, CUevent ev) {
+  raw_begin(S);
   if (ev != NULL) (void)slc_context_driver(S->c)->pfn_cuEventDestroy(ev);
+  raw_end(S);
 }
 
 static int module_for(suite *S, int device, slc_module **out) {
@@ -1682,9 +1731,11 @@ typedef struct tracked {
 static void tracked_release(void *ctx) {
   tracked *t = ctx;
   const slc_driver *d = slc_context_driver(t->S->c);
+  raw_begin(t->S);
   if (d->pfn_cuEventQuery(t->done) != CUDA_SUCCESS)
     atomic_fetch_add(t->early, 1);
   (void)d->pfn_cuEventDestroy(t->done);
+  raw_end(t->S);
   free(t->p);
   count_release(t->count);
   free(t);
@@ -1802,71 +1853,1313 @@ static int t_event_race(suite *S) {
   return PASS;
 }
 
+/* ---- Issue 15: regressions of the review's findings ---------------------- */
+
+/* A keep that drops a stream reference it was given. */
+typedef struct unref_keep {
+  slc_stream *s;
+  counter n;
+} unref_keep;
+
+static void unref_release(void *ctx) {
+  unref_keep *u = ctx;
+  slc_stream_unref(u->s);
+  u->s = NULL;
+  count_release(&u->n);
+}
+
+/* 1. A settle holds only ledger references to the streams it drains: one
+ *    released first runs a keep that drops the last reference of the next
+ *    one. Its drain context must still be alive when the settle drains it
+ *    (ASan: heap-use-after-free in the drain otherwise). */
+static int t_settle_unref_in_keep(suite *S) {
+  const size_t bytes = 4096;
+  slc_buffer *B;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  void *out = malloc(bytes);
+  CHECK(out != NULL);
+  uint64_t id = slc_buffer_id(B);
+  for (int mode = 0; mode < 3; mode++) {
+    slc_stream *n1, *n2;
+    /* The registry lists the newest first: n1 is drained before n2. */
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &n2));
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &n1));
+    counter k2 = {0};
+    slc_hold h2 = {count_keep(&k2), &id, 1, NULL, 0};
+    CHECK_OK(busy(S, n2, 5, NULL));
+    CHECK_OK(slc_memset_d8_async(n2, slc_buffer_dptr(B), 1, bytes, &h2));
+    unref_keep u = {n2, {0}};
+    slc_hold h1 = {{unref_release, &u}, &id, 1, NULL, 0};
+    CHECK_OK(slc_memset_d8_async(n1, slc_buffer_dptr(B), 2, bytes, &h1));
+    if (mode == 0) {
+      CHECK_OK(slc_copy_dtoh(out, B, 0, bytes));
+    } else if (mode == 1) {
+      CHECK_OK(slc_copy_htod(B, 0, out, bytes));
+    } else {
+      CHECK_OK(slc_buffer_free(B));
+      B = NULL;
+    }
+    CHECK(count_of(&u.n) == 1 && count_of(&k2) == 1);
+    slc_stream_unref(n1);
+  }
+  free(out);
+  return PASS;
+}
+
+/* 2. A stream whose last reference goes while its synchronisation fails
+ *    stays a live ledger stream (another stream's pending wait holds it):
+ *    a later settle drains it, so its drain context must live on. */
+static int t_failed_unref_kept_for_waits(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  const size_t bytes = 4096;
+  slc_buffer *B;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  slc_stream *b, *c;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &c));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  counter kb = {0};
+  uint64_t id = slc_buffer_id(B);
+  slc_hold hb = {count_keep(&kb), &id, 1, NULL, 0};
+  CHECK_OK(busy(S, b, 5, NULL));
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(B), 1, bytes, &hb));
+  CHECK_OK(slc_event_record(e, b));
+  CHECK_OK(slc_stream_wait_event(c, e)); /* c's wait holds b's ledger side */
+  CHECK_OK(slc_event_destroy(e));
+  CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) == 0);
+  slc_stream_unref(b); /* the destroy's sync fails */
+  CHECK(hd_nth_fired() == 1);
+  CHECK(count_of(&kb) == 0 && slc_buffer_held(B)); /* nothing released */
+  CHECK_OK(slc_buffer_free(B)); /* drains b */
+  CHECK(count_of(&kb) == 1);
+  CHECK_OK(slc_stream_synchronize(c));
+  slc_stream_unref(c);
+  return PASS;
+}
+
+/* 3. A synchronous copy while a non-blocking stream holding the buffer is
+ *    being destroyed (its destroy is inside cuStreamSynchronize): the copy
+ *    must wait for that synchronisation, not run before the pending work. */
+typedef struct destroy_in_sync {
+  slc_stream *n;
+  atomic_int in_sync;
+  int rc;
+} destroy_in_sync;
+
+static void dis_sync_hook(void *arg) {
+  atomic_store(&((destroy_in_sync *)arg)->in_sync, 1);
+}
+
+static void *dis_destroy_thread(void *arg) {
+  destroy_in_sync *d = arg;
+  d->rc = slc_stream_destroy(d->n);
+  return NULL;
+}
+
+static void dis_drain_waits(enum slc__hook_point point, void *arg) {
+  (void)point;
+  (void)arg;
+  hd_hold(false); /* the pending work may run now: the destroy's sync ends */
+}
+
+static int t_copy_waits_for_destroy(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hold");
+  SKIP_IF(!S->hooks, "needs the hooks build (cuda_suite_hooks_test)");
+  const size_t bytes = 4096;
+  slc_buffer *B;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  unsigned char *out = malloc(bytes);
+  CHECK(out != NULL);
+  destroy_in_sync d = {NULL, 0, -1};
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &d.n));
+  for (int mode = 0; mode < 2; mode++) {
+    if (mode == 1) { /* again, through slc_copy_htod */
+      slc_stream_unref(d.n);
+      CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &d.n));
+      atomic_store(&d.in_sync, 0);
+    }
+    counter k = {0};
+    uint64_t id = slc_buffer_id(B);
+    slc_hold h = {count_keep(&k), &id, 1, NULL, 0};
+    hd_hold(true);
+    CHECK_OK(slc_memset_d8_async(d.n, slc_buffer_dptr(B), 0xAA, bytes, &h));
+    hd_set_hook(HD_FAULT_STREAM_SYNC, dis_sync_hook, &d);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, dis_destroy_thread, &d) == 0);
+    while (!atomic_load(&d.in_sync)) sleep_ms(1);
+    /* The destroy is in its cuStreamSynchronize, held: the memset pends. */
+    CHECK(slc__set_test_hook(dis_drain_waits, NULL));
+    memset(out, 0x11, bytes);
+    int rc;
+    if (mode == 0) {
+      rc = slc_copy_dtoh(out, B, 0, bytes);
+    } else {
+      rc = slc_copy_htod(B, 0, out, 16); /* lands after the memset */
+    }
+    long pending_then = hd_pending_touching((void *)slc_buffer_dptr(B), 16);
+    slc__set_test_hook(NULL, NULL);
+    hd_hold(false);
+    pthread_join(th, NULL);
+    CHECK_OK(rc);
+    CHECK_OK(d.rc);
+    CHECK(count_of(&k) == 1);
+    CHECK(pending_then == 0);
+    if (mode == 0) {
+      CHECK(all_bytes(out, bytes, 0xAA)); /* not 0xCD: the memset ran first */
+    } else {
+      CHECK_OK(slc_copy_dtoh(out, B, 0, 32));
+      CHECK(all_bytes(out, 16, 0x11) && all_bytes(out + 16, 16, 0xAA));
+    }
+  }
+  slc_stream_unref(d.n);
+  free(out);
+  CHECK_OK(slc_buffer_try_free(B));
+  return PASS;
+}
+
+/* 4. A drain fails, then a keep released by the same settle calls back into
+ *    the layer (a nested settle, a failing call, slc_clear_error): the
+ *    outer copy must still fail with the drain's error and copy nothing. */
+typedef struct nested_keep {
+  slc_buffer *C;
+  int mode;
+  counter n;
+} nested_keep;
+
+static void nested_release(void *ctx) {
+  nested_keep *k = ctx;
+  unsigned char src[8] = {0};
+  if (k->mode == 0) {
+    (void)slc_copy_htod(k->C, 0, src, sizeof(src)); /* a nested settle */
+  } else if (k->mode == 1) {
+    (void)slc_stream_synchronize(NULL); /* a call that fails */
+  } else {
+    slc_clear_error();
+  }
+  count_release(&k->n);
+}
+
+static int t_nested_settle_keeps_failure(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  const size_t bytes = 4096;
+  slc_buffer *B, *C;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &B));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, bytes, &C));
+  unsigned char *out = malloc(bytes);
+  CHECK(out != NULL);
+  uint64_t id = slc_buffer_id(B);
+  for (int mode = 0; mode < 3; mode++) {
+    slc_stream *nk, *nf; /* nf is newer: drained (and failing) first */
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &nk));
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &nf));
+    nested_keep k = {C, mode, {0}};
+    slc_hold hk = {{nested_release, &k}, &id, 1, NULL, 0};
+    CHECK_OK(slc_memset_d8_async(nk, slc_buffer_dptr(B), 1, 64, &hk));
+    CHECK_OK(raw_stream_sync(S, nk)); /* done, still held */
+    hd_hold(true);
+    counter kf = {0};
+    slc_hold hf = {count_keep(&kf), &id, 1, NULL, 0};
+    CHECK_OK(slc_memset_d8_async(nf, slc_buffer_dptr(B), 0xAA, bytes, &hf));
+    memset(out, 0x11, bytes);
+    CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) ==
+          0);
+    int rc = slc_copy_dtoh(out, B, 0, bytes);
+    slc_error err = *slc_last_error();
+    hd_hold(false);
+    if (rc != SLC_EDRIVER || err.cu != CUDA_ERROR_LAUNCH_FAILED ||
+        strcmp(err.call, "cuStreamSynchronize") != 0) {
+      fprintf(stderr, "    mode %d: returned %d, record %d (%s)\n", mode, rc,
+              err.code, err.message);
+      return FAIL;
+    }
+    CHECK(err.code == SLC_EDRIVER);
+    CHECK(all_bytes(out, bytes, 0x11)); /* the copy did not run */
+    CHECK(count_of(&k.n) == 1 && count_of(&kf) == 0);
+    CHECK_OK(slc_stream_synchronize(nf));
+    CHECK(count_of(&kf) == 1);
+    slc_stream_unref(nk);
+    slc_stream_unref(nf);
+  }
+  free(out);
+  CHECK_OK(slc_buffer_try_free(B));
+  CHECK_OK(slc_buffer_try_free(C));
+  return PASS;
+}
+
+/* 5. b (device 1) waits on an event recorded on a (device 0) after a copy
+ *    from pinned H; b's synchronisation fails as its last reference goes:
+ *    nothing of a may be released (device 0 still copies from H). What b
+ *    held is released by the context's destroy, once proven complete. */
+static int t_failed_unref_keeps_other_devices(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  const size_t bytes = 1u << 16;
+  slc_context *c = NULL; /* its own, to see what its destroy releases */
+  CHECK_OK(slc_context_create(&S->drv, &c));
+  staging st;
+  memset(&st, 0, sizeof(st));
+  st.S = S;
+  st.bytes = bytes;
+  CHECK_OK(slc_buffer_alloc_host(c, bytes, &st.buf));
+  fill(slc_buffer_host(st.buf), bytes / 4, 5);
+  slc_buffer *D0, *D1;
+  CHECK_OK(slc_buffer_alloc_device(c, 0, bytes, &D0));
+  CHECK_OK(slc_buffer_alloc_device(c, 1, bytes, &D1));
+  slc_stream *a, *b;
+  CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &a));
+  CHECK_OK(slc_stream_create(c, 1, SLC_STREAM_NONBLOCKING, &b));
+  slc_event *e;
+  CHECK_OK(slc_event_create(c, 0, &e));
+  hd_hold(true);
+  uint64_t ids[] = {slc_buffer_id(st.buf), slc_buffer_id(D0)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold h = {{staging_release, &st}, ids, 2, &r, 1};
+  CHECK_OK(slc_copy_htod_async(a, slc_buffer_dptr(D0), slc_buffer_host(st.buf),
+                               bytes, &h));
+  CHECK_OK(slc_event_record(e, a));
+  CHECK_OK(slc_stream_wait_event(b, e));
+  counter kb = {0};
+  uint64_t id1 = slc_buffer_id(D1);
+  slc_hold hb = {count_keep(&kb), &id1, 1, NULL, 0};
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(D1), 1, bytes, &hb));
+  CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) == 0);
+  slc_stream_unref(b);
+  CHECK(hd_nth_fired() == 1);
+  int released = atomic_load(&st.released), early = atomic_load(&st.early);
+  hd_hold(false);
+  if (released != 0 || early != 0)
+    fprintf(stderr, "    released=%d early=%d, a's copy complete: %s\n",
+            released, early, early ? "NO" : "yes");
+  CHECK(released == 0 && early == 0); /* a's copy from H still pends */
+  CHECK(count_of(&kb) == 0);
+  CHECK_OK(slc_stream_synchronize(a));
+  CHECK(atomic_load(&st.released) == 1 && atomic_load(&st.early) == 0);
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(a);
+  CHECK_OK(slc_buffer_free(D1)); /* settles device 1: proves b complete */
+  CHECK(count_of(&kb) == 1);
+  CHECK_OK(slc_buffer_try_free(D0));
+  CHECK_OK(slc_buffer_try_free(st.buf));
+  CHECK_OK(slc_context_destroy(c));
+  return PASS;
+}
+
+/* A failed synchronisation as the last reference goes, and nothing proves
+ * the stream complete before the context's destroy: the destroy
+ * synchronises it and releases what it held, leaking nothing. */
+static int t_context_destroy_finishes_failed_streams(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  slc_context *c = NULL;
+  CHECK_OK(slc_context_create(&S->drv, &c));
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &D));
+  slc_stream *b;
+  CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &b));
+  counter kb = {0};
+  freeing *f = malloc(sizeof(*f));
+  CHECK(f != NULL);
+  f->p = malloc(64); /* freed by the keep */
+  f->count = &kb;
+  CHECK(f->p != NULL);
+  ldg_range r = range_of(f->p, 64);
+  slc_hold hb = {{free_release, f}, NULL, 0, &r, 1}; /* names no buffer */
+  CHECK_OK(slc_memset_d8_async(b, slc_buffer_dptr(D), 1, 4096, &hb));
+  CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) == 0);
+  slc_stream_unref(b);
+  CHECK(hd_nth_fired() == 1 && count_of(&kb) == 0);
+  /* The test (not the layer) waits for the device before freeing D. */
+  raw_begin(S);
+  CUresult cr = CUDA_ERROR_INVALID_CONTEXT;
+  if (slc_device_make_current(c, 0) == LDG_OK)
+    cr = slc_context_driver(c)->pfn_cuCtxSynchronize();
+  raw_end(S);
+  CHECK(cr == CUDA_SUCCESS);
+  CHECK(count_of(&kb) == 0); /* the layer saw no completion */
+  CHECK_OK(slc_buffer_try_free(D));
+  CHECK_OK(slc_context_destroy(c)); /* synchronises b, then releases it */
+  CHECK(count_of(&kb) == 1);
+  CHECK(hd_early_frees() == 0);
+  return PASS;
+}
+
+/* slc_context_destroy: a failing cuDevicePrimaryCtxRelease leaves the
+ * context in place, and calling it again finishes the job. */
+static int t_context_destroy_retry(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  slc_context *c = NULL;
+  CHECK_OK(slc_context_create(&S->drv, &c));
+  CHECK_OK(slc_device_make_current(c, 0)); /* retains the primary context */
+  CHECK(hd_fail_nth("cuDevicePrimaryCtxRelease", 1, CUDA_ERROR_UNKNOWN) == 0);
+  CHECK_RC(slc_context_destroy(c), SLC_EDRIVER);
+  CHECK(slc_last_error()->cu == CUDA_ERROR_UNKNOWN);
+  CHECK(strstr(slc_last_error_message(), "cuDevicePrimaryCtxRelease") != NULL);
+  note_error("slc_context_destroy whose primary context release fails");
+  CHECK_OK(slc_context_destroy(c)); /* again: releases it, frees c */
+  return PASS;
+}
+
+/* Successful calls leave slc_last_error() alone, also when they drop the
+ * last reference of a stream whose synchronisation fails. */
+static int t_success_keeps_error_record(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's fault injection");
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *x, *y, *z;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &x));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &y));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &z));
+  slc_event *ex, *ey;
+  CHECK_OK(slc_event_create(S->c, 0, &ex));
+  CHECK_OK(slc_event_create(S->c, 0, &ey));
+  uint64_t id = slc_buffer_id(D); /* so that freeing D settles them */
+  slc_hold hd = {{NULL, NULL}, &id, 1, NULL, 0};
+  CHECK_OK(slc_memset_d8_async(x, slc_buffer_dptr(D), 1, 64, &hd));
+  CHECK_OK(slc_memset_d8_async(y, slc_buffer_dptr(D) + 64, 2, 64, &hd));
+  CHECK_OK(slc_event_record(ex, x));
+  CHECK_OK(slc_event_record(ey, y));
+  slc_stream_unref(x); /* the events hold the last references */
+  slc_stream_unref(y);
+  CHECK_RC(slc_stream_synchronize(NULL), LDG_EINVAL); /* the sentinel */
+  for (int i = 0; i < 2; i++) {
+    CHECK(hd_fail_nth("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED) ==
+          0);
+    if (i == 0) {
+      CHECK_OK(slc_event_destroy(ex)); /* drops x's last reference */
+    } else {
+      CHECK_OK(slc_event_record(ey, z)); /* drops y's last reference */
+    }
+    CHECK(hd_nth_fired() == i + 1);
+    CHECK(slc_last_error()->code == LDG_EINVAL);
+    CHECK(strcmp(slc_last_error()->call, "slc_stream_synchronize") == 0);
+  }
+  CHECK_OK(slc_event_destroy(ey));
+  CHECK_OK(slc_stream_synchronize(z));
+  slc_stream_unref(z);
+  CHECK_OK(slc_buffer_free(D));
+  return PASS;
+}
+
+/* A keep run by a stream's destroy makes another device current: the
+ * destroy must make the stream's own context current again before
+ * cuStreamDestroy (the host executor refuses it otherwise). */
+typedef struct switch_keep {
+  slc_context *c;
+  int device;
+  counter n;
+} switch_keep;
+
+static void switch_release(void *ctx) {
+  switch_keep *k = ctx;
+  (void)slc_device_make_current(k->c, k->device);
+  count_release(&k->n);
+}
+
+static int t_destroy_after_keep_switches_context(suite *S) {
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *x;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &x));
+  switch_keep k = {S->c, 1, {0}};
+  slc_hold h = hold_keep((ldg_keep){switch_release, &k});
+  CHECK_OK(slc_memset_d8_async(x, slc_buffer_dptr(D), 1, 64, &h));
+  CHECK_OK(slc_stream_destroy(x));
+  CHECK(count_of(&k.n) == 1);
+  slc_stream_unref(x);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* ---- Issue 8, defect 3: ldg_add_wait may run keeps ----------------------- */
+
+/* A release of b overtakes the wait being recorded: ldg_add_wait fires the
+ * wait itself and runs a's keeps on this thread. A keep that records and
+ * waits on the same event must not find the event's mutex held. */
+typedef struct overtake {
+  ldg_stream *target; /* the stream whose next enqueue is overtaken */
+  atomic_int armed;
+} overtake;
+
+static void overtake_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                          void *arg) {
+  overtake *o = arg;
+  if (point != LDG__HOOK_ENQUEUE_RESERVED || s != o->target) return;
+  int one = 1;
+  if (!atomic_compare_exchange_strong(&o->armed, &one, 0)) return;
+  (void)ldg_release(s, ldg_mark(s)); /* covers the reserved seq */
+}
+
+typedef struct reenter_event_keep {
+  slc_event *e;
+  slc_stream *rec_on, *waiter;
+  int rc_record, rc_wait;
+  counter n;
+} reenter_event_keep;
+
+static void reenter_event_release(void *ctx) {
+  reenter_event_keep *k = ctx;
+  k->rc_record = slc_event_record(k->e, k->rec_on);
+  k->rc_wait = slc_stream_wait_event(k->waiter, k->e);
+  count_release(&k->n);
+}
+
+static int t_add_wait_overtaken_reenters_event(suite *S) {
+  SKIP_IF(!S->hooks, "needs the hooks build (cuda_suite_hooks_test)");
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &D));
+  slc_stream *a, *b, *b2;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &b2));
+  slc_event *e;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  reenter_event_keep k = {e, a, b2, -1, -1, {0}};
+  slc_hold h = hold_keep((ldg_keep){reenter_event_release, &k});
+  CHECK_OK(slc_memset_d8_async(a, slc_buffer_dptr(D), 1, 64, &h));
+  CHECK_OK(slc_event_record(e, a));
+  overtake o = {slc_stream_ledger(b), 1};
+  CHECK(ldg__set_hook(overtake_hook, &o));
+  int rc = slc_stream_wait_event(b, e); /* deadlocked here before the fix */
+  ldg__set_hook(NULL, NULL);
+  CHECK_OK(rc);
+  CHECK(atomic_load(&o.armed) == 0);   /* the overtake happened */
+  CHECK(count_of(&k.n) == 1);          /* a's keep ran inside the wait */
+  CHECK_OK(k.rc_record);
+  CHECK_OK(k.rc_wait);
+  CHECK_OK(slc_stream_synchronize(b2));
+  CHECK_OK(slc_stream_synchronize(a));
+  CHECK_OK(slc_stream_synchronize(b));
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  slc_stream_unref(b2);
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* ---- --keep-reentry: keeps that call back into the layer ------------------
+ * For every path that may run keeps (sl_cuda.h "Keeps") and every call the
+ * header allows a keep to make, one scenario: stream x has a pending memset
+ * whose keep makes the call; another stream z has pending work on the same
+ * buffer; the path runs x's keep on this thread. Each keep must run exactly
+ * once, the call must return what the header promises (LDG_OK, or
+ * LDG_EDESTROYED on a stream being destroyed), nothing may deadlock, and
+ * everything is torn down without leaks (ASan, TSan, the executor's count).
+ */
+enum rpath {
+  RP_STREAM_SYNC,
+  RP_STREAM_QUERY,
+  RP_STREAM_DESTROY,
+  RP_STREAM_UNREF,        /* the last reference */
+  RP_EVENT_SYNC,
+  RP_EVENT_QUERY,
+  RP_DEVICE_SYNC,
+  RP_BUFFER_FREE,         /* a buffer only x's work holds */
+  RP_COPY_DTOH,           /* settle of a buffer x and z hold (x non-blocking) */
+  RP_COPY_HTOD,
+  RP_RANGE_SETTLE,        /* a host range x's work holds */
+  RP_WAIT_TRANSITIVE,     /* w waits on x's event; sync w */
+  RP_EVENT_DESTROY_LAST,  /* the event holds x's last reference */
+  RP_EVENT_RERECORD_LAST, /* ... and is recorded on z */
+  RP_OVERTAKEN_ENQUEUE,   /* hooks: a release of x overtakes x's enqueue */
+  RP_OVERTAKEN_WAIT,      /* hooks: a release of z overtakes z's wait on e */
+  RP_DESTROYED_AT_ENQUEUE, /* hooks: x destroyed between issue and record */
+  RP_ENGINE_POLL,         /* x's marker completed; slc_engine_poll releases
+                           * (last: the engine is enabled from here on) */
+  RP_COUNT
+};
+
+static const char *const rpath_name[RP_COUNT] = {
+    "stream_sync",        "stream_query",        "stream_destroy",
+    "stream_unref_last",  "event_sync",          "event_query",
+    "device_sync",        "buffer_free",         "copy_dtoh_settle",
+    "copy_htod_settle",   "host_range_settle",   "wait_transitive",
+    "event_destroy_last", "event_rerecord_last", "overtaken_enqueue",
+    "overtaken_wait",     "destroyed_at_enqueue", "engine_poll",
+};
+
+enum raction {
+  RA_NONE,
+  RA_UNREF_X, /* the keep's own reference */
+  RA_DESTROY_X,
+  RA_ASYNC_X,
+  RA_SYNC_X,
+  RA_QUERY_X,
+  RA_RECORD_X, /* the event, on x */
+  RA_BUF_ASYNC_X,   /* slc_buf_memset_async on x: holds B by itself */
+  RA_RECORD_EXTERNAL_X, /* slc_stream_record_external on x */
+  RA_UNREF_Z,  /* z's last reference */
+  RA_DESTROY_Z,
+  RA_ASYNC_Z,
+  RA_SYNC_Z,
+  RA_WAIT_Z, /* z waits on the event */
+  RA_EVENT_SYNC,
+  RA_EVENT_QUERY,
+  RA_COPY_DTOH, /* the buffer x and z hold */
+  RA_COPY_HTOD,
+  RA_DEVICE_SYNC,
+  RA_FREE_B2, /* the buffer only x's work holds */
+  RA_RANGE_SETTLE,
+  RA_NEW_HANDLES, /* stream, event, buffer: create, use, end */
+  RA_ENGINE_POLL, /* slc_engine_poll (engine_poll path only: the engine) */
+  RA_COUNT
+};
+
+static const char *const raction_name[RA_COUNT] = {
+    "none",         "unref_x",     "destroy_x",   "async_x",
+    "sync_x",       "query_x",     "record_x",    "buf_async_x",
+    "record_external_x",           "unref_z_last",
+    "destroy_z",    "async_z",     "sync_z",      "wait_z",
+    "event_sync",   "event_query", "copy_dtoh",   "copy_htod",
+    "device_sync",  "free_b2",     "range_settle", "new_handles",
+    "engine_poll",
+};
+
+static bool raction_needs_x(int a) {
+  return a >= RA_UNREF_X && a <= RA_RECORD_EXTERNAL_X;
+}
+
+static bool raction_needs_e(int a) {
+  return a == RA_RECORD_X || a == RA_WAIT_Z || a == RA_EVENT_SYNC ||
+         a == RA_EVENT_QUERY;
+}
+
+typedef struct rkit {
+  suite *S;
+  int path, action;
+  slc_stream *x, *z, *w, *v; /* v: where the event is recorded if not x */
+  bool kit_has_x, kit_has_z, keep_has_x, keep_has_z;
+  slc_event *e;
+  bool e_gone;
+  slc_buffer *B, *B2, *H;
+  counter ran, kz, nested;
+  atomic_int nested_issued;
+  int rc;
+  unsigned char scratch[64];
+} rkit;
+
+static int rk_async(rkit *k, slc_stream *s) {
+  uint64_t id = slc_buffer_id(k->B);
+  slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
+  /* Bytes [64, 128) of B: no sync copy of the scenario reads them (a copy
+   * does not wait for work enqueued during its settle). */
+  int rc = slc_memset_d8_async(s, slc_buffer_dptr(k->B) + 64, 3, 64, &h);
+  if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+  return rc;
+}
+
+/* The slc_buf_ form: B named by handle, held by the call itself. */
+static int rk_buf_async(rkit *k, slc_stream *s) {
+  slc_hold h = {count_keep(&k->nested), NULL, 0, NULL, 0};
+  int rc = slc_buf_memset_async(s, k->B, 64, 3, 64, &h);
+  if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+  return rc;
+}
+
+/* Work "issued by something else" (a raw memset), then recorded. Not
+ * issued on a stream being destroyed: its sync may have run already. */
+static int rk_record_external(rkit *k, slc_stream *s) {
+  int rc = slc_stream_check_live(s);
+  if (rc != LDG_OK) return rc;
+  raw_begin(k->S);
+  rc = slc_device_make_current(k->S->c, slc_stream_device(s));
+  CUresult r = CUDA_ERROR_INVALID_CONTEXT;
+  if (rc == LDG_OK)
+    r = slc_context_driver(k->S->c)->pfn_cuMemsetD8Async(
+        slc_buffer_dptr(k->B) + 64, 4, 64, slc_stream_handle(s));
+  raw_end(k->S);
+  if (r != CUDA_SUCCESS) return SLC_EDRIVER;
+  uint64_t id = slc_buffer_id(k->B);
+  slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
+  rc = slc_stream_record_external(s, &h);
+  if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+  return rc;
+}
+
+static int rk_new_handles(rkit *k) {
+  slc_context *c = k->S->c;
+  slc_stream *s;
+  slc_event *e;
+  slc_buffer *b;
+  int rc = slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &s);
+  if (rc != LDG_OK) return rc;
+  rc = slc_event_create(c, 0, &e);
+  if (rc == LDG_OK) {
+    rc = slc_buffer_alloc_device(c, 0, 64, &b);
+    if (rc == LDG_OK) {
+      uint64_t id = slc_buffer_id(b);
+      slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
+      rc = slc_memset_d8_async(s, slc_buffer_dptr(b), 1, 64, &h);
+      if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+      if (rc == LDG_OK) rc = slc_event_record(e, s);
+      if (rc == LDG_OK) rc = slc_buffer_free(b); /* settles s */
+      else (void)slc_buffer_free(b);
+    }
+    int rc2 = slc_event_destroy(e);
+    if (rc == LDG_OK) rc = rc2;
+  }
+  int rc3 = slc_stream_destroy(s);
+  if (rc == LDG_OK) rc = rc3;
+  slc_stream_unref(s);
+  return rc;
+}
+
+static void rk_keep(void *ctx) {
+  rkit *k = ctx;
+  slc_context *c = k->S->c;
+  bool flag;
+  int rc = LDG_OK;
+  switch (k->action) {
+    case RA_NONE: break;
+    case RA_UNREF_X:
+      slc_stream_unref(k->x);
+      k->keep_has_x = false;
+      break;
+    case RA_DESTROY_X: rc = slc_stream_destroy(k->x); break;
+    case RA_ASYNC_X: rc = rk_async(k, k->x); break;
+    case RA_SYNC_X: rc = slc_stream_synchronize(k->x); break;
+    case RA_QUERY_X: rc = slc_stream_query(k->x, &flag); break;
+    case RA_RECORD_X: rc = slc_event_record(k->e, k->x); break;
+    case RA_BUF_ASYNC_X: rc = rk_buf_async(k, k->x); break;
+    case RA_RECORD_EXTERNAL_X: rc = rk_record_external(k, k->x); break;
+    case RA_UNREF_Z:
+      slc_stream_unref(k->z);
+      k->keep_has_z = false;
+      break;
+    case RA_DESTROY_Z: rc = slc_stream_destroy(k->z); break;
+    case RA_ASYNC_Z: rc = rk_async(k, k->z); break;
+    case RA_SYNC_Z: rc = slc_stream_synchronize(k->z); break;
+    case RA_WAIT_Z: rc = slc_stream_wait_event(k->z, k->e); break;
+    case RA_EVENT_SYNC: rc = slc_event_synchronize(k->e); break;
+    case RA_EVENT_QUERY: rc = slc_event_query(k->e, &flag); break;
+    case RA_COPY_DTOH:
+      rc = slc_copy_dtoh(k->scratch, k->B, 0, sizeof(k->scratch));
+      break;
+    case RA_COPY_HTOD:
+      rc = slc_copy_htod(k->B, 0, k->scratch, sizeof(k->scratch));
+      break;
+    case RA_DEVICE_SYNC: rc = slc_device_synchronize(c, 0); break;
+    case RA_FREE_B2:
+      rc = slc_buffer_free(k->B2);
+      if (rc == LDG_OK) k->B2 = NULL;
+      break;
+    case RA_RANGE_SETTLE:
+      rc = slc_host_range_settle(c, slc_buffer_host(k->H), 64);
+      break;
+    case RA_NEW_HANDLES: rc = rk_new_handles(k); break;
+    case RA_ENGINE_POLL: rc = slc_engine_poll(c, NULL); break;
+  }
+  k->rc = rc;
+  if (k->keep_has_x) {
+    slc_stream_unref(k->x);
+    k->keep_has_x = false;
+  }
+  count_release(&k->ran);
+}
+
+/* One-shot ledger hook of the overtaking paths. */
+typedef struct rk_hook {
+  rkit *k;
+  ldg_stream *target;
+  atomic_int armed;
+  bool destroy; /* destroy x instead of releasing the target */
+} rk_hook;
+
+static void rk_ledger_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                           void *arg) {
+  rk_hook *h = arg;
+  if (point != LDG__HOOK_ENQUEUE_RESERVED || s != h->target) return;
+  int one = 1;
+  if (!atomic_compare_exchange_strong(&h->armed, &one, 0)) return;
+  if (h->destroy) {
+    (void)slc_stream_destroy(h->k->x); /* on this thread, gate exited */
+  } else {
+    (void)ldg_release(s, ldg_mark(s)); /* covers the reserved seq */
+  }
+}
+
+/* Runs one scenario; returns PASS, FAIL or SKIP (combination not valid). */
+static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
+  const bool x_gone = path == RP_STREAM_UNREF ||
+                      path == RP_EVENT_DESTROY_LAST ||
+                      path == RP_EVENT_RERECORD_LAST;
+  const bool hooked = path == RP_OVERTAKEN_ENQUEUE ||
+                      path == RP_OVERTAKEN_WAIT ||
+                      path == RP_DESTROYED_AT_ENQUEUE;
+  const bool e_on_x = path == RP_EVENT_SYNC || path == RP_EVENT_QUERY ||
+                      path == RP_WAIT_TRANSITIVE || path == RP_OVERTAKEN_WAIT ||
+                      path == RP_EVENT_DESTROY_LAST ||
+                      path == RP_EVENT_RERECORD_LAST;
+  if (x_gone && raction_needs_x(action)) return SKIP;
+  if (path == RP_EVENT_DESTROY_LAST && raction_needs_e(action)) return SKIP;
+  /* The outer call frees B2: freeing it under that call is the caller's
+   * error (the free must be the last call on a buffer). */
+  if (path == RP_BUFFER_FREE && action == RA_FREE_B2) return SKIP;
+  /* The overtaking paths release x early on purpose (the hook stands for a
+   * release that raced ahead): freeing x's operand there is the test's. */
+  if ((path == RP_OVERTAKEN_ENQUEUE || path == RP_OVERTAKEN_WAIT) &&
+      action == RA_FREE_B2)
+    return SKIP;
+  if ((path == RP_COPY_DTOH || path == RP_COPY_HTOD) && !x_nb) return SKIP;
+  if (hooked && !S->hooks) return SKIP;
+  /* The engine is enabled for the engine_poll path only. */
+  if (action == RA_ENGINE_POLL && path != RP_ENGINE_POLL) return SKIP;
+
+  rkit *k = calloc(1, sizeof(*k));
+  CHECK(k != NULL);
+  k->S = S;
+  k->path = path;
+  k->action = action;
+  slc_context *c = S->c;
+  CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &k->B));
+  CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &k->B2));
+  CHECK_OK(slc_buffer_alloc_host(c, 4096, &k->H));
+  /* Settles drain the newest stream first: both orders. */
+  if (x_newer)
+    CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &k->z));
+  CHECK_OK(slc_stream_create(c, 0, x_nb ? SLC_STREAM_NONBLOCKING : 0, &k->x));
+  if (!x_newer)
+    CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &k->z));
+  CHECK_OK(slc_event_create(c, 0, &k->e));
+  CHECK_OK(slc_stream_create(c, 0, 0, &k->v));
+  k->kit_has_x = k->kit_has_z = true;
+  if (raction_needs_x(action)) {
+    slc_stream_ref(k->x);
+    k->keep_has_x = true;
+  }
+  if (action == RA_UNREF_Z) { /* the keep gets the kit's reference: last */
+    k->kit_has_z = false;
+    k->keep_has_z = true;
+  }
+  uint64_t idz = slc_buffer_id(k->B);
+  slc_hold hz = {count_keep(&k->kz), &idz, 1, NULL, 0};
+  /* B's second half: the sync copies use [0, 64), keeps' async calls
+   * [64, 128). */
+  CHECK_OK(slc_memset_d8_async(k->z, slc_buffer_dptr(k->B) + 2048, 2, 2048,
+                               &hz));
+
+  uint64_t ids[] = {slc_buffer_id(k->B), slc_buffer_id(k->B2)};
+  ldg_range r = range_of(slc_buffer_host(k->H), 4096);
+  slc_hold hx = {{rk_keep, k}, ids, 2, &r, 1};
+  rk_hook hook = {k, NULL, 1, false};
+  if (hooked) {
+    hook.target = slc_stream_ledger(path == RP_OVERTAKEN_WAIT ? k->z : k->x);
+    hook.destroy = path == RP_DESTROYED_AT_ENQUEUE;
+    if (path != RP_OVERTAKEN_WAIT) CHECK(ldg__set_hook(rk_ledger_hook, &hook));
+  }
+  /* The event on v (not z: it would hold z's last reference) before x's
+   * operation: for two paths the keep runs during that operation. */
+  if (!e_on_x) CHECK_OK(slc_event_record(k->e, k->v));
+  /* x's operation (for two paths, the path itself). */
+  CHECK_OK(slc_copy_htod_async(k->x, slc_buffer_dptr(k->B2),
+                               slc_buffer_host(k->H), 4096, &hx));
+  if (hooked) ldg__set_hook(NULL, NULL);
+  if (e_on_x) CHECK_OK(slc_event_record(k->e, k->x));
+
+  /* A sentinel in the error record: successful calls (the path's, and the
+   * keep's when it succeeds) must leave it. */
+  CHECK_RC(slc_event_synchronize(NULL), LDG_EINVAL);
+  bool flag = false;
+  switch (path) {
+    case RP_STREAM_SYNC: CHECK_OK(slc_stream_synchronize(k->x)); break;
+    case RP_STREAM_QUERY:
+      CHECK_OK(raw_stream_sync(S, k->x));
+      CHECK_OK(slc_stream_query(k->x, &flag));
+      CHECK(flag);
+      break;
+    case RP_STREAM_DESTROY: CHECK_OK(slc_stream_destroy(k->x)); break;
+    case RP_STREAM_UNREF:
+      k->kit_has_x = false;
+      slc_stream_unref(k->x);
+      break;
+    case RP_EVENT_SYNC: CHECK_OK(slc_event_synchronize(k->e)); break;
+    case RP_EVENT_QUERY:
+      CHECK_OK(raw_stream_sync(S, k->x));
+      CHECK_OK(slc_event_query(k->e, &flag));
+      CHECK(flag);
+      break;
+    case RP_DEVICE_SYNC: CHECK_OK(slc_device_synchronize(c, 0)); break;
+    case RP_BUFFER_FREE:
+      CHECK_OK(slc_buffer_free(k->B2));
+      k->B2 = NULL;
+      break;
+    case RP_COPY_DTOH: /* B: held by x and z, both drained */
+      CHECK_OK(slc_copy_dtoh(k->scratch, k->B, 0, 64));
+      break;
+    case RP_COPY_HTOD:
+      CHECK_OK(slc_copy_htod(k->B, 0, k->scratch, 64));
+      break;
+    case RP_RANGE_SETTLE:
+      CHECK_OK(slc_host_range_settle(c, slc_buffer_host(k->H), 4096));
+      break;
+    case RP_WAIT_TRANSITIVE:
+      CHECK_OK(slc_stream_create(c, 0, 0, &k->w));
+      CHECK_OK(slc_stream_wait_event(k->w, k->e));
+      CHECK_OK(slc_stream_synchronize(k->w));
+      break;
+    case RP_EVENT_DESTROY_LAST:
+      k->kit_has_x = false;
+      slc_stream_unref(k->x); /* the event's reference is the last */
+      CHECK_OK(slc_event_destroy(k->e));
+      k->e_gone = true;
+      break;
+    case RP_EVENT_RERECORD_LAST:
+      k->kit_has_x = false;
+      slc_stream_unref(k->x);
+      CHECK_OK(slc_event_record(k->e, k->z)); /* drops x: destroyed */
+      break;
+    case RP_OVERTAKEN_ENQUEUE: /* done: the keep ran inside the enqueue */
+    case RP_DESTROYED_AT_ENQUEUE:
+      break;
+    case RP_ENGINE_POLL: { /* x's copy placed a marker (every op) */
+      CHECK_OK(raw_stream_sync(S, k->x));
+      size_t released = 0;
+      for (int i = 0; i < 1000 && count_of(&k->ran) == 0; i++)
+        CHECK_OK(slc_engine_poll(c, &released));
+      break;
+    }
+    case RP_OVERTAKEN_WAIT:
+      CHECK(ldg__set_hook(rk_ledger_hook, &hook));
+      CHECK_OK(slc_stream_wait_event(k->z, k->e));
+      ldg__set_hook(NULL, NULL);
+      CHECK(atomic_load(&hook.armed) == 0);
+      break;
+  }
+  CHECK(count_of(&k->ran) == 1); /* the keep ran, on this path */
+  const bool x_may_be_destroyed =
+      path == RP_STREAM_DESTROY || path == RP_DESTROYED_AT_ENQUEUE ||
+      action == RA_DESTROY_X;
+  const bool ok = k->rc == LDG_OK ||
+                  (k->rc == LDG_EDESTROYED && x_may_be_destroyed &&
+                   raction_needs_x(action));
+  if (!ok) {
+    fprintf(stderr, "    the keep's call returned %d: %s\n", k->rc,
+            slc_last_error_message());
+    return FAIL;
+  }
+  /* (Two paths ran the keep before the sentinel: during x's operation.) */
+  if (k->rc == LDG_OK && path != RP_OVERTAKEN_ENQUEUE &&
+      path != RP_DESTROYED_AT_ENQUEUE) {
+    CHECK(slc_last_error()->code == LDG_EINVAL);
+    CHECK(strcmp(slc_last_error()->call, "slc_event_synchronize") == 0);
+  }
+  /* Tear down: everything completes and is released exactly once. */
+  if (k->w != NULL) slc_stream_unref(k->w);
+  slc_stream_unref(k->v);
+  if (k->kit_has_x) {
+    int rc = slc_stream_synchronize(k->x);
+    CHECK(rc == LDG_OK || rc == LDG_EDESTROYED);
+    slc_stream_unref(k->x);
+  }
+  if (k->kit_has_z) {
+    int rc = slc_stream_synchronize(k->z);
+    CHECK(rc == LDG_OK || rc == LDG_EDESTROYED);
+    slc_stream_unref(k->z);
+  }
+  if (!k->e_gone) CHECK_OK(slc_event_destroy(k->e));
+  CHECK_OK(slc_buffer_free(k->B));
+  if (k->B2 != NULL) CHECK_OK(slc_buffer_free(k->B2));
+  CHECK_OK(slc_buffer_free(k->H));
+  CHECK(count_of(&k->ran) == 1 && count_of(&k->kz) == 1);
+  CHECK(count_of(&k->nested) == atomic_load(&k->nested_issued));
+  free(k);
+  return PASS;
+}
+
+static int t_keep_reentry(suite *S) {
+  int ran = 0, skipped = 0;
+  const bool verbose = getenv("CUDA_SUITE_VERBOSE") != NULL;
+  for (int path = 0; path < RP_COUNT; path++) {
+    if (path == RP_ENGINE_POLL) {
+      /* Polled only (no thread: the keeps run on this thread), a marker
+       * after every operation. Streams created from now on are driven. */
+      slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+      CHECK_OK(slc_engine_enable(S->c, &cfg));
+    }
+    for (int action = 0; action < RA_COUNT; action++) {
+      for (int v = 0; v < 4; v++) {
+        const bool nb = (v & 1) != 0, newer = (v & 2) != 0;
+        if (verbose)
+          fprintf(stderr, "    %s / %s / %s%s\n", rpath_name[path],
+                  raction_name[action], nb ? "non-blocking" : "blocking",
+                  newer ? ", newer" : "");
+        int r = rk_run(S, path, action, nb, newer);
+        if (r == FAIL) {
+          fprintf(stderr, "    path %s, keep calls %s, x %s%s\n",
+                  rpath_name[path], raction_name[action],
+                  nb ? "non-blocking" : "blocking",
+                  newer ? " (created after z)" : "");
+          return FAIL;
+        }
+        if (r == PASS) ran++;
+        else skipped++;
+      }
+    }
+  }
+  printf("    %d scenarios (%d paths x %d calls x 2 stream kinds x 2 "
+         "orders; %d not "
+         "applicable%s)\n",
+         ran, RP_COUNT, RA_COUNT, skipped,
+         S->hooks ? "" : "; the overtaking paths need the hooks build");
+  return PASS;
+}
+
+/* ---- --fault-sweep: every driver call failing once, at each call site -----
+ * A scenario that uses every part of the layer runs once to count the
+ * driver calls it makes per entry point; then, for each entry X and each n,
+ * it runs again on a fresh executor with the n-th call of X failing
+ * (hd_fail_nth). Every call of the scenario that fails must fail with that
+ * injected error — its code, the CUresult, the entry's name in the message
+ * (slc_last_error()) — and then succeed when retried (the failure was
+ * once); a call that returns LDG_OK although the failure hit it swallowed
+ * the error (only the void slc_stream_unref, whose failures keep the stream
+ * for the context's destroy, and that destroy's tidying up may absorb one).
+ * Throughout, no keep may run before the work it holds is done
+ * (hd_pending_touching in the staging keep, pageable memory freed by keeps:
+ * ASan), no buffer may be freed under pending work (hd_early_frees), every
+ * keep runs exactly once, the data arrives, and nothing is left behind
+ * (hd_shutdown counts 0). The failures absorbed where allowed are listed.
+ */
+typedef struct sweep {
+  suite *S;
+  const char *entry; /* the entry failing, or NULL (the counting run) */
+  long nth;
+  CUresult code;
+  int failures_seen; /* calls of the scenario that returned the failure */
+  char where[160];   /* which call of the scenario failed */
+} sweep;
+
+#define SWEEP_CODE CUDA_ERROR_LAUNCH_FAILED
+
+/* A call of the scenario returned rc: LDG_OK, or the injected failure.
+ * fired_before: hd_nth_fired() before the call. A call that returns LDG_OK
+ * although the injected failure hit it swallowed the driver's error: only
+ * slc_context_destroy may, for the calls it makes only to tidy up (taking
+ * its contexts off this thread: cuCtxGetCurrent, cuCtxSetCurrent). */
+static int sweep_check(sweep *w, const char *call, int rc, bool retried,
+                       long fired_before) {
+  if (rc == LDG_OK) {
+    bool tidy = strncmp(call, "slc_context_destroy", 19) == 0 &&
+                w->entry != NULL && strncmp(w->entry, "cuCtx", 5) == 0 &&
+                strcmp(w->entry, "cuCtxSynchronize") != 0;
+    if (hd_nth_fired() != fired_before && !tidy) {
+      fprintf(stderr, "    %s returned LDG_OK although %s failed in it\n",
+              call, w->entry);
+      return FAIL;
+    }
+    return PASS;
+  }
+  const slc_error *e = slc_last_error();
+  bool ok = !retried && w->entry != NULL && hd_nth_fired() == 1 &&
+            w->failures_seen == 0 && rc == e->code && e->cu == SWEEP_CODE &&
+            rc == slc_code_of(SWEEP_CODE) &&
+            strstr(e->message, w->entry) != NULL &&
+            strstr(e->message, "CUDA_ERROR_LAUNCH_FAILED") != NULL;
+  if (!ok) {
+    fprintf(stderr,
+            "    %s%s returned %d (%s)\n      record: code %d, CUresult %d, "
+            "\"%s\"\n",
+            call, retried ? " (retried)" : "", rc, slc_strerror(rc), e->code,
+            (int)e->cu, e->message);
+    return FAIL;
+  }
+  w->failures_seen++;
+  snprintf(w->where, sizeof(w->where), "%s", call);
+  return PASS;
+}
+
+/* call, and once more if it failed with the injected error. */
+#define SWEEP_STEP(call)                                               \
+  do {                                                                 \
+    long f_ = hd_nth_fired();                                          \
+    int rc_ = (call);                                                  \
+    if (sweep_check(w, #call, rc_, false, f_) != PASS) return FAIL;    \
+    if (rc_ != LDG_OK) {                                               \
+      f_ = hd_nth_fired();                                             \
+      rc_ = (call);                                                    \
+      if (sweep_check(w, #call, rc_, true, f_) != PASS) return FAIL;   \
+    }                                                                  \
+  } while (0)
+
+/* A destroy whose driver destroy failed has destroyed the stream in the
+ * ledger: the retry says so. */
+#define SWEEP_DESTROY(s)                                                   \
+  do {                                                                     \
+    long f_ = hd_nth_fired();                                              \
+    int rc_ = slc_stream_destroy(s);                                       \
+    if (sweep_check(w, "slc_stream_destroy", rc_, false, f_) != PASS)      \
+      return FAIL;                                                         \
+    if (rc_ != LDG_OK) {                                                   \
+      f_ = hd_nth_fired();                                                 \
+      rc_ = slc_stream_destroy(s);                                         \
+      if (rc_ != LDG_EDESTROYED &&                                         \
+          sweep_check(w, "slc_stream_destroy", rc_, true, f_) != PASS)     \
+        return FAIL;                                                       \
+    }                                                                      \
+  } while (0)
+
+/* slc_buffer_try_free, and slc_buffer_free if the ledger still holds b. */
+static int sweep_try_free(slc_buffer *b) {
+  int rc = slc_buffer_try_free(b);
+  return rc == LDG_EBUSY ? slc_buffer_free(b) : rc;
+}
+
+static int sweep_scenario(sweep *w) {
+  suite *S = w->S;
+  const size_t n = 4096, bytes = n * 4;
+  slc_context *c = NULL;
+  SWEEP_STEP(slc_context_create(&S->drv, &c));
+  const int d1 = slc_device_count(c) > 1 ? 1 : 0;
+  char name[64];
+  SWEEP_STEP(slc_device_name(c, d1, name, sizeof(name)));
+  slc_stream *s0, *n0, *n1;
+  SWEEP_STEP(slc_stream_create(c, 0, 0, &s0));
+  SWEEP_STEP(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &n0));
+  SWEEP_STEP(slc_stream_create(c, d1, SLC_STREAM_NONBLOCKING, &n1));
+  slc_event *e0;
+  SWEEP_STEP(slc_event_create(c, 0, &e0));
+  slc_buffer *D0, *D1;
+  SWEEP_STEP(slc_buffer_alloc_device(c, 0, bytes, &D0));
+  SWEEP_STEP(slc_buffer_alloc_device(c, d1, bytes, &D1));
+  staging st;
+  memset(&st, 0, sizeof(st));
+  st.S = S;
+  st.bytes = bytes;
+  SWEEP_STEP(slc_buffer_alloc_host(c, bytes, &st.buf));
+  fill(slc_buffer_host(st.buf), n, 3);
+  slc_module *m;
+  SWEEP_STEP(slc_module_load(c, 0, slc_test_ptx, &m));
+  CUfunction add1;
+  SWEEP_STEP(slc_module_function(m, "add1", &add1));
+  counter k = {0};
+  int expect_k = 0;
+
+  /* s0: H -> D0 (staging), add1; e0 after; n0 waits, then overwrites. */
+  uint64_t ids[] = {slc_buffer_id(st.buf), slc_buffer_id(D0)};
+  ldg_range r = range_of(slc_buffer_host(st.buf), bytes);
+  slc_hold hs = {{staging_release, &st}, ids, 2, &r, 1};
+  SWEEP_STEP(slc_copy_htod_async(s0, slc_buffer_dptr(D0),
+                                 slc_buffer_host(st.buf), bytes, &hs));
+  CUdeviceptr p0 = slc_buffer_dptr(D0);
+  unsigned nn = (unsigned)n;
+  void *params[] = {&p0, &nn};
+  uint64_t id0 = slc_buffer_id(D0), id1 = slc_buffer_id(D1);
+  slc_hold hk = {count_keep(&k), &id0, 1, NULL, 0};
+  SWEEP_STEP(slc_launch(s0, add1, (slc_dim3){(nn + 255) / 256, 1, 1},
+                        (slc_dim3){256, 1, 1}, 0, params, &hk));
+  expect_k++;
+  SWEEP_STEP(slc_event_record(e0, s0));
+  SWEEP_STEP(slc_stream_wait_event(n0, e0));
+  unsigned char *out = malloc(bytes);
+  CHECK(out != NULL);
+  SWEEP_STEP(slc_copy_dtoh_async(n0, out, slc_buffer_dptr(D0), bytes, &hk));
+  expect_k++;
+  SWEEP_STEP(slc_memset_d8_async(n0, slc_buffer_dptr(D0), 0x5A, bytes, &hk));
+  expect_k++;
+  /* n1: pageable staging freed by its keep (ASan if early). */
+  freeing *f = malloc(sizeof(*f));
+  CHECK(f != NULL);
+  f->p = malloc(bytes);
+  f->count = &k;
+  CHECK(f->p != NULL);
+  memset(f->p, 0x33, bytes);
+  ldg_range rf = range_of(f->p, bytes);
+  slc_hold hf = {{free_release, f}, &id1, 1, &rf, 1};
+  SWEEP_STEP(slc_copy_htod_async(n1, slc_buffer_dptr(D1), f->p, bytes, &hf));
+  expect_k++;
+  SWEEP_STEP(slc_copy_dtod_async(n1, slc_buffer_dptr(D1),
+                                 slc_buffer_dptr(D1) + bytes / 2, 64, &hk));
+  expect_k++;
+
+  bool flag;
+  SWEEP_STEP(slc_stream_query(s0, &flag));
+  SWEEP_STEP(slc_event_query(e0, &flag));
+  SWEEP_STEP(slc_event_synchronize(e0));
+  unsigned char *back = malloc(bytes);
+  CHECK(back != NULL);
+  SWEEP_STEP(slc_copy_dtoh(back, D0, 0, bytes)); /* settles n0 */
+  CHECK(all_bytes(back, bytes, 0x5A));
+  /* What n0 copied out before its memset: the staging data, plus 1. */
+  CHECK(mismatch(out, n, 3, 1) == n);
+  SWEEP_STEP(slc_copy_htod(D1, 0, back, 64)); /* settles n1 */
+  SWEEP_STEP(slc_stream_synchronize(s0));
+  SWEEP_STEP(slc_device_synchronize(c, d1));
+  SWEEP_STEP(slc_host_range_settle(c, slc_buffer_host(st.buf), bytes));
+  CHECK(atomic_load(&st.released) == 1 && atomic_load(&st.early) == 0);
+  SWEEP_STEP(slc_buffer_free(D1));
+  SWEEP_DESTROY(n1);
+  slc_stream_unref(n1);
+  /* n0 gets work, then its last reference goes (a destroy inside). */
+  SWEEP_STEP(slc_memset_d8_async(n0, slc_buffer_dptr(D0), 1, 64, &hk));
+  expect_k++;
+  slc_stream_unref(n0);
+  SWEEP_STEP(slc_event_destroy(e0));
+  slc_stream_unref(s0);
+  SWEEP_STEP(slc_module_unload(m));
+  SWEEP_STEP(sweep_try_free(D0));
+  SWEEP_STEP(slc_buffer_free(st.buf));
+  SWEEP_STEP(slc_context_destroy(c));
+  CHECK(count_of(&k) == expect_k);
+  CHECK(hd_early_frees() == 0);
+  free(out);
+  free(back);
+  return PASS;
+}
+
+static int t_fault_sweep(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's failure injection");
+  /* The suite's own context is not used: each run gets a fresh executor. */
+  CHECK_OK(slc_context_destroy(S->c));
+  S->c = NULL;
+  hd_config cfg = {S->host_devices, S->delay_us};
+  sweep w = {S, NULL, 0, SWEEP_CODE, 0, ""};
+  hd_calls_reset();
+  CHECK(sweep_scenario(&w) == PASS);
+  long counts[HD_E_COUNT];
+  long total = 0;
+  for (int i = 0; i < HD_E_COUNT; i++) {
+    counts[i] = hd_calls(hd_entry_name(i));
+    total += counts[i];
+  }
+  printf("    driver calls of one run, by entry:");
+  for (int i = 0; i < HD_E_COUNT; i++)
+    if (counts[i] != 0) printf(" %s %ld", hd_entry_name(i), counts[i]);
+  printf("\n");
+  int runs = 0, absorbed = 0;
+  for (int i = 0; i < HD_E_COUNT; i++) {
+    for (long nth = 1; nth <= counts[i]; nth++) {
+      long leaked = hd_shutdown();
+      CHECK(leaked == 0);
+      CHECK(hd_install(&S->drv, &cfg) == 0);
+      w = (sweep){S, hd_entry_name(i), nth, SWEEP_CODE, 0, ""};
+      CHECK(hd_fail_nth(w.entry, nth, SWEEP_CODE) == 0);
+      int r = sweep_scenario(&w);
+      if (r != PASS || hd_nth_armed()) {
+        fprintf(stderr, "    with call %ld of %s failing%s\n", nth, w.entry,
+                hd_nth_armed() ? " (never reached: the calls changed)" : "");
+        return FAIL;
+      }
+      runs++;
+      if (w.failures_seen == 0) {
+        absorbed++;
+        printf("    absorbed: call %ld of %s (in slc_stream_unref, kept for "
+               "the context's destroy, or in its tidying up)\n",
+               nth, w.entry);
+      }
+    }
+  }
+  printf("    %ld driver calls per run; %d runs each with one failing, %d "
+         "absorbed by the layer\n",
+         total, runs, absorbed);
+  return PASS;
+}
+
 /* ---- Registry ----------------------------------------------------------- */
+
+/* Which run a test belongs to: the default run, or one of the modes (a
+ * test of a mode runs only with that option, or when --only names it). */
+enum {
+  T_HOOKS = 1,   /* forces an interleaving with the test hooks: also run by
+                  * --hooks-only (the plain build skips it, saying so) */
+  T_REENTRY = 2, /* --keep-reentry */
+  T_SWEEP = 4,   /* --fault-sweep */
+};
 
 typedef struct test {
   const char *name;
   int (*fn)(suite *);
   const char *what;
+  unsigned flags;
 } test;
 
 static const test tests[] = {
-    {"info", t_info, "driver, devices, and the PTX module loads"},
+    {"info", t_info, "driver, devices, and the PTX module loads", 0},
     {"copy_roundtrip", t_copy_roundtrip,
-     "H->D, D->D, add1 kernel, D->H on one stream; sync releases all"},
-    {"memset", t_memset, "cuMemsetD8Async then D->H on a non-blocking stream"},
+     "H->D, D->D, add1 kernel, D->H on one stream; sync releases all", 0},
+    {"memset", t_memset, "cuMemsetD8Async then D->H on a non-blocking stream", 0},
     {"staging_after_copy", t_staging_after_copy,
-     "each pinned staging buffer released only after its copy completed"},
+     "each pinned staging buffer released only after its copy completed", 0},
     {"pageable_freed_in_keep", t_pageable_freed_in_keep,
-     "pageable staging freed by its keep (a use-after-free if early)"},
+     "pageable staging freed by its keep (a use-after-free if early)", 0},
     {"record_wait_sync", t_record_wait_sync,
-     "copy/record/wait/sync: the copy stream is released transitively"},
+     "copy/record/wait/sync: the copy stream is released transitively", 0},
     {"event_sync_to_mark", t_event_sync_to_mark,
-     "event sync releases to the mark read before the record, no further"},
+     "event sync releases to the mark read before the record, no further", 0},
     {"event_and_stream_query", t_event_and_stream_query,
-     "queries: not ready releases nothing, complete releases to the mark"},
+     "queries: not ready releases nothing, complete releases to the mark", 0},
     {"event_rerecord", t_event_rerecord,
-     "re-recording an event replaces its stream and mark"},
+     "re-recording an event replaces its stream and mark", 0},
     {"event_never_recorded", t_event_never_recorded,
-     "a never-recorded event releases nothing and waits on nothing"},
+     "a never-recorded event releases nothing and waits on nothing", 0},
     {"wait_chain", t_wait_chain,
-     "waits chain: a -> b -> c, sync c releases b and a up to the events"},
+     "waits chain: a -> b -> c, sync c releases b and a up to the events", 0},
     {"nonblocking_settle", t_nonblocking_settle,
-     "synchronous copies settle the non-blocking streams holding a vector"},
+     "synchronous copies settle the non-blocking streams holding a vector", 0},
     {"free_settles", t_free_settles,
-     "buffer free settles (drain / device sync); try_free says busy"},
+     "buffer free settles (drain / device sync); try_free says busy", 0},
     {"device_sync", t_device_sync,
-     "device sync releases its streams (non-blocking too), only its own"},
+     "device sync releases its streams (non-blocking too), only its own", 0},
     {"cross_device_wait", t_cross_device_wait,
-     "2 devices: a wait releases across devices; per-device sync"},
+     "2 devices: a wait releases across devices; per-device sync", 0},
     {"cross_device_copy", t_cross_device_copy,
-     "2 devices: data copied device 0 -> device 1 after a cross wait"},
+     "2 devices: data copied device 0 -> device 1 after a cross wait", 0},
     {"stream_destroy", t_stream_destroy,
-     "destroy releases everything; later calls are refused"},
+     "destroy releases everything; later calls are refused", 0},
     {"bad_pointers", t_bad_pointers,
-     "bad device pointers and bad holds: refused, nothing recorded"},
+     "bad device pointers and bad holds: refused, nothing recorded", 0},
     {"launch_and_module_errors", t_launch_and_module_errors,
-     "launch and module errors carry the driver's name and message"},
+     "launch and module errors carry the driver's name and message", 0},
     {"failed_syncs_release_nothing", t_failed_syncs_release_nothing,
-     "every failing sync/query/destroy/settle releases nothing"},
+     "every failing sync/query/destroy/settle releases nothing", 0},
     {"ordering_rules", t_ordering_rules,
-     "each ordering rule checked at the moment it matters (hooks)"},
+     "each ordering rule checked at the moment it matters (hooks)", 0},
     {"kernel_fault", t_kernel_fault,
-     "a trapping kernel: the syncs fail and release nothing"},
+     "a trapping kernel: the syncs fail and release nothing", 0},
     {"record_enomem", t_record_enomem,
-     "issued but not recorded: synchronised, keep returned to the caller"},
+     "issued but not recorded: synchronised, keep returned to the caller", 0},
     {"selfcheck_premature_release", t_selfcheck_premature_release,
-     "the harness detects a premature release (poisoned data arrives)"},
+     "the harness detects a premature release (poisoned data arrives)", 0},
     {"no_driver", t_no_driver,
-     "no libcuda: loading fails cleanly, every call is a clear error"},
+     "no libcuda: loading fails cleanly, every call is a clear error", 0},
     {"stub_library", t_stub_library,
-     "the toolkit's stub libcuda: every symbol resolves, cuInit refuses"},
+     "the toolkit's stub libcuda: every symbol resolves, cuInit refuses", 0},
     {"threads", t_threads,
-     "threads copy/launch/record/wait/sync at once on shared handles"},
+     "threads copy/launch/record/wait/sync at once on shared handles", 0},
     {"destroy_race", t_destroy_race,
-     "a stream destroyed while threads copy on it"},
+     "a stream destroyed while threads copy on it", 0},
     {"event_race", t_event_race,
-     "one event re-recorded while others sync, query and wait on it"},
+     "one event re-recorded while others sync, query and wait on it", 0},
+    {"settle_unref_in_keep", t_settle_unref_in_keep,
+     "a keep run by a settle drops the next drained stream's last reference", 0},
+    {"failed_unref_kept_for_waits", t_failed_unref_kept_for_waits,
+     "a failed sync as the last reference goes: the stream stays drainable", 0},
+    {"copy_waits_for_destroy", t_copy_waits_for_destroy,
+     "a sync copy waits for a destroy's sync of a stream holding the buffer",
+     T_HOOKS},
+    {"nested_settle_keeps_failure", t_nested_settle_keeps_failure,
+     "a keep's nested calls do not hide the failed drain of its settle", 0},
+    {"failed_unref_keeps_other_devices", t_failed_unref_keeps_other_devices,
+     "a failed sync as the last reference goes releases no other device", 0},
+    {"context_destroy_finishes_failed_streams",
+     t_context_destroy_finishes_failed_streams,
+     "the context's destroy proves and releases streams whose sync failed", 0},
+    {"context_destroy_retry", t_context_destroy_retry,
+     "a failed primary context release leaves the context; a retry ends it", 0},
+    {"success_keeps_error_record", t_success_keeps_error_record,
+     "successful calls leave slc_last_error() alone", 0},
+    {"destroy_after_keep_switches_context",
+     t_destroy_after_keep_switches_context,
+     "a destroy makes its context current again after the keeps ran", 0},
+    {"add_wait_overtaken_reenters_event", t_add_wait_overtaken_reenters_event,
+     "an overtaken wait runs keeps outside the event's mutex", T_HOOKS},
+    {"keep_reentry", t_keep_reentry,
+     "keeps call every allowed slc_ function on every path that runs keeps",
+     T_REENTRY},
+    {"fault_sweep", t_fault_sweep,
+     "each driver call of a scenario failing once: errors reach the caller, "
+     "nothing is released early or leaked",
+     T_SWEEP},
 };
 
 #define N_TESTS (sizeof(tests) / sizeof(tests[0]))
@@ -2061,6 +3354,7 @@ int main(int argc, char **argv) {
   S.iters = SUITE_SANITIZED ? 60 : 300;
   const char *only = NULL, *skip = NULL;
   bool list = false, require_gpu = false;
+  unsigned mode = 0; /* 0: the default run; else T_HOOKS, T_REENTRY, T_SWEEP */
   int fork_mode = -1; /* default: fork for libcuda, not for host */
   for (int i = 1; i < argc; i++) {
     const char *v;
@@ -2083,6 +3377,12 @@ int main(int argc, char **argv) {
       fork_mode = 1;
     } else if (opt(argv[i], "--no-fork", &v)) {
       fork_mode = 0;
+    } else if (opt(argv[i], "--hooks-only", &v)) {
+      mode = T_HOOKS;
+    } else if (opt(argv[i], "--keep-reentry", &v)) {
+      mode = T_REENTRY;
+    } else if (opt(argv[i], "--fault-sweep", &v)) {
+      mode = T_SWEEP;
     } else if (opt(argv[i], "--require-gpu", &v)) {
       require_gpu = true;
     } else if (opt(argv[i], "--libcuda", &v) && v != NULL) {
@@ -2101,7 +3401,8 @@ int main(int argc, char **argv) {
       fprintf(stderr,
               "usage: %s [--driver=host|libcuda] [--only=a,b] [--skip=a,b] "
               "[--list] "
-              "[--fork|--no-fork] [--require-gpu] [--libcuda=PATH] "
+              "[--fork|--no-fork] [--hooks-only|--keep-reentry|--fault-sweep] "
+              "[--require-gpu] [--libcuda=PATH] "
               "[--devices=N] [--delay-us=N] [--threads=N] [--iters=N] "
               "[--timeout=S]\n",
               argv[0]);
@@ -2110,10 +3411,15 @@ int main(int argc, char **argv) {
   }
   if (list) {
     for (size_t i = 0; i < N_TESTS; i++)
-      printf("%-30s %s\n", tests[i].name, tests[i].what);
+      printf("%-30s %s%s\n", tests[i].name, tests[i].what,
+             tests[i].flags & T_REENTRY ? " [--keep-reentry]"
+             : tests[i].flags & T_SWEEP ? " [--fault-sweep]"
+             : tests[i].flags & T_HOOKS ? " [hooks build]"
+                                        : "");
     return 0;
   }
   const bool use_fork = fork_mode < 0 ? !S.host : fork_mode == 1;
+  S.hooks = slc__set_test_hook(NULL, NULL) && ldg__set_hook(NULL, NULL);
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   char origin[600] = "host executor";
@@ -2151,6 +3457,11 @@ int main(int argc, char **argv) {
     const test *t = &tests[i];
     if (!selected(only, t->name)) continue;
     if (skip != NULL && selected(skip, t->name)) continue;
+    if (only == NULL) {
+      const unsigned modes = T_REENTRY | T_SWEEP;
+      if (mode == 0 && (t->flags & modes) != 0) continue;
+      if (mode != 0 && (t->flags & mode) == 0) continue;
+    }
     printf("---- %s: %s\n", t->name, t->what);
     char why[96] = "";
     double t0 = now_s();

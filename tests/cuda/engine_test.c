@@ -416,7 +416,7 @@ static int t_sticky_error(void) {
   slc_engine_config cfg = {
       .thread = true, .marker_every_ops = 1, .on_error = on_error};
   if (setup(&c, 0, &cfg)) return 1;
-  loop L = {.c = c, .issuer = pthread_self(), .expect_status = SLC_EDRIVER};
+  loop L = {.c = c, .issuer = pthread_self(), .expect_status = LDG_OK};
   slc_stream *st;
   CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &st), LDG_OK);
   slot s;
@@ -437,13 +437,23 @@ static int t_sticky_error(void) {
   slc_stream_progress sp;
   CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
   CHECK(sp.pending == 2 && sp.engine_error == CUDA_ERROR_LAUNCH_FAILED);
-  /* The last unref cannot synchronise: the keeps run, told "no proof". */
+  /* The last unref cannot synchronise: nothing is released without proof.
+   * The stream waits in the context's limbo list, out of the engine (its
+   * marker events are gone). */
   slc_stream_unref(st);
-  CHECK(atomic_load(&L.released) == 2);
-  CHECK(atomic_load(&L.bad_status) == 0);
+  sleep_us(20000); /* the engine thread would have run a keep by now */
+  CHECK(atomic_load(&L.released) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0 && es.markers_pending == 0);
+  CHECK(atomic_load(&g_err_calls) == 1);
+  /* The device recovers: freeing the buffers settles them, which
+   * synchronises the kept stream; the keeps run with proof (LDG_OK). */
   hd_set_sticky(CUDA_SUCCESS);
   if (slot_fini(&s)) return 1;
-  return teardown(c);
+  CHECK(atomic_load(&L.released) == 2);
+  CHECK(atomic_load(&L.bad_status) == 0);
+  return teardown(c); /* finishes the kept stream */
 }
 
 /* ---- Operations on layer buffers hold them by themselves ------------------ */
@@ -605,6 +615,50 @@ static int t_adopt_external(void) {
   return teardown(c);
 }
 
+/* An adopted stream whose last unref meets a failed sync waits in the
+ * context's limbo list, out of the engine; slc_context_destroy releases
+ * nothing while its sync fails, then finishes it — and never destroys the
+ * CUstream, which stays its owner's. */
+static int t_adopt_limbo(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 0, &cfg)) return 1;
+  /* The owner (g_drv: outlives c) holds its own primary context. */
+  CUdevice dev0;
+  CUcontext own;
+  CHECK(g_drv.pfn_cuDeviceGet(&dev0, 0) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuDevicePrimaryCtxRetain(&own, dev0) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuCtxSetCurrent(own) == CUDA_SUCCESS);
+  CUstream raw;
+  CHECK(g_drv.pfn_cuStreamCreate(&raw, CU_STREAM_NON_BLOCKING) ==
+        CUDA_SUCCESS);
+  slc_stream *s;
+  CHECK_RC(slc_stream_adopt(c, raw, &s), LDG_OK);
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  hd_set_sticky(CUDA_ERROR_LAUNCH_FAILED); /* before the engine sees it */
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  slc_stream_unref(s); /* the sync fails: kept, nothing released */
+  CHECK(atomic_load(&kept) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0); /* it left the engine */
+  CHECK_RC(slc_context_destroy(c), SLC_EDRIVER); /* still no proof */
+  CHECK(strstr(slc_last_error_message(), "cuStreamSynchronize") != NULL);
+  CHECK(atomic_load(&kept) == 0);
+  hd_set_sticky(CUDA_SUCCESS);
+  CHECK_RC(slc_context_destroy(c), LDG_OK); /* synchronised, finished */
+  CHECK(atomic_load(&kept) == 1);
+  /* The driver stream is still its owner's. */
+  CHECK(g_drv.pfn_cuCtxSetCurrent(own) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuStreamSynchronize(raw) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuStreamDestroy(raw) == CUDA_SUCCESS);
+  CHECK(g_drv.pfn_cuDevicePrimaryCtxRelease(dev0) == CUDA_SUCCESS);
+  long leaked = hd_shutdown();
+  CHECK(leaked == 0);
+  return 0;
+}
+
 /* ---- Bad input -------------------------------------------------------------- */
 
 static int t_bad_input(void) {
@@ -758,6 +812,8 @@ static const struct {
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
     {"adopt_external", t_adopt_external,
      "an adopted stream, work issued by others recorded, never destroyed"},
+    {"adopt_limbo", t_adopt_limbo,
+     "an adopted stream kept after a failed sync: finished, never destroyed"},
     {"buffer_ops_hold", t_buffer_ops_hold,
      "slc_buf_* calls hold their buffers: no free under a pending copy"},
     {"buffer_ops_bad_input", t_buffer_ops_bad_input,

@@ -114,6 +114,7 @@ static struct {
   struct hd_ctx ctxs[HD_MAX_DEVICES];
   struct hd_alloc *allocs;
   struct hd_stream *streams;
+  struct hd_stream *dying; /* destroyed, still running what was queued */
   struct hd_event *events;
   struct hd_module *modules;
   struct {
@@ -126,6 +127,13 @@ static struct {
     hd_hook_fn fn;
     void *arg;
   } hooks[HD_FAULT_COUNT];
+  /* hd_fail_nth: calls counted per entry, and the one armed failure. */
+  long calls[HD_E_COUNT];
+  int nth_entry; /* -1: none armed */
+  long nth_left; /* counted calls of nth_entry until the failing one */
+  CUresult nth_code;
+  long nth_fired;
+  long early_frees;
 } hd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* Registered kernels: written before any launch, read-only afterwards. */
@@ -134,6 +142,14 @@ static struct hd_kernel hd_kernels[HD_MAX_KERNELS];
 static size_t hd_n_kernels;
 
 static _Thread_local struct hd_ctx *hd_current;
+static _Thread_local bool hd_this_thread_uncounted;
+
+/* The entry points, in the order of SLC_DRIVER_ENTRIES, by name. */
+static const char *const hd_entry_names[HD_E_COUNT] = {
+#define HD_NAME(name, sym, ver, params) #name,
+    SLC_DRIVER_ENTRIES(HD_NAME)
+#undef HD_NAME
+};
 
 static void hd_lock(void) { pthread_mutex_lock(&hd.mu); }
 static void hd_unlock(void) { pthread_mutex_unlock(&hd.mu); }
@@ -178,6 +194,80 @@ void hd_set_hook(hd_fault point, hd_hook_fn fn, void *arg) {
   hd.hooks[point].arg = arg;
   hd_unlock();
 }
+
+int hd_entry_index(const char *entry) {
+  for (int i = 0; entry != NULL && i < HD_E_COUNT; i++)
+    if (strcmp(hd_entry_names[i], entry) == 0) return i;
+  return -1;
+}
+
+const char *hd_entry_name(int index) {
+  return index >= 0 && index < HD_E_COUNT ? hd_entry_names[index] : NULL;
+}
+
+int hd_fail_nth(const char *entry, long n, CUresult code) {
+  int i = hd_entry_index(entry);
+  if (i < 0 && n > 0) return -1;
+  hd_lock();
+  hd.nth_entry = n > 0 ? i : -1;
+  hd.nth_left = n;
+  hd.nth_code = code;
+  hd_unlock();
+  return 0;
+}
+
+long hd_nth_fired(void) {
+  hd_lock();
+  long n = hd.nth_fired;
+  hd_unlock();
+  return n;
+}
+
+bool hd_nth_armed(void) {
+  hd_lock();
+  bool armed = hd.nth_entry >= 0;
+  hd_unlock();
+  return armed;
+}
+
+long hd_calls(const char *entry) {
+  int i = hd_entry_index(entry);
+  if (i < 0) return -1;
+  hd_lock();
+  long n = hd.calls[i];
+  hd_unlock();
+  return n;
+}
+
+void hd_calls_reset(void) {
+  hd_lock();
+  memset(hd.calls, 0, sizeof(hd.calls));
+  hd_unlock();
+}
+
+void hd_uncounted(bool on) { hd_this_thread_uncounted = on; }
+
+/* At the top of every entry point: counts the call and, if it is the one
+ * hd_fail_nth armed, fails it before it does anything. */
+static bool hd_entry(int index, CUresult *code) {
+  if (hd_this_thread_uncounted) return false;
+  hd_lock();
+  hd.calls[index]++;
+  bool fail = hd.nth_entry == index && --hd.nth_left == 0;
+  if (fail) {
+    hd.nth_entry = -1;
+    hd.nth_fired++;
+    *code = hd.nth_code;
+  }
+  hd_unlock();
+  return fail;
+}
+
+#define HD_ENTRY(name)                             \
+  do {                                             \
+    CUresult hd_r_;                                \
+    if (hd_entry(HD_E_##name, &hd_r_)) return hd_r_; \
+  } while (0)
 
 /* Runs and disarms the hook at `point`, if any. Not under hd.mu. */
 static void hd_run_hook(hd_fault point) {
@@ -356,6 +446,40 @@ static void hd_drain(struct hd_stream *s) {
   while (s->completed < target) hd_wait();
 }
 
+/* Under hd.mu: queued or running copies and memsets of any stream that
+ * read or write a byte of [p, p + n). */
+static long hd_touching_locked(uintptr_t p, size_t n) {
+  long k = 0;
+  for (int list = 0; list < 2; list++) {
+    for (struct hd_stream *s = list ? hd.dying : hd.streams; s != NULL;
+         s = s->next) {
+      for (struct hd_task *t = s->head; t != NULL; t = t->next) {
+        if (t->kind != HD_COPY && t->kind != HD_SET) continue;
+        uintptr_t d = (uintptr_t)t->dst, src = (uintptr_t)t->src;
+        if ((d < p + n && p < d + t->bytes) ||
+            (t->kind == HD_COPY && src < p + n && p < src + t->bytes))
+          k++;
+      }
+    }
+  }
+  return k;
+}
+
+long hd_pending_touching(const void *p, size_t n) {
+  if (p == NULL || n == 0) return 0;
+  hd_lock();
+  long k = hd_touching_locked((uintptr_t)p, n);
+  hd_unlock();
+  return k;
+}
+
+long hd_early_frees(void) {
+  hd_lock();
+  long n = hd.early_frees;
+  hd_unlock();
+  return n;
+}
+
 /* ---- Lookups (under hd.mu) ---------------------------------------------- */
 
 static struct hd_stream *hd_find_stream(CUstream h) {
@@ -464,6 +588,7 @@ static CUresult CUDAAPI hd_cuGetErrorString(CUresult error, const char **pStr) {
 /* ---- Initialisation, devices, contexts ---------------------------------- */
 
 static CUresult CUDAAPI hd_cuInit(unsigned int Flags) {
+  HD_ENTRY(cuInit);
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   hd_lock();
   hd.initialized = true;
@@ -472,12 +597,14 @@ static CUresult CUDAAPI hd_cuInit(unsigned int Flags) {
 }
 
 static CUresult CUDAAPI hd_cuDriverGetVersion(int *driverVersion) {
+  HD_ENTRY(cuDriverGetVersion);
   if (driverVersion == NULL) return CUDA_ERROR_INVALID_VALUE;
   *driverVersion = CUDA_VERSION;
   return CUDA_SUCCESS;
 }
 
 static CUresult CUDAAPI hd_cuDeviceGetCount(int *count) {
+  HD_ENTRY(cuDeviceGetCount);
   if (count == NULL) return CUDA_ERROR_INVALID_VALUE;
   hd_lock();
   CUresult r = hd.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
@@ -487,6 +614,7 @@ static CUresult CUDAAPI hd_cuDeviceGetCount(int *count) {
 }
 
 static CUresult CUDAAPI hd_cuDeviceGet(CUdevice *device, int ordinal) {
+  HD_ENTRY(cuDeviceGet);
   if (device == NULL) return CUDA_ERROR_INVALID_VALUE;
   hd_lock();
   CUresult r = !hd.initialized ? CUDA_ERROR_NOT_INITIALIZED
@@ -506,6 +634,7 @@ static bool hd_device_ok(CUdevice dev) {
 }
 
 static CUresult CUDAAPI hd_cuDeviceGetName(char *name, int len, CUdevice dev) {
+  HD_ENTRY(cuDeviceGetName);
   if (name == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!hd_device_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
   snprintf(name, (size_t)len, "host executor device %d", (int)dev);
@@ -515,6 +644,7 @@ static CUresult CUDAAPI hd_cuDeviceGetName(char *name, int len, CUdevice dev) {
 static CUresult CUDAAPI hd_cuDeviceGetAttribute(int *pi,
                                                 CUdevice_attribute attrib,
                                                 CUdevice dev) {
+  HD_ENTRY(cuDeviceGetAttribute);
   if (pi == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (!hd_device_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
   switch (attrib) {
@@ -546,6 +676,7 @@ static CUresult CUDAAPI hd_cuDeviceGetAttribute(int *pi,
 
 static CUresult CUDAAPI hd_cuDevicePrimaryCtxRetain(CUcontext *pctx,
                                                     CUdevice dev) {
+  HD_ENTRY(cuDevicePrimaryCtxRetain);
   if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (!hd_device_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
   hd_lock();
@@ -556,6 +687,7 @@ static CUresult CUDAAPI hd_cuDevicePrimaryCtxRetain(CUcontext *pctx,
 }
 
 static CUresult CUDAAPI hd_cuDevicePrimaryCtxRelease(CUdevice dev) {
+  HD_ENTRY(cuDevicePrimaryCtxRelease);
   if (!hd_device_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
   hd_lock();
   CUresult r =
@@ -566,6 +698,7 @@ static CUresult CUDAAPI hd_cuDevicePrimaryCtxRelease(CUdevice dev) {
 }
 
 static CUresult CUDAAPI hd_cuCtxSetCurrent(CUcontext ctx) {
+  HD_ENTRY(cuCtxSetCurrent);
   if (ctx == NULL) {
     hd_current = NULL;
     return CUDA_SUCCESS;
@@ -580,12 +713,14 @@ static CUresult CUDAAPI hd_cuCtxSetCurrent(CUcontext ctx) {
 }
 
 static CUresult CUDAAPI hd_cuCtxGetCurrent(CUcontext *pctx) {
+  HD_ENTRY(cuCtxGetCurrent);
   if (pctx == NULL) return CUDA_ERROR_INVALID_VALUE;
   *pctx = (CUcontext)hd_current;
   return CUDA_SUCCESS;
 }
 
 static CUresult CUDAAPI hd_cuCtxSynchronize(void) {
+  HD_ENTRY(cuCtxSynchronize);
   if (hd_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
   hd_run_hook(HD_FAULT_CTX_SYNC);
   hd_lock();
@@ -594,6 +729,7 @@ static CUresult CUDAAPI hd_cuCtxSynchronize(void) {
     /* Snapshot what was submitted, then wait for each stream of the ctx. */
     unsigned long n = 0;
     for (struct hd_stream *s = hd.streams; s != NULL; s = s->next) n++;
+    for (struct hd_stream *s = hd.dying; s != NULL; s = s->next) n++;
     struct {
       struct hd_stream *s;
       unsigned long target;
@@ -603,15 +739,14 @@ static CUresult CUDAAPI hd_cuCtxSynchronize(void) {
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     unsigned long k = 0;
-    for (struct hd_stream *s = hd.streams; s != NULL; s = s->next)
-      if (s->ctx == hd_current)
-        snap[k++] = (__typeof__(*snap)){s, s->submitted};
-    /* Streams cannot be destroyed meanwhile by a correct caller of a
-     * context sync; re-check membership anyway. */
+    for (int list = 0; list < 2; list++)
+      for (struct hd_stream *s = list ? hd.dying : hd.streams; s != NULL;
+           s = s->next)
+        if (s->ctx == hd_current)
+          snap[k++] = (__typeof__(*snap)){s, s->submitted};
+    /* Destroyed streams stay allocated (on hd.dying) until hd_shutdown. */
     for (unsigned long i = 0; i < k; i++) {
-      while (hd_find_stream((CUstream)snap[i].s) != NULL &&
-             snap[i].s->completed < snap[i].target)
-        hd_wait();
+      while (snap[i].s->completed < snap[i].target) hd_wait();
     }
     free(snap);
     if (hd.sticky != CUDA_SUCCESS) r = hd.sticky;
@@ -624,6 +759,7 @@ static CUresult CUDAAPI hd_cuCtxSynchronize(void) {
 
 static CUresult CUDAAPI hd_cuStreamCreate(CUstream *phStream,
                                           unsigned int Flags) {
+  HD_ENTRY(cuStreamCreate);
   if (phStream == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (Flags != CU_STREAM_DEFAULT && Flags != CU_STREAM_NON_BLOCKING)
     return CUDA_ERROR_INVALID_VALUE;
@@ -650,14 +786,22 @@ static CUresult CUDAAPI hd_cuStreamCreate(CUstream *phStream,
 }
 
 static CUresult CUDAAPI hd_cuStreamDestroy(CUstream hStream) {
+  HD_ENTRY(cuStreamDestroy);
   hd_lock();
   struct hd_stream *s = hd_find_stream(hStream);
   CUresult r = CUDA_SUCCESS;
   if (s == NULL) {
     r = CUDA_ERROR_INVALID_HANDLE;
+  } else if (s->ctx != hd_current) {
+    /* Stricter than the driver, as for issues: the layer must make the
+     * stream's context current (a keep may have switched it). */
+    r = CUDA_ERROR_INVALID_CONTEXT;
+    s = NULL;
   } else if (!hd_fault_take(HD_FAULT_STREAM_DESTROY, &r)) {
-    /* As the driver: pending work still runs; the worker exits once it
-     * drained. Unlinked now, so later calls on the handle fail. */
+    /* As the driver: returns without waiting for pending work, which still
+     * runs (the worker exits once it drained; hd_shutdown joins it; a
+     * context sync still waits for it). An idle stream's worker is joined
+     * here. Unlinked now, so later calls on the handle fail. */
     for (struct hd_stream **p = &hd.streams; *p != NULL; p = &(*p)->next) {
       if (*p == s) {
         *p = s->next;
@@ -666,17 +810,26 @@ static CUresult CUDAAPI hd_cuStreamDestroy(CUstream hStream) {
     }
     s->stop = true;
     hd_wake();
+    if (s->head == NULL) {
+      s->next = NULL; /* idle: its worker exits at once; joined below */
+    } else {
+      s->next = hd.dying;
+      hd.dying = s;
+      s = NULL;
+    }
   } else {
-    s = NULL;
+    s = NULL; /* the injected failure: the stream stays */
   }
   hd_unlock();
-  if (s == NULL) return r;
-  pthread_join(s->thread, NULL);
-  free(s);
-  return CUDA_SUCCESS;
+  if (s != NULL) {
+    pthread_join(s->thread, NULL);
+    free(s);
+  }
+  return r;
 }
 
 static CUresult CUDAAPI hd_cuStreamSynchronize(CUstream hStream) {
+  HD_ENTRY(cuStreamSynchronize);
   hd_run_hook(HD_FAULT_STREAM_SYNC);
   hd_lock();
   struct hd_stream *s = hd_find_stream(hStream);
@@ -690,6 +843,7 @@ static CUresult CUDAAPI hd_cuStreamSynchronize(CUstream hStream) {
 }
 
 static CUresult CUDAAPI hd_cuStreamQuery(CUstream hStream) {
+  HD_ENTRY(cuStreamQuery);
   hd_run_hook(HD_FAULT_STREAM_QUERY);
   hd_lock();
   struct hd_stream *s = hd_find_stream(hStream);
@@ -704,6 +858,7 @@ static CUresult CUDAAPI hd_cuStreamQuery(CUstream hStream) {
 
 static CUresult CUDAAPI hd_cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
                                              unsigned int Flags) {
+  HD_ENTRY(cuStreamWaitEvent);
   if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   struct hd_task *t = calloc(1, sizeof(*t));
   if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -729,6 +884,7 @@ static CUresult CUDAAPI hd_cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
 /* ---- Events ------------------------------------------------------------- */
 
 static CUresult CUDAAPI hd_cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+  HD_ENTRY(cuEventCreate);
   if (phEvent == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (hd_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
   struct hd_event *e = calloc(1, sizeof(*e));
@@ -743,6 +899,7 @@ static CUresult CUDAAPI hd_cuEventCreate(CUevent *phEvent, unsigned int Flags) {
 }
 
 static CUresult CUDAAPI hd_cuEventDestroy(CUevent hEvent) {
+  HD_ENTRY(cuEventDestroy);
   hd_lock();
   struct hd_event *e = hd_find_event(hEvent);
   if (e != NULL) {
@@ -761,6 +918,7 @@ static CUresult CUDAAPI hd_cuEventDestroy(CUevent hEvent) {
 }
 
 static CUresult CUDAAPI hd_cuEventRecord(CUevent hEvent, CUstream hStream) {
+  HD_ENTRY(cuEventRecord);
   struct hd_task *t = calloc(1, sizeof(*t));
   struct hd_record *rec = hd_record_new();
   if (t == NULL || rec == NULL) {
@@ -793,6 +951,7 @@ static CUresult CUDAAPI hd_cuEventRecord(CUevent hEvent, CUstream hStream) {
 }
 
 static CUresult CUDAAPI hd_cuEventSynchronize(CUevent hEvent) {
+  HD_ENTRY(cuEventSynchronize);
   hd_run_hook(HD_FAULT_EVENT_SYNC);
   hd_lock();
   struct hd_event *e = hd_find_event(hEvent);
@@ -810,6 +969,7 @@ static CUresult CUDAAPI hd_cuEventSynchronize(CUevent hEvent) {
 }
 
 static CUresult CUDAAPI hd_cuEventQuery(CUevent hEvent) {
+  HD_ENTRY(cuEventQuery);
   hd_run_hook(HD_FAULT_EVENT_QUERY);
   hd_lock();
   struct hd_event *e = hd_find_event(hEvent);
@@ -856,6 +1016,7 @@ static CUresult hd_alloc(void **out, size_t bytes, bool host) {
 static CUresult hd_free(uintptr_t base, bool host) {
   hd_lock();
   struct hd_alloc *a = hd_unlink_alloc(base, host);
+  if (a != NULL && hd_touching_locked(a->base, a->size) != 0) hd.early_frees++;
   hd_unlock();
   if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
   /* At once, whatever is pending: a premature free is a use-after-free. */
@@ -865,6 +1026,7 @@ static CUresult hd_free(uintptr_t base, bool host) {
 }
 
 static CUresult CUDAAPI hd_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+  HD_ENTRY(cuMemAlloc);
   if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
   void *p = NULL;
   CUresult r = hd_alloc(&p, bytesize, false);
@@ -873,16 +1035,19 @@ static CUresult CUDAAPI hd_cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
 }
 
 static CUresult CUDAAPI hd_cuMemFree(CUdeviceptr dptr) {
+  HD_ENTRY(cuMemFree);
   if (hd_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
   return hd_free((uintptr_t)dptr, false);
 }
 
 static CUresult CUDAAPI hd_cuMemAllocHost(void **pp, size_t bytesize) {
+  HD_ENTRY(cuMemAllocHost);
   return hd_alloc(pp, bytesize, true);
 }
 
 static CUresult CUDAAPI hd_cuMemHostAlloc(void **pp, size_t bytesize,
                                           unsigned int Flags) {
+  HD_ENTRY(cuMemHostAlloc);
   if (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                           CU_MEMHOSTALLOC_WRITECOMBINED))
     return CUDA_ERROR_INVALID_VALUE;
@@ -890,6 +1055,7 @@ static CUresult CUDAAPI hd_cuMemHostAlloc(void **pp, size_t bytesize,
 }
 
 static CUresult CUDAAPI hd_cuMemFreeHost(void *p) {
+  HD_ENTRY(cuMemFreeHost);
   if (hd_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
   return hd_free((uintptr_t)p, true);
 }
@@ -900,16 +1066,21 @@ static CUresult CUDAAPI hd_cuMemFreeHost(void *p) {
  * the work that uses the memory has run stays safe, as with the driver. */
 static CUresult CUDAAPI hd_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
                                            CUstream hStream) {
+  HD_ENTRY(cuMemAllocAsync);
   if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
   hd_lock();
   struct hd_stream *s = NULL;
   CUresult r = hd_stream_for_issue(hStream, &s);
   hd_unlock();
   if (r != CUDA_SUCCESS) return r;
-  return hd_cuMemAlloc(dptr, bytesize);
+  void *p = NULL;
+  r = hd_alloc(&p, bytesize, false);
+  if (r == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
+  return r;
 }
 
 static CUresult CUDAAPI hd_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  HD_ENTRY(cuMemFreeAsync);
   struct hd_task *t = calloc(1, sizeof(*t));
   if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   hd_lock();
@@ -934,6 +1105,7 @@ static CUresult CUDAAPI hd_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
  * does not track (every read gives 0; writes are accepted and ignored). */
 static CUresult CUDAAPI hd_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out,
                                                      CUdevice dev) {
+  HD_ENTRY(cuDeviceGetDefaultMemPool);
   if (pool_out == NULL || dev < 0 || dev >= hd.n_devices)
     return CUDA_ERROR_INVALID_VALUE;
   *pool_out = (CUmemoryPool)&hd.ctxs[dev];
@@ -943,6 +1115,7 @@ static CUresult CUDAAPI hd_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out,
 static CUresult CUDAAPI hd_cuMemPoolGetAttribute(CUmemoryPool pool,
                                                  CUmemPool_attribute attr,
                                                  void *value) {
+  HD_ENTRY(cuMemPoolGetAttribute);
   if (pool == NULL || value == NULL) return CUDA_ERROR_INVALID_VALUE;
   if (attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES ||
       attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
@@ -956,6 +1129,7 @@ static CUresult CUDAAPI hd_cuMemPoolGetAttribute(CUmemoryPool pool,
 static CUresult CUDAAPI hd_cuMemPoolSetAttribute(CUmemoryPool pool,
                                                  CUmemPool_attribute attr,
                                                  void *value) {
+  HD_ENTRY(cuMemPoolSetAttribute);
   (void)attr;
   return pool == NULL || value == NULL ? CUDA_ERROR_INVALID_VALUE
                                        : CUDA_SUCCESS;
@@ -997,6 +1171,7 @@ static CUresult CUDAAPI hd_cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
                                              const void *srcHost,
                                              size_t ByteCount,
                                              CUstream hStream) {
+  HD_ENTRY(cuMemcpyHtoDAsync);
   return hd_queue_mem(hStream, HD_COPY, HD_DPTR(dstDevice), srcHost, ByteCount,
                       0, true, false);
 }
@@ -1005,6 +1180,7 @@ static CUresult CUDAAPI hd_cuMemcpyDtoHAsync(void *dstHost,
                                              CUdeviceptr srcDevice,
                                              size_t ByteCount,
                                              CUstream hStream) {
+  HD_ENTRY(cuMemcpyDtoHAsync);
   return hd_queue_mem(hStream, HD_COPY, dstHost, HD_DPTR(srcDevice), ByteCount,
                       0, false, true);
 }
@@ -1013,6 +1189,7 @@ static CUresult CUDAAPI hd_cuMemcpyDtoDAsync(CUdeviceptr dstDevice,
                                              CUdeviceptr srcDevice,
                                              size_t ByteCount,
                                              CUstream hStream) {
+  HD_ENTRY(cuMemcpyDtoDAsync);
   return hd_queue_mem(hStream, HD_COPY, HD_DPTR(dstDevice), HD_DPTR(srcDevice),
                       ByteCount, 0, true, true);
 }
@@ -1020,6 +1197,7 @@ static CUresult CUDAAPI hd_cuMemcpyDtoDAsync(CUdeviceptr dstDevice,
 static CUresult CUDAAPI hd_cuMemsetD8Async(CUdeviceptr dstDevice,
                                            unsigned char uc, size_t N,
                                            CUstream hStream) {
+  HD_ENTRY(cuMemsetD8Async);
   return hd_queue_mem(hStream, HD_SET, HD_DPTR(dstDevice), NULL, N, uc, true,
                       false);
 }
@@ -1045,11 +1223,13 @@ static CUresult hd_sync_copy(void *dst, const void *src, size_t n, bool dst_dev,
 
 static CUresult CUDAAPI hd_cuMemcpyHtoD(CUdeviceptr dstDevice,
                                         const void *srcHost, size_t ByteCount) {
+  HD_ENTRY(cuMemcpyHtoD);
   return hd_sync_copy(HD_DPTR(dstDevice), srcHost, ByteCount, true, false);
 }
 
 static CUresult CUDAAPI hd_cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice,
                                         size_t ByteCount) {
+  HD_ENTRY(cuMemcpyDtoH);
   return hd_sync_copy(dstHost, HD_DPTR(srcDevice), ByteCount, false, true);
 }
 
@@ -1077,6 +1257,7 @@ static CUresult hd_module_load(CUmodule *module, const void *image, char *log,
 
 static CUresult CUDAAPI hd_cuModuleLoadData(CUmodule *module,
                                             const void *image) {
+  HD_ENTRY(cuModuleLoadData);
   return hd_module_load(module, image, NULL, 0);
 }
 
@@ -1085,6 +1266,7 @@ static CUresult CUDAAPI hd_cuModuleLoadDataEx(CUmodule *module,
                                               unsigned int numOptions,
                                               CUjit_option *options,
                                               void **optionValues) {
+  HD_ENTRY(cuModuleLoadDataEx);
   char *log = NULL;
   size_t log_size = 0;
   for (unsigned i = 0; i < numOptions; i++) {
@@ -1099,6 +1281,7 @@ static CUresult CUDAAPI hd_cuModuleLoadDataEx(CUmodule *module,
 
 static CUresult CUDAAPI hd_cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
                                                const char *name) {
+  HD_ENTRY(cuModuleGetFunction);
   if (hfunc == NULL || name == NULL) return CUDA_ERROR_INVALID_VALUE;
   const struct hd_kernel *k = NULL;
   pthread_mutex_lock(&hd_kernels_mu);
@@ -1140,6 +1323,7 @@ static void hd_module_free(struct hd_module *m) {
 }
 
 static CUresult CUDAAPI hd_cuModuleUnload(CUmodule hmod) {
+  HD_ENTRY(cuModuleUnload);
   hd_lock();
   struct hd_module *m = hd_find_module(hmod);
   if (m != NULL) {
@@ -1161,6 +1345,7 @@ static CUresult CUDAAPI hd_cuLaunchKernel(
     unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
     unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
     void **kernelParams, void **extra) {
+  HD_ENTRY(cuLaunchKernel);
   hd_run_hook(HD_FAULT_LAUNCH);
   if (extra != NULL) return CUDA_ERROR_NOT_SUPPORTED;
   const unsigned long long threads =
@@ -1304,6 +1489,11 @@ int hd_install(slc_driver *table, const hd_config *cfg) {
   hd.sticky = CUDA_SUCCESS;
   memset(hd.faults, 0, sizeof(hd.faults));
   memset(hd.hooks, 0, sizeof(hd.hooks));
+  memset(hd.calls, 0, sizeof(hd.calls));
+  hd.nth_entry = -1;
+  hd.nth_left = 0;
+  hd.nth_fired = 0;
+  hd.early_frees = 0;
   for (int i = 0; i < HD_MAX_DEVICES; i++) hd.ctxs[i] = (struct hd_ctx){i, 0};
   hd_unlock();
   hd_current = NULL;
@@ -1335,11 +1525,18 @@ long hd_shutdown(void) {
   }
   hd_wake();
   hd_unlock();
-  while (streams != NULL) {
-    struct hd_stream *s = streams;
-    streams = s->next;
-    pthread_join(s->thread, NULL);
-    free(s);
+  hd_lock();
+  struct hd_stream *dying = hd.dying; /* destroyed streams: not leaks */
+  hd.dying = NULL;
+  hd_unlock();
+  for (int list = 0; list < 2; list++) {
+    struct hd_stream *s = list == 0 ? streams : dying;
+    while (s != NULL) {
+      struct hd_stream *next = s->next;
+      pthread_join(s->thread, NULL);
+      free(s);
+      s = next;
+    }
   }
   hd_lock();
   while (hd.events != NULL) {

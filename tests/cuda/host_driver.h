@@ -24,6 +24,9 @@
  *     time of the call; cuEventQuery/Synchronize see the last record (a
  *     never-recorded event is complete). Stream/context synchronise wait for
  *     the workers to drain what was submitted before the call.
+ *   - cuStreamDestroy returns without waiting: queued work still runs (a
+ *     context sync waits for it; hd_shutdown joins the worker). It, like
+ *     the issues, requires the stream's context to be current.
  *   - The synchronous copies (cuMemcpyHtoD/DtoH) follow the legacy default
  *     stream: they first wait for every blocking stream of the current
  *     context to drain.
@@ -38,7 +41,10 @@
  *     cuModuleGetFunction finds the host kernels registered by name.
  * Knobs: a delay before each copy or kernel (widens the window in which a
  * premature release corrupts data), a hold that stops every worker before
- * its next operation, and one-shot failures per entry point.
+ * its next operation, one-shot failures per fault point, and a generic "the
+ * n-th call of entry X fails" (hd_fail_nth). Checks: whether a queued copy
+ * still touches some memory (hd_pending_touching), frees of memory pending
+ * work still touches (hd_early_frees).
  *
  * Threading: every entry point may be called from any thread. One mutex and
  * one condition variable guard the executor's state; no memory operation
@@ -105,6 +111,47 @@ void hd_hold(bool on);
  * holds the event's lock there). fn may call the layer and the executor. */
 typedef void (*hd_hook_fn)(void *arg);
 void hd_set_hook(hd_fault point, hd_hook_fn fn, void *arg);
+
+/* ---- Generic failure injection, by entry point --------------------------
+ * Every entry point of SLC_DRIVER_ENTRIES except cuGetErrorName and
+ * cuGetErrorString counts its calls; one failure may be armed at a time. */
+
+/* The entries, indexed as in SLC_DRIVER_ENTRIES. */
+enum {
+#define HD_E_INDEX(name, sym, ver, params) HD_E_##name,
+  SLC_DRIVER_ENTRIES(HD_E_INDEX)
+#undef HD_E_INDEX
+      HD_E_COUNT
+};
+int hd_entry_index(const char *entry); /* -1 if unknown */
+const char *hd_entry_name(int index);  /* NULL if out of range */
+
+/* The n-th counted call of `entry` from now (n >= 1) returns `code` at
+ * once, doing nothing (a synchronisation returns without waiting, a
+ * destroy destroys nothing). n <= 0 disarms. Replaces an earlier arming.
+ * Returns -1 for an unknown entry. */
+int hd_fail_nth(const char *entry, long n, CUresult code);
+bool hd_nth_armed(void);  /* armed and not yet fired */
+long hd_nth_fired(void);  /* failures hd_fail_nth injected since install */
+
+/* Counted calls of `entry` since hd_install or hd_calls_reset. */
+long hd_calls(const char *entry);
+void hd_calls_reset(void);
+
+/* While on, this thread's calls are neither counted nor failed: for a test's
+ * own raw driver calls (completion checks in keeps). */
+void hd_uncounted(bool on);
+
+/* ---- Checks of early release ---------------------------------------------- */
+
+/* Copies and memsets, queued or running on any stream, that read or write a
+ * byte of [p, p + n): a keep that releases memory while this is not 0 is
+ * early, whatever the timing. Kernels are not counted (opaque params). */
+long hd_pending_touching(const void *p, size_t n);
+
+/* cuMemFree / cuMemFreeHost calls that freed an allocation a queued or
+ * running copy or memset still touched (since install). */
+long hd_early_frees(void);
 
 /* A sticky error, as after a kernel fault: from now on every
  * synchronisation and query (after waiting, as the driver would) and every

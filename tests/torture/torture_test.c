@@ -65,6 +65,10 @@
  *   destroyed, every record must have been released exactly once, and the
  *   ledger, its pool trimmed, must hold 0 bytes.
  *
+ * LEDGER DESTROY RACING UNREFS
+ *   Last, rounds of ldg_ledger_destroy racing holder threads that drop
+ *   every reference they hold (see ledger_destroy_race).
+ *
  * Bounded by a deadline (default 8 s; 10 s with fewer threads under TSan or
  * ASan, and fewer records under TSan) and watched: a run that does not
  * finish in time aborts with a dump of what every thread was doing. Prints
@@ -555,7 +559,7 @@ static ldg_stream *acquire_cur(struct slot *sl, uint32_t *inc) {
 
 /* ---- Test hook: random delays at the ring's race points ------------------ */
 
-#define NPOINTS 8
+#define NPOINTS 13
 static _Thread_local uint64_t tl_hook_rng;
 static _Thread_local uint64_t tl_hook_calls[NPOINTS], tl_hook_delays;
 static _Atomic uint64_t g_hook_calls[NPOINTS], g_hook_delays;
@@ -1366,6 +1370,126 @@ static void parse_args(int argc, char **argv) {
   }
 }
 
+/* ---- Ledger destroy racing the holders' unrefs ----------------------------
+ * ledger.h: while ldg_ledger_destroy runs, the only other calls allowed are
+ * ldg_stream_unref on handles their holders still have. Each round, holder
+ * threads create streams on a fresh ledger (with entries, waits between
+ * them that hold references, some streams destroyed, some with extra
+ * references), meet the main thread at a barrier, and then drop every
+ * reference they hold — many of them last ones, which finalise the stream
+ * — while the main thread destroys the ledger (issue 8, defect 1: the walk
+ * revived streams a last unref was finalising). The delay hook widens the
+ * windows (at FINALIZE, REGISTRY_LOCKED, LEDGER_DESTROY_PICK among
+ * others). Every keep must run exactly once. */
+
+#define LDR_HOLDERS 4
+#define LDR_STREAMS 24 /* per holder */
+#define LDR_KEEPS 4    /* per stream */
+
+struct ldr_keep {
+  _Atomic int runs;
+};
+
+struct ldr_holder {
+  ldg_ledger *l;
+  uint64_t rng;
+  pthread_barrier_t *bar;
+  ldg_stream *s[LDR_STREAMS];
+  int refs[LDR_STREAMS];
+  struct ldr_keep k[LDR_STREAMS * LDR_KEEPS];
+};
+
+static void ldr_keep_run(void *ctx) {
+  struct ldr_keep *k = ctx;
+  if (atomic_fetch_add(&k->runs, 1) != 0) {
+    FAIL("ledger-destroy race: a keep ran twice");
+  }
+}
+
+static void *ldr_holder_main(void *arg) {
+  struct ldr_holder *h = arg;
+  tl_doing = "ledger-destroy race: creating streams";
+  for (int i = 0; i < LDR_STREAMS; i++) {
+    CHECK_RC(ldg_stream_create(h->l, (int)rng_below(&h->rng, 2), 0, NULL,
+                               NULL, &h->s[i]),
+             LDG_OK);
+    h->refs[i] = 1;
+    for (int j = 0; j < LDR_KEEPS; j++) {
+      struct ldr_keep *k = &h->k[i * LDR_KEEPS + j];
+      atomic_init(&k->runs, 0);
+      CHECK_RC(ldg_enqueue(h->s[i], (ldg_keep){ldr_keep_run, k}, NULL, 0,
+                           NULL, 0, NULL),
+               LDG_OK);
+    }
+    if (i > 0 && rng_below(&h->rng, 2) == 0) {
+      /* s[i] waits on s[i-1]: the wait holds a reference to s[i-1]. */
+      CHECK_RC(ldg_add_wait(h->s[i], h->s[i - 1], ldg_mark(h->s[i - 1]),
+                            NULL),
+               LDG_OK);
+    }
+    if (rng_below(&h->rng, 3) == 0) {
+      ldg_stream_ref(h->s[i]);
+      h->refs[i]++;
+    }
+    if (rng_below(&h->rng, 6) == 0) {
+      CHECK_RC(ldg_stream_destroy(h->s[i]), LDG_OK);
+    }
+  }
+  pthread_barrier_wait(h->bar);
+  tl_doing = "ledger-destroy race: dropping references";
+  for (int i = 0; i < LDR_STREAMS; i++) {
+    int idx = (int)rng_below(&h->rng, LDR_STREAMS);
+    while (h->refs[idx] == 0) idx = (idx + 1) % LDR_STREAMS;
+    while (h->refs[idx] > 0) {
+      if (rng_below(&h->rng, 4) == 0) sched_yield();
+      ldg_stream_unref(h->s[idx]);
+      h->refs[idx]--;
+    }
+  }
+  tl_doing = "idle";
+  return NULL;
+}
+
+static void ledger_destroy_race(uint64_t seed) {
+  int rounds = UNDER_SANITIZER ? 10 : 40;
+  struct ldr_holder *h = calloc(LDR_HOLDERS, sizeof(*h));
+  CHECK(h != NULL);
+  for (int r = 0; r < rounds; r++) {
+    tl_doing = "ledger-destroy race";
+    ldg_ledger *l;
+    CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, LDR_HOLDERS + 1);
+    pthread_t t[LDR_HOLDERS];
+    for (int i = 0; i < LDR_HOLDERS; i++) {
+      memset(&h[i], 0, sizeof(h[i]));
+      h[i].l = l;
+      h[i].bar = &bar;
+      h[i].rng = seed * 31u + (uint64_t)r * 1009u + (uint64_t)i + 1;
+      CHECK(pthread_create(&t[i], NULL, ldr_holder_main, &h[i]) == 0);
+    }
+    pthread_barrier_wait(&bar);
+    ldg_ledger_destroy(l); /* racing every holder's unrefs */
+    for (int i = 0; i < LDR_HOLDERS; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&bar);
+    ldg_quiesce();
+    for (int i = 0; i < LDR_HOLDERS; i++) {
+      for (int k = 0; k < LDR_STREAMS * LDR_KEEPS; k++) {
+        int runs = atomic_load(&h[i].k[k].runs);
+        if (runs != 1) {
+          FAIL("ledger-destroy race, round %d: keep %d of holder %d ran %d "
+               "times",
+               r, k, i, runs);
+        }
+      }
+    }
+  }
+  free(h);
+  printf("  ledger destroy raced the holders' unrefs: %d rounds, %d streams "
+         "each, every keep once\n",
+         rounds, LDR_HOLDERS * LDR_STREAMS);
+}
+
 int main(int argc, char **argv) {
   parse_args(argc, argv);
   install_crash_handlers();
@@ -1515,6 +1639,7 @@ int main(int argc, char **argv) {
   ldg_quiesce();
   CHECK_EQ_U(ldg_ledger_bytes(g_l), 0); /* every stream gone, pool trimmed */
   ldg_ledger_destroy(g_l);
+  ledger_destroy_race(g_cfg.seed);
   flush_hook_stats();
   CHECK(ldg__set_hook(NULL, NULL));
 
@@ -1554,8 +1679,10 @@ int main(int argc, char **argv) {
       (unsigned long long)starved, (unsigned long long)destroy_skipped,
       (unsigned long long)drain_failures);
   static const char *const point_names[NPOINTS] = {
-      "?",       "reserved", "published",   "seg-alloc",
-      "claimed", "taking",   "chunk-taken", "head-advance"};
+      "?",        "reserved",    "published",      "seg-alloc",
+      "claimed",  "taking",      "chunk-taken",    "head-advance",
+      "pool-pop", "extend-linked", "finalize",     "registry-locked",
+      "ledger-destroy-pick"};
   for (int p = 1; p < NPOINTS; p++) {
     printf(" %s %llu", point_names[p],
            (unsigned long long)atomic_load(&g_hook_calls[p]));

@@ -105,6 +105,27 @@ static void test_create_errors(void) {
   ldg__fault_fail_all_allocs(false);
   CHECK_RC(rc, LDG_ENOMEM);
 
+  /* device_marks growing past its first capacity (in place, references
+   * kept): the growth failing leaves no reference behind either */
+  {
+    ldg_quiesce();
+    size_t before = ldg_ledger_bytes(l);
+    ldg_stream *many[20];
+    for (int i = 0; i < 20; i++) many[i] = new_stream(l, 3, false);
+    ldg__fault_fail_alloc_at(2); /* the first allocation is the snapshot */
+    rc = ldg_device_marks(l, 3, &m);
+    ldg__fault_fail_alloc_at(0);
+    CHECK_RC(rc, LDG_ENOMEM);
+    CHECK_OK(ldg_device_marks(l, 3, &m));
+    CHECK_EQ(ldg_marks_count(m), 20);
+    ldg_marks_discard(m);
+    for (int i = 0; i < 20; i++) ldg_stream_unref(many[i]);
+    ldg_quiesce();
+    ldg_ledger_trim(l);
+    ldg_quiesce();
+    CHECK_LE(ldg_ledger_bytes(l), before); /* all 20 freed */
+  }
+
   /* add_wait: each allocation point failed in turn */
   ldg_stream *b = new_stream(l, 0, false);
   int oks = 0;

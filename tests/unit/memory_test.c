@@ -1,4 +1,5 @@
-/* Proves memory follows the work: ldg_ledger_bytes grows with 1 000 000 pending entries and, once they are released and a grace period passed, holds at most the newest segment plus the bounded segment pool, and after ldg_ledger_trim drops below 1/50 of the peak and below 1 MiB (twice in a row); with a pool limit of 0 nothing released stays past a grace period; id/range arrays and destroyed streams are given back too. */
+/* Proves memory follows the work: ldg_ledger_bytes grows with 1 000 000 pending entries and, once they are released and a grace period passed, holds at most the newest segment plus the bounded segment pool, and after ldg_ledger_trim drops below 1/50 of the peak and below 1 MiB (twice in a row); with a pool limit of 0 nothing released stays past a grace period, and the pool holds its limit exactly; short-lived streams reuse pooled first segments; id/range arrays and destroyed streams are given back too. */
+#include "ledger/ledger_testing.h"
 #include "tests/unit/check.h"
 
 /* TSan is slow; ASan and plain builds run the full size. */
@@ -127,8 +128,94 @@ static void strict_round(void) {
   ldg_ledger_destroy(l);
 }
 
+/* Enqueues n entries counted in *released. */
+static void enqueue_n(ldg_stream *s, long n, long *released) {
+  for (long i = 0; i < n; i++)
+    CHECK_OK(ldg_enqueue(s, count_keep(released), NULL, 0, NULL, 0, NULL));
+}
+
+/* Short-lived streams that go past their first (8-slot) segment retire it
+ * into pool class 0; new streams take their first segment from there
+ * (issue 8, defect 5: they never did, and after ~1 800 such streams the
+ * 1 MiB pool was all class 0, leaving no room for a busy stream's
+ * segments). Between quiescent points the class holds at most what one
+ * round retired, and a busy stream afterwards still gets pooled 64-slot
+ * segments back. */
+static void short_lived_streams(void) {
+  enum { ROUNDS = UNDER_SANITIZER ? 12 : 30, PER = 100 };
+  ldg_ledger *l = new_ledger();
+  long released = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int i = 0; i < PER; i++) {
+      ldg_stream *s = new_stream(l, 0, false);
+      enqueue_n(s, 10, &released); /* past the first segment */
+      CHECK_OK(ldg_release_all(s));
+      ldg_stream_unref(s);
+    }
+    ldg_quiesce();
+    CHECK_LE(ldg__pool_count(l, 0), PER);
+  }
+  CHECK_EQ(released, 10L * ROUNDS * PER);
+  /* Every round after the first found the previous one's in the pool. */
+  CHECK_GE(ldg__pool_reused(l, 0), (unsigned long)(ROUNDS - 1) * PER);
+  size_t pooled0 = ldg__pool_count(l, 0) * ldg__pool_seg_bytes(0);
+  fprintf(stderr, "short-lived: class 0 holds %zu segments (%zu bytes)\n",
+          ldg__pool_count(l, 0), pooled0);
+  /* A busy stream's retired 64-slot segments are pooled and reused. */
+  ldg_stream *b = new_stream(l, 0, false);
+  for (int r = 0; r < 4; r++) {
+    enqueue_n(b, 300, &released);
+    CHECK_OK(ldg_release_all(b));
+    ldg_quiesce();
+  }
+  unsigned long reused_big = 0;
+  for (unsigned c = 3; c < 8; c++) reused_big += ldg__pool_reused(l, c);
+  CHECK_GT(reused_big, 0);
+  ldg_stream_unref(b);
+  give_back(l);
+  CHECK_EQ(ldg_ledger_bytes(l), 0);
+  ldg_ledger_destroy(l);
+}
+
+/* The pool limit bounds the pooled bytes exactly, each segment's own size
+ * included (a mutant that checked the bytes pooled so far against the limit,
+ * without the segment being added, pooled one more). Three streams each
+ * retire one 8-slot and one 64-slot segment; with the limit set to three of
+ * the first and two of the second, exactly those are pooled, in whatever
+ * order the grace periods end: a third 64-slot segment never fits (it is
+ * bigger than three 8-slot ones), an 8-slot one always does. */
+static void pool_limit_exact(void) {
+  size_t b0 = ldg__pool_seg_bytes(0), b3 = ldg__pool_seg_bytes(3);
+  CHECK_GT(b3, 3 * b0);
+  size_t limit = 3 * b0 + 2 * b3;
+  ldg_ledger *l = new_ledger();
+  CHECK_OK(ldg_ledger_set_pool_limit(l, limit));
+  ldg_stream *s[3];
+  for (int i = 0; i < 3; i++) s[i] = new_stream(l, 0, false);
+  long released = 0;
+  for (int i = 0; i < 3; i++) {
+    /* seq 9 opens a 64-slot segment (backlog 8), seq 73 a third one. */
+    enqueue_n(s[i], 8 + 64 + 1, &released);
+    CHECK_OK(ldg_release_all(s[i]));
+  }
+  ldg_quiesce();
+  CHECK_EQ(ldg__pool_count(l, 0), 3);
+  CHECK_EQ(ldg__pool_count(l, 3), 2);
+  size_t with_pool = ldg_ledger_bytes(l);
+  ldg_ledger_trim(l);
+  ldg_quiesce();
+  /* What the pool held, as ldg_ledger_bytes counts it: the limit, exactly. */
+  CHECK_EQ(with_pool - ldg_ledger_bytes(l), limit);
+  for (int i = 0; i < 3; i++) ldg_stream_unref(s[i]);
+  give_back(l);
+  CHECK_EQ(ldg_ledger_bytes(l), 0);
+  ldg_ledger_destroy(l);
+}
+
 int main(void) {
   strict_round();
+  short_lived_streams();
+  pool_limit_exact();
   ldg_ledger *l = new_ledger();
   ldg_stream *s = new_stream(l, 0, false);
   one_round(l, s, 1);

@@ -132,6 +132,44 @@ static void test_keep_unrefs_own(void) {
   PASS("a keep drops the last reference of its own stream");
 }
 
+static void hook_quiesce(rec_keep *k) {
+  (void)k;
+  ldg_quiesce(); /* lets a wrongly deferred free of the stream happen now */
+}
+
+/* The keep that drops the caller's last reference, inside a release that
+ * spans several chunks (150 entries, 64 a chunk) and passes a wait: the
+ * walk must hold its own reference until it is done with the stream (a
+ * mutant whose borrowed walk took none was caught only by one-chunk
+ * releases before; run under ASan, a later keep's ldg_quiesce makes the
+ * early free happen before the walk comes back). */
+static void test_keep_unrefs_own_in_long_release(void) {
+  enum { N = 150, WAIT_AT = 80, A_N = 3 };
+  rec_log log;
+  env e = make_env(&log);
+  static rec_keep k[N], ka[A_N];
+  for (int i = 0; i < A_N; i++) put_vec(e.t, &ka[i], &log, 1001 + i, 9);
+  for (int i = 1; i <= N; i++) {
+    if (i == WAIT_AT) CHECK_OK(ldg_add_wait(e.s, e.t, ldg_mark(e.t), NULL));
+    put_vec(e.s, &k[i - 1], &log, i, 1);
+  }
+  k[4].hook = hook_unref_own, k[4].arg = &e; /* the caller's only ref */
+  k[69].hook = hook_quiesce;
+  k[120].hook = hook_quiesce;
+  CHECK_OK(ldg_release(e.s, ldg_mark(e.s)));
+  /* In seq order, t's keeps where the wait was. */
+  CHECK_EQ(log.n, N + A_N);
+  for (int i = 0; i < WAIT_AT - 1; i++) CHECK_EQ(log.order[i], i + 1);
+  for (int i = 0; i < A_N; i++) CHECK_EQ(log.order[WAIT_AT - 1 + i], 1001 + i);
+  for (int i = WAIT_AT - 1; i < N; i++) CHECK_EQ(log.order[i + A_N], i + 1);
+  CHECK(!ldg_holds_vector(e.l, 1));
+  ldg_quiesce();
+  CHECK_EQ(ldg_pending_count(e.t), 0);
+  ldg_stream_unref(e.t);
+  ldg_ledger_destroy(e.l);
+  PASS("a keep drops the caller's last reference in a long release");
+}
+
 /* A keep releases its own stream again, from inside that stream's release:
  * every entry is still released exactly once, in order. */
 static void test_keep_rereleases_own(void) {
@@ -245,6 +283,7 @@ int main(void) {
   test_keep_enqueues_and_releases_other();
   test_keep_destroys_own();
   test_keep_unrefs_own();
+  test_keep_unrefs_own_in_long_release();
   test_keep_rereleases_own();
   test_keep_enqueues_own_queries_quiesces();
   test_drain_reenters();

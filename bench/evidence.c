@@ -1,0 +1,473 @@
+/*
+ * Tail evidence for ledger_bench (issue 11). See evidence.h for what is
+ * counted and how each enqueue in the tail is attributed.
+ */
+#include "bench/evidence.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <urcu/urcu-memb.h>
+#include <x86intrin.h>
+
+#include "ledger/ledger_testing.h"
+
+#if !defined(__x86_64__)
+#error "the evidence binary stamps events with rdtsc and makes raw x86-64 syscalls"
+#endif
+
+/* ---- Per-sample flags ------------------------------------------------------ */
+
+enum {
+  EV_EXT_FRESH = 1u << 0,  /* extended the ring with a freshly allocated segment */
+  EV_EXT_POOL = 1u << 1,   /* extended the ring with a pooled segment */
+  EV_HEAD_ADV = 1u << 2,   /* advanced head: retired a segment (call_rcu) */
+  EV_FUTEX = 1u << 3,      /* made a futex syscall (waking the call_rcu thread) */
+  EV_MEMBAR_OWN = 1u << 4, /* made a membarrier syscall */
+  EV_RELEASE = 1u << 5,    /* ran the release engine (an abandoned slot) */
+  EV_FAULT = 1u << 6,      /* this thread page-faulted (RUSAGE_THREAD) */
+  EV_CSW = 1u << 7,        /* this thread was switched out (RUSAGE_THREAD) */
+  EV_MEMBAR_ANY = 1u << 8, /* some thread's membarrier overlapped it */
+  EV_EXT_SPARE = 1u << 9,  /* extended the ring with the prepared spare */
+  EV_N_FLAGS = 10,
+};
+
+static const char *const ev_flag_names[EV_N_FLAGS] = {
+    "extended: fresh segment (alloc)",
+    "extended: pooled segment",
+    "advanced head (call_rcu)",
+    "futex syscall by this thread",
+    "membarrier by this thread",
+    "release engine inside (abandon)",
+    "page fault (this thread)",
+    "switched out (ctx switch)",
+    "a membarrier overlapped it",
+    "extended: the prepared spare",
+};
+
+typedef struct ev_sample {
+  uint64_t t0;
+  uint32_t ticks;
+  uint32_t reserve_ticks; /* t0 to ENQUEUE_RESERVED; 0 if not seen */
+  uint16_t flags;
+  uint16_t minflt;
+} ev_sample;
+
+/* One per thread that ever sampled; never freed (threads come and go). */
+typedef struct ev_buf {
+  struct ev_buf *next;
+  ev_sample *s;
+  size_t n, cap;
+} ev_buf;
+
+static pthread_mutex_t ev_bufs_lock = PTHREAD_MUTEX_INITIALIZER;
+static ev_buf *ev_bufs;
+
+static _Thread_local ev_buf *tl_buf;
+static _Thread_local bool tl_worker;
+static _Thread_local bool tl_in_sample;
+static _Thread_local unsigned tl_flags;
+static _Thread_local uint64_t tl_t_reserved;
+static _Thread_local bool tl_alloc_seen;
+static _Thread_local bool tl_pool_seen;
+static _Thread_local struct rusage tl_ru;
+
+static double ev_ns_per_tick = 1.0;
+
+/* ---- Global counters (relaxed: read only between phases) ------------------- */
+
+enum {
+  C_EXT,
+  C_EXT_FRESH,
+  C_EXT_POOL,
+  C_ALLOC_WORKER, /* every segment allocation on a worker (spares too) */
+  C_HEAD_ADV,
+  C_MEMBAR_WORKER,
+  C_MEMBAR_OTHER,
+  C_FUTEX_WORKER,
+  C_FUTEX_OTHER,
+  C_FUTEX_WAKE_WORKER,
+  C_N
+};
+static _Atomic uint64_t ev_count[C_N];
+static uint64_t ev_count_at_begin[C_N];
+
+static void count(int c) { atomic_fetch_add_explicit(&ev_count[c], 1, memory_order_relaxed); }
+
+/* ---- syscall(2), as liburcu calls it ------------------------------------------
+ * Defined here, so liburcu's calls (membarrier for grace periods, futex to
+ * wake and park its call_rcu thread) come through this one: counted, and the
+ * membarriers stamped for the overlap test. x86-64 raw syscall. */
+typedef struct ev_call {
+  uint64_t t0, t1;
+} ev_call;
+enum { EV_CALLS = 1 << 20 }; /* of one timed phase; later ones are dropped */
+static ev_call ev_membar[EV_CALLS]; /* static: used before main (liburcu init) */
+static _Atomic size_t ev_n_membar;
+
+static long raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5,
+                         long a6) {
+  long ret;
+  register long r10 __asm__("r10") = a4;
+  register long r8 __asm__("r8") = a5;
+  register long r9 __asm__("r9") = a6;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+}
+
+long syscall(long nr, ...);
+long syscall(long nr, ...) {
+  va_list ap;
+  va_start(ap, nr);
+  long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+  long a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+  va_end(ap);
+  uint64_t t0 = __rdtsc();
+  long ret = raw_syscall6(nr, a1, a2, a3, a4, a5, a6);
+  uint64_t t1 = __rdtsc();
+  if (nr == SYS_membarrier) {
+    count(tl_worker ? C_MEMBAR_WORKER : C_MEMBAR_OTHER);
+    if (tl_in_sample) tl_flags |= EV_MEMBAR_OWN;
+    size_t i = atomic_fetch_add_explicit(&ev_n_membar, 1, memory_order_relaxed);
+    if (i < EV_CALLS) ev_membar[i] = (ev_call){t0, t1};
+  } else if (nr == SYS_futex) {
+    count(tl_worker ? C_FUTEX_WORKER : C_FUTEX_OTHER);
+    if (tl_worker && (a2 & 0x7f) == 1 /* FUTEX_WAKE */) count(C_FUTEX_WAKE_WORKER);
+    if (tl_in_sample) tl_flags |= EV_FUTEX;
+  }
+  if (ret < 0 && ret > -4096) {
+    errno = (int)-ret;
+    return -1;
+  }
+  return ret;
+}
+
+/* ---- aligned_alloc, wrapped at link time (-Wl,--wrap=aligned_alloc) ----------
+ * The ledger allocates segments, and only segments, with aligned_alloc. */
+void *__real_aligned_alloc(size_t align, size_t bytes);
+void *__wrap_aligned_alloc(size_t align, size_t bytes);
+void *__wrap_aligned_alloc(size_t align, size_t bytes) {
+  tl_alloc_seen = true;
+  if (tl_worker) count(C_ALLOC_WORKER);
+  return __real_aligned_alloc(align, bytes);
+}
+
+/* ---- The ledger's hook -------------------------------------------------------- */
+
+static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg) {
+  (void)s;
+  (void)arg;
+  switch (point) {
+    case LDG__HOOK_ENQUEUE_RESERVED:
+      if (tl_in_sample) tl_t_reserved = __rdtsc();
+      return;
+    case LDG__HOOK_POOL_POP:
+      tl_pool_seen = true;
+      return;
+    case LDG__HOOK_SEGMENT_ALLOCATED: {
+      /* Since this enqueue began (ev_op_begin): allocated, popped, or
+       * neither (the spare a release prepared). */
+      unsigned kind = tl_alloc_seen  ? EV_EXT_FRESH
+                      : tl_pool_seen ? EV_EXT_POOL
+                                     : EV_EXT_SPARE;
+      tl_alloc_seen = tl_pool_seen = false;
+      count(C_EXT);
+      if (kind == EV_EXT_FRESH) count(C_EXT_FRESH);
+      if (kind == EV_EXT_POOL) count(C_EXT_POOL);
+      if (tl_in_sample) tl_flags |= kind;
+      return;
+    }
+    case LDG__HOOK_HEAD_ADVANCE:
+      count(C_HEAD_ADV);
+      if (tl_in_sample) tl_flags |= EV_HEAD_ADV;
+      return;
+    case LDG__HOOK_RELEASE_CLAIMED:
+      if (tl_in_sample) tl_flags |= EV_RELEASE;
+      return;
+    default:
+      return;
+  }
+}
+
+/* ---- Samples ------------------------------------------------------------------- */
+
+void ev_worker_start(void) { tl_worker = true; }
+
+void ev_op_begin(void) { tl_alloc_seen = tl_pool_seen = false; }
+
+void ev_sample_begin(void) {
+  tl_worker = true;
+  getrusage(RUSAGE_THREAD, &tl_ru);
+  tl_flags = 0;
+  tl_t_reserved = 0;
+  tl_in_sample = true;
+}
+
+void ev_sample_end(bool timed, uint64_t t0, uint64_t t1) {
+  tl_in_sample = false;
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  if (!timed) return;
+  unsigned flags = tl_flags;
+  long flt = ru.ru_minflt - tl_ru.ru_minflt + ru.ru_majflt - tl_ru.ru_majflt;
+  if (flt > 0) flags |= EV_FAULT;
+  if (ru.ru_nvcsw != tl_ru.ru_nvcsw || ru.ru_nivcsw != tl_ru.ru_nivcsw) flags |= EV_CSW;
+  ev_buf *b = tl_buf;
+  if (b == NULL) {
+    b = calloc(1, sizeof *b);
+    if (b == NULL) abort();
+    pthread_mutex_lock(&ev_bufs_lock);
+    b->next = ev_bufs;
+    ev_bufs = b;
+    pthread_mutex_unlock(&ev_bufs_lock);
+    tl_buf = b;
+  }
+  if (b->n == b->cap) {
+    b->cap = b->cap ? b->cap * 2 : 65536;
+    ev_sample *p = realloc(b->s, b->cap * sizeof *p);
+    if (p == NULL) abort();
+    b->s = p;
+  }
+  uint64_t ticks = t1 - t0;
+  b->s[b->n++] = (ev_sample){
+      .t0 = t0,
+      .ticks = ticks > UINT32_MAX ? UINT32_MAX : (uint32_t)ticks,
+      .reserve_ticks = tl_t_reserved > t0 ? (uint32_t)(tl_t_reserved - t0) : 0,
+      .flags = (uint16_t)flags,
+      .minflt = flt > 65535 ? 65535 : (uint16_t)flt,
+  };
+}
+
+/* ---- /proc/interrupts --------------------------------------------------------- */
+
+enum { IRQ_LOC, IRQ_RES, IRQ_CAL, IRQ_TLB, IRQ_IWI, IRQ_N, IRQ_MAX_CPUS = 1024 };
+static const char *const irq_names[IRQ_N] = {"LOC", "RES", "CAL", "TLB", "IWI"};
+static const char *const irq_what[IRQ_N] = {
+    "local timer", "rescheduling IPI", "function-call IPI (membarrier)",
+    "TLB shootdown IPI", "irq-work IPI"};
+static uint64_t irq_begin[IRQ_N][IRQ_MAX_CPUS], irq_end[IRQ_N][IRQ_MAX_CPUS];
+
+static void read_interrupts(uint64_t out[IRQ_N][IRQ_MAX_CPUS]) {
+  memset(out, 0, sizeof(uint64_t) * IRQ_N * IRQ_MAX_CPUS);
+  FILE *f = fopen("/proc/interrupts", "r");
+  if (f == NULL) return;
+  static char line[1 << 16];
+  int col_cpu[IRQ_MAX_CPUS], ncols = 0;
+  if (fgets(line, sizeof line, f) != NULL) {
+    for (char *save, *t = strtok_r(line, " \t\n", &save); t && ncols < IRQ_MAX_CPUS;
+         t = strtok_r(NULL, " \t\n", &save))
+      if (strncmp(t, "CPU", 3) == 0) col_cpu[ncols++] = atoi(t + 3);
+  }
+  while (fgets(line, sizeof line, f) != NULL) {
+    char *p = line;
+    while (*p == ' ') p++;
+    int k = -1;
+    for (int i = 0; i < IRQ_N; i++)
+      if (strncmp(p, irq_names[i], 3) == 0 && p[3] == ':') k = i;
+    if (k < 0) continue;
+    p += 4;
+    for (int c = 0; c < ncols; c++) {
+      char *end;
+      unsigned long long v = strtoull(p, &end, 10);
+      if (end == p) break;
+      if (col_cpu[c] >= 0 && col_cpu[c] < IRQ_MAX_CPUS) out[k][col_cpu[c]] = v;
+      p = end;
+    }
+  }
+  fclose(f);
+}
+
+/* ---- Phases and the report ------------------------------------------------------ */
+
+static struct rusage ru_begin, ru_end;
+static double membar_per_gp;
+
+void ev_init(double ns_per_tick) {
+  ev_ns_per_tick = ns_per_tick;
+  if (!ldg__set_hook(ev_hook, NULL)) {
+    fprintf(stderr, "ledger_evidence_bench: the ledger has no hooks\n");
+    abort();
+  }
+  /* Membarrier calls per grace period, measured: synchronize_rcu alone. */
+  enum { N = 20 };
+  uint64_t before = atomic_load(&ev_count[C_MEMBAR_WORKER]) +
+                    atomic_load(&ev_count[C_MEMBAR_OTHER]);
+  /* A grace period with no registered reader may skip the barriers: be one
+   * (outside any read-side section), as the enqueuers are. */
+  urcu_memb_register_thread();
+  for (int i = 0; i < N; i++) urcu_memb_synchronize_rcu();
+  urcu_memb_unregister_thread();
+  uint64_t after = atomic_load(&ev_count[C_MEMBAR_WORKER]) +
+                   atomic_load(&ev_count[C_MEMBAR_OTHER]);
+  membar_per_gp = (double)(after - before) / N;
+  printf("evidence: hooks installed; one synchronize_rcu makes %.2f membarrier "
+         "call(s) (%" PRIu64 " in %d)\n",
+         membar_per_gp, after - before, N);
+}
+
+void ev_phase_begin(void) {
+  for (int c = 0; c < C_N; c++) ev_count_at_begin[c] = atomic_load(&ev_count[c]);
+  /* Only the timed phase's membarriers are kept for the overlap test. */
+  atomic_store(&ev_n_membar, 0);
+  getrusage(RUSAGE_SELF, &ru_begin);
+  read_interrupts(irq_begin);
+}
+
+void ev_phase_end(void) {
+  read_interrupts(irq_end);
+  getrusage(RUSAGE_SELF, &ru_end);
+}
+
+static int cmp_ticks(const void *a, const void *b) {
+  uint32_t x = ((const ev_sample *)a)->ticks, y = ((const ev_sample *)b)->ticks;
+  return x < y ? -1 : x > y;
+}
+
+static int cmp_call(const void *a, const void *b) {
+  uint64_t x = ((const ev_call *)a)->t0, y = ((const ev_call *)b)->t0;
+  return x < y ? -1 : x > y;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median, in ns, of the ticks of the samples in s[lo..n) with flag f (or
+ * with no flag when f == 0). Returns the count through *cnt. */
+static double median_with(const ev_sample *s, size_t lo, size_t n, unsigned f,
+                          size_t *cnt, uint32_t *scratch) {
+  size_t k = 0;
+  for (size_t i = lo; i < n; i++)
+    if (f == 0 ? s[i].flags == 0 : (s[i].flags & f) != 0) scratch[k++] = s[i].ticks;
+  *cnt = k;
+  if (k == 0) return 0;
+  qsort(scratch, k, sizeof *scratch, cmp_u32);
+  return scratch[k / 2] * ev_ns_per_tick;
+}
+
+static uint64_t delta(int c) { return atomic_load(&ev_count[c]) - ev_count_at_begin[c]; }
+
+void ev_row_report(const char *label, uint64_t enqueues, double seconds,
+                   const int *cpus, int n_cpus) {
+  /* Gather the samples of every thread, and the membarriers of the phase. */
+  size_t n = 0;
+  for (ev_buf *b = ev_bufs; b != NULL; b = b->next) n += b->n;
+  ev_sample *s = malloc((n ? n : 1) * sizeof *s);
+  uint32_t *scratch = malloc((n ? n : 1) * sizeof *scratch);
+  if (s == NULL || scratch == NULL) abort();
+  size_t k = 0;
+  for (ev_buf *b = ev_bufs; b != NULL; b = b->next) {
+    memcpy(s + k, b->s, b->n * sizeof *s);
+    k += b->n;
+    b->n = 0;
+  }
+  size_t m_end = atomic_load(&ev_n_membar);
+  if (m_end > EV_CALLS) m_end = EV_CALLS;
+  ev_call *mb = ev_membar;
+  size_t n_mb = m_end;
+  qsort(mb, n_mb, sizeof *mb, cmp_call);
+  /* Overlap with any membarrier: binary search for the last call starting
+   * before the sample ends; calls are short, so look back a few. */
+  for (size_t i = 0; i < n; i++) {
+    uint64_t a = s[i].t0, z = s[i].t0 + s[i].ticks;
+    size_t lo = 0, hi = n_mb;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (mb[mid].t0 <= z) lo = mid + 1; else hi = mid;
+    }
+    for (size_t j = lo; j-- > 0 && lo - j <= 64;)
+      if (mb[j].t1 >= a) {
+        s[i].flags |= EV_MEMBAR_ANY;
+        break;
+      }
+  }
+  qsort(s, n, sizeof *s, cmp_ticks);
+
+  double e = enqueues ? (double)enqueues : 1;
+  uint64_t ext = delta(C_EXT), fresh = delta(C_EXT_FRESH), pooled = delta(C_EXT_POOL);
+  long minflt = ru_end.ru_minflt - ru_begin.ru_minflt;
+  long majflt = ru_end.ru_majflt - ru_begin.ru_majflt;
+  printf("  evidence %s: %" PRIu64 " ops in %.3f s\n", label, enqueues, seconds);
+  printf("    segments: %" PRIu64 " extensions (1 per %.0f ops): %" PRIu64
+         " fresh (aligned_alloc), %" PRIu64 " from the pool, %" PRIu64
+         " prepared spares; %" PRIu64 " allocated by workers outside extensions"
+         " (spares); %" PRIu64 " head advances (retirements, each a call_rcu)\n",
+         ext, ext ? e / (double)ext : 0.0, fresh, pooled, ext - fresh - pooled,
+         delta(C_ALLOC_WORKER) - fresh, delta(C_HEAD_ADV));
+  printf("    page faults (process): minor %ld (%.3f per 1000 ops, %.1f per fresh "
+         "segment), major %ld; context switches: voluntary %ld, involuntary %ld\n",
+         minflt, 1000.0 * (double)minflt / e,
+         fresh ? (double)minflt / (double)fresh : 0.0, majflt,
+         ru_end.ru_nvcsw - ru_begin.ru_nvcsw, ru_end.ru_nivcsw - ru_begin.ru_nivcsw);
+  uint64_t mbo = delta(C_MEMBAR_OTHER), mbw = delta(C_MEMBAR_WORKER);
+  printf("    syscalls by liburcu (workers | other threads): membarrier %" PRIu64
+         " | %" PRIu64 " (%.0f/s; ~%.0f grace periods at %.2f per GP), futex %" PRIu64
+         " (wakes %" PRIu64 ") | %" PRIu64 "\n",
+         mbw, mbo, (double)(mbw + mbo) / seconds,
+         membar_per_gp > 0 ? (double)(mbw + mbo) / membar_per_gp : 0.0, membar_per_gp,
+         delta(C_FUTEX_WORKER), delta(C_FUTEX_WAKE_WORKER), delta(C_FUTEX_OTHER));
+  printf("    interrupts, per worker CPU per second (all CPUs total):");
+  for (int q = 0; q < IRQ_N; q++) {
+    uint64_t w = 0, all = 0;
+    for (int c = 0; c < IRQ_MAX_CPUS; c++) all += irq_end[q][c] - irq_begin[q][c];
+    for (int i = 0; i < n_cpus; i++)
+      if (cpus[i] >= 0 && cpus[i] < IRQ_MAX_CPUS) w += irq_end[q][cpus[i]] - irq_begin[q][cpus[i]];
+    printf(" %s %.0f (%" PRIu64 ")", irq_names[q],
+           n_cpus ? (double)w / n_cpus / seconds : 0.0, all);
+  }
+  printf("\n      (");
+  for (int q = 0; q < IRQ_N; q++) printf("%s%s %s", q ? ", " : "", irq_names[q], irq_what[q]);
+  printf(")\n");
+  if (n == 0) {
+    printf("    no samples\n");
+    free(s);
+    free(scratch);
+    return;
+  }
+  size_t i99 = (size_t)(0.99 * (double)(n - 1) + 0.5);
+  size_t i999 = (size_t)(0.999 * (double)(n - 1) + 0.5);
+  printf("    %zu sampled ops: p50 %.0f ns, p99 %.0f, p99.9 %.0f, max %.0f\n", n,
+         s[n / 2].ticks * ev_ns_per_tick, s[i99].ticks * ev_ns_per_tick,
+         s[i999].ticks * ev_ns_per_tick, s[n - 1].ticks * ev_ns_per_tick);
+  printf("    what the sampled ops were doing (a sample may have several causes):\n");
+  printf("      %-34s %9s %9s | %9s %9s | %9s %9s\n", "cause", ">=p99.9 n", "med ns",
+         ">=p99 n", "med ns", "all n", "med ns");
+  for (int f = 0; f <= EV_N_FLAGS; f++) {
+    unsigned bit = f < EV_N_FLAGS ? 1u << f : 0;
+    size_t c0, c1, c2;
+    double m0 = median_with(s, i999, n, bit, &c0, scratch);
+    double m1 = median_with(s, i99, n, bit, &c1, scratch);
+    double m2 = median_with(s, 0, n, bit, &c2, scratch);
+    if (c2 == 0 && bit != 0) continue;
+    printf("      %-34s %9zu %9.0f | %9zu %9.0f | %9zu %9.0f\n",
+           f < EV_N_FLAGS ? ev_flag_names[f] : "none of the above", c0, m0, c1, m1, c2, m2);
+  }
+  /* How much of a tail sample was the reservation (tail CAS / extension). */
+  size_t kr = 0, kt = 0;
+  for (size_t i = i999; i < n; i++)
+    if (s[i].reserve_ticks != 0) scratch[kr++] = s[i].reserve_ticks;
+  kt = n - i999;
+  if (kr != 0) {
+    qsort(scratch, kr, sizeof *scratch, cmp_u32);
+    printf("    >=p99.9: median time until the seq was reserved %.0f ns (%zu of %zu "
+           "samples saw the reservation)\n",
+           scratch[kr / 2] * ev_ns_per_tick, kr, kt);
+  }
+  size_t flt_tail = 0;
+  for (size_t i = i999; i < n; i++) flt_tail += s[i].minflt;
+  printf("    >=p99.9: %zu page faults in %zu samples\n", flt_tail, kt);
+  free(s);
+  free(scratch);
+  fflush(stdout);
+}

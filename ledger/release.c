@@ -1,0 +1,271 @@
+/*
+ * The per-stream ring, part 4 of 4: releasing — claims, taking chunks of
+ * entries, and the transitive release engine (release, destroy,
+ * finalisation). ring.c opens with the layout and the publication
+ * handshake a release takes part in.
+ *
+ * TRANSITIVE RELEASE, WITHOUT RECURSION OR ALLOCATION
+ *   A release walks its interval in chunks: under rcu_read_lock it takes up to
+ *   64 entries, in seq order, stopping after a wait; it leaves the read-side
+ *   section and runs the keeps. For a wait on stream a up to u, the wait's own
+ *   slot (taken, not yet resolved, hence pinned) becomes the stack frame: it
+ *   stores where the current stream's walk stopped, and the walk continues on
+ *   a's newly claimed interval (released_a, u]. When that finishes, the frame
+ *   is popped — the wait's reference to a is dropped, the slot resolved — and
+ *   the walk resumes. Chains of any length therefore need no native stack and
+ *   no heap, and cycles end because a claim that raises nothing yields an
+ *   empty interval. Dropping the last reference of a inside the walk destroys
+ *   a in the same loop (the frame turns into a "finalize" frame), so even
+ *   destruction cascades stay iterative.
+ */
+#include <stdlib.h>
+
+#include "ledger/atomics.h"
+#include "ledger/internal.h"
+
+#define LDG__BATCH 64u
+
+/* ---- Release ------------------------------------------------------------------------ */
+
+/* Raises s->released to upto. On success the caller owns (old, upto]. */
+static bool ldg__claim(ldg_stream *s, ldg_seq upto, ldg_seq *from) {
+  /* The CAS alone makes the intervals disjoint (one modification order of
+   * released). acq_rel: each claim happens-after the claims before it,
+   * so no release sees a higher mark than its own walk has caught up with;
+   * the queries' acquire loads of released pair with the release half. */
+  ldg_seq r = ldg__load_acquire(&s->released);
+  while (r < upto) {
+    if (ldg__cas_weak_acq_rel(&s->released, &r, upto)) {
+      *from = r + 1;
+      LDG__HOOK(LDG__HOOK_RELEASE_CLAIMED, s);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Where a walk stands on one stream: seqs next..end (inclusive) are owned and
+ * not yet taken. frame is the wait slot whose firing started this walk, NULL
+ * for the walk the caller started. */
+struct ldg__cursor {
+  ldg_stream *s;
+  ldg_seq next;
+  ldg_seq end;
+  struct ldg__slot *frame;
+};
+
+static bool ldg__cursor_done(const struct ldg__cursor *c) {
+  return c->next > c->end;
+}
+
+/* Takes up to LDG__BATCH keeps of c's interval into keeps, in seq order,
+ * stopping right after a wait, which is returned taken but unresolved (it
+ * becomes a frame). Under RCU. Returns the number of keeps. */
+static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
+                              struct ldg__slot **wait,
+                              struct ldg__seg **wait_seg) {
+  ldg_stream *s = c->s;
+  size_t n = 0;
+  uint32_t taken = 0; /* resolved in g, not yet counted */
+  *wait = NULL;
+  /* head and next: acquire pairs with the seq_cst CASes that moved head and
+   * linked the segment (release halves), after its header was written. */
+  struct ldg__seg *g = ldg__load_acquire(&s->head);
+  while (!ldg__cursor_done(c) && n < LDG__BATCH) {
+    if (c->next >= g->base + g->size) {
+      if (taken != 0) ldg__seg_resolve(s, g, taken);
+      taken = 0;
+      g = ldg__load_acquire(&g->next);
+      if (g == NULL) abort(); /* every seq <= tail has a segment */
+      continue;
+    }
+    if (c->next < g->base) {
+      /* Segments before head were retired: all their slots, ours included,
+       * were resolved by refused (retracted) enqueues. */
+      c->next = g->base;
+      continue;
+    }
+    struct ldg__slot *slot = &g->slots[c->next - g->base];
+    LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
+    /* Acquire: pairs with the publishing CAS (EMPTY -> FULL, release half)
+     * in ldg__ring_enqueue, so the payload is read as written. The
+     * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
+     * keeps its entry in hand) and the CAS alone decides the race. */
+    uint32_t st = ldg__load_acquire(&slot->state);
+    if (st == LDG__SLOT_EMPTY &&
+        ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
+      c->next++; /* the enqueuer releases it (PUBLICATION above) */
+      continue;
+    }
+    c->next++;
+    if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
+    if (slot->kind == LDG__KIND_WAIT) {
+      if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
+        /* Relaxed: see the store to EMPTY below. */
+        ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
+        taken++;
+        continue;
+      }
+      *wait = slot;
+      *wait_seg = g;
+      break;
+    }
+    keeps[n++] = slot->u.op.keep;
+    if (slot->aux == LDG__OP_EXT) {
+      /* Queries may still read it: free after a grace period. */
+      ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
+    }
+    /* Taken: nobody else touches this slot in this life (queries skip
+     * seqs at or below released), so it goes back to EMPTY for reuse.
+     * Relaxed: sequenced before our seq_cst add to g->resolved (release
+     * sequence), which the retirer reads; the retire happens-before the
+     * pool's push (grace period), whose release pairs with the next
+     * owner's acquire pop. */
+    ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
+    taken++;
+  }
+  if (taken != 0) ldg__seg_resolve(s, g, taken);
+  /* Release: pairs with the acquire load in ldg_pending_count. We read
+   * these slots FULL (acquire, after their publishers' reservations on
+   * tail), so a query that counts them released also sees their seqs in
+   * tail. */
+  if (n != 0) ldg__fetch_add_release(&s->ops_released, n);
+  return n;
+}
+
+static void ldg__run_keeps(const ldg_keep *keeps, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (keeps[i].release != NULL) keeps[i].release(keeps[i].ctx);
+  }
+}
+
+/* Marks s destroyed and unlinks it. False if it was destroyed already. */
+static bool ldg__mark_destroyed(ldg_stream *s) {
+  bool expected = false;
+  /* seq_cst: the destroy handshake (DESTROY above). */
+  if (!ldg__cas_seq_cst(&s->destroyed, &expected, true)) return false;
+  ldg__registry_unlink(s);
+  return true;
+}
+
+/* Points c at everything pending on c->s, destroying it first; an empty
+ * interval if it was destroyed already (then nothing is pending). */
+static void ldg__cursor_destroy(struct ldg__cursor *c) {
+  LDG__HOOK(LDG__HOOK_FINALIZE, c->s);
+  c->next = 1;
+  c->end = 0;
+  if (!ldg__mark_destroyed(c->s)) return;
+  ldg_seq t = ldg__load_seq_cst(&c->s->tail);
+  ldg_seq from;
+  if (ldg__claim(c->s, t, &from)) {
+    c->next = from;
+    c->end = t;
+  }
+}
+
+/* The release walk. mode says what the caller gave us of s:
+ *   BORROWED  the caller's reference, valid for the call; if the walk must
+ *             come back to s after running callbacks it takes its own.
+ *   OWNED     one reference the walk drops at the end.
+ *   FINALIZE  s has no reference left: destroy it, release all, free it. */
+void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
+  struct ldg__cursor cur = {s, 1, 0, NULL};
+  bool own_top = (mode == LDG__TOP_OWNED);
+  if (mode == LDG__TOP_FINALIZE) {
+    ldg__cursor_destroy(&cur);
+  } else {
+    ldg_seq from;
+    if (ldg__claim(s, upto, &from)) {
+      cur.next = from;
+      cur.end = upto;
+    }
+  }
+
+  ldg_keep keeps[LDG__BATCH];
+  for (;;) {
+    if (!ldg__cursor_done(&cur)) {
+      struct ldg__slot *w;
+      struct ldg__seg *wg = NULL;
+      ldg__rcu_read_lock();
+      size_t n = ldg__take_chunk(&cur, keeps, &w, &wg);
+      ldg__rcu_read_unlock();
+      LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
+      if (cur.frame == NULL && mode == LDG__TOP_BORROWED && !own_top &&
+          (w != NULL || !ldg__cursor_done(&cur))) {
+        /* We come back to s after callbacks that might drop the caller's
+         * last reference. */
+        ldg_stream_ref(cur.s);
+        own_top = true;
+      }
+      ldg__run_keeps(keeps, n);
+      if (w != NULL) {
+        ldg_stream *a = w->u.wait.target;
+        ldg_seq u = w->u.wait.upto;
+        /* The wait's slot (pinned: taken, unresolved) becomes the frame. */
+        w->u.wait.parent = cur.s;
+        w->u.wait.parent_next = cur.next;
+        w->u.wait.parent_end = cur.end;
+        w->u.wait.parent_frame = cur.frame;
+        w->u.wait.seg = wg;
+        w->aux = LDG__FRAME_FIRED;
+        cur = (struct ldg__cursor){a, 1, 0, w};
+        ldg_seq from;
+        /* A skip (acquire pairs with the destroyer's CAS): a destroyed a
+         * has nothing left to release; if destroy races us, the claims are
+         * disjoint. */
+        if (!ldg__load_acquire(&a->destroyed) && ldg__claim(a, u, &from)) {
+          cur.next = from;
+          cur.end = u;
+        }
+      }
+      continue;
+    }
+
+    /* cur's interval is finished. */
+    if (cur.frame == NULL) {
+      if (mode == LDG__TOP_FINALIZE) {
+        ldg__stream_life(cur.s, LDG__LIFE_FINALIZED);
+        return;
+      }
+      if (!own_top || !ldg__stream_unref_is_last(cur.s)) return;
+      /* Ours was the last reference: destroy and free s in this loop. */
+      mode = LDG__TOP_FINALIZE;
+      own_top = false;
+      ldg__cursor_destroy(&cur);
+      continue;
+    }
+    struct ldg__slot *f = cur.frame;
+    if (f->aux == LDG__FRAME_FIRED) {
+      if (ldg__stream_unref_is_last(cur.s)) {
+        /* The wait held the waited stream's last reference. */
+        f->aux = LDG__FRAME_FINALIZE;
+        ldg__cursor_destroy(&cur);
+        continue;
+      }
+    } else {
+      ldg__stream_life(cur.s, LDG__LIFE_FINALIZED);
+    }
+    /* Pop: resume the stream holding the wait, then resolve the wait. */
+    struct ldg__cursor parent = {f->u.wait.parent, f->u.wait.parent_next,
+                                 f->u.wait.parent_end, f->u.wait.parent_frame};
+    struct ldg__seg *fg = f->u.wait.seg;
+    /* Relaxed: as in ldg__take_chunk, ordered by the resolve below. */
+    ldg__store_relaxed(&f->state, (uint32_t)LDG__SLOT_EMPTY);
+    ldg__rcu_read_lock();
+    ldg__seg_resolve(parent.s, fg, 1);
+    ldg__rcu_read_unlock();
+    cur = parent;
+  }
+}
+
+void ldg__release(ldg_stream *s, ldg_seq upto) {
+  ldg__engine(s, upto, LDG__TOP_BORROWED);
+}
+
+void ldg__finalize(ldg_stream *s) { ldg__engine(s, 0, LDG__TOP_FINALIZE); }
+
+bool ldg__destroy(ldg_stream *s) {
+  if (!ldg__mark_destroyed(s)) return false;
+  ldg__engine(s, ldg__load_seq_cst(&s->tail), LDG__TOP_BORROWED);
+  return true;
+}

@@ -1,0 +1,401 @@
+/*
+ * The per-stream ring, part 2 of 4: segments — who may reclaim a slot and
+ * when, growing the ring, advancing head and retiring segments. ring.c
+ * opens with the layout and what each atomic publishes.
+ *
+ * WHO MAY RECLAIM A SLOT, AND WHEN
+ *   A slot is resolved once, by whoever took its entry: the release that took
+ *   a FULL slot, or the enqueuer of an ABANDONED or RETRACTED one. A wait's
+ *   slot is resolved only when its firing has finished (see below). The
+ *   resolver also puts the slot's state back to EMPTY — before counting it
+ *   resolved, since after that the segment may be retired — (nobody else
+ *   looks at it in this life), so a retired segment comes back to the pool clean and
+ *   needs no zeroing — except a RETRACTED slot, which the destroyer may
+ *   still be about to look at: its segment is marked dirty and freed. Each
+ *   resolution adds to g->resolved; a segment is done when all of its seqs
+ *   were handed out and resolved. Segments are retired strictly from the
+ *   head: whoever completes a segment, or links a successor to a done tail
+ *   segment, advances s->head over every done segment that has a successor
+ *   and that tailseg no longer points at, one CAS per segment, and the CAS
+ *   winner retires the segment with call_rcu: by then neither root (head,
+ *   tailseg) reaches it, so no reader starting later can find it.
+ *   Because "done" is stored before head is read, and head is moved before
+ *   the next segment's "done" is read (all seq_cst), one of two racing
+ *   threads always sees the other's segment done: no done segment is left
+ *   behind; likewise an extender swings tailseg before advancing head, and
+ *   an advancer reads tailseg after "done" (seq_cst). A segment's slots
+ *   serve one run of seqs; it is freed (or pooled for reuse) only after
+ *   a grace period, so lock-free readers (queries) that found it under
+ *   rcu_read_lock may keep reading its immutable payload.
+ *   Consequence used below: while a thread holds a taken-but-unresolved slot,
+ *   its segment and every later one stay allocated, with or without RCU.
+ *
+ * GROWTH AND SHRINKING
+ *   The ring grows by appending a segment when the next seq falls past the
+ *   newest one: the enqueuer allocates it (before reserving anything, so
+ *   LDG_ENOMEM leaves no trace), CASes it onto tailseg->next and swings
+ *   tailseg. A loser of that CAS retires its copy through a grace period
+ *   like any retired segment: never linked, but it may have come from the
+ *   pool, where a popper may still be reading its link (pool.c). No entry
+ *   ever moves, so growing never races with publication or release. A new
+ *   segment's size is between 64 and 1024 slots: at least the backlog
+ *   (pending entries), doubled if the previous segment was used up within
+ *   a millisecond and kept if within 50 ms (a busy stream retires 16 times
+ *   fewer segments, which is what loads the RCU callback thread); a new
+ *   stream starts with 8, taken from the pool's class 0 when it has one.
+ *   It shrinks as segments are retired: memory held is the pending span
+ *   rounded up to segments, plus the newest segment (at most 64 KiB), plus
+ *   what waits for a grace period, plus the pools. Retired segments go to
+ *   the ledger's pool (pool.c) after their grace period; extending a ring,
+ *   or creating a stream, pops one there before allocating.
+ *
+ * THE SPARE: THE NEXT SEGMENT, READY BEFORE IT IS NEEDED
+ *   Allocating and zeroing a 64 KiB segment on memory another CPU freed takes
+ *   7-8 us (issue 11's evidence, bench/RESULTS.md): done by the enqueuer
+ *   that crosses a segment's end, it was the p99.9 of enqueue, and done
+ *   inside a read-side section it made grace periods spin and send
+ *   membarrier IPIs. So a release (ldg_release, ldg_release_all), once the
+ *   newest segment is half used (tail past s->spare_at), prepares the next
+ *   one, of the size an extension would choose then (or a pooled one down
+ *   to the backlog's size): pops it from the pool or allocates and zeroes
+ *   it — outside any read-side section — and parks it in s->spare. The
+ *   extender takes it with one exchange, sets its base and links it as
+ *   before; when there is no spare, or it is smaller than the backlog has
+ *   grown to (it goes to the pool), the extender gets one itself
+ *   (ldg__seg_get), after looking once more whether another extender
+ *   linked one meanwhile. The spare is just where a clean segment comes
+ *   from: it is never reachable from head or tailseg, no reader can see it,
+ *   and the exchange hands it to exactly one thread. A preparer that
+ *   displaces another's spare, and ldg_ledger_trim, which drops every
+ *   spare, retire it through a grace period like a loser's segment (it may
+ *   have come from the pool); the stream's free, past its own grace period,
+ *   hands its spare to the pool (or frees it). Memory: at most one segment (64 KiB) per
+ *   stream on top of the newest, and only on streams past their first
+ *   segment whose last release found the newest segment half used; none
+ *   with a pool limit of 0 (the ledger keeps nothing ahead of need).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ledger/atomics.h"
+#include "ledger/internal.h"
+
+#define LDG__SEG_FIRST 8u
+#define LDG__SEG_MIN 64u
+#define LDG__SEG_MAX 1024u
+
+/* ---- Segments ------------------------------------------------------------------ */
+
+static uint64_t ldg__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+
+size_t ldg__seg_bytes(uint32_t size) {
+  return sizeof(struct ldg__seg) + (size_t)size * sizeof(struct ldg__slot);
+}
+
+static struct ldg__seg *ldg__seg_alloc(ldg_ledger *l, ldg_seq base,
+                                       uint32_t size) {
+  size_t bytes = ldg__seg_bytes(size);
+  struct ldg__seg *g = ldg__aligned_alloc(LDG__CACHE_LINE, bytes);
+  if (g == NULL) return NULL;
+  memset(g, 0, bytes); /* every slot EMPTY, every aux 0 */
+  g->base = base;
+  g->size = size;
+  atomic_init(&g->resolved, 0);
+  atomic_init(&g->next, NULL);
+  g->ledger = l;
+  ldg__ledger_ref(l);
+  ldg__fetch_add_relaxed(&l->bytes, bytes); /* a statistic */
+  return g;
+}
+
+/* Frees a segment nobody can reach any more. (Out-of-line payloads were
+ * freed when their entries were taken.) */
+void ldg__seg_destroy(struct ldg__seg *g) {
+  ldg_ledger *l = g->ledger;
+  ldg__fetch_sub_relaxed(&l->bytes, ldg__seg_bytes(g->size)); /* statistic */
+  ldg__free(g);
+  ldg__ledger_unref(l);
+}
+
+struct ldg__seg *ldg__seg_of_rcu(struct rcu_head *head) {
+  return (struct ldg__seg *)((char *)head - offsetof(struct ldg__seg, rcu));
+}
+
+void ldg__seg_free_cb(struct rcu_head *head) {
+  ldg__rcu_callback_enter();
+  ldg__seg_destroy(ldg__seg_of_rcu(head));
+}
+
+/* g was just unlinked from its stream: after a grace period it goes to its
+ * ledger's pool (or is freed). */
+static void ldg__seg_retire(struct ldg__seg *g) {
+  ldg__call_rcu(&g->rcu, ldg__seg_pool_cb);
+}
+
+/* A zeroed segment for seqs from base: from the pool if one of that size is
+ * there, else a new one. NULL if out of memory. Under RCU. */
+static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
+                                     uint32_t size) {
+  struct ldg__seg *g = ldg__pool_pop(s, size);
+  if (g == NULL) return ldg__seg_alloc(s->ledger, base, size);
+  /* Every slot of a pooled segment is EMPTY already: whoever resolved it
+   * reset it (WHO MAY RECLAIM A SLOT), and segments with a retracted slot
+   * are never pooled. So no memset: that was 64 KiB at 1024 slots. */
+  g->base = base;
+  /* Relaxed: g is ours until the seq_cst CAS that links it (or, for a
+   * first segment, the registry's release store) publishes it. */
+  ldg__store_relaxed(&g->resolved, 0);
+  ldg__store_relaxed(&g->next, (struct ldg__seg *)NULL);
+  return g;
+}
+
+int ldg__ring_init(ldg_stream *s) {
+  /* From the pool's smallest class when it has one: the first segments of
+   * short-lived streams are what fills it. */
+  ldg__rcu_read_lock();
+  struct ldg__seg *g = ldg__seg_get(s, 1, LDG__SEG_FIRST);
+  ldg__rcu_read_unlock();
+  if (g == NULL) return LDG_ENOMEM;
+  g->born_ns = ldg__now_ns();
+  atomic_init(&s->head, g);
+  atomic_init(&s->tailseg, g);
+  atomic_init(&s->tail, 0);
+  atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
+  atomic_init(&s->released, 0);
+  atomic_init(&s->ops_released, 0);
+  atomic_init(&s->waits_enqueued, 0);
+  atomic_init(&s->spare, NULL);
+  /* No spare for the first segment: short-lived streams would allocate
+   * one each. The first extension sets it. */
+  atomic_init(&s->spare_at, UINT64_MAX);
+  return LDG_OK;
+}
+
+void ldg__ring_free_all(ldg_stream *s) {
+  /* Past the stream's grace period, which began after the spare was
+   * parked: no popper that saw it in the pool is still reading it, so it
+   * may go back to the pool now (or be freed), as after its own. */
+  struct ldg__seg *spare = ldg__load_acquire(&s->spare);
+  if (spare != NULL) ldg__seg_pool_cb(&spare->rcu);
+  /* In the stream's free callback, after its grace period (every access
+   * to the ring happens-before it); acquire as any walk. */
+  struct ldg__seg *g = ldg__load_acquire(&s->head);
+  while (g != NULL) {
+    struct ldg__seg *next = ldg__load_acquire(&g->next);
+    ldg__seg_destroy(g);
+    g = next;
+  }
+}
+
+/* Retires every done segment at the head that has a successor and that
+ * tailseg no longer names. Under RCU:
+ * another thread may retire h between our load and our read of it. */
+static void ldg__ring_advance_head(ldg_stream *s) {
+  for (;;) {
+    struct ldg__seg *h = ldg__load_seq_cst(&s->head);
+    /* Pairs with the seq_cst add in ldg__seg_resolve: if we miss h's last
+     * resolution, its resolver sees our head and retires h itself. */
+    if (ldg__load_seq_cst(&h->resolved) != h->size) return;
+    /* Pairs with the seq_cst CAS linking a successor in ldg__ring_extend. */
+    struct ldg__seg *next = ldg__load_seq_cst(&h->next);
+    if (next == NULL) return;
+    /* h must be unreachable before it is retired: tailseg may still point at
+     * it while an extender is between linking next and swinging tailseg.
+     * That extender advances head itself after the swing (seq_cst both
+     * ways: one of us sees the other). tailseg never moves back. */
+    if (ldg__load_seq_cst(&s->tailseg) == h) return;
+    LDG__HOOK(LDG__HOOK_HEAD_ADVANCE, s);
+    if (ldg__cas_seq_cst(&s->head, &h, next)) ldg__seg_retire(h);
+  }
+}
+
+/* Counts k more slots of g resolved. Under RCU. */
+void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k) {
+  uint32_t before = ldg__fetch_add_seq_cst(&g->resolved, k);
+  if (before + k == g->size) ldg__ring_advance_head(s);
+}
+
+/* ---- Growth ------------------------------------------------------------------------ */
+
+/* A stream that used up its last segment within this time is busy: its next
+ * segment doubles; within the slower bound it keeps the size. */
+#define LDG__SEG_FAST_NS 1000000ull  /* 1 ms: over 64 k entries/s at 64 */
+#define LDG__SEG_SLOW_NS 50000000ull /* 50 ms */
+
+/* The least size for the next segment: the backlog, rounded up. */
+static uint32_t ldg__backlog_seg_size(const ldg_stream *s, ldg_seq t) {
+  ldg_seq r = ldg__load_relaxed(&s->released); /* a size heuristic only */
+  ldg_seq backlog = t > r ? t - r : 0;
+  uint32_t size = LDG__SEG_MIN;
+  while (size < LDG__SEG_MAX && size < backlog) size <<= 1;
+  return size;
+}
+
+/* The size of the segment to follow prev: at least the backlog (pending
+ * entries), and larger for a stream that goes through segments fast, so that
+ * busy streams retire (and call_rcu) 16 times less often. */
+static uint32_t ldg__next_seg_size(const ldg_stream *s,
+                                   const struct ldg__seg *prev, ldg_seq t,
+                                   uint64_t now) {
+  uint32_t size = ldg__backlog_seg_size(s, t);
+  uint64_t age = now - prev->born_ns;
+  uint32_t by_rate = age < LDG__SEG_FAST_NS   ? prev->size * 2
+                     : age < LDG__SEG_SLOW_NS ? prev->size
+                                              : 0;
+  if (by_rate > LDG__SEG_MAX) by_rate = LDG__SEG_MAX;
+  return by_rate > size ? by_rate : size;
+}
+
+/* Raises tail_end to at least end. */
+static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
+  ldg_seq cur = ldg__load_relaxed(&s->tail_end); /* the CAS checks it */
+  /* Publishes that the segments below end are linked and reachable from
+   * tailseg (release; acquire in ldg__ring_reserve). A failed CAS only
+   * retries (relaxed): it publishes nothing. */
+  while (cur < end && !atomic_compare_exchange_weak_explicit(
+                          &s->tail_end, &cur, end, memory_order_release,
+                          memory_order_relaxed)) {
+  }
+}
+
+/* No seq below the tail_end we saw (end) is free: make sure a segment
+ * follows and that tailseg and tail_end moved onto it. Under RCU (tailseg may
+ * be retired under us once tail_end has moved past it). */
+int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
+  /* tailseg: acquire pairs with the swinging CAS (release half), after
+   * the segment's header was written; next: with the linking CAS. */
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  if (g->base + g->size > end) { /* someone extended; help finish */
+    ldg__raise_tail_end(s, g->base + g->size);
+    return LDG_OK;
+  }
+  struct ldg__seg *next = ldg__load_acquire(&g->next);
+  if (next == NULL) {
+    uint64_t now = ldg__now_ns();
+    ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
+    /* Acquire: pairs with the preparer's exchange (ldg__spare_put), after
+     * the spare's zeroed slots and header. Only this thread has it now,
+     * unpublished; the release half publishes nothing (NULL). */
+    struct ldg__seg *fresh =
+        ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+    if (fresh != NULL && fresh->size < ldg__backlog_seg_size(s, t)) {
+      /* Smaller than the backlog has grown to: to the pool (which is per
+       * size), and one large enough from there. */
+      ldg__seg_retire(fresh);
+      fresh = NULL;
+    }
+    if (fresh != NULL) {
+      fresh->base = g->base + g->size;
+    } else {
+      /* Another extender may have linked one while we looked. */
+      next = ldg__load_acquire(&g->next);
+      if (next != NULL) goto link;
+      fresh = ldg__seg_get(s, g->base + g->size,
+                           ldg__next_seg_size(s, g, t, now));
+      if (fresh == NULL) return LDG_ENOMEM;
+    }
+    fresh->born_ns = now;
+    LDG__HOOK(LDG__HOOK_SEGMENT_ALLOCATED, s);
+    struct ldg__seg *expected = NULL;
+    if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
+      next = fresh;
+      /* Where the next release starts preparing the spare: half way.
+       * Relaxed: a hint; a stale one prepares a little early or late. */
+      ldg__store_relaxed(&s->spare_at, fresh->base + fresh->size / 2);
+      LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
+    } else {
+      /* Another enqueuer linked one first. Ours was never linked, but it
+       * may have come from the pool, where a popper (under RCU) may still
+       * be reading its link: it goes back through a grace period, like
+       * any retired segment (pool.c), never freed at once. */
+      ldg__seg_retire(fresh);
+      next = expected;
+    }
+  }
+link:;
+  struct ldg__seg *seen = g;
+  /* Publishes next's initialised header (acquire in ldg__seg_of_reserved);
+   * seq_cst: pairs with ldg__ring_advance_head's check of tailseg. */
+  ldg__cas_seq_cst(&s->tailseg, &seen, next);
+  ldg__raise_tail_end(s, next->base + next->size);
+  /* g may be done already; it could not be retired while it was last. */
+  ldg__ring_advance_head(s);
+  return LDG_OK;
+}
+
+/* ---- The spare ----------------------------------------------------------------- */
+
+/* Parks g as s's spare; a spare it displaces (a racing preparer's) is
+ * retired through a grace period: it may have come from the pool. */
+static void ldg__spare_put(ldg_stream *s, struct ldg__seg *g) {
+  /* Release: the spare's zeroed slots and header before it can be taken
+   * (the extender's exchange, acquire); acquire: the displaced spare's
+   * header, which its retirement reads. */
+  struct ldg__seg *old = ldg__exchange_acq_rel(&s->spare, g);
+  if (old != NULL) ldg__seg_retire(old);
+}
+
+void ldg__ring_prepare_spare(ldg_stream *s) {
+  /* Two relaxed loads on the common path: nothing to do until the newest
+   * segment is half used, or while a spare waits. All four are hints
+   * (relaxed): the exchange in ldg__spare_put decides who parks a spare,
+   * and a spare left on a stream destroyed meanwhile is freed with it. */
+  ldg_seq t = ldg__load_relaxed(&s->tail);
+  if (t < ldg__load_relaxed(&s->spare_at) ||
+      ldg__load_relaxed(&s->spare) != NULL ||
+      ldg__load_relaxed(&s->destroyed) ||
+      ldg__load_relaxed(&s->ledger->pool_limit) == 0) /* keep nothing ahead */
+    return;
+  uint64_t now = ldg__now_ns();
+  ldg__rcu_read_lock(); /* tailseg may be retired under us */
+  /* Acquire: pairs with the swinging CAS, after the header we read. */
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  /* The size an extension now would choose; a pooled one down to the
+   * backlog's size will do (pooled memory before fresh: the rate part of
+   * the size is only a preference). */
+  uint32_t size = ldg__next_seg_size(s, g, t, now);
+  uint32_t least = ldg__backlog_seg_size(s, t);
+  struct ldg__seg *spare = NULL;
+  for (uint32_t z = size; spare == NULL && z >= least; z >>= 1)
+    spare = ldg__pool_pop(s, z);
+  ldg__rcu_read_unlock();
+  if (spare != NULL) {
+    /* Relaxed: published by the exchange in ldg__spare_put. */
+    ldg__store_relaxed(&spare->resolved, 0);
+    ldg__store_relaxed(&spare->next, (struct ldg__seg *)NULL);
+  } else {
+    /* Outside the read-side section: this is the slow part. Out of memory
+     * is no error here: the extender will try (and report) itself. */
+    spare = ldg__seg_alloc(s->ledger, 0, size);
+    if (spare == NULL) return;
+  }
+  /* A racing preparer may get here too; ldg__spare_put keeps one. */
+  ldg__spare_put(s, spare);
+}
+
+void ldg__ring_drop_spare(ldg_stream *s) {
+  /* Acquire: pairs with ldg__spare_put (the header the retirement reads). */
+  struct ldg__seg *g = ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+  if (g != NULL) ldg__seg_retire(g);
+}
+
+/* ---- Inspection (ledger_testing.h) ------------------------------------------ */
+
+bool ldg__ring_tailseg_reachable(ldg_stream *s) {
+  bool found = false;
+  ldg__rcu_read_lock();
+  /* Acquire, as ldg__ring_extend and ldg__take_chunk. */
+  struct ldg__seg *t = ldg__load_acquire(&s->tailseg);
+  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL && !found;
+       g = ldg__load_acquire(&g->next)) {
+    found = g == t;
+  }
+  ldg__rcu_read_unlock();
+  return found;
+}
