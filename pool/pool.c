@@ -722,6 +722,8 @@ static void slp__prune_streams(slp_pool *p) {
 /* The block is FREE now: to the thread's cache, or the shared list. */
 static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
                            slp_block *b) {
+  if (p->cfg.on_recycle != NULL)
+    p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
   slp__poison(b);
   int k = b->cls;
   if (tc != NULL && slp__class_cap(p, k) > 0) {

@@ -135,6 +135,12 @@ typedef struct slp_config {
    * (only where device pointers are host addresses: the host executor).
    * Host blocks are always poisoned while free under ASan. */
   bool poison_device;
+  /* For tests and debugging (may be NULL): called each time a block goes
+   * back to a free list, i.e. becomes reusable by any stream, on the thread
+   * that returns it (often a keep's), with no pool lock held. It must not
+   * call the pool. Tests check there that no pending work touches it. */
+  void (*on_recycle)(void *arg, uintptr_t addr, size_t capacity);
+  void *on_recycle_arg;
 } slp_config;
 
 /* A pool of device memory of `device` (cuMemAlloc slabs) or of pinned host
