@@ -35,13 +35,13 @@
  *   Each block remembers its home stream (slp_alloc's) and counts its
  *   pending uses on other streams in xuses. A use on another stream raises
  *   xuses before its CAS on the state word and lowers it in its keep before
- *   the state's decrement. slp_free, after its CAS cleared ALLOC, reads
- *   xuses with acquire: a cross-stream use that had counted itself in the
- *   state (which the CAS read) is seen in xuses unless its keep already ran,
- *   i.e. unless it completed. If xuses is 0, every pending use is on the
- *   home stream; the block is then marked STREAM (by CAS, only while still
- *   pending: if the last keep ran meanwhile it already returned the block)
- *   and listed in the freeing thread's cache, where only an slp_alloc on
+ *   the state's decrement. slp_free reads the state with acquire, then
+ *   xuses: a cross-stream use counted in the state it read is seen in xuses
+ *   unless its keep already ran, i.e. unless it completed; a use or keep
+ *   that changes the state afterwards makes slp_free's CAS fail, and it
+ *   decides again. If xuses is 0, every pending use is on the home stream:
+ *   the same CAS that clears ALLOC sets STREAM, and the block is listed
+ *   in the freeing thread's cache, where only an slp_alloc on
  *   the same stream takes it (CAS STREAM -> ALLOC, keeping the count). The
  *   next owner's work on that stream is issued after the pending work, so
  *   the GPU runs it after: the order cuMemFreeAsync relies on. The first
@@ -1084,45 +1084,45 @@ int slp_free(slp_block *b) {
   int rc = slp__check_block(b, fn);
   if (rc != LDG_OK) return rc;
   slp_pool *p = b->pool;
-  uint_fast64_t old = slp__load_relaxed(&b->st), nw;
+  struct slp__tcache *tc = slp__tc(p);
+  /* Stream order applies to device blocks whose pending uses are all on
+   * their home stream (no host access can race with device memory). */
+  bool stream_order = p->device >= 0 && tc != NULL;
+  /* Acquire: a use counted in the word we read had raised xuses before
+   * its CAS (slp__use), so the xuses load below sees it. */
+  uint_fast64_t old = slp__load_acquire(&b->st), nw;
   do {
     if (!(old & SLP__ALLOC))
       return slc_set_error(LDG_EINVAL, fn,
                            "double free: block %#lx (%zu bytes) is not "
                            "allocated",
                            (unsigned long)b->addr, b->cap);
-    nw = (old & SLP__COUNT) == 0 ? SLP__FREE : (old & SLP__COUNT);
-    /* acq_rel pairs with slp__unuse: whichever of us comes second in the
-     * word's order sees the other. */
+    uint_fast64_t pending = old & SLP__COUNT;
+    if (pending == 0)
+      nw = SLP__FREE;
+    else if (stream_order && slp__load_acquire(&b->xuses) == 0)
+      nw = pending | SLP__STREAM;
+    else
+      nw = pending;
+    /* acq_rel pairs with slp__use and slp__unuse: a use or a keep that
+     * changed the word since we read it makes this CAS fail and us decide
+     * again; whichever of us comes second in the word's order sees the
+     * other. */
   } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
-  struct slp__tcache *tc = slp__tc(p);
   slp__acct(p, tc, -(int_fast64_t)b->cap,
             -(int_fast64_t)slp__load_relaxed(&b->bytes));
   if (tc != NULL) slp__own_bump(&tc->n.frees);
   if (nw == SLP__FREE) {
     slp__give_back(p, tc, b);
-    return LDG_OK;
+  } else if (nw & SLP__STREAM) {
+    if (tc != NULL) slp__own_bump(&tc->n.held_frees);
+    slp__so_push(p, tc, b); /* for the next alloc on its home stream */
+  } else {
+    if (tc != NULL) slp__own_bump(&tc->n.held_frees);
+    /* Held: the last keep returns it (it may already have run, so held
+     * may dip below zero for an instant: it is read clamped). */
+    slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
   }
-  if (tc != NULL) slp__own_bump(&tc->n.held_frees);
-  /* Pending uses. If none is on another stream than the block's home (a
-   * device block: no host access can race), list it for the next alloc on
-   * that stream: its work is ordered after the pending uses. Acquire pairs
-   * with the uses' xuses increments (slp__use) and the keeps' decrements. */
-  if (p->device >= 0 && tc != NULL &&
-      slp__load_acquire(&b->xuses) == 0) {
-    uint_fast64_t cur = nw;
-    while ((cur & ~SLP__COUNT) == 0 && (cur & SLP__COUNT) != 0) {
-      if (slp__cas_weak_acq_rel(&b->st, &cur, cur | SLP__STREAM)) {
-        slp__so_push(p, tc, b);
-        return LDG_OK;
-      }
-    }
-    /* The last keep ran meanwhile and returned the block (it counted it
-     * out of held: count it in below). */
-  }
-  /* Held: the last keep returns it (it may already have run, so held may
-   * dip below zero for an instant: it is read clamped). */
-  slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
   return LDG_OK;
 }
 
