@@ -38,6 +38,12 @@
  *   the pool: work issued that way, or by a library, must be announced with
  *   slp_record_use after it was issued, as with PyTorch's record_stream.
  *
+ * FOR ALLOCATOR SHIMS AND SEVERAL GPUS (issues 14 and 13)
+ *   One device pool per device and one pinned pool serve any number of
+ *   GPUs; a framework's streams are adopted (slc_stream_adopt) and passed
+ *   to slp_alloc as any stream; a shim that only has the pointer back frees
+ *   with slp_free_ptr, and a record-stream hook maps to slp_record_use.
+ *
  * OWNERSHIP AND THREADING
  *   A pool belongs to one slc_context and one device (or host memory); it
  *   must be destroyed before the context. Any thread may call any function
