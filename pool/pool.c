@@ -376,7 +376,8 @@ static void slp__tc_retire(struct slp__tcache *tc) {
   if (p != NULL) {
     slp__tc_flush_all(p, tc);
     slp__counts_add(&p->gone, &tc->n);
-    slp__add(&p->allocated, NULL, slp__load_relaxed(&tc->d_alloc));
+    slp__add(&p->allocated, &p->allocated_peak,
+             slp__load_relaxed(&tc->d_alloc));
     slp__add(&p->requested, NULL, slp__load_relaxed(&tc->d_req));
     if (tc->prev != NULL) tc->prev->next = tc->next;
     else p->tcaches = tc->next;
@@ -861,10 +862,11 @@ static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
 /* Allocated bytes are counted per thread and folded into the pool's shared
  * counters once a thread's balance reaches SLP__FOLD either way (and when
  * the thread exits): one shared cache line written by every alloc and free
- * would serialise the threads. slp_stats_get adds the unfolded balances, so
- * allocated_bytes is exact; allocated_peak is taken at the folds, so it may
- * miss up to SLP__FOLD per thread. */
-#define SLP__FOLD ((int_fast64_t)1 << 20)
+ * would serialise the threads; with 4 KiB blocks this writes it once per
+ * 16 operations. slp_stats_get adds the unfolded balances, so
+ * allocated_bytes is exact; allocated_peak is taken at the folds and at
+ * slp_stats_get, so it may miss up to SLP__FOLD per thread. */
+#define SLP__FOLD ((int_fast64_t)64 << 10)
 
 static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
                       int_fast64_t dr) {

@@ -245,7 +245,9 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
 int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released);
 
 typedef struct slp_stats {
-  uint64_t allocated_bytes, allocated_peak; /* handed out, class sizes */
+  /* handed out, class sizes; the peak may miss up to 64 KiB per thread
+   * (threads fold their counts into the pool's every 64 KiB) */
+  uint64_t allocated_bytes, allocated_peak;
   uint64_t requested_bytes;                 /* handed out, as asked */
   uint64_t held_bytes, held_peak;   /* freed, waiting for pending work */
   uint64_t reserved_bytes, reserved_peak; /* slabs from the driver */
