@@ -104,6 +104,16 @@ extern "C" {
   X(cuMemHostAlloc, cuMemHostAlloc, 2020,                                      \
     (void **pp, size_t bytesize, unsigned int Flags))                          \
   X(cuMemFreeHost, cuMemFreeHost, 2000, (void *p))                             \
+  /* the stream-ordered allocator (bench/pool_bench.c's baseline) */          \
+  X(cuMemAllocAsync, cuMemAllocAsync, 11020,                                   \
+    (CUdeviceptr * dptr, size_t bytesize, CUstream hStream))                   \
+  X(cuMemFreeAsync, cuMemFreeAsync, 11020, (CUdeviceptr dptr, CUstream hStream)) \
+  X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020,               \
+    (CUmemoryPool * pool_out, CUdevice dev))                                   \
+  X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020,                       \
+    (CUmemoryPool pool, CUmemPool_attribute attr, void *value))                \
+  X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020,                       \
+    (CUmemoryPool pool, CUmemPool_attribute attr, void *value))                \
   /* copies: asynchronous, and synchronous for the settle paths */             \
   X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, 3020,                             \
     (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,             \

@@ -164,14 +164,11 @@ int slc__fail_cu(const slc_context *c, const char *call, CUresult r,
   return slc__fail_cu_drv(c != NULL ? &c->drv : NULL, call, r, detail);
 }
 
-int slc__fail(int code, const char *call, const char *fmt, ...) {
+/* slc__fail and slc_set_error: the refusal's message from a va_list. */
+static int slc__vfail(int code, const char *call, const char *fmt,
+                      va_list ap) {
   char detail[384] = "";
-  if (fmt != NULL) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(detail, sizeof(detail), fmt, ap);
-    va_end(ap);
-  }
+  if (fmt != NULL) vsnprintf(detail, sizeof(detail), fmt, ap);
   slc__tls_error.code = code;
   slc__tls_error.cu = CUDA_SUCCESS;
   slc__set_call(call);
@@ -179,6 +176,27 @@ int slc__fail(int code, const char *call, const char *fmt, ...) {
            slc__tls_error.call, slc_strerror(code), detail[0] ? ": " : "",
            detail);
   return code;
+}
+
+int slc__fail(int code, const char *call, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = slc__vfail(code, call, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int slc_set_error(int code, const char *call, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int rc = slc__vfail(code, call, fmt, ap);
+  va_end(ap);
+  return rc;
+}
+
+int slc_set_error_cu(const slc_context *c, const char *call, CUresult r,
+                     const char *detail) {
+  return slc__fail_cu(c, call, r, "%s", detail != NULL ? detail : "");
 }
 
 /* ---- Test hooks (cuda_testing.h) ----------------------------------------- */

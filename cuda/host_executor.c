@@ -48,6 +48,7 @@ enum hd_task_kind {
   HD_WAIT,
   HD_HOSTFN,  /* cuLaunchHostFunc: fn(arg) on the worker, unlocked */
   HD_WRITE64, /* cuStreamWriteValue64: a release store of value */
+  HD_MEMFREE, /* cuMemFreeAsync: frees dst when the worker reaches it */
 };
 
 struct hd_kernel {
@@ -346,6 +347,19 @@ static void hd_task_free(struct hd_task *t) {
   free(t);
 }
 
+/* Under hd.mu: removes the allocation starting at base from the list and
+ * returns it (NULL if there is none). */
+static struct hd_alloc *hd_unlink_alloc(uintptr_t base, bool host) {
+  for (struct hd_alloc **p = &hd.allocs; *p != NULL; p = &(*p)->next) {
+    if ((*p)->base == base && (*p)->host == host) {
+      struct hd_alloc *a = *p;
+      *p = a->next;
+      return a;
+    }
+  }
+  return NULL;
+}
+
 static void hd_sleep_us(unsigned us) {
   if (us == 0) return;
   struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
@@ -376,6 +390,12 @@ static void *hd_worker(void *arg) {
         t->hostfn(t->hostfn_arg);
         hd_lock();
         break;
+      case HD_MEMFREE: {
+        struct hd_alloc *a = hd_unlink_alloc((uintptr_t)t->dst, false);
+        if (a != NULL) free((void *)a->base);
+        free(a);
+        break;
+      }
       case HD_WRITE64:
         /* Pairs with the reader's acquire load (a device-mapped host
          * word read with a plain load on a GPU): the stream's earlier
@@ -996,14 +1016,7 @@ static CUresult hd_alloc(void **out, size_t bytes, bool host) {
 
 static CUresult hd_free(uintptr_t base, bool host) {
   hd_lock();
-  struct hd_alloc *a = NULL;
-  for (struct hd_alloc **p = &hd.allocs; *p != NULL; p = &(*p)->next) {
-    if ((*p)->base == base && (*p)->host == host) {
-      a = *p;
-      *p = a->next;
-      break;
-    }
-  }
+  struct hd_alloc *a = hd_unlink_alloc(base, host);
   if (a != NULL && hd_touching_locked(a->base, a->size) != 0) hd.early_frees++;
   hd_unlock();
   if (a == NULL) return CUDA_ERROR_INVALID_VALUE;
@@ -1046,6 +1059,81 @@ static CUresult CUDAAPI hd_cuMemFreeHost(void *p) {
   HD_ENTRY(cuMemFreeHost);
   if (hd_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
   return hd_free((uintptr_t)p, true);
+}
+
+/* The stream-ordered allocator: memory is available at once (allowed: the
+ * driver only promises it by the time the stream gets there); the free is
+ * a task, run when the stream's worker reaches it, so a free issued before
+ * the work that uses the memory has run stays safe, as with the driver. */
+static CUresult CUDAAPI hd_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
+                                           CUstream hStream) {
+  HD_ENTRY(cuMemAllocAsync);
+  if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
+  hd_lock();
+  struct hd_stream *s = NULL;
+  CUresult r = hd_stream_for_issue(hStream, &s);
+  hd_unlock();
+  if (r != CUDA_SUCCESS) return r;
+  void *p = NULL;
+  r = hd_alloc(&p, bytesize, false);
+  if (r == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
+  return r;
+}
+
+static CUresult CUDAAPI hd_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  HD_ENTRY(cuMemFreeAsync);
+  struct hd_task *t = calloc(1, sizeof(*t));
+  if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  hd_lock();
+  struct hd_stream *s = NULL;
+  CUresult r = hd_stream_for_issue(hStream, &s);
+  bool live = false;
+  for (struct hd_alloc *a = hd.allocs; a != NULL && !live; a = a->next)
+    live = a->base == (uintptr_t)dptr && !a->host;
+  if (r == CUDA_SUCCESS && !live) r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) {
+    t->kind = HD_MEMFREE;
+    t->dst = (void *)(uintptr_t)dptr;
+    hd_push(s, t);
+    t = NULL;
+  }
+  hd_unlock();
+  free(t);
+  return r;
+}
+
+/* The default pool of a device: a handle, whose attributes the executor
+ * does not track (every read gives 0; writes are accepted and ignored). */
+static CUresult CUDAAPI hd_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out,
+                                                     CUdevice dev) {
+  HD_ENTRY(cuDeviceGetDefaultMemPool);
+  if (pool_out == NULL || dev < 0 || dev >= hd.n_devices)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pool_out = (CUmemoryPool)&hd.ctxs[dev];
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI hd_cuMemPoolGetAttribute(CUmemoryPool pool,
+                                                 CUmemPool_attribute attr,
+                                                 void *value) {
+  HD_ENTRY(cuMemPoolGetAttribute);
+  if (pool == NULL || value == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (attr == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES ||
+      attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+      attr == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+    *(int *)value = 0;
+  else
+    *(cuuint64_t *)value = 0;
+  return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI hd_cuMemPoolSetAttribute(CUmemoryPool pool,
+                                                 CUmemPool_attribute attr,
+                                                 void *value) {
+  HD_ENTRY(cuMemPoolSetAttribute);
+  (void)attr;
+  return pool == NULL || value == NULL ? CUDA_ERROR_INVALID_VALUE
+                                       : CUDA_SUCCESS;
 }
 
 /* Queues a copy or memset on hStream after checking its device ranges. */

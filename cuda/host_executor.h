@@ -28,6 +28,8 @@
  *     pointers only have to be non-NULL. cuMemFree / cuMemFreeHost free at
  *     once, without waiting for pending work: a free before the work that
  *     uses the memory has run is a real use-after-free that ASan reports.
+ *     cuMemAllocAsync allocates at once; cuMemFreeAsync frees when the
+ *     stream's worker reaches it (stream-ordered, as the driver).
  *   - Each stream is a worker thread that runs its operations later, in
  *     order: copies are memcpy, memsets memset, launches call a registered
  *     host function with copies of the parameters taken at launch. Events are

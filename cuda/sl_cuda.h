@@ -205,6 +205,14 @@ const char *slc_last_error_message(void);
 /* Resets this thread's record to "no error". */
 void slc_clear_error(void);
 
+/* For components built on the layer (pool/): record their own refusal, or
+ * (slc_set_error_cu, under Context below) the failure of a driver call of
+ * theirs, in this thread's record exactly as the layer's calls do (message
+ * "call: <code name>: detail", or the driver's name and message); return
+ * the code (slc_set_error_cu: slc_code_of(r)). */
+int slc_set_error(int code, const char *call, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The project code of a CUresult (table above). */
 int slc_code_of(CUresult r);
 
@@ -214,6 +222,10 @@ const char *slc_strerror(int code);
 /* ---- Context and devices ------------------------------------------------ */
 
 typedef struct slc_context slc_context;
+
+/* See slc_set_error above. */
+int slc_set_error_cu(const slc_context *c, const char *call, CUresult r,
+                     const char *detail);
 
 /* Creates a context over `driver` (copied): cuInit(0), the driver version,
  * the device count, and a ledger. Primary contexts are retained lazily.

@@ -40,13 +40,15 @@ cp tools/gpu_run.sh "$out/gpu_run.sh"
 chmod a+rx "$out/gpu_run.sh"
 cp bench/engine_bench_h200.sh "$out/engine_bench_h200.sh"
 chmod a+rx "$out/engine_bench_h200.sh"
+cp bench/pool_h200.sh bench/pool_torch.cpp "$out/"  # pool_h200.sh builds the .cpp there
+chmod a+rx "$out/pool_h200.sh"
 
 # Only the C library's own shared objects may remain (no liburcu, no libcuda,
 # no libstdc++/libgcc_s).
 allowed='^(linux-vdso\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|/lib64/ld-linux-x86-64\.so|ld-linux-x86-64\.so)'
 bad=0
 for f in "$out"/*; do
-  case "$f" in *.sh) continue ;; esac
+  case "$f" in *.sh | *.cpp) continue ;; esac
   echo "--- ldd $f"
   ldd "$f" | sed 's/^/    /'
   while read -r lib _; do

@@ -1,0 +1,561 @@
+/*
+ * pool_bench: the stream-ordered pool (pool/sl_pool.h) against the CUDA
+ * stream-ordered allocator (cuMemAllocAsync / cuMemFreeAsync), side by side
+ * in one run (issue 10). PyTorch's caching allocator runs the same two
+ * workloads in bench/pool_torch.cpp; bench/pool_h200.sh runs all three.
+ *
+ * 1. OVERHEAD (CPU side): 4 KiB blocks, T request threads each with two
+ *    streams, a closed loop for --ms per cell:
+ *      pool_af   slp_alloc(s1) + slp_free
+ *      pool_2s   slp_alloc(s1), slp_record_use(s2) (the use on the second
+ *                stream: recorded, held until s2 is known past it), slp_free
+ *      async_af  cuMemAllocAsync(s1) + cuMemFreeAsync(s1)
+ *      async_2s  cuMemAllocAsync(s1), the use on s2 made safe by an event
+ *                each way (record s1, s2 waits; record s2, s1 waits),
+ *                cuMemFreeAsync(s1)
+ *    Reported: M iterations/s over all threads, process CPU ns per
+ *    iteration (engine thread and driver threads included).
+ * 2. SERVING: T request threads, one stream each; a request takes a pinned
+ *    staging block and a device block (--bytes), fills the staging block,
+ *    copies it in, runs add1, copies it back, and frees both at once (no
+ *    synchronise on the request thread); the result is checked when the
+ *    copy back completed (pool: the copy's keep, on the engine thread;
+ *    async: a cuLaunchHostFunc after it). At most --inflight requests per
+ *    thread are outstanding (a thread waits, without synchronising, for its
+ *    oldest to be checked).
+ *      pool      device and pinned blocks from the pool
+ *      async     device memory from cuMemAllocAsync; pinned staging from a
+ *                fixed ring of --inflight cuMemHostAlloc buffers per thread
+ *                (cuMemAllocAsync has no pinned host memory)
+ *    Reported: requests/s, process CPU us per request, the request threads'
+ *    own CPU us per request, p50/p99 latency (issue to result checked), and
+ *    peak memory: reserved and in use, device + pinned (async: the driver
+ *    pool's RESERVED_MEM_HIGH / USED_MEM_HIGH plus the pinned ring).
+ * A wrong result fails the run (exit 1).
+ *
+ * DRIVERS: --driver=libcuda (default; no library or device: "SKIPPED", exit
+ * 0 unless --require-gpu) or --driver=host (the host executor: every path
+ * runs, times mean nothing). --smoke: tiny, for CI.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cuda/sl_cuda.h"
+#include "cuda/sl_engine.h"
+#include "pool/sl_pool.h"
+#include "cuda/host_executor.h"
+#include "tests/cuda/kernels.h"
+
+#define MAX_THREADS 64
+
+static struct {
+  bool host, require_gpu, smoke;
+  const char *libcuda, *json;
+  unsigned threads[16], n_threads;
+  unsigned ms, bytes, inflight, every_ops;
+  const char *only; /* "overhead", "serving" or NULL: both */
+} opt = {.ms = 300, .bytes = 65536, .inflight = 32};
+
+static slc_driver drv;
+static slc_context *ctx;
+static CUfunction add1;
+static atomic_long wrong;
+
+#define CK(call)                                                          \
+  do {                                                                    \
+    int rc_ = (call);                                                     \
+    if (rc_ != LDG_OK) {                                                  \
+      fprintf(stderr, "FAILED %s:%d: %s: %s\n", __FILE__, __LINE__, #call, \
+              slc_last_error_message());                                  \
+      exit(1);                                                            \
+    }                                                                     \
+  } while (0)
+#define CU(call)                                                           \
+  do {                                                                     \
+    CUresult r_ = (call);                                                  \
+    if (r_ != CUDA_SUCCESS) {                                              \
+      fprintf(stderr, "FAILED %s:%d: %s: CUresult %d\n", __FILE__, __LINE__, \
+              #call, (int)r_);                                             \
+      exit(1);                                                             \
+    }                                                                      \
+  } while (0)
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* ---- Shared per-cell state ------------------------------------------------ */
+
+typedef struct cell {
+  const char *mode;
+  unsigned threads;
+  slp_pool *dev, *host;
+  CUmemoryPool mempool;
+  pthread_barrier_t start;
+  uint64_t deadline;
+  /* results */
+  atomic_ullong iters;
+  atomic_ullong req_cpu_ns;
+  uint64_t *lat; /* per request, all threads */
+  atomic_ullong n_lat;
+  size_t lat_cap;
+  atomic_ullong pinned_bytes; /* async: the staging rings */
+} cell;
+
+typedef struct worker {
+  cell *c;
+  int id;
+  pthread_t th;
+} worker;
+
+/* ---- 1. Overhead ------------------------------------------------------------ */
+
+static void *overhead_thread(void *arg) {
+  worker *w = arg;
+  cell *c = w->c;
+  const slc_driver *d = slc_context_driver(ctx);
+  slc_stream *s1, *s2;
+  CK(slc_stream_create(ctx, 0, SLC_STREAM_NONBLOCKING, &s1));
+  CK(slc_stream_create(ctx, 0, SLC_STREAM_NONBLOCKING, &s2));
+  CK(slc_device_make_current(ctx, 0));
+  CUstream c1 = slc_stream_handle(s1), c2 = slc_stream_handle(s2);
+  CUevent e1, e2;
+  CU(d->pfn_cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
+  CU(d->pfn_cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
+  bool pool = c->mode[0] == 'p', two = strstr(c->mode, "2s") != NULL;
+  pthread_barrier_wait(&c->start);
+  uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  while ((n & 63) != 0 || now_ns() < c->deadline) {
+    if (pool) {
+      slp_block *b;
+      CK(slp_alloc(c->dev, s1, 4096, &b));
+      if (two) CK(slp_record_use(s2, &b, 1, NULL));
+      CK(slp_free(b));
+    } else {
+      CUdeviceptr p;
+      CU(d->pfn_cuMemAllocAsync(&p, 4096, c1));
+      if (two) {
+        CU(d->pfn_cuEventRecord(e1, c1));
+        CU(d->pfn_cuStreamWaitEvent(c2, e1, 0));
+        CU(d->pfn_cuEventRecord(e2, c2));
+        CU(d->pfn_cuStreamWaitEvent(c1, e2, 0));
+      }
+      CU(d->pfn_cuMemFreeAsync(p, c1));
+    }
+    n++;
+  }
+  atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
+  atomic_fetch_add(&c->iters, n);
+  CK(slc_stream_synchronize(s1));
+  CK(slc_stream_synchronize(s2));
+  CU(d->pfn_cuEventDestroy(e1));
+  CU(d->pfn_cuEventDestroy(e2));
+  CK(slc_stream_destroy(s1));
+  CK(slc_stream_destroy(s2));
+  slc_stream_unref(s1);
+  slc_stream_unref(s2);
+  return NULL;
+}
+
+/* ---- 2. Serving ------------------------------------------------------------- */
+
+typedef struct request {
+  cell *c;
+  uint32_t seed;
+  uint64_t t0;
+  void *staging; /* host memory read at completion */
+  unsigned words;
+  atomic_int busy;
+} request;
+
+static void fill(uint32_t *p, uint32_t seed, unsigned n) {
+  for (unsigned i = 0; i < n; i++) p[i] = seed + i;
+}
+
+/* The copy back completed: check, record the latency, free the slot. */
+static void request_done(void *arg) {
+  request *r = arg;
+  const uint32_t *p = r->staging;
+  for (unsigned i = 0; i < r->words; i++)
+    if (p[i] != r->seed + i + 1) {
+      atomic_fetch_add(&wrong, 1);
+      break;
+    }
+  uint64_t lat = now_ns() - r->t0;
+  unsigned long long k = atomic_fetch_add(&r->c->n_lat, 1);
+  if (k < r->c->lat_cap) r->c->lat[k] = lat;
+  atomic_store_explicit(&r->busy, 0, memory_order_release);
+}
+
+static void CUDA_CB request_done_hostfn(void *arg) { request_done(arg); }
+
+static void *serving_thread(void *arg) {
+  worker *w = arg;
+  cell *c = w->c;
+  const slc_driver *d = slc_context_driver(ctx);
+  bool pool = c->mode[0] == 'p';
+  unsigned words = opt.bytes / 4, K = opt.inflight;
+  slc_stream *s;
+  CK(slc_stream_create(ctx, 0, SLC_STREAM_NONBLOCKING, &s));
+  CK(slc_device_make_current(ctx, 0));
+  CUstream cs = slc_stream_handle(s);
+  request *rq = calloc(K, sizeof(*rq));
+  void **ring = calloc(K, sizeof(void *)); /* async: pinned staging */
+  if (rq == NULL || ring == NULL) exit(1);
+  if (!pool) {
+    for (unsigned k = 0; k < K; k++)
+      CU(d->pfn_cuMemHostAlloc(&ring[k], opt.bytes, CU_MEMHOSTALLOC_PORTABLE));
+    atomic_fetch_add(&c->pinned_bytes, (unsigned long long)K * opt.bytes);
+  }
+  pthread_barrier_wait(&c->start);
+  uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  while (now_ns() < c->deadline) {
+    request *r = &rq[n % K];
+    while (atomic_load_explicit(&r->busy, memory_order_acquire))
+      sched_yield(); /* the oldest request is not done: wait, no sync */
+    r->c = c;
+    r->seed = (uint32_t)(w->id * 1000003u + n * 7u);
+    r->words = words;
+    r->t0 = now_ns();
+    atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
+    unsigned nn = words;
+    if (pool) {
+      slp_block *stg, *dev;
+      CK(slp_alloc(c->host, s, opt.bytes, &stg));
+      CK(slp_alloc(c->dev, s, opt.bytes, &dev));
+      r->staging = slp_block_host(stg);
+      fill(r->staging, r->seed, words);
+      CK(slp_copy_async(s, dev, 0, stg, 0, opt.bytes, NULL));
+      CUdeviceptr p = slp_block_dptr(dev);
+      CK(slp_launch(s, add1, (slc_dim3){(words + 255) / 256, 1, 1},
+                    (slc_dim3){256, 1, 1}, 0, (void *[]){&p, &nn}, &dev, 1,
+                    NULL));
+      CK(slp_copy_async(s, stg, 0, dev, 0, opt.bytes,
+                        &(slc_hold){.keep = {request_done, r}}));
+      CK(slp_free(stg));
+      CK(slp_free(dev));
+    } else {
+      CUdeviceptr p;
+      r->staging = ring[n % K];
+      fill(r->staging, r->seed, words);
+      CU(d->pfn_cuMemAllocAsync(&p, opt.bytes, cs));
+      CU(d->pfn_cuMemcpyHtoDAsync(p, r->staging, opt.bytes, cs));
+      void *params[] = {&p, &nn};
+      CU(d->pfn_cuLaunchKernel(add1, (words + 255) / 256, 1, 1, 256, 1, 1, 0,
+                               cs, params, NULL));
+      CU(d->pfn_cuMemcpyDtoHAsync(r->staging, p, opt.bytes, cs));
+      CU(d->pfn_cuLaunchHostFunc(cs, request_done_hostfn, r));
+      CU(d->pfn_cuMemFreeAsync(p, cs));
+    }
+    n++;
+  }
+  atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
+  atomic_fetch_add(&c->iters, n);
+  CK(slc_stream_synchronize(s));
+  for (unsigned k = 0; k < K; k++) /* the pool's keeps: the engine's */
+    while (atomic_load_explicit(&rq[k].busy, memory_order_acquire))
+      sched_yield();
+  if (!pool)
+    for (unsigned k = 0; k < K; k++) CU(d->pfn_cuMemFreeHost(ring[k]));
+  CK(slc_stream_destroy(s));
+  slc_stream_unref(s);
+  free(rq);
+  free(ring);
+  return NULL;
+}
+
+/* ---- Cells ------------------------------------------------------------------ */
+
+typedef struct row {
+  const char *bench, *mode;
+  unsigned threads;
+  double mops, cpu_ns, req_cpu_ns, p50_us, p99_us;
+  double reserved_mib, in_use_mib;
+} row;
+
+static row rows[256];
+static int n_rows;
+
+static double process_cpu_ns(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
+         (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
+}
+
+static void run_cell(const char *bench, const char *mode, unsigned threads) {
+  /* A pool row with a non-default marker period says so: pool_2s/m64. */
+  static char labels[64][24];
+  static int n_labels;
+  if (opt.every_ops != 0 && mode[0] == 'p' && n_labels < 64) {
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/m%u", mode,
+             opt.every_ops);
+    mode = labels[n_labels++];
+  }
+  cell c;
+  memset(&c, 0, sizeof(c));
+  c.mode = mode;
+  c.threads = threads;
+  bool serving = strcmp(bench, "serving") == 0;
+  slp_config pcfg = {0};
+  CK(slp_pool_create_device(ctx, 0, &pcfg, &c.dev));
+  CK(slp_pool_create_host(ctx, &pcfg, &c.host));
+  const slc_driver *d = slc_context_driver(ctx);
+  CK(slc_device_make_current(ctx, 0));
+  CUdevice dev0;
+  CU(d->pfn_cuDeviceGet(&dev0, 0));
+  CU(d->pfn_cuDeviceGetDefaultMemPool(&c.mempool, dev0));
+  cuuint64_t v = UINT64_MAX; /* keep freed memory, as PyTorch's async backend */
+  CU(d->pfn_cuMemPoolSetAttribute(c.mempool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                  &v));
+  v = 0;
+  CU(d->pfn_cuMemPoolSetAttribute(c.mempool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+                                  &v));
+  CU(d->pfn_cuMemPoolSetAttribute(c.mempool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+  if (serving) {
+    c.lat_cap = 4u << 20;
+    c.lat = malloc(c.lat_cap * sizeof(uint64_t));
+    if (c.lat == NULL) exit(1);
+  }
+  pthread_barrier_init(&c.start, NULL, threads + 1);
+  worker w[MAX_THREADS];
+  for (unsigned i = 0; i < threads; i++) {
+    w[i] = (worker){&c, (int)i, 0};
+    pthread_create(&w[i].th, NULL, serving ? serving_thread : overhead_thread,
+                   &w[i]);
+  }
+  double cpu0 = process_cpu_ns();
+  /* Written before the barrier that releases the workers. */
+  c.deadline = now_ns() + (uint64_t)opt.ms * 1000000u;
+  pthread_barrier_wait(&c.start);
+  uint64_t t0 = now_ns();
+  for (unsigned i = 0; i < threads; i++) pthread_join(w[i].th, NULL);
+  double wall = (double)(now_ns() - t0);
+  double cpu = process_cpu_ns() - cpu0;
+  row *r = &rows[n_rows++];
+  unsigned long long n = atomic_load(&c.iters);
+  *r = (row){bench, mode, threads, (double)n / wall * 1e3,
+             n ? cpu / (double)n : 0,
+             n ? (double)atomic_load(&c.req_cpu_ns) / (double)n : 0, 0, 0, 0,
+             0};
+  if (serving) {
+    size_t k = atomic_load(&c.n_lat);
+    if (k > c.lat_cap) k = c.lat_cap;
+    qsort(c.lat, k, sizeof(uint64_t), cmp_u64);
+    r->p50_us = k ? c.lat[(size_t)(0.50 * (double)(k - 1))] / 1e3 : 0;
+    r->p99_us = k ? c.lat[(size_t)(0.99 * (double)(k - 1))] / 1e3 : 0;
+    r->mops *= 1e6; /* requests/s */
+  }
+  if (mode[0] == 'p') {
+    slp_stats sd, sh;
+    CK(slp_stats_get(c.dev, &sd));
+    CK(slp_stats_get(c.host, &sh));
+    r->reserved_mib = (double)(sd.reserved_peak + sh.reserved_peak) / 1048576;
+    r->in_use_mib = (double)(sd.allocated_peak + sh.allocated_peak) / 1048576;
+    if (sd.allocated_bytes || sh.allocated_bytes) {
+      fprintf(stderr, "FAILED: blocks still allocated after the cell\n");
+      exit(1);
+    }
+  } else {
+    cuuint64_t hi = 0, used = 0;
+    CU(d->pfn_cuMemPoolGetAttribute(c.mempool,
+                                    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &hi));
+    CU(d->pfn_cuMemPoolGetAttribute(c.mempool, CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+                                    &used));
+    double pinned = (double)atomic_load(&c.pinned_bytes) / 1048576;
+    r->reserved_mib = (double)hi / 1048576 + pinned;
+    r->in_use_mib = (double)used / 1048576 + pinned;
+  }
+  /* Everything comes back before the pools go. */
+  for (int i = 0; i < 20000; i++) {
+    slp_stats sd, sh;
+    CK(slp_stats_get(c.dev, &sd));
+    CK(slp_stats_get(c.host, &sh));
+    if (sd.held_bytes + sh.held_bytes == 0) break;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  CK(slp_pool_destroy(c.dev));
+  CK(slp_pool_destroy(c.host));
+  pthread_barrier_destroy(&c.start);
+  free(c.lat);
+  if (serving)
+    printf("%-8s %-9s %3u | %10.0f | %9.2f %9.2f | %8.1f %8.1f | %9.2f "
+           "%9.2f\n",
+           bench, mode, threads, r->mops, r->cpu_ns / 1e3, r->req_cpu_ns / 1e3,
+           r->p50_us, r->p99_us, r->reserved_mib, r->in_use_mib);
+  else
+    printf("%-8s %-9s %3u | %10.3f | %9.0f %9.0f | %8s %8s | %9.2f %9.2f\n",
+           bench, mode, threads, r->mops, r->cpu_ns, r->req_cpu_ns, "-", "-",
+           r->reserved_mib, r->in_use_mib);
+  fflush(stdout);
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: pool_bench [--driver=libcuda|host] [--libcuda PATH]\n"
+          "  [--require-gpu] [--smoke] [--json FILE] [--threads 1,2,4,8,16]\n"
+          "  [--ms MS_PER_CELL] [--bytes SERVING_BYTES] [--inflight N]\n"
+          "  [--every-ops N (the engine's marker period)] "
+          "[--only overhead|serving]\n");
+  return 2;
+}
+
+static bool parse_uint(const char *s, unsigned *out) {
+  char *end;
+  unsigned long v = s ? strtoul(s, &end, 10) : 0;
+  if (s == NULL || *s == 0 || *end != 0 || v == 0 || v > 100000000) return false;
+  *out = (unsigned)v;
+  return true;
+}
+
+int main(int argc, char **argv) {
+  const char *threads = "1,2,4,8,16";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    const char *eq = strchr(a, '=');
+    char key[64];
+    if (eq != NULL && (size_t)(eq - a) < sizeof(key)) {
+      memcpy(key, a, (size_t)(eq - a));
+      key[eq - a] = 0;
+      v = eq + 1;
+      a = key;
+    }
+#define VAL() (v != NULL ? v : (i + 1 < argc ? argv[++i] : NULL))
+    if (strcmp(a, "--driver") == 0) {
+      const char *d = VAL();
+      if (d == NULL) return usage();
+      if (strcmp(d, "host") == 0) opt.host = true;
+      else if (strcmp(d, "libcuda") == 0) opt.host = false;
+      else return usage();
+    } else if (strcmp(a, "--libcuda") == 0) {
+      if ((opt.libcuda = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--json") == 0) {
+      if ((opt.json = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--threads") == 0) {
+      if ((threads = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--only") == 0) {
+      opt.only = VAL();
+      if (opt.only == NULL || (strcmp(opt.only, "overhead") != 0 &&
+                               strcmp(opt.only, "serving") != 0))
+        return usage();
+    } else if (strcmp(a, "--require-gpu") == 0) {
+      opt.require_gpu = true;
+    } else if (strcmp(a, "--smoke") == 0) {
+      opt.smoke = true;
+    } else {
+      unsigned *dst = strcmp(a, "--ms") == 0         ? &opt.ms
+                      : strcmp(a, "--bytes") == 0    ? &opt.bytes
+                      : strcmp(a, "--inflight") == 0 ? &opt.inflight
+                      : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
+                                                     : NULL;
+      if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
+    }
+#undef VAL
+  }
+  if (opt.smoke) {
+    threads = "1,2";
+    opt.ms = 30;
+    opt.bytes = 4096;
+    opt.inflight = 8;
+  }
+  char buf[128];
+  snprintf(buf, sizeof(buf), "%s", threads);
+  for (char *t = strtok(buf, ","); t != NULL; t = strtok(NULL, ",")) {
+    if (opt.n_threads == 16 || !parse_uint(t, &opt.threads[opt.n_threads]) ||
+        opt.threads[opt.n_threads] > MAX_THREADS)
+      return usage();
+    opt.n_threads++;
+  }
+  if (opt.bytes % 1024 != 0) return usage();
+  if (opt.host) {
+    hd_config cfg = {1, 0};
+    if (hd_install(&drv, &cfg) != 0) return 1;
+    slc_test_register_host_kernels();
+  } else if (slc_driver_load(&drv, opt.libcuda) != 0) {
+    printf("SKIPPED: no CUDA driver (%s)\n", drv.load_error);
+    return opt.require_gpu ? 1 : 0;
+  }
+  if (slc_context_create(&drv, &ctx) != LDG_OK) {
+    printf("SKIPPED: no usable CUDA device (%s)\n", slc_last_error_message());
+    return opt.require_gpu ? 1 : 0;
+  }
+  char name[256] = "?";
+  (void)slc_device_name(ctx, 0, name, sizeof(name));
+  printf("device: %s, %s\n", name, drv.origin);
+  slc_engine_config ecfg = {.thread = true, .marker_every_ops = opt.every_ops};
+  CK(slc_engine_enable(ctx, &ecfg));
+  slc_module *m;
+  CK(slc_module_load(ctx, 0, slc_test_ptx, &m));
+  CK(slc_module_function(m, "add1", &add1));
+  printf("%u ms per cell; overhead: 4 KiB blocks, 2 streams per thread; "
+         "serving: %u bytes, %u in flight per thread\n",
+         opt.ms, opt.bytes, opt.inflight);
+  printf("%-8s %-9s %3s | %10s | %9s %9s | %8s %8s | %9s %9s\n", "bench",
+         "mode", "thr", "Mops|req/s", "cpu/op", "req-thr", "p50 us",
+         "p99 us", "resv MiB", "used MiB");
+  printf("%-8s %-9s %3s | %10s | %9s %9s | %8s %8s | %9s %9s\n", "", "", "",
+         "", "ns|us", "ns|us", "", "", "peak", "peak");
+  static const char *const over[] = {"pool_af", "async_af", "pool_2s",
+                                     "async_2s"};
+  static const char *const serve[] = {"pool", "async"};
+  bool do_over = opt.only == NULL || strcmp(opt.only, "overhead") == 0;
+  bool do_serve = opt.only == NULL || strcmp(opt.only, "serving") == 0;
+  for (unsigned t = 0; do_over && t < opt.n_threads; t++)
+    for (int k = 0; k < 4; k++) run_cell("overhead", over[k], opt.threads[t]);
+  for (unsigned t = 0; do_serve && t < opt.n_threads; t++)
+    for (int k = 0; k < 2; k++) run_cell("serving", serve[k], opt.threads[t]);
+  CK(slc_module_unload(m));
+  CK(slc_context_destroy(ctx));
+  if (opt.json != NULL) {
+    FILE *f = fopen(opt.json, "w");
+    if (f == NULL) return 1;
+    fprintf(f, "{\"device\": \"%s\", \"ms\": %u, \"bytes\": %u, "
+            "\"inflight\": %u, \"rows\": [\n", name, opt.ms, opt.bytes,
+            opt.inflight);
+    for (int i = 0; i < n_rows; i++) {
+      const row *r = &rows[i];
+      fprintf(f,
+              "  {\"bench\": \"%s\", \"mode\": \"%s\", \"threads\": %u, "
+              "\"rate\": %.4f, \"cpu_ns\": %.1f, \"req_thread_cpu_ns\": %.1f, "
+              "\"p50_us\": %.2f, \"p99_us\": %.2f, \"reserved_peak_mib\": "
+              "%.2f, \"in_use_peak_mib\": %.2f}%s\n",
+              r->bench, r->mode, r->threads, r->mops, r->cpu_ns, r->req_cpu_ns,
+              r->p50_us, r->p99_us, r->reserved_mib, r->in_use_mib,
+              i + 1 < n_rows ? "," : "");
+    }
+    fprintf(f, "]}\n");
+    fclose(f);
+  }
+  if (opt.host) {
+    long leaked = hd_shutdown();
+    if (leaked != 0) {
+      fprintf(stderr, "FAILED: %ld executor objects leaked\n", leaked);
+      return 1;
+    }
+  }
+  if (atomic_load(&wrong) != 0) {
+    fprintf(stderr, "FAILED: %ld wrong results\n", atomic_load(&wrong));
+    return 1;
+  }
+  printf("every result checked\n");
+  return 0;
+}

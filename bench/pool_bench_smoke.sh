@@ -1,0 +1,42 @@
+#!/bin/sh
+# Smoke test of pool_bench: every cell tiny on the host executor; checks it
+# exits 0, prints a row per cell, checked every result and wrote its JSON;
+# --driver=libcuda must skip (or run) cleanly; bad options exit 2. No timing
+# is asserted.
+set -eu
+bench=$1
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+out=$tmp/smoke.txt
+fail=0
+if ! "$bench" --driver=host --smoke --json "$tmp/p.json" >"$out" 2>&1; then
+  echo "FAIL: pool_bench --driver=host --smoke exited non-zero" >&2
+  cat "$out" >&2
+  exit 1
+fi
+cat "$out"
+for t in 1 2; do
+  for m in pool_af async_af pool_2s async_2s; do
+    grep -q "^overhead *$m *$t |" "$out" || { echo "FAIL: no row overhead $m $t" >&2; fail=1; }
+  done
+  for m in pool async; do
+    grep -q "^serving *$m *$t |" "$out" || { echo "FAIL: no row serving $m $t" >&2; fail=1; }
+  done
+done
+[ "$(grep -c '"bench"' "$tmp/p.json")" -eq 12 ] || { echo "FAIL: JSON lacks rows" >&2; fail=1; }
+grep -q '^every result checked' "$out" || { echo "FAIL: no final line" >&2; fail=1; }
+if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
+  ! grep -q '^SKIPPED\|^every result checked' "$tmp/lib.txt"; then
+  echo "FAIL: --driver=libcuda neither skipped nor ran" >&2
+  cat "$tmp/lib.txt" >&2
+  fail=1
+fi
+for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$bench" $bad >/dev/null 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || { echo "FAIL: '$bad' exited $rc, not 2" >&2; fail=1; }
+done
+[ "$fail" -eq 0 ] && echo "PASS"
+exit "$fail"

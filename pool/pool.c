@@ -1,0 +1,1620 @@
+/*
+ * The stream-ordered memory pool (sl_pool.h), on the public APIs of cuda/
+ * and ledger/ only.
+ *
+ * WHY A BLOCK IS NEVER REUSED UNDER RUNNING WORK
+ *   Every block has one state word: ALLOC (its owner has it), FREE (it is in
+ *   a free list) or neither ("held": freed by its owner while operations on
+ *   it are pending), and in the low bits the count of pending uses.
+ *   - A use (every pool call naming the block) is counted by a CAS that
+ *     succeeds only while ALLOC is set, BEFORE the operation is issued, and
+ *     dropped by the keep of the ledger entry that records the operation
+ *     (or at once if issuing or recording failed: then nothing was issued,
+ *     or the layer synchronised the stream before returning).
+ *   - The ledger calls that keep only once the operation is known complete
+ *     (SPEC.md: issue then enqueue, mark then complete): a stream or device
+ *     sync, an event, a completion marker of the engine, or transitively a
+ *     stream that waited on it.
+ *   - slp_free clears ALLOC by CAS. If the count was 0, no pool operation on
+ *     the block is pending: it goes to a free list now. Otherwise the block
+ *     is held and the keep whose decrement takes the word from 1 to 0 (no
+ *     ALLOC) puts it in a free list. The word's modification order makes the
+ *     two cases exclusive: exactly one thread sees the count reach zero
+ *     without ALLOC, and only it pushes the block.
+ *   - A block enters a free list only with no pending use, so every
+ *     operation the pool saw on it has completed; the next owner may use it
+ *     on any stream. The pushes publish with release and the pops acquire,
+ *     and the keep ran after the completion was proven, so the next owner's
+ *     work is issued after that proof.
+ *   That is the first rule: reuse, on any stream, only after completion
+ *   is known. Under ASan a block is poisoned whenever it enters a free list,
+ *   so any access to it before its next allocation — a premature reuse, or
+ *   work the pool was not told about — is a reported use-after-poison.
+ *
+ * THE SECOND RULE: STREAM ORDER, FOR DEVICE BLOCKS
+ *   Each block remembers its home stream (slp_alloc's) and counts its
+ *   pending uses on other streams in xuses. A use on another stream raises
+ *   xuses before its CAS on the state word and lowers it in its keep before
+ *   the state's decrement. slp_free reads the state with acquire, then
+ *   xuses: a cross-stream use counted in the state it read is seen in xuses
+ *   unless its keep already ran, i.e. unless it completed; a use or keep
+ *   that changes the state afterwards makes slp_free's CAS fail, and it
+ *   decides again. If xuses is 0, every pending use is on the home stream:
+ *   the same CAS that clears ALLOC sets STREAM, and the block is listed
+ *   in the freeing thread's cache, where only an slp_alloc on
+ *   the same stream takes it (CAS STREAM -> ALLOC, keeping the count). The
+ *   next owner's work on that stream is issued after the pending work, so
+ *   the GPU runs it after: the order cuMemFreeAsync relies on. The first
+ *   use of such a block on another stream first makes that stream wait for
+ *   the home stream (an event): reuse elsewhere comes only after that
+ *   stream waited on the freeing stream. Device
+ *   memory only: the host cannot touch it outside stream order, whereas a
+ *   pinned block is written by the host at once. Keeps leave STREAM blocks
+ *   alone (their decrement never sees the bare count 1); a block leaves a
+ *   list unused (the list is full, a trim, the thread exits) by the free
+ *   path's rule: free now if nothing is pending, else held. Listed blocks
+ *   are not poisoned, so ASan checks this rule only through the data (the
+ *   tests check it by contents, in stream order).
+ *
+ * WHERE BLOCKS LIVE AND WHO TAKES WHICH LOCK
+ *   Size classes: 512 B, then two per power of two (2^k and 1.5 * 2^k), up
+ *   to SLP_MAX_BYTES: rounding wastes at most a third. Classes below 1 MiB
+ *   are carved from 2 MiB slabs; larger classes get one driver allocation
+ *   per block (a slab of one). No splitting or coalescing across classes:
+ *   simpler than PyTorch's best-fit splitting, at the cost of memory cached
+ *   in one class not serving another until a trim returns whole slabs.
+ *   - Thread caches: one per (thread, pool), per class a short stack, owned
+ *     by its thread; alloc and free touch only it on the common path.
+ *   - Shared lists: per class, a stack pushed lock-free (CAS on the head;
+ *     ABA-safe for pushes) by frees that overflow a thread cache and by the
+ *     keeps that return held blocks, and popped under the class's take-mutex
+ *     only (a single popper makes the pops ABA-free), a batch at a time.
+ *   - The pool mutex: slab lists, the address map's writers, the stream
+ *     registry. Never held across a driver call that may block for long,
+ *     nor while keeps run. The registry mutex (process-wide): creating and
+ *     retiring thread caches, pool slots.
+ *   - Trim takes the trim mutex, then one class at a time that class's
+ *     take-mutex: pops its shared list, frees each slab all of whose blocks
+ *     it holds (a slab serves one class), and pushes the rest back.
+ *   - free by pointer: an open-addressing map from block address to block,
+ *     written under the pool mutex, read lock-free (key with acquire, value
+ *     with acquire); a grown table is published with release, and old
+ *     tables and slab records are kept until the pool is destroyed, so a
+ *     reader never touches freed memory.
+ *
+ * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
+ * come back), then synchronise only the streams the pool saw work on that
+ * still have pending entries; retry after each; then LDG_ENOMEM.
+ */
+/* CLOCK_MONOTONIC_COARSE and nanosleep: GNU and POSIX declarations. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda/sl_engine.h"
+#include "pool/sl_pool.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define SLP__POISON(a, n) ASAN_POISON_MEMORY_REGION((void *)(a), (n))
+#define SLP__UNPOISON(a, n) ASAN_UNPOISON_MEMORY_REGION((void *)(a), (n))
+#else
+#define SLP__POISON(a, n) ((void)(a), (void)(n))
+#define SLP__UNPOISON(a, n) ((void)(a), (void)(n))
+#endif
+
+/* Named atomics, as cuda/internal.h and ledger/atomics.h. */
+#define slp__load_relaxed(p) atomic_load_explicit((p), memory_order_relaxed)
+#define slp__load_acquire(p) atomic_load_explicit((p), memory_order_acquire)
+#define slp__store_relaxed(p, v) \
+  atomic_store_explicit((p), (v), memory_order_relaxed)
+#define slp__store_release(p, v) \
+  atomic_store_explicit((p), (v), memory_order_release)
+#define slp__fetch_add_relaxed(p, v) \
+  atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
+#define slp__fetch_sub_acq_rel(p, v) \
+  atomic_fetch_sub_explicit((p), (v), memory_order_acq_rel)
+#define slp__cas_weak_acq_rel(p, e, d)                                    \
+  atomic_compare_exchange_weak_explicit((p), (e), (d), memory_order_acq_rel, \
+                                        memory_order_acquire)
+
+#define SLP__MIN_SHIFT 9
+#define SLP__NCLASS (2 * (40 - SLP__MIN_SHIFT) + 1)
+#define SLP__SLAB ((size_t)2 << 20)
+#define SLP__MAGIC 0x736c7062u /* "slpb" */
+
+#define SLP__ALLOC (UINT64_C(1) << 63)
+#define SLP__FREE (UINT64_C(1) << 62)
+#define SLP__STREAM (UINT64_C(1) << 61) /* in a thread's stream-ordered list */
+#define SLP__COUNT (SLP__STREAM - 1)
+#define SLP__SO_CAP 16 /* stream-ordered blocks per thread and class */
+
+struct slp__slab {
+  uintptr_t base;
+  size_t bytes, n;
+  int cls;
+  size_t scratch; /* trim's count of its blocks found free; trim mutex */
+  slp_block *blocks;
+  struct slp__slab *next; /* pool's live list or its class's retired list */
+};
+
+struct slp_block {
+  uint32_t magic;
+  int cls;
+  slp_pool *pool;
+  struct slp__slab *slab;
+  uintptr_t addr; /* fixed while the slab lives */
+  size_t cap;
+  uint64_t id;
+  atomic_uint_fast64_t st;
+  atomic_uint_fast64_t xuses; /* pending uses on streams other than home */
+  slc_stream *home; /* the stream of slp_alloc; its owner's */
+  atomic_bool fresh; /* handed out by stream order, not yet used elsewhere */
+  slp_block *next; /* free-list link; written before the push that publishes */
+  /* Written by the owner at alloc; atomic for snapshots. */
+  atomic_size_t bytes;
+  atomic_uint_fast64_t stream_id, alloc_ns;
+};
+
+struct slp__mslot {
+  atomic_uintptr_t key;
+  _Atomic(slp_block *) val;
+};
+
+struct slp__map {
+  size_t cap, used;
+  struct slp__mslot *slots;
+  struct slp__map *retired;
+};
+
+/* Counters of one thread cache: written by its thread only. */
+struct slp__tcounts {
+  atomic_uint_fast64_t allocs, frees, reuses, held_frees;
+};
+
+struct slp__tcache {
+  slp_pool *pool; /* NULL once the pool was destroyed; registry mutex */
+  uint64_t uid;
+  struct slp__tcache *prev, *next; /* the pool's list; registry mutex */
+  struct {
+    slp_block *head;
+    unsigned n;
+  } cls[SLP__NCLASS];
+  size_t bytes;
+  /* Device blocks freed with pending uses on their home stream only:
+   * reusable at once by an alloc on that stream. Newest at so[k][n-1]. */
+  struct {
+    slp_block *b[SLP__SO_CAP];
+    unsigned n;
+  } so[SLP__NCLASS];
+  struct slp__tcounts n;
+  /* Bytes this thread allocated minus freed (class sizes, asked sizes),
+   * not yet folded into the pool's counters (see slp__acct). */
+  atomic_int_fast64_t d_alloc, d_req;
+  struct {
+    slc_stream *s;
+    uint64_t gen;
+  } seen[8];
+  unsigned seen_next;
+};
+
+struct slp_pool {
+  slc_context *c;
+  int device; /* -1: host */
+  int index;
+  uint64_t uid;
+  slp_config cfg;
+  pthread_mutex_t mu; /* slabs, map writers, stream registry */
+  struct slp__slab *slabs;
+  struct slp__slab *retired[SLP__NCLASS];
+  _Atomic(struct slp__map *) map;
+  struct slp__tcache *tcaches; /* registry mutex */
+  struct slp__tcounts gone;    /* counts of exited threads' caches */
+  slc_stream **streams;        /* registry for OOM syncs: a ref each */
+  size_t n_streams, cap_streams;
+  atomic_uint_fast64_t streams_gen;
+  pthread_mutex_t trim_mu;
+  struct {
+    _Alignas(64) _Atomic(slp_block *) head;
+    pthread_mutex_t take_mu;
+  } shared[SLP__NCLASS];
+  _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
+  atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
+  atomic_uint_fast64_t slab_allocs, slab_frees, oom_retries, ooms, trims;
+  /* Keeps between making a held block free and their last touch of the
+   * pool: slp_pool_destroy waits for 0 (see slp__unuse). */
+  atomic_long returning;
+};
+
+/* ---- Process-wide registry -------------------------------------------- */
+
+static pthread_mutex_t slp__reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static slp_pool *slp__pools[SLP_MAX_POOLS];
+static uint64_t slp__next_uid = 1;
+static pthread_once_t slp__key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t slp__key;
+static _Thread_local struct slp__tcache *slp__tls[SLP_MAX_POOLS];
+
+/* For block ages only: the coarse clock costs a few ns, not ~20. */
+static uint64_t slp__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void slp__max(atomic_int_fast64_t *peak, int_fast64_t v) {
+  int_fast64_t cur = slp__load_relaxed(peak);
+  while (v > cur &&
+         !atomic_compare_exchange_weak_explicit(
+             peak, &cur, v, memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static void slp__add(atomic_int_fast64_t *ctr, atomic_int_fast64_t *peak,
+                     int_fast64_t delta) {
+  int_fast64_t v = slp__fetch_add_relaxed(ctr, delta) + delta;
+  if (peak != NULL && delta > 0) slp__max(peak, v);
+}
+
+/* A pool-wide counter (rare events). */
+static void slp__bump(atomic_uint_fast64_t *ctr) {
+  slp__fetch_add_relaxed(ctr, 1);
+}
+
+/* A thread cache's counter: its thread is the only writer, so a load and a
+ * store (relaxed, for the readers in slp_stats_get) and no locked RMW. */
+static void slp__own_bump(atomic_uint_fast64_t *ctr) {
+  slp__store_relaxed(ctr, slp__load_relaxed(ctr) + 1);
+}
+
+static uint64_t slp__clamp(int_fast64_t v) { return v > 0 ? (uint64_t)v : 0; }
+
+/* ---- Size classes --------------------------------------------------------- */
+
+static size_t slp__class_size(int c) {
+  if (c == 0) return (size_t)1 << SLP__MIN_SHIFT;
+  int j = (c - 1) / 2;
+  if (c & 1) return (size_t)3 << (SLP__MIN_SHIFT + j - 1);
+  return (size_t)1 << (SLP__MIN_SHIFT + 1 + j);
+}
+
+static int slp__class_of(size_t bytes) {
+  if (bytes <= ((size_t)1 << SLP__MIN_SHIFT)) return 0;
+  int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < b */
+  int j = k - SLP__MIN_SHIFT;
+  return bytes <= ((size_t)3 << (k - 1)) ? 2 * j + 1 : 2 * j + 2;
+}
+
+static size_t slp__slab_bytes(size_t cap) {
+  return cap < ((size_t)1 << 20) ? SLP__SLAB : cap;
+}
+
+/* ---- Poisoning ------------------------------------------------------------ */
+
+static bool slp__poisons(const slp_pool *p) {
+  return p->device < 0 || p->cfg.poison_device;
+}
+
+static void slp__poison(slp_block *b) {
+  if (slp__poisons(b->pool)) SLP__POISON(b->addr, b->cap);
+}
+
+static void slp__unpoison(slp_block *b) {
+  if (slp__poisons(b->pool)) SLP__UNPOISON(b->addr, b->cap);
+}
+
+/* ---- Shared lists ------------------------------------------------------ */
+
+/* Pushes the chain first..last (linked by next) lock-free. Release: the
+ * links and everything before the push (a keep's proof of completion)
+ * happen-before a pop that acquires the head. */
+static void slp__shared_push(slp_pool *p, int cls, slp_block *first,
+                             slp_block *last) {
+  _Atomic(slp_block *) *head = &p->shared[cls].head;
+  slp_block *old = slp__load_relaxed(head);
+  do {
+    last->next = old;
+  } while (!slp__cas_weak_acq_rel(head, &old, first));
+}
+
+/* Under the class's take-mutex (the only popper): pops one block. */
+static slp_block *slp__shared_pop(slp_pool *p, int cls) {
+  _Atomic(slp_block *) *head = &p->shared[cls].head;
+  /* Acquire pairs with the pusher's CAS: b->next and the block's history. */
+  slp_block *b = slp__load_acquire(head);
+  while (b != NULL && !slp__cas_weak_acq_rel(head, &b, b->next)) {
+  }
+  return b;
+}
+
+/* ---- Thread caches ---------------------------------------------------- */
+
+static unsigned slp__class_cap(const slp_pool *p, int cls) {
+  size_t n = p->cfg.thread_cache_bytes / 4 / slp__class_size(cls);
+  return n > 256 ? 256 : (unsigned)n;
+}
+
+/* Moves every block of tc's class `cls` to the shared list. */
+static void slp__tc_flush_class(slp_pool *p, struct slp__tcache *tc, int cls,
+                                unsigned keep) {
+  unsigned n = tc->cls[cls].n;
+  if (n <= keep) return;
+  slp_block *first = tc->cls[cls].head, *last = first;
+  for (unsigned i = 1; i < n - keep; i++) last = last->next;
+  tc->cls[cls].head = last->next;
+  tc->cls[cls].n = keep;
+  tc->bytes -= (size_t)(n - keep) * slp__class_size(cls);
+  slp__shared_push(p, cls, first, last);
+}
+
+static void slp__so_flush(slp_pool *p, struct slp__tcache *tc,
+                          struct slp__tcache *give_to);
+
+/* Everything tc caches goes to the shared lists (or, for stream-ordered
+ * blocks still in use, to the held state). */
+static void slp__tc_flush_all(slp_pool *p, struct slp__tcache *tc) {
+  slp__so_flush(p, tc, NULL);
+  for (int k = 0; k < SLP__NCLASS; k++) slp__tc_flush_class(p, tc, k, 0);
+}
+
+static void slp__counts_add(struct slp__tcounts *to,
+                            const struct slp__tcounts *from) {
+  slp__fetch_add_relaxed(&to->allocs, slp__load_relaxed(&from->allocs));
+  slp__fetch_add_relaxed(&to->frees, slp__load_relaxed(&from->frees));
+  slp__fetch_add_relaxed(&to->reuses, slp__load_relaxed(&from->reuses));
+  slp__fetch_add_relaxed(&to->held_frees,
+                         slp__load_relaxed(&from->held_frees));
+}
+
+/* Under the registry mutex: returns tc's blocks and counts to its pool (if
+ * alive), unlinks it, frees it. */
+static void slp__tc_retire(struct slp__tcache *tc) {
+  slp_pool *p = tc->pool;
+  if (p != NULL) {
+    slp__tc_flush_all(p, tc);
+    slp__counts_add(&p->gone, &tc->n);
+    slp__add(&p->allocated, &p->allocated_peak,
+             slp__load_relaxed(&tc->d_alloc));
+    slp__add(&p->requested, NULL, slp__load_relaxed(&tc->d_req));
+    if (tc->prev != NULL) tc->prev->next = tc->next;
+    else p->tcaches = tc->next;
+    if (tc->next != NULL) tc->next->prev = tc->prev;
+  }
+  free(tc);
+}
+
+static void slp__thread_exit(void *arg) {
+  struct slp__tcache **slots = arg;
+  pthread_mutex_lock(&slp__reg_mu);
+  for (int i = 0; i < SLP_MAX_POOLS; i++) {
+    if (slots[i] != NULL) slp__tc_retire(slots[i]);
+    slots[i] = NULL;
+  }
+  pthread_mutex_unlock(&slp__reg_mu);
+}
+
+static void slp__make_key(void) {
+  (void)pthread_key_create(&slp__key, slp__thread_exit);
+}
+
+/* This thread's cache of p; NULL only when out of memory. */
+static struct slp__tcache *slp__tc(slp_pool *p) {
+  struct slp__tcache *tc = slp__tls[p->index];
+  if (tc != NULL && tc->uid == p->uid) return tc;
+  pthread_once(&slp__key_once, slp__make_key);
+  struct slp__tcache *fresh = calloc(1, sizeof(*fresh));
+  if (fresh == NULL) return NULL;
+  pthread_mutex_lock(&slp__reg_mu);
+  if (tc != NULL) slp__tc_retire(tc); /* of a destroyed pool */
+  fresh->pool = p;
+  fresh->uid = p->uid;
+  fresh->next = p->tcaches;
+  if (p->tcaches != NULL) p->tcaches->prev = fresh;
+  p->tcaches = fresh;
+  slp__tls[p->index] = fresh;
+  pthread_mutex_unlock(&slp__reg_mu);
+  (void)pthread_setspecific(slp__key, slp__tls);
+  return fresh;
+}
+
+/* ---- The address map --------------------------------------------------- */
+
+static size_t slp__hash(uintptr_t a, size_t cap) {
+  return (size_t)(((uint64_t)a >> SLP__MIN_SHIFT) * UINT64_C(0x9E3779B97F4A7C15) >>
+                  17) & (cap - 1);
+}
+
+static void slp__map_put(struct slp__map *m, uintptr_t key, slp_block *b) {
+  for (size_t i = slp__hash(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+    uintptr_t k = slp__load_relaxed(&m->slots[i].key);
+    if (k == key) {
+      slp__store_release(&m->slots[i].val, b);
+      return;
+    }
+    if (k == 0) {
+      slp__store_relaxed(&m->slots[i].val, b);
+      /* Release: a reader that sees the key sees the value. */
+      slp__store_release(&m->slots[i].key, key);
+      m->used++;
+      return;
+    }
+  }
+}
+
+/* Under p->mu: makes room for n more keys. */
+static int slp__map_reserve(slp_pool *p, size_t n) {
+  struct slp__map *m = slp__load_relaxed(&p->map);
+  if (m != NULL && (m->used + n) * 2 <= m->cap) return LDG_OK;
+  size_t cap = m != NULL ? m->cap : 1024;
+  size_t live = 0;
+  if (m != NULL)
+    for (size_t i = 0; i < m->cap; i++)
+      live += slp__load_relaxed(&m->slots[i].val) != NULL;
+  while ((live + n) * 2 > cap) cap *= 2;
+  struct slp__map *g = calloc(1, sizeof(*g));
+  if (g != NULL) g->slots = calloc(cap, sizeof(*g->slots));
+  if (g == NULL || g->slots == NULL) {
+    free(g);
+    return LDG_ENOMEM;
+  }
+  g->cap = cap;
+  if (m != NULL)
+    for (size_t i = 0; i < m->cap; i++) {
+      slp_block *b = slp__load_relaxed(&m->slots[i].val);
+      if (b != NULL) slp__map_put(g, slp__load_relaxed(&m->slots[i].key), b);
+    }
+  g->retired = m; /* readers may still be in it: freed with the pool */
+  /* Release: the filled table before its pointer (pairs with the acquire in
+   * slp_block_find). */
+  slp__store_release(&p->map, g);
+  return LDG_OK;
+}
+
+slp_block *slp_block_find(slp_pool *p, uintptr_t addr) {
+  if (p == NULL || addr == 0) return NULL;
+  struct slp__map *m = slp__load_acquire(&p->map);
+  if (m == NULL) return NULL;
+  for (size_t i = slp__hash(addr, m->cap), n = 0; n < m->cap;
+       i = (i + 1) & (m->cap - 1), n++) {
+    uintptr_t k = slp__load_acquire(&m->slots[i].key);
+    if (k == 0) return NULL;
+    if (k == addr) return slp__load_acquire(&m->slots[i].val);
+  }
+  return NULL;
+}
+
+/* ---- Slabs ---------------------------------------------------------------- */
+
+static int slp__current(slp_pool *p) {
+  return slc_device_make_current(p->c, p->device < 0 ? 0 : p->device);
+}
+
+/* One driver allocation of `bytes`; CUDA_ERROR_OUT_OF_MEMORY past the
+ * pool's limit. */
+static CUresult slp__driver_alloc(slp_pool *p, size_t bytes, uintptr_t *out) {
+  int_fast64_t r = slp__fetch_add_relaxed(&p->reserved, (int_fast64_t)bytes);
+  if (p->cfg.limit_bytes != 0 && (size_t)r + bytes > p->cfg.limit_bytes) {
+    slp__fetch_add_relaxed(&p->reserved, -(int_fast64_t)bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const slc_driver *d = slc_context_driver(p->c);
+  CUresult cr;
+  if (slp__current(p) != LDG_OK) {
+    cr = slc_last_error()->cu != CUDA_SUCCESS ? slc_last_error()->cu
+                                               : CUDA_ERROR_INVALID_CONTEXT;
+  } else if (p->device < 0) {
+    void *h = NULL;
+    cr = d->pfn_cuMemHostAlloc(&h, bytes, CU_MEMHOSTALLOC_PORTABLE);
+    *out = (uintptr_t)h;
+  } else {
+    CUdeviceptr dp = 0;
+    cr = d->pfn_cuMemAlloc(&dp, bytes);
+    *out = (uintptr_t)dp;
+  }
+  if (cr != CUDA_SUCCESS) {
+    slp__fetch_add_relaxed(&p->reserved, -(int_fast64_t)bytes);
+    return cr;
+  }
+  slp__max(&p->reserved_peak, r + (int_fast64_t)bytes);
+  slp__bump(&p->slab_allocs);
+  return CUDA_SUCCESS;
+}
+
+static void slp__driver_free(slp_pool *p, uintptr_t base, size_t bytes) {
+  SLP__UNPOISON(base, slp__poisons(p) ? bytes : 0);
+  const slc_driver *d = slc_context_driver(p->c);
+  if (slp__current(p) == LDG_OK) {
+    if (p->device < 0)
+      (void)d->pfn_cuMemFreeHost((void *)base);
+    else
+      (void)d->pfn_cuMemFree((CUdeviceptr)base);
+  }
+  slp__fetch_add_relaxed(&p->reserved, -(int_fast64_t)bytes);
+  slp__bump(&p->slab_frees);
+}
+
+/* A new slab of class cls: block 0 is returned (not poisoned, state 0), the
+ * others are poisoned, FREE, and pushed to tc's cache or the shared list. */
+static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
+                           slp_block **out) {
+  size_t cap = slp__class_size(cls), bytes = slp__slab_bytes(cap);
+  uintptr_t base = 0;
+  CUresult cr = slp__driver_alloc(p, bytes, &base);
+  if (cr != CUDA_SUCCESS) return cr;
+  pthread_mutex_lock(&p->mu);
+  struct slp__slab *sl = p->retired[cls];
+  if (sl != NULL) {
+    p->retired[cls] = sl->next;
+  } else {
+    sl = calloc(1, sizeof(*sl));
+    if (sl != NULL) {
+      sl->n = bytes / cap;
+      sl->blocks = calloc(sl->n, sizeof(slp_block));
+      if (sl->blocks == NULL) {
+        free(sl);
+        sl = NULL;
+      }
+    }
+  }
+  if (sl == NULL || slp__map_reserve(p, sl->n) != LDG_OK) {
+    if (sl != NULL) {
+      sl->next = p->retired[cls];
+      p->retired[cls] = sl;
+    }
+    pthread_mutex_unlock(&p->mu);
+    slp__driver_free(p, base, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  sl->base = base;
+  sl->bytes = bytes;
+  sl->cls = cls;
+  struct slp__map *m = slp__load_relaxed(&p->map);
+  for (size_t i = 0; i < sl->n; i++) {
+    slp_block *b = &sl->blocks[i];
+    b->magic = SLP__MAGIC;
+    b->cls = cls;
+    b->pool = p;
+    b->slab = sl;
+    b->addr = base + i * cap;
+    b->cap = cap;
+    if (b->id == 0) b->id = slc_new_vector_id(p->c);
+    slp__store_relaxed(&b->st, i == 0 ? 0 : SLP__FREE);
+    slp__map_put(m, b->addr, b);
+  }
+  sl->next = p->slabs;
+  p->slabs = sl;
+  pthread_mutex_unlock(&p->mu);
+  /* Blocks 1..n-1: poisoned, to the thread cache up to its cap. */
+  unsigned room = slp__class_cap(p, cls);
+  for (size_t i = 1; i < sl->n; i++) {
+    slp_block *b = &sl->blocks[i];
+    slp__poison(b);
+    if (tc->cls[cls].n < room) {
+      b->next = tc->cls[cls].head;
+      tc->cls[cls].head = b;
+      tc->cls[cls].n++;
+      tc->bytes += cap;
+    } else {
+      b->next = NULL;
+      slp__shared_push(p, cls, b, b);
+    }
+  }
+  *out = &sl->blocks[0];
+  return CUDA_SUCCESS;
+}
+
+static void slp__prune_streams(slp_pool *p);
+
+/* ---- Trim ------------------------------------------------------------------ */
+
+static int_fast64_t slp__cached(slp_pool *p) {
+  return slp__load_relaxed(&p->reserved) - slp__load_relaxed(&p->allocated) -
+         slp__load_relaxed(&p->held);
+}
+
+/* Under trim_mu and class k's take-mutex: pops the class's shared list,
+ * unlinks each slab all of whose blocks it holds (while more than keep
+ * stays cached), pushes the other blocks back. Returns the slabs to free,
+ * their bytes in *unlinked (still counted as reserved until freed). */
+static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
+                                         size_t *unlinked) {
+  slp_block *popped = NULL, *b;
+  while ((b = slp__shared_pop(p, k)) != NULL) {
+    b->next = popped;
+    popped = b;
+    b->slab->scratch++;
+  }
+  if (popped == NULL) return NULL;
+  struct slp__slab *done = NULL;
+  pthread_mutex_lock(&p->mu);
+  for (struct slp__slab **link = &p->slabs; *link != NULL;) {
+    struct slp__slab *sl = *link;
+    if (sl->cls == k && sl->scratch == sl->n &&
+        slp__cached(p) - (int_fast64_t)*unlinked > (int_fast64_t)keep) {
+      *link = sl->next;
+      sl->next = done;
+      done = sl;
+      *unlinked += sl->bytes;
+      struct slp__map *m = slp__load_relaxed(&p->map);
+      for (size_t i = 0; i < sl->n; i++) {
+        slp__store_relaxed(&sl->blocks[i].st, 0); /* retired */
+        slp__map_put(m, sl->blocks[i].addr, NULL);
+      }
+    } else {
+      link = &sl->next;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  slp_block *keepers = NULL, *last = NULL;
+  for (slp_block *nx; popped != NULL; popped = nx) {
+    nx = popped->next;
+    popped->slab->scratch = 0;
+    if (slp__load_relaxed(&popped->st) != SLP__FREE) continue; /* retired */
+    popped->next = keepers;
+    if (keepers == NULL) last = popped;
+    keepers = popped;
+  }
+  if (keepers != NULL) slp__shared_push(p, k, keepers, last);
+  return done;
+}
+
+/* Under trim_mu: frees whole free slabs while more than keep is cached,
+ * one class at a time (a slab belongs to one class). */
+static size_t slp__trim_locked(slp_pool *p, size_t keep) {
+  size_t released = 0;
+  for (int k = 0; k < SLP__NCLASS; k++) {
+    if (slp__load_relaxed(&p->shared[k].head) == NULL) continue;
+    size_t unlinked = 0;
+    pthread_mutex_lock(&p->shared[k].take_mu);
+    struct slp__slab *done = slp__trim_class(p, k, keep, &unlinked);
+    pthread_mutex_unlock(&p->shared[k].take_mu);
+    released += unlinked;
+    while (done != NULL) {
+      struct slp__slab *sl = done;
+      done = sl->next;
+      slp__driver_free(p, sl->base, sl->bytes);
+      pthread_mutex_lock(&p->mu);
+      sl->next = p->retired[sl->cls];
+      p->retired[sl->cls] = sl;
+      pthread_mutex_unlock(&p->mu);
+    }
+  }
+  if (released > 0) slp__bump(&p->trims);
+  return released;
+}
+
+int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released) {
+  if (p == NULL) return slc_set_error(LDG_EINVAL, "slp_trim", "pool is NULL");
+  struct slp__tcache *tc = slp__tc(p);
+  if (tc != NULL) slp__tc_flush_all(p, tc);
+  pthread_mutex_lock(&p->trim_mu);
+  size_t r = slp__trim_locked(p, keep_bytes);
+  pthread_mutex_unlock(&p->trim_mu);
+  slp__prune_streams(p);
+  if (released != NULL) *released = r;
+  return LDG_OK;
+}
+
+/* Drops the registry's references to destroyed streams. The generation
+ * bump makes every thread forget what it registered (a new stream may get
+ * a freed handle's address). */
+static void slp__prune_streams(slp_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  size_t n = 0, dead = 0;
+  slc_stream **gone = malloc((p->n_streams + 1) * sizeof(*gone));
+  for (size_t i = 0; gone != NULL && i < p->n_streams; i++) {
+    if (slc_stream_check_live(p->streams[i]) != LDG_OK)
+      gone[dead++] = p->streams[i];
+    else
+      p->streams[n++] = p->streams[i];
+  }
+  if (gone != NULL) p->n_streams = n;
+  if (dead > 0) slp__fetch_add_relaxed(&p->streams_gen, 1);
+  pthread_mutex_unlock(&p->mu);
+  for (size_t i = 0; i < dead; i++) slc_stream_unref(gone[i]);
+  free(gone);
+}
+
+/* ---- Returning blocks ---------------------------------------------------- */
+
+/* The block is FREE now: to the thread's cache, or the shared list. */
+static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
+                           slp_block *b) {
+  if (p->cfg.on_recycle != NULL)
+    p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
+  slp__poison(b);
+  int k = b->cls;
+  if (tc != NULL && slp__class_cap(p, k) > 0) {
+    b->next = tc->cls[k].head;
+    tc->cls[k].head = b;
+    tc->cls[k].n++;
+    tc->bytes += b->cap;
+    if (tc->cls[k].n > slp__class_cap(p, k) ||
+        tc->bytes > p->cfg.thread_cache_bytes) {
+      slp__tc_flush_class(p, tc, k, tc->cls[k].n / 2);
+      if (slp__cached(p) > (int_fast64_t)p->cfg.release_threshold &&
+          pthread_mutex_trylock(&p->trim_mu) == 0) {
+        slp__trim_locked(p, p->cfg.release_threshold / 2);
+        pthread_mutex_unlock(&p->trim_mu);
+      }
+    }
+    return;
+  }
+  b->next = NULL;
+  slp__shared_push(p, k, b, b);
+}
+
+/* Drops one pending use (`cross`: on a stream other than the block's home);
+ * the last use of a held block returns it. Runs in keeps (any thread):
+ * returns to the shared list. A block in a stream-ordered list (STREAM) is
+ * left there: its owner reuses or releases it. */
+static void slp__unuse(slp_block *b, bool cross) {
+  /* Release: a free that reads xuses == 0 after this knows the cross use
+   * completed. */
+  if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
+  /* acq_rel: the keep's completion proof happens-before the free-list push;
+   * pairs with slp_free's CAS. */
+  uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, 1);
+  if (old != 1) return; /* allocated, listed, or other uses pending */
+  /* The block is ours, in the bare state 0 (live for slp_snapshot). We
+   * announce ourselves in p->returning before the release store of FREE:
+   * a destroy that sees the block free (acquire) then sees us there, and
+   * waits for our release decrement, after our last touch of p and b. */
+  slp_pool *p = b->pool;
+  slp__fetch_add_relaxed(&p->returning, 1);
+  slp__store_release(&b->st, SLP__FREE);
+  slp__add(&p->held, NULL, -(int_fast64_t)b->cap);
+  slp__give_back(p, NULL, b);
+  atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
+}
+
+/* Keeps of single-block operations: ctx is the block, its low bit set for a
+ * cross-stream use (blocks are 8-byte aligned). */
+static void slp__unuse_keep(void *ctx) {
+  uintptr_t v = (uintptr_t)ctx;
+  slp__unuse((slp_block *)(v & ~(uintptr_t)1), v & 1);
+}
+
+/* Counts a use on s; LDG_EINVAL if b is not allocated. A cross-stream use
+ * is counted in xuses first, so that a free that sees the use sees it
+ * there too. */
+static int slp__use(slp_block *b, bool cross, const char *fn) {
+  if (cross) slp__fetch_add_relaxed(&b->xuses, 1);
+  uint_fast64_t old = slp__load_relaxed(&b->st);
+  do {
+    if (!(old & SLP__ALLOC)) {
+      if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
+      return slc_set_error(LDG_EINVAL, fn,
+                           "block %#lx of the pool is not allocated (used "
+                           "after slp_free?)",
+                           (unsigned long)b->addr);
+    }
+    /* acq_rel: the xuses increment before it, for slp_free's acquire. */
+  } while (!slp__cas_weak_acq_rel(&b->st, &old, old + 1));
+  return LDG_OK;
+}
+
+/* ---- Stream-ordered lists (device blocks; see THE SECOND RULE) --------- */
+
+/* A listed block leaves its list without being reused: it becomes free now
+ * if nothing is pending, else held until its last keep. tc NULL: to the
+ * shared list (no trim; for flushes under the registry mutex). */
+static void slp__so_release(slp_pool *p, struct slp__tcache *tc,
+                            slp_block *b) {
+  uint_fast64_t old = slp__load_relaxed(&b->st), nw;
+  do {
+    nw = (old & SLP__COUNT) == 0 ? SLP__FREE : (old & SLP__COUNT);
+  } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
+  if (nw == SLP__FREE)
+    slp__give_back(p, tc, b);
+  else
+    slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
+}
+
+static void slp__so_flush(slp_pool *p, struct slp__tcache *tc,
+                          struct slp__tcache *give_to) {
+  for (int k = 0; k < SLP__NCLASS; k++) {
+    for (unsigned i = 0; i < tc->so[k].n; i++)
+      slp__so_release(p, give_to, tc->so[k].b[i]);
+    tc->so[k].n = 0;
+  }
+}
+
+/* A block freed with pending uses on its home stream only: listed, to be
+ * reused by the next alloc on that stream. */
+static void slp__so_push(slp_pool *p, struct slp__tcache *tc, slp_block *b) {
+  int k = b->cls;
+  if (tc->so[k].n == SLP__SO_CAP) { /* the oldest makes room */
+    slp_block *old = tc->so[k].b[0];
+    memmove(&tc->so[k].b[0], &tc->so[k].b[1],
+            (SLP__SO_CAP - 1) * sizeof(slp_block *));
+    tc->so[k].n--;
+    slp__so_release(p, tc, old);
+  }
+  tc->so[k].b[tc->so[k].n++] = b;
+}
+
+/* The newest listed block of class k whose home is s, allocated again
+ * (its pending uses, all on s, stay counted), or NULL. */
+static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
+  for (unsigned i = tc->so[k].n; i-- > 0;) {
+    slp_block *b = tc->so[k].b[i];
+    if (b->home != s) continue;
+    memmove(&tc->so[k].b[i], &tc->so[k].b[i + 1],
+            (tc->so[k].n - i - 1) * sizeof(slp_block *));
+    tc->so[k].n--;
+    uint_fast64_t old = slp__load_relaxed(&b->st);
+    /* acq_rel against the keeps still decrementing the count. */
+    while (!slp__cas_weak_acq_rel(&b->st, &old,
+                                  (old & SLP__COUNT) | SLP__ALLOC)) {
+    }
+    slp__store_relaxed(&b->fresh, (old & SLP__COUNT) != 0);
+    return b;
+  }
+  return NULL;
+}
+
+/* ---- Byte accounting ----------------------------------------------------- */
+
+/* Allocated bytes are counted per thread and folded into the pool's shared
+ * counters once a thread's balance reaches SLP__FOLD either way (and when
+ * the thread exits): one shared cache line written by every alloc and free
+ * would serialise the threads; with 4 KiB blocks this writes it once per
+ * 16 operations. slp_stats_get adds the unfolded balances, so
+ * allocated_bytes is exact; allocated_peak is taken at the folds and at
+ * slp_stats_get, so it may miss up to SLP__FOLD per thread. */
+#define SLP__FOLD ((int_fast64_t)64 << 10)
+
+static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
+                      int_fast64_t dr) {
+  if (tc == NULL) {
+    slp__add(&p->allocated, &p->allocated_peak, da);
+    slp__add(&p->requested, NULL, dr);
+    return;
+  }
+  int_fast64_t a = slp__load_relaxed(&tc->d_alloc) + da;
+  int_fast64_t r = slp__load_relaxed(&tc->d_req) + dr;
+  if (a >= SLP__FOLD || a <= -SLP__FOLD) {
+    slp__add(&p->allocated, &p->allocated_peak, a);
+    slp__add(&p->requested, NULL, r);
+    a = r = 0;
+  }
+  slp__store_relaxed(&tc->d_alloc, a);
+  slp__store_relaxed(&tc->d_req, r);
+}
+
+/* Exact allocated and requested bytes: the shared counters plus every
+ * thread's balance. Takes the registry mutex. */
+static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
+                                 int_fast64_t *req) {
+  pthread_mutex_lock(&slp__reg_mu);
+  int_fast64_t a = slp__load_relaxed(&p->allocated);
+  int_fast64_t r = slp__load_relaxed(&p->requested);
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
+    a += slp__load_relaxed(&tc->d_alloc);
+    r += slp__load_relaxed(&tc->d_req);
+  }
+  pthread_mutex_unlock(&slp__reg_mu);
+  *alloc = a;
+  if (req != NULL) *req = r;
+}
+
+/* ---- Alloc and free -------------------------------------------------------- */
+
+static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
+                                 slc_stream *s);
+
+static slp_block *slp__take(slp_pool *p, struct slp__tcache *tc, int cls) {
+  slp_block *b = tc->cls[cls].head;
+  if (b != NULL) {
+    tc->cls[cls].head = b->next;
+    tc->cls[cls].n--;
+    tc->bytes -= b->cap;
+    return b;
+  }
+  if (slp__load_relaxed(&p->shared[cls].head) == NULL) return NULL;
+  pthread_mutex_lock(&p->shared[cls].take_mu);
+  b = slp__shared_pop(p, cls);
+  unsigned batch = slp__class_cap(p, cls) / 2;
+  for (unsigned i = 0; b != NULL && i < batch; i++) {
+    slp_block *x = slp__shared_pop(p, cls);
+    if (x == NULL) break;
+    x->next = tc->cls[cls].head;
+    tc->cls[cls].head = x;
+    tc->cls[cls].n++;
+    tc->bytes += x->cap;
+  }
+  pthread_mutex_unlock(&p->shared[cls].take_mu);
+  return b;
+}
+
+static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
+  const char *what = p->device < 0 ? "pinned host pool" : "device pool";
+  if (cr != CUDA_ERROR_OUT_OF_MEMORY) {
+    char msg[160];
+    snprintf(msg, sizeof(msg), "a slab for a %zu-byte block (%s)", bytes,
+             what);
+    return slc_set_error_cu(p->c,
+                            p->device < 0 ? "cuMemHostAlloc" : "cuMemAlloc",
+                            cr, msg);
+  }
+  slp__bump(&p->ooms);
+  int_fast64_t alloc;
+  slp__allocated_exact(p, &alloc, NULL);
+  return slc_set_error(
+      LDG_ENOMEM, "slp_alloc",
+      "%zu bytes requested (%s); allocated %lld, cached "
+      "%lld, held by pending work %lld, reserved %lld bytes (limit %zu)",
+      bytes, what, (long long)alloc,
+      (long long)slp__clamp(slp__load_relaxed(&p->reserved) - alloc -
+                            slp__load_relaxed(&p->held)),
+      (long long)slp__clamp(slp__load_relaxed(&p->held)),
+      (long long)slp__load_relaxed(&p->reserved), p->cfg.limit_bytes);
+}
+
+/* Synchronises the registered streams with pending work. */
+static void slp__sync_holders(slp_pool *p) {
+  pthread_mutex_lock(&p->mu);
+  size_t n = p->n_streams;
+  slc_stream **v = n ? malloc(n * sizeof(*v)) : NULL;
+  if (v == NULL) n = 0;
+  for (size_t i = 0; i < n; i++) {
+    v[i] = p->streams[i];
+    slc_stream_ref(v[i]);
+  }
+  pthread_mutex_unlock(&p->mu);
+  for (size_t i = 0; i < n; i++) {
+    if (slc_stream_check_live(v[i]) == LDG_OK &&
+        ldg_pending_count(slc_stream_ledger(v[i])) > 0)
+      (void)slc_stream_synchronize(v[i]);
+    slc_stream_unref(v[i]);
+  }
+  free(v);
+}
+
+static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
+                                slp_block **out, bool *reused) {
+  CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
+  /* Before a new slab: if blocks are held, let the engine release what
+   * completed, here (as PyTorch processes its events on malloc). Without
+   * this, a request rate above the engine thread's would grow the pool
+   * without bound; with it, the allocating threads help. Non-blocking. */
+  if (slp__load_relaxed(&p->held) > 0 &&
+      slc_engine_poll(p->c, NULL) == LDG_OK) {
+    slp_block *b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      *out = b;
+      *reused = true;
+      return CUDA_SUCCESS;
+    }
+  }
+  for (int step = 0; step < 4; step++) {
+    if (step > 0) slp__bump(&p->oom_retries);
+    if (step == 1) {
+      slp__tc_flush_all(p, tc);
+    } else if (step == 2) {
+      (void)slc_engine_poll(p->c, NULL);
+    } else if (step == 3) {
+      slp__sync_holders(p);
+    }
+    if (step > 0) {
+      slp_block *b = slp__take(p, tc, cls);
+      if (b != NULL) {
+        *out = b;
+        *reused = true;
+        return CUDA_SUCCESS;
+      }
+      pthread_mutex_lock(&p->trim_mu);
+      slp__trim_locked(p, 0);
+      pthread_mutex_unlock(&p->trim_mu);
+    }
+    cr = slp__carve(p, tc, cls, out);
+    if (cr == CUDA_SUCCESS) return cr;
+    if (cr != CUDA_ERROR_OUT_OF_MEMORY) return cr;
+  }
+  return cr;
+}
+
+int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
+  static const char fn[] = "slp_alloc";
+  if (p == NULL || s == NULL || out == NULL)
+    return slc_set_error(LDG_EINVAL, fn, "NULL argument");
+  if (bytes == 0)
+    return slc_set_error(LDG_EINVAL, fn, "zero bytes (no block is empty)");
+  if ((uint64_t)bytes > SLP_MAX_BYTES)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "%zu bytes: more than the largest block (%llu)",
+                         bytes, (unsigned long long)SLP_MAX_BYTES);
+  int rc = slc_stream_check_live(s);
+  if (rc != LDG_OK)
+    return slc_set_error(rc, fn, "stream %llu is destroyed",
+                         (unsigned long long)ldg_stream_id(
+                             slc_stream_ledger(s)));
+  if (p->device >= 0 && slc_stream_device(s) != p->device)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "stream on device %d, pool of device %d",
+                         slc_stream_device(s), p->device);
+  struct slp__tcache *tc = slp__tc(p);
+  if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
+  slp__register_stream(p, tc, s);
+  int cls = slp__class_of(bytes);
+  slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
+  if (b == NULL) {
+    b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      slp__store_relaxed(&b->xuses, 0);
+      slp__store_relaxed(&b->fresh, false);
+      b->home = s;
+    }
+  }
+  bool reused = b != NULL;
+  if (b == NULL) {
+    CUresult cr = slp__slow_alloc(p, tc, cls, &b, &reused);
+    if (cr != CUDA_SUCCESS) return slp__oom(p, bytes, cr);
+    slp__store_relaxed(&b->xuses, 0);
+    slp__store_relaxed(&b->fresh, false);
+    b->home = s;
+  }
+  slp__unpoison(b);
+  slp__store_relaxed(&b->bytes, bytes);
+  slp__store_relaxed(&b->stream_id, ldg_stream_id(slc_stream_ledger(s)));
+  slp__store_relaxed(&b->alloc_ns, slp__now_ns());
+  /* Release: the fields above before the state other threads may read. A
+   * block from a stream-ordered list is ALLOC already (slp__so_take). */
+  if (!(slp__load_relaxed(&b->st) & SLP__ALLOC))
+    slp__store_release(&b->st, SLP__ALLOC);
+  slp__acct(p, tc, (int_fast64_t)b->cap, (int_fast64_t)bytes);
+  slp__own_bump(&tc->n.allocs);
+  if (reused) slp__own_bump(&tc->n.reuses);
+  *out = b;
+  return LDG_OK;
+}
+
+static int slp__check_block(const slp_block *b, const char *fn) {
+  if (b == NULL) return slc_set_error(LDG_EINVAL, fn, "block is NULL");
+  if (b->magic != SLP__MAGIC || b->pool == NULL)
+    return slc_set_error(LDG_EINVAL, fn, "%p is not a block of a pool",
+                         (const void *)b);
+  return LDG_OK;
+}
+
+int slp_free(slp_block *b) {
+  static const char fn[] = "slp_free";
+  int rc = slp__check_block(b, fn);
+  if (rc != LDG_OK) return rc;
+  slp_pool *p = b->pool;
+  struct slp__tcache *tc = slp__tc(p);
+  /* Stream order applies to device blocks whose pending uses are all on
+   * their home stream (no host access can race with device memory). */
+  bool stream_order = p->device >= 0 && tc != NULL;
+  /* Acquire: a use counted in the word we read had raised xuses before
+   * its CAS (slp__use), so the xuses load below sees it. */
+  uint_fast64_t old = slp__load_acquire(&b->st), nw;
+  do {
+    if (!(old & SLP__ALLOC))
+      return slc_set_error(LDG_EINVAL, fn,
+                           "double free: block %#lx (%zu bytes) is not "
+                           "allocated",
+                           (unsigned long)b->addr, b->cap);
+    uint_fast64_t pending = old & SLP__COUNT;
+    if (pending == 0)
+      nw = SLP__FREE;
+    else if (stream_order && slp__load_acquire(&b->xuses) == 0)
+      nw = pending | SLP__STREAM;
+    else
+      nw = pending;
+    /* acq_rel pairs with slp__use and slp__unuse: a use or a keep that
+     * changed the word since we read it makes this CAS fail and us decide
+     * again; whichever of us comes second in the word's order sees the
+     * other. */
+  } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
+  slp__acct(p, tc, -(int_fast64_t)b->cap,
+            -(int_fast64_t)slp__load_relaxed(&b->bytes));
+  if (tc != NULL) slp__own_bump(&tc->n.frees);
+  if (nw == SLP__FREE) {
+    slp__give_back(p, tc, b);
+  } else if (nw & SLP__STREAM) {
+    if (tc != NULL) slp__own_bump(&tc->n.held_frees);
+    slp__so_push(p, tc, b); /* for the next alloc on its home stream */
+  } else {
+    if (tc != NULL) slp__own_bump(&tc->n.held_frees);
+    /* Held: the last keep returns it (it may already have run, so held
+     * may dip below zero for an instant: it is read clamped). */
+    slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
+  }
+  return LDG_OK;
+}
+
+int slp_free_ptr(slp_pool *p, uintptr_t addr) {
+  if (p == NULL) return slc_set_error(LDG_EINVAL, "slp_free", "pool is NULL");
+  slp_block *b = slp_block_find(p, addr);
+  if (b == NULL)
+    return slc_set_error(LDG_EINVAL, "slp_free",
+                         "no block of this pool starts at %#lx (a foreign "
+                         "pointer)",
+                         (unsigned long)addr);
+  return slp_free(b);
+}
+
+CUdeviceptr slp_block_dptr(const slp_block *b) {
+  return b != NULL && b->pool->device >= 0 ? (CUdeviceptr)b->addr : 0;
+}
+void *slp_block_host(const slp_block *b) {
+  return b != NULL && b->pool->device < 0 ? (void *)b->addr : NULL;
+}
+size_t slp_block_size(const slp_block *b) {
+  return b != NULL ? slp__load_relaxed(&((slp_block *)b)->bytes) : 0;
+}
+size_t slp_block_capacity(const slp_block *b) { return b ? b->cap : 0; }
+uint64_t slp_block_id(const slp_block *b) { return b ? b->id : 0; }
+slp_pool *slp_block_pool(const slp_block *b) { return b ? b->pool : NULL; }
+bool slp_pool_is_host(const slp_pool *p) { return p != NULL && p->device < 0; }
+int slp_pool_device(const slp_pool *p) { return p != NULL ? p->device : -1; }
+
+/* ---- The stream registry (for targeted syncs at OOM) ------------------ */
+
+static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
+                                 slc_stream *s) {
+  uint64_t gen = slp__load_acquire(&p->streams_gen);
+  for (unsigned i = 0; i < 8; i++)
+    if (tc->seen[i].s == s && tc->seen[i].gen == gen) return;
+  pthread_mutex_lock(&p->mu);
+  bool found = false;
+  for (size_t i = 0; i < p->n_streams && !found; i++)
+    found = p->streams[i] == s;
+  if (!found) {
+    if (p->n_streams == p->cap_streams) {
+      size_t cap = p->cap_streams ? 2 * p->cap_streams : 16;
+      slc_stream **v = realloc(p->streams, cap * sizeof(*v));
+      if (v == NULL) {
+        pthread_mutex_unlock(&p->mu);
+        return; /* not registered: an OOM will not sync it */
+      }
+      p->streams = v;
+      p->cap_streams = cap;
+    }
+    slc_stream_ref(s);
+    p->streams[p->n_streams++] = s;
+  }
+  pthread_mutex_unlock(&p->mu);
+  tc->seen[tc->seen_next].s = s;
+  tc->seen[tc->seen_next].gen = gen;
+  tc->seen_next = (tc->seen_next + 1) % 8;
+}
+
+/* ---- Operations on blocks ------------------------------------------------- */
+
+#define SLP__MAX_OP_BLOCKS 64
+
+struct slp__opkeep {
+  ldg_keep user;
+  size_t n;
+  uint64_t cross; /* bit i: b[i] used on a stream other than its home */
+  slp_block *b[];
+};
+
+static void slp__opkeep_run(void *ctx) {
+  struct slp__opkeep *k = ctx;
+  if (k->user.release != NULL) k->user.release(k->user.ctx);
+  for (size_t i = 0; i < k->n; i++) slp__unuse(k->b[i], (k->cross >> i) & 1);
+  free(k);
+}
+
+/* The first use on another stream of a block handed out by stream order:
+ * the previous owner's work may still be pending on the home stream, so s
+ * waits for it (an event recorded on home, cuStreamWaitEvent on s). A home
+ * stream destroyed meanwhile was synchronised: nothing to wait for. */
+static int slp__order_fresh(slp_block *b, slc_stream *s) {
+  if (!atomic_exchange_explicit(&b->fresh, false, memory_order_relaxed))
+    return LDG_OK;
+  slc_event *ev;
+  int rc = slc_event_create(b->pool->c, slc_stream_device(b->home), &ev);
+  if (rc == LDG_OK) {
+    rc = slc_event_record(ev, b->home);
+    if (rc == LDG_OK) rc = slc_stream_wait_event(s, ev);
+    else if (rc == LDG_EDESTROYED) rc = LDG_OK;
+    (void)slc_event_destroy(ev);
+  }
+  if (rc != LDG_OK) slp__store_relaxed(&b->fresh, true);
+  return rc;
+}
+
+/* An operation's hold: the caller's plus the blocks, and the keep. */
+struct slp__xhold {
+  slc_hold h;
+  uint64_t ids_inline[8];
+  ldg_range ranges_inline[8];
+  void *owned;
+  struct slp__opkeep *k;
+  slp_block *const *blocks;
+  size_t n, used;
+  uint64_t cross;
+};
+
+static void slp__xhold_undo(struct slp__xhold *x) {
+  for (size_t i = 0; i < x->used; i++)
+    slp__unuse(x->blocks[i], (x->cross >> i) & 1);
+  free(x->owned);
+  free(x->k);
+}
+
+/* Checks blocks (with their ranges, lens NULL: whole), counts a use on each
+ * and builds the hold. On error nothing is counted. */
+static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
+                           const slc_hold *hold, slp_block *const *blocks,
+                           const size_t *offs, const size_t *lens, size_t n,
+                           const char *fn) {
+  memset(x, 0, sizeof(*x));
+  x->blocks = blocks;
+  x->n = n;
+  if (s == NULL) return slc_set_error(LDG_EINVAL, fn, "stream is NULL");
+  if (n > SLP__MAX_OP_BLOCKS)
+    return slc_set_error(LDG_EINVAL, fn, "%zu blocks (at most %d)", n,
+                         SLP__MAX_OP_BLOCKS);
+  if (n != 0 && blocks == NULL)
+    return slc_set_error(LDG_EINVAL, fn, "blocks NULL with a count");
+  slc_hold base = {{NULL, NULL}, NULL, 0, NULL, 0};
+  if (hold != NULL) base = *hold;
+  if ((base.n_vec != 0 && base.vec_ids == NULL) ||
+      (base.n_ranges != 0 && base.ranges == NULL) || base.n_vec > 4096 ||
+      base.n_ranges > 4096)
+    return slc_set_error(LDG_EINVAL, fn, "bad hold");
+  size_t n_hosts = 0;
+  for (size_t i = 0; i < n; i++) {
+    int rc = slp__check_block(blocks[i], fn);
+    if (rc != LDG_OK) return rc;
+    const slp_block *b = blocks[i];
+    size_t have = slp__load_relaxed(&((slp_block *)b)->bytes);
+    size_t off = offs ? offs[i] : 0, len = lens ? lens[i] : have;
+    if (off > have || len > have - off)
+      return slc_set_error(LDG_EINVAL, fn,
+                           "range [%zu, +%zu) outside the block's %zu bytes",
+                           off, len, have);
+    if (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))
+      return slc_set_error(LDG_EINVAL, fn,
+                           "block of device %d, stream on device %d",
+                           b->pool->device, slc_stream_device(s));
+    n_hosts += b->pool->device < 0 && len > 0;
+    if (b->home != s) x->cross |= UINT64_C(1) << i;
+  }
+  size_t n_ids = base.n_vec + n, n_ranges = base.n_ranges + n_hosts;
+  uint64_t *ids = x->ids_inline;
+  ldg_range *ranges = x->ranges_inline;
+  if (n_ids > 8 || n_ranges > 8) {
+    x->owned = malloc(n_ids * sizeof(uint64_t) + n_ranges * sizeof(ldg_range));
+    if (x->owned == NULL) return slc_set_error(LDG_ENOMEM, fn, "hold");
+    ranges = x->owned;
+    ids = (uint64_t *)(ranges + n_ranges);
+  }
+  if (base.n_vec) memcpy(ids, base.vec_ids, base.n_vec * sizeof(uint64_t));
+  if (base.n_ranges)
+    memcpy(ranges, base.ranges, base.n_ranges * sizeof(ldg_range));
+  size_t r = base.n_ranges;
+  for (size_t i = 0; i < n; i++) {
+    const slp_block *b = blocks[i];
+    size_t off = offs ? offs[i] : 0;
+    size_t len = lens ? lens[i] : slp__load_relaxed(&((slp_block *)b)->bytes);
+    ids[base.n_vec + i] = b->id;
+    if (b->pool->device < 0 && len > 0)
+      ranges[r++] = (ldg_range){b->addr + off, len};
+  }
+  ldg_keep keep = base.keep;
+  if (n == 1 && keep.release == NULL) {
+    keep = (ldg_keep){slp__unuse_keep,
+                      (void *)((uintptr_t)blocks[0] | (x->cross & 1))};
+  } else if (n > 0) {
+    x->k = malloc(sizeof(*x->k) + n * sizeof(slp_block *));
+    if (x->k == NULL) {
+      free(x->owned);
+      x->owned = NULL;
+      return slc_set_error(LDG_ENOMEM, fn, "keep");
+    }
+    x->k->user = base.keep;
+    x->k->n = n;
+    x->k->cross = x->cross;
+    memcpy(x->k->b, blocks, n * sizeof(slp_block *));
+    keep = (ldg_keep){slp__opkeep_run, x->k};
+  }
+  x->h = (slc_hold){keep, ids, n_ids, ranges, n_ranges};
+  for (size_t i = 0; i < n; i++) {
+    int rc = (x->cross >> i) & 1 ? slp__order_fresh(blocks[i], s) : LDG_OK;
+    if (rc != LDG_OK) {
+      free(x->owned);
+      free(x->k);
+      return rc;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    int rc = slp__use(blocks[i], (x->cross >> i) & 1, fn);
+    if (rc != LDG_OK) {
+      slp__xhold_undo(x);
+      return rc;
+    }
+    x->used++;
+  }
+  struct slp__tcache *tc = n > 0 ? slp__tc(blocks[0]->pool) : NULL;
+  if (tc != NULL) slp__register_stream(blocks[0]->pool, tc, s);
+  return LDG_OK;
+}
+
+/* After the layer's call: on success the ledger owns the keep. */
+static int slp__xhold_done(struct slp__xhold *x, int rc) {
+  if (rc != LDG_OK) {
+    slp__xhold_undo(x);
+    return rc;
+  }
+  free(x->owned);
+  return LDG_OK;
+}
+
+int slp_copy_async(slc_stream *s, slp_block *dst, size_t dst_offset,
+                   slp_block *src, size_t src_offset, size_t bytes,
+                   const slc_hold *hold) {
+  static const char fn[] = "slp_copy_async";
+  slp_block *v[2] = {dst, src};
+  size_t offs[2] = {dst_offset, src_offset}, lens[2] = {bytes, bytes};
+  if (dst != NULL && src != NULL && dst->magic == SLP__MAGIC &&
+      src->magic == SLP__MAGIC && dst->pool->device < 0 &&
+      src->pool->device < 0)
+    return slc_set_error(LDG_EINVAL, fn, "host to host: copy on the host");
+  struct slp__xhold x;
+  int rc = slp__xhold_make(&x, s, hold, v, offs, lens, dst == src ? 1 : 2, fn);
+  if (rc != LDG_OK) return rc;
+  if (src->pool->device < 0)
+    rc = slc_copy_htod_async(s, dst->addr + dst_offset,
+                             (const void *)(src->addr + src_offset), bytes,
+                             &x.h);
+  else if (dst->pool->device < 0)
+    rc = slc_copy_dtoh_async(s, (void *)(dst->addr + dst_offset),
+                             src->addr + src_offset, bytes, &x.h);
+  else
+    rc = slc_copy_dtod_async(s, dst->addr + dst_offset, src->addr + src_offset,
+                             bytes, &x.h);
+  return slp__xhold_done(&x, rc);
+}
+
+int slp_memset_async(slc_stream *s, slp_block *dst, size_t offset,
+                     unsigned char value, size_t bytes, const slc_hold *hold) {
+  static const char fn[] = "slp_memset_async";
+  if (dst != NULL && dst->magic == SLP__MAGIC && dst->pool->device < 0)
+    return slc_set_error(LDG_EINVAL, fn, "a host block: memset it on the host");
+  struct slp__xhold x;
+  int rc = slp__xhold_make(&x, s, hold, &dst, &offset, &bytes, 1, fn);
+  if (rc != LDG_OK) return rc;
+  rc = slc_memset_d8_async(s, dst->addr + offset, value, bytes, &x.h);
+  return slp__xhold_done(&x, rc);
+}
+
+int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
+               unsigned shared_bytes, void **params,
+               slp_block *const *blocks, size_t n_blocks,
+               const slc_hold *hold) {
+  struct slp__xhold x;
+  int rc = slp__xhold_make(&x, s, hold, blocks, NULL, NULL, n_blocks,
+                           "slp_launch");
+  if (rc != LDG_OK) return rc;
+  rc = slc_launch(s, f, grid, block, shared_bytes, params, &x.h);
+  return slp__xhold_done(&x, rc);
+}
+
+int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
+                   const slc_hold *hold) {
+  struct slp__xhold x;
+  int rc = slp__xhold_make(&x, s, hold, blocks, NULL, NULL, n_blocks,
+                           "slp_record_use");
+  if (rc != LDG_OK) return rc;
+  rc = slc_stream_record_external(s, &x.h);
+  return slp__xhold_done(&x, rc);
+}
+
+/* ---- Statistics and snapshot ------------------------------------------ */
+
+int slp_stats_get(slp_pool *p, slp_stats *out) {
+  if (p == NULL || out == NULL)
+    return slc_set_error(LDG_EINVAL, "slp_stats_get", "NULL argument");
+  memset(out, 0, sizeof(*out));
+  struct slp__tcounts sum;
+  memset(&sum, 0, sizeof(sum));
+  pthread_mutex_lock(&slp__reg_mu);
+  slp__counts_add(&sum, &p->gone);
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next)
+    slp__counts_add(&sum, &tc->n);
+  pthread_mutex_unlock(&slp__reg_mu);
+  out->allocs = slp__load_relaxed(&sum.allocs);
+  out->frees = slp__load_relaxed(&sum.frees);
+  out->reuses = slp__load_relaxed(&sum.reuses);
+  out->held_frees = slp__load_relaxed(&sum.held_frees);
+  int_fast64_t alloc, req;
+  slp__allocated_exact(p, &alloc, &req);
+  slp__max(&p->allocated_peak, alloc);
+  out->allocated_bytes = slp__clamp(alloc);
+  out->allocated_peak = slp__clamp(slp__load_relaxed(&p->allocated_peak));
+  out->requested_bytes = slp__clamp(req);
+  out->held_bytes = slp__clamp(slp__load_relaxed(&p->held));
+  out->held_peak = slp__clamp(slp__load_relaxed(&p->held_peak));
+  out->reserved_bytes = slp__clamp(slp__load_relaxed(&p->reserved));
+  out->reserved_peak = slp__clamp(slp__load_relaxed(&p->reserved_peak));
+  out->cached_bytes =
+      slp__clamp(slp__load_relaxed(&p->reserved) - alloc -
+                 slp__load_relaxed(&p->held));
+  out->slab_allocs = slp__load_relaxed(&p->slab_allocs);
+  out->slab_frees = slp__load_relaxed(&p->slab_frees);
+  out->oom_retries = slp__load_relaxed(&p->oom_retries);
+  out->ooms = slp__load_relaxed(&p->ooms);
+  out->trims = slp__load_relaxed(&p->trims);
+  out->live_blocks = slp_snapshot(p, NULL, 0);
+  return LDG_OK;
+}
+
+void slp_stats_reset_peaks(slp_pool *p) {
+  if (p == NULL) return;
+  int_fast64_t alloc;
+  slp__allocated_exact(p, &alloc, NULL);
+  slp__store_relaxed(&p->allocated_peak, alloc);
+  slp__store_relaxed(&p->held_peak, slp__load_relaxed(&p->held));
+  slp__store_relaxed(&p->reserved_peak, slp__load_relaxed(&p->reserved));
+}
+
+size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
+  if (p == NULL) return 0;
+  size_t n = 0;
+  uint64_t now = slp__now_ns();
+  ldg_ledger *l = slc_context_ledger(p->c);
+  pthread_mutex_lock(&p->mu);
+  for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
+    for (size_t i = 0; i < sl->n; i++) {
+      slp_block *b = &sl->blocks[i];
+      uint_fast64_t st = slp__load_acquire(&b->st);
+      /* Free, or listed with nothing pending: not live. The bare state 0
+       * (a keep returning it, or block 0 of a slab being carved) is. */
+      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__COUNT) == 0))
+        continue;
+      if (n < cap && out != NULL) {
+        slp_block_info *o = &out[n];
+        ldg_holder h = {0};
+        o->addr = b->addr;
+        o->bytes = slp__load_relaxed(&b->bytes);
+        o->capacity = b->cap;
+        o->vec_id = b->id;
+        o->stream_id = slp__load_relaxed(&b->stream_id);
+        uint64_t t = slp__load_relaxed(&b->alloc_ns);
+        o->age_ns = now > t ? now - t : 0;
+        o->freed = !(st & SLP__ALLOC);
+        o->pending = (unsigned)(st & SLP__COUNT);
+        o->holders = ldg_vector_holders(l, b->id, &h, 1);
+        o->holder_stream_id = o->holders ? h.stream_id : 0;
+      }
+      n++;
+    }
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+/* Blocks an owner holds (ALLOC), not counting held ones. */
+static size_t slp__count_allocated(slp_pool *p) {
+  size_t n = 0;
+  pthread_mutex_lock(&p->mu);
+  for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
+    for (size_t i = 0; i < sl->n; i++)
+      n += (slp__load_acquire(&sl->blocks[i].st) & SLP__ALLOC) != 0;
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
+/* ---- Create and destroy ------------------------------------------------ */
+
+static int slp__create(slc_context *c, int device, const slp_config *cfg,
+                       slp_pool **out) {
+  static const char fn[] = "slp_pool_create";
+  if (c == NULL || out == NULL)
+    return slc_set_error(LDG_EINVAL, fn, "NULL argument");
+  if (device >= slc_device_count(c))
+    return slc_set_error(LDG_EINVAL, fn, "device %d of %d", device,
+                         slc_device_count(c));
+  slp_pool *p = calloc(1, sizeof(*p));
+  if (p == NULL) return slc_set_error(LDG_ENOMEM, fn, NULL);
+  p->c = c;
+  p->device = device;
+  if (cfg != NULL) p->cfg = *cfg;
+  if (p->cfg.release_threshold == 0) p->cfg.release_threshold = (size_t)1 << 30;
+  if (p->cfg.thread_cache_bytes == 0)
+    p->cfg.thread_cache_bytes = (size_t)4 << 20;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_mutex_init(&p->trim_mu, NULL);
+  for (int k = 0; k < SLP__NCLASS; k++)
+    pthread_mutex_init(&p->shared[k].take_mu, NULL);
+  pthread_mutex_lock(&slp__reg_mu);
+  p->index = -1;
+  for (int i = 0; i < SLP_MAX_POOLS && p->index < 0; i++)
+    if (slp__pools[i] == NULL) p->index = i;
+  if (p->index >= 0) {
+    slp__pools[p->index] = p;
+    p->uid = slp__next_uid++;
+  }
+  pthread_mutex_unlock(&slp__reg_mu);
+  if (p->index < 0) {
+    free(p);
+    return slc_set_error(LDG_EINVAL, fn, "more than %d pools alive",
+                         SLP_MAX_POOLS);
+  }
+  *out = p;
+  return LDG_OK;
+}
+
+int slp_pool_create_device(slc_context *c, int device, const slp_config *cfg,
+                           slp_pool **out) {
+  if (device < 0)
+    return slc_set_error(LDG_EINVAL, "slp_pool_create", "device %d", device);
+  return slp__create(c, device, cfg, out);
+}
+
+int slp_pool_create_host(slc_context *c, const slp_config *cfg,
+                         slp_pool **out) {
+  return slp__create(c, -1, cfg, out);
+}
+
+int slp_pool_destroy(slp_pool *p) {
+  if (p == NULL) return LDG_OK;
+  static const char fn[] = "slp_pool_destroy";
+  size_t owned = slp__count_allocated(p);
+  if (owned != 0)
+    return slc_set_error(LDG_EBUSY, fn, "%zu blocks still allocated", owned);
+  /* Held blocks: their streams are synchronised; keeps that a concurrent
+   * release (the engine's) is still running finish shortly. */
+  if (slp_snapshot(p, NULL, 0) != 0) slp__sync_holders(p);
+  for (int i = 0; i < 100000 && (slp_snapshot(p, NULL, 0) != 0 ||
+                                 slp__load_acquire(&p->returning) != 0);
+       i++) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  size_t live = slp_snapshot(p, NULL, 0);
+  if (live != 0)
+    return slc_set_error(LDG_EBUSY, fn,
+                         "%zu blocks still held by pending work after "
+                         "synchronising their streams for 10 s",
+                         live);
+  pthread_mutex_lock(&slp__reg_mu);
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next)
+    tc->pool = NULL; /* freed by its thread (exit, or its next pool) */
+  slp__pools[p->index] = NULL;
+  pthread_mutex_unlock(&slp__reg_mu);
+  struct slp__tcache *mine = slp__tls[p->index];
+  if (mine != NULL && mine->uid == p->uid) {
+    slp__tls[p->index] = NULL;
+    free(mine);
+  }
+  while (p->slabs != NULL) {
+    struct slp__slab *sl = p->slabs;
+    p->slabs = sl->next;
+    slp__driver_free(p, sl->base, sl->bytes);
+    free(sl->blocks);
+    free(sl);
+  }
+  for (int k = 0; k < SLP__NCLASS; k++)
+    while (p->retired[k] != NULL) {
+      struct slp__slab *sl = p->retired[k];
+      p->retired[k] = sl->next;
+      free(sl->blocks);
+      free(sl);
+    }
+  for (struct slp__map *m = slp__load_relaxed(&p->map), *nx; m != NULL;
+       m = nx) {
+    nx = m->retired;
+    free(m->slots);
+    free(m);
+  }
+  for (size_t i = 0; i < p->n_streams; i++) slc_stream_unref(p->streams[i]);
+  free(p->streams);
+  for (int k = 0; k < SLP__NCLASS; k++)
+    pthread_mutex_destroy(&p->shared[k].take_mu);
+  pthread_mutex_destroy(&p->trim_mu);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+  return LDG_OK;
+}

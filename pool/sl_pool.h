@@ -1,0 +1,294 @@
+/*
+ * A stream-ordered memory pool on the ledger (issue 10): device memory per
+ * device and pinned host memory, recycled as soon as the ledger releases the
+ * last operation that used a block, with a free that never synchronises.
+ * pool/pool.c opens with the argument; this header is the contract.
+ *
+ * THE MODEL
+ *   slp_alloc(pool, stream, bytes) hands out a block (slp_block) rounded up
+ *   to a size class. Operations name blocks through the pool's calls
+ *   (slp_copy_async, slp_memset_async, slp_launch, slp_record_use): each one
+ *   holds the blocks it names by itself — it counts a pending use on each
+ *   block and records the operation in the ledger with the block's vector id
+ *   (and, for host blocks, its bytes) plus a keep that drops the use. So
+ *   there is no record_stream to forget: a block used on any stream is held
+ *   until the ledger knows that operation complete.
+ *   slp_free returns at once and never synchronises. A block with no pending
+ *   use goes back to a free list now; one with pending uses is "held": it
+ *   goes back when the keep of its last use runs (a synchronisation, an
+ *   event, the progress engine's markers — enable the engine, sl_engine.h,
+ *   or held blocks come back only at synchronisations).
+ *
+ * REUSE RULES
+ *   - After completion (every block): a block is handed out again, to any
+ *     stream, once every operation recorded on it through the pool is
+ *     known complete.
+ *   - Stream order (device blocks): a device block freed while its pending
+ *     uses are all on its home stream (the stream given to slp_alloc) is
+ *     handed out again at once, but only to an slp_alloc on that same
+ *     stream, from the freeing thread's cache (as cuMemFreeAsync): the new
+ *     owner's work on that stream runs after the old work. The first pool
+ *     call that uses such a block on another stream first makes that
+ *     stream wait for the home stream (an event record and a stream wait),
+ *     so reuse elsewhere comes only after that stream waited on the freeing
+ *     stream. Pinned host blocks never take this path: the host writes them
+ *     without stream order.
+ *   Why this is safe and what it costs: pool.c.
+ *   Raw calls (slc_copy_htod_async with slp_block_dptr...) are NOT seen by
+ *   the pool: work issued that way, or by a library, must be announced with
+ *   slp_record_use after it was issued, as with PyTorch's record_stream.
+ *
+ * FOR ALLOCATOR SHIMS AND SEVERAL GPUS (issues 14 and 13)
+ *   One device pool per device and one pinned pool serve any number of
+ *   GPUs; a framework's streams are adopted (slc_stream_adopt) and passed
+ *   to slp_alloc as any stream; a shim that only has the pointer back frees
+ *   with slp_free_ptr, and a record-stream hook maps to slp_record_use.
+ *
+ * OWNERSHIP AND THREADING
+ *   A pool belongs to one slc_context and one device (or host memory); it
+ *   must be destroyed before the context. Any thread may call any function
+ *   concurrently, except slp_pool_destroy (the last call on the pool, with
+ *   no other call on it or its blocks running). A block belongs to the
+ *   caller from slp_alloc to slp_free; using it after slp_free, or freeing
+ *   it twice, is refused while the pool can tell (see Bad input).
+ *   The pool keeps a reference on every stream it has seen (to synchronise
+ *   only those at out of memory) until the stream is destroyed
+ *   (slc_stream_destroy; dropped at the next slp_trim) or the pool is: a
+ *   stream the application only unreferences lives until then.
+ *   Keeps of pool operations run where the layer runs keeps (sl_cuda.h): the
+ *   engine thread, slc_engine_poll callers, synchronising threads. The
+ *   caller's own keep in a pool call's hold runs first, then the block's use
+ *   is dropped.
+ *
+ *   function                  may block        lock taken           runs keeps
+ *   ------------------------  ---------------  -------------------  ----------
+ *   slp_alloc (cache hit)     no               none (g)             no
+ *   slp_alloc (cache miss)    no               class take-mutex (a) no
+ *   slp_alloc (new slab)      yes: driver (b)  pool mutex           yes (i)
+ *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
+ *   slp_free, slp_free_ptr    no               none (d) (g)         no
+ *   slp_block_find, getters   no               none                 no
+ *   pool calls (copy, launch) as sl_cuda.h     none (g) (h)         (e)
+ *   slp_trim                  yes: driver      trim, take, pool mu  no
+ *   slp_stats_get             no               registry, pool mu    no
+ *   slp_snapshot              no               pool mutex           no
+ *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
+ *   (a) one per size class, taken once per batch of blocks moved from the
+ *       shared free list to the thread's cache; never held across a driver
+ *       call or a keep. (b) cuMemAlloc / cuMemHostAlloc of a slab.
+ *   (c) trim, slc_engine_poll, then slc_stream_synchronize of the streams
+ *       with pending pool work (see slp_alloc). (d) the thread cache's
+ *       overflow goes to the shared list lock-free; above the release
+ *       threshold it may trim (try-lock, never waits): then as slp_trim.
+ *   (e) only the layer's own cases (ldg_enqueue overtaken by a release).
+ *   (f) destroy refuses (LDG_EBUSY) while blocks are allocated; for held
+ *       ones it synchronises their streams and waits for the keeps.
+ *   (g) once per thread and pool, the registry mutex (its cache), and once
+ *       per thread and stream (among its 8 latest), the pool mutex (the
+ *       stream registry).
+ *   (i) while blocks are held, slc_engine_poll first (non-blocking): keeps
+ *       of completed work run here, and their blocks are taken if they fit.
+ *   (h) the first use of a block handed out by stream order on another
+ *       stream records an event and waits on it: the event's mutex.
+ *
+ * STATISTICS (slp_stats_get) use PyTorch's names where they mean the same:
+ *   allocated (in use), reserved (from the driver), held (freed by the
+ *   caller, waiting for pending work), cached (in free lists), their peaks,
+ *   and counts. slp_snapshot lists live blocks with who holds them.
+ *
+ * BAD INPUT (each a clear message in slc_last_error(), nothing changed)
+ *   zero bytes, more than SLP_MAX_BYTES: LDG_EINVAL. A stream of another
+ *   device (device pool) or a destroyed stream: LDG_EINVAL / LDG_EDESTROYED.
+ *   slp_free of a block already freed (double free), of a handle or address
+ *   that is no block of this pool (foreign): LDG_EINVAL. A pool call naming a
+ *   freed block, a block of another device, or a range outside the block's
+ *   requested bytes: LDG_EINVAL, nothing issued. A double free after the
+ *   block was handed out again cannot be told from a free by its new owner
+ *   (as with malloc): free by pointer and the handle's state catch the rest.
+ *   Out of memory after every retry: LDG_ENOMEM, with a message saying what
+ *   was allocated, cached, held and reserved.
+ */
+#ifndef STREAMLEDGER_POOL_SL_POOL_H
+#define STREAMLEDGER_POOL_SL_POOL_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/sl_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLP_MAX_BYTES (UINT64_C(1) << 40) /* one block at most 1 TiB */
+#define SLP_MAX_POOLS 64                  /* alive at once, per process */
+
+typedef struct slp_pool slp_pool;
+typedef struct slp_block slp_block;
+
+typedef struct slp_config {
+  /* Cached bytes above which a thread returning memory to the shared lists
+   * trims (0: 1 GiB; SIZE_MAX: never). */
+  size_t release_threshold;
+  /* The most bytes one thread keeps cached per pool (0: 4 MiB). */
+  size_t thread_cache_bytes;
+  /* The most bytes the pool reserves from the driver (0: no limit): past
+   * it, slp_alloc behaves as at out of memory. */
+  size_t limit_bytes;
+  /* Under AddressSanitizer, poison device blocks too while they are free
+   * (only where device pointers are host addresses: the host executor).
+   * Host blocks are always poisoned while free under ASan. */
+  bool poison_device;
+  /* For tests and debugging (may be NULL): called each time a block goes
+   * back to a free list, i.e. becomes reusable by any stream, on the thread
+   * that returns it (often a keep's), with no pool lock held. It must not
+   * call the pool. Tests check there that no pending work touches it. */
+  void (*on_recycle)(void *arg, uintptr_t addr, size_t capacity);
+  void *on_recycle_arg;
+} slp_config;
+
+/* A pool of device memory of `device` (cuMemAlloc slabs) or of pinned host
+ * memory (cuMemHostAlloc(PORTABLE) slabs, usable on every device). cfg NULL:
+ * the defaults. LDG_EINVAL: c or out NULL, bad device, more than
+ * SLP_MAX_POOLS pools. LDG_ENOMEM. */
+int slp_pool_create_device(slc_context *c, int device, const slp_config *cfg,
+                           slp_pool **out);
+int slp_pool_create_host(slc_context *c, const slp_config *cfg,
+                         slp_pool **out);
+
+/* Returns every slab to the driver and frees the pool. LDG_EBUSY (nothing
+ * changed) while blocks are allocated. Blocks held by pending work are
+ * waited for: the streams with pending pool work are synchronised, then
+ * the keeps another thread may still be running (the engine's) are waited
+ * for, up to 10 s (then LDG_EBUSY). May block. NULL: LDG_OK.
+ * The last call on p; no call on p or its blocks may run concurrently. */
+int slp_pool_destroy(slp_pool *p);
+
+bool slp_pool_is_host(const slp_pool *p);
+int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
+
+/* A block of at least `bytes` for work on s (its home stream: see REUSE
+ * RULES; the block may be used on any stream of the pool's device, or of
+ * any device for host blocks). Served from the thread's blocks listed for
+ * s (device pools), its cache, the shared free list of its size class,
+ * then — after an slc_engine_poll if blocks are held — a new slab. At out
+ * of memory (driver,
+ * or limit_bytes): 1. trims the caches; 2. slc_engine_poll (if the engine
+ * is enabled), so that held blocks whose work completed come back;
+ * 3. synchronises the streams that have pending pool work (and only them),
+ * which returns every held block; retrying after each step. Then
+ * LDG_ENOMEM with "out of memory: N bytes requested; allocated A, cached C,
+ * held H, reserved R (limit L)". LDG_EINVAL: p, s or out NULL, bytes 0 or
+ * > SLP_MAX_BYTES, s of another device (device pools). LDG_EDESTROYED: s
+ * destroyed. *out written only on success. */
+int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out);
+
+/* Gives the block back now; never synchronises. LDG_EINVAL: NULL, a
+ * pointer that is no block of a pool, a block already freed. */
+int slp_free(slp_block *b);
+
+/* The block whose memory starts at addr (a device pointer or host address
+ * as returned by the getters), or NULL. Lock-free. */
+slp_block *slp_block_find(slp_pool *p, uintptr_t addr);
+
+/* slp_free(slp_block_find(p, addr)), with "no block of this pool starts at
+ * 0x..." for a foreign address. For allocator shims that free by pointer. */
+int slp_free_ptr(slp_pool *p, uintptr_t addr);
+
+CUdeviceptr slp_block_dptr(const slp_block *b); /* 0 for host blocks */
+void *slp_block_host(const slp_block *b);       /* NULL for device blocks */
+size_t slp_block_size(const slp_block *b);      /* the bytes asked for */
+size_t slp_block_capacity(const slp_block *b);  /* its size class */
+uint64_t slp_block_id(const slp_block *b);      /* its ledger vector id */
+slp_pool *slp_block_pool(const slp_block *b);
+
+/* ---- Operations on blocks: they hold the blocks they name -------------
+ * As the slc_buf_* calls of sl_cuda.h, with blocks: ranges are checked
+ * against the blocks' requested bytes, every block named is held until the
+ * operation is known complete (then, once freed, it returns to a free
+ * list), and the caller's hold (may be NULL) is added. Errors as there,
+ * plus LDG_EINVAL for a freed block. On any error nothing is issued or
+ * held, and the caller's keep is not called. */
+
+/* dst[doff..+bytes) = src[soff..+bytes); host to device, device to host or
+ * device to device by the blocks' pools. */
+int slp_copy_async(slc_stream *s, slp_block *dst, size_t dst_offset,
+                   slp_block *src, size_t src_offset, size_t bytes,
+                   const slc_hold *hold);
+
+/* dst[offset..+bytes) = value; dst a device block. */
+int slp_memset_async(slc_stream *s, slp_block *dst, size_t offset,
+                     unsigned char value, size_t bytes, const slc_hold *hold);
+
+/* slc_launch, holding blocks[0..n_blocks) (at most 64). */
+int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
+               unsigned shared_bytes, void **params,
+               slp_block *const *blocks, size_t n_blocks,
+               const slc_hold *hold);
+
+/* Work on the blocks that something else already issued on s (a library
+ * call, a raw slc_ call, a CUDA graph): holds them until s is known
+ * complete past this point (slc_stream_record_external). The pool's
+ * record_stream, except that it must come after the work was issued. */
+int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
+                   const slc_hold *hold);
+
+/* ---- Trim, statistics, snapshot -------------------------------------- */
+
+/* Returns cached memory to the driver until at most keep_bytes stay cached:
+ * the calling thread's cache, then every slab all of whose blocks are in
+ * the shared free lists. Other threads' caches (at most thread_cache_bytes
+ * each) stay until those threads allocate, free past their cap, or exit.
+ * *released (may be NULL): bytes given back. */
+int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released);
+
+typedef struct slp_stats {
+  /* handed out, class sizes; the peak may miss up to 64 KiB per thread
+   * (threads fold their counts into the pool's every 64 KiB) */
+  uint64_t allocated_bytes, allocated_peak;
+  uint64_t requested_bytes;                 /* handed out, as asked */
+  uint64_t held_bytes, held_peak;   /* freed, waiting for pending work */
+  uint64_t reserved_bytes, reserved_peak; /* slabs from the driver */
+  uint64_t cached_bytes; /* reserved - allocated - held: in free lists */
+  uint64_t allocs, frees;      /* successful slp_alloc / slp_free */
+  uint64_t reuses;             /* allocs served from a free list */
+  uint64_t held_frees;         /* frees that found pending work */
+  uint64_t slab_allocs, slab_frees; /* driver allocations and frees */
+  uint64_t oom_retries;        /* out-of-memory recovery steps taken */
+  uint64_t ooms;               /* allocs that failed with LDG_ENOMEM */
+  uint64_t trims;              /* trims that released something */
+  uint64_t live_blocks;        /* allocated or held */
+} slp_stats;
+
+/* Callable from any thread at any time; counters are read atomically, not
+ * all at one instant. LDG_EINVAL: NULL. */
+int slp_stats_get(slp_pool *p, slp_stats *out);
+
+/* Clears the peaks to the current values (torch.cuda.reset_peak_memory_stats). */
+void slp_stats_reset_peaks(slp_pool *p);
+
+/* One live block. */
+typedef struct slp_block_info {
+  uintptr_t addr;
+  size_t bytes, capacity;
+  uint64_t vec_id;
+  uint64_t stream_id;  /* ledger id of the stream it was allocated on */
+  uint64_t age_ns;     /* since slp_alloc */
+  bool freed;          /* freed by its owner, held by pending work */
+  unsigned pending;    /* pool operations on it not yet known complete */
+  size_t holders;      /* ldg_vector_holders: pending ledger entries */
+  uint64_t holder_stream_id; /* the first holder's stream (0: none) */
+} slp_block_info;
+
+/* Writes up to cap live blocks (allocated, or freed and held) to out and
+ * returns how many there are. A snapshot for debugging: blocks change state
+ * while it runs. */
+size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMLEDGER_POOL_SL_POOL_H */

@@ -1,0 +1,766 @@
+/*
+ * pool_test: the stream-ordered pool (pool/sl_pool.h) against the host
+ * executor, whose streams are worker threads that copy later and whose
+ * "device" memory is malloc'd host memory. Under ASan the pool poisons every
+ * block (device blocks too: poison_device) the moment it goes back to a
+ * free list, so a block handed out again before the work on it ran is a
+ * reported use-after-poison when the executor touches it.
+ *
+ * Each test gets a fresh executor, context and pools and must leave nothing
+ * (the pool and context destroys refuse while blocks or handles live, and
+ * hd_shutdown counts leaks). No timing is asserted; waits give up after
+ * 20 s. Scaled down under sanitizers. Exit 0 when every test passed.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda/sl_cuda.h"
+#include "cuda/sl_engine.h"
+#include "pool/sl_pool.h"
+#include "cuda/host_executor.h"
+#include "tests/cuda/kernels.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define HAVE_ASAN 1
+#else
+#define HAVE_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
+              __LINE__, #cond, slc_last_error_message());                  \
+      return 1;                                                            \
+    }                                                                      \
+  } while (0)
+#define CHECK_RC(call, want) CHECK((call) == (want))
+#define CHECK_MSG(sub) CHECK(strstr(slc_last_error_message(), (sub)) != NULL)
+
+static slc_driver g_drv;
+
+typedef struct env {
+  slc_context *c;
+  slp_pool *dev, *host;
+  slc_stream *s1, *s2;
+  CUfunction add1, spin;
+  slc_module *mod;
+} env;
+
+static void sleep_us(unsigned us) {
+  struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* on_recycle: a block going back to a free list must have no copy or
+ * memset of the executor still queued or running on it (the first reuse
+ * rule, checked in every build, not only under ASan). */
+static atomic_long recycled, recycled_touched;
+
+static void check_recycle(void *arg, uintptr_t addr, size_t cap) {
+  (void)arg;
+  atomic_fetch_add(&recycled, 1);
+  if (hd_pending_touching((const void *)addr, cap) != 0)
+    atomic_fetch_add(&recycled_touched, 1);
+}
+
+static int setup(env *e, unsigned delay_us, const slp_config *cfg,
+                 bool engine) {
+  memset(e, 0, sizeof(*e));
+  slc_test_register_host_kernels();
+  hd_config hc = {2, delay_us};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  CHECK_RC(slc_context_create(&g_drv, &e->c), LDG_OK);
+  if (engine) CHECK_RC(slc_engine_enable(e->c, NULL), LDG_OK);
+  slp_config with = {.poison_device = true};
+  if (cfg != NULL) with = *cfg;
+  with.on_recycle = check_recycle;
+  CHECK_RC(slp_pool_create_device(e->c, 0, &with, &e->dev), LDG_OK);
+  CHECK_RC(slp_pool_create_host(e->c, &with, &e->host), LDG_OK);
+  CHECK_RC(slc_stream_create(e->c, 0, SLC_STREAM_NONBLOCKING, &e->s1), LDG_OK);
+  CHECK_RC(slc_stream_create(e->c, 0, SLC_STREAM_NONBLOCKING, &e->s2), LDG_OK);
+  CHECK_RC(slc_module_load(e->c, 0, slc_test_ptx, &e->mod), LDG_OK);
+  CHECK_RC(slc_module_function(e->mod, "add1", &e->add1), LDG_OK);
+  CHECK_RC(slc_module_function(e->mod, "spin", &e->spin), LDG_OK);
+  return 0;
+}
+
+/* Waits until no block of p is allocated or held. */
+static int wait_idle(slp_pool *p) {
+  for (long i = 0; i < 200000; i++) {
+    if (slp_snapshot(p, NULL, 0) == 0) return 0;
+    sleep_us(100);
+  }
+  fprintf(stderr, "  gave up waiting for live blocks\n");
+  return 1;
+}
+
+static int teardown(env *e) {
+  if (e->s1) CHECK_RC(slc_stream_destroy(e->s1), LDG_OK);
+  if (e->s2) CHECK_RC(slc_stream_destroy(e->s2), LDG_OK);
+  /* An engine release that split with the destroys may still be running
+   * keeps: wait until nothing is live. */
+  CHECK(wait_idle(e->dev) == 0 && wait_idle(e->host) == 0);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e->dev, &st), LDG_OK);
+  CHECK(st.allocated_bytes == 0 && st.held_bytes == 0 && st.live_blocks == 0);
+  CHECK_RC(slp_pool_destroy(e->dev), LDG_OK);
+  CHECK_RC(slp_pool_destroy(e->host), LDG_OK);
+  slc_stream_unref(e->s1);
+  slc_stream_unref(e->s2);
+  CHECK_RC(slc_module_unload(e->mod), LDG_OK);
+  CHECK_RC(slc_context_destroy(e->c), LDG_OK);
+  if (atomic_load(&recycled_touched) != 0)
+    fprintf(stderr, "  %ld blocks recycled under pending work\n",
+            atomic_load(&recycled_touched));
+  CHECK(atomic_load(&recycled_touched) == 0);
+  long leaked = hd_shutdown();
+  if (leaked != 0) fprintf(stderr, "  executor: %ld objects leaked\n", leaked);
+  CHECK(leaked == 0);
+  return 0;
+}
+
+static int wait_for(atomic_long *v, long want) {
+  for (long i = 0; i < 200000; i++) {
+    if (atomic_load(v) >= want) return 0;
+    sleep_us(100);
+  }
+  fprintf(stderr, "  gave up waiting: %ld of %ld\n", atomic_load(v), want);
+  return 1;
+}
+
+/* Waits until the pool holds nothing for pending work. */
+static int wait_unheld(slp_pool *p) {
+  for (long i = 0; i < 200000; i++) {
+    slp_stats st;
+    if (slp_stats_get(p, &st) == LDG_OK && st.held_bytes == 0) return 0;
+    sleep_us(100);
+  }
+  fprintf(stderr, "  gave up waiting for held blocks\n");
+  return 1;
+}
+
+/* ---- One request: copy in, add1, copy out, free both at once ------------ */
+
+#define WORDS 1024
+
+typedef struct req {
+  uint32_t seed;
+  slp_block *out; /* read by the output keep, before the block returns */
+  atomic_long *done, *wrong;
+} req;
+
+static void fill(uint32_t *p, uint32_t seed, unsigned n) {
+  for (unsigned i = 0; i < n; i++) p[i] = seed * 2654435761u + i;
+}
+
+static void output_keep(void *ctx) {
+  req *r = ctx;
+  const uint32_t *out = slp_block_host(r->out);
+  for (unsigned i = 0; i < WORDS; i++)
+    if (out[i] != r->seed * 2654435761u + i + 1) {
+      atomic_fetch_add(r->wrong, 1);
+      break;
+    }
+  atomic_fetch_add(r->done, 1);
+  free(r);
+}
+
+/* Issues one request on s (data on s; the output copy on `out_s`, after an
+ * event, when they differ) and frees its blocks without synchronising. */
+static int request(env *e, slc_stream *s, slc_stream *out_s, uint32_t seed,
+                   atomic_long *done, atomic_long *wrong) {
+  slp_block *in, *dev, *out;
+  CHECK_RC(slp_alloc(e->host, s, WORDS * 4, &in), LDG_OK);
+  CHECK_RC(slp_alloc(e->dev, s, WORDS * 4, &dev), LDG_OK);
+  CHECK_RC(slp_alloc(e->host, s, WORDS * 4, &out), LDG_OK);
+  fill(slp_block_host(in), seed, WORDS);
+  CHECK_RC(slp_copy_async(s, dev, 0, in, 0, WORDS * 4, NULL), LDG_OK);
+  CHECK_RC(slp_free(in), LDG_OK); /* the copy holds it */
+  CUdeviceptr p = slp_block_dptr(dev);
+  unsigned n = WORDS;
+  CHECK_RC(slp_launch(s, e->add1, (slc_dim3){WORDS / 256, 1, 1},
+                      (slc_dim3){256, 1, 1}, 0, (void *[]){&p, &n}, &dev, 1,
+                      NULL),
+           LDG_OK);
+  if (out_s != s) {
+    slc_event *ev;
+    CHECK_RC(slc_event_create(e->c, slc_stream_device(s), &ev), LDG_OK);
+    CHECK_RC(slc_event_record(ev, s), LDG_OK);
+    CHECK_RC(slc_stream_wait_event(out_s, ev), LDG_OK);
+    CHECK_RC(slc_event_destroy(ev), LDG_OK);
+  }
+  req *r = malloc(sizeof(*r));
+  CHECK(r != NULL);
+  *r = (req){seed, out, done, wrong};
+  CHECK_RC(slp_copy_async(out_s, out, 0, dev, 0, WORDS * 4,
+                          &(slc_hold){.keep = {output_keep, r}}),
+           LDG_OK);
+  CHECK_RC(slp_free(dev), LDG_OK);
+  CHECK_RC(slp_free(out), LDG_OK);
+  return 0;
+}
+
+static int t_serving(void) {
+  env e;
+  if (setup(&e, 200, NULL, true)) return 1;
+  atomic_long done = 0, wrong = 0;
+  long n = SANITIZED ? 100 : 400;
+  for (long i = 0; i < n; i++)
+    if (request(&e, e.s1, i % 3 == 0 ? e.s2 : e.s1, (uint32_t)i, &done,
+                &wrong))
+      return 1;
+  CHECK(wait_for(&done, n) == 0);
+  CHECK(atomic_load(&wrong) == 0);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.host, &st), LDG_OK);
+  CHECK(st.allocs == (uint64_t)(2 * n) && st.frees == st.allocs);
+  CHECK(st.held_frees > 0); /* frees came while the copies were pending */
+  CHECK(st.reuses > 0 && st.held_peak > 0);
+  CHECK(st.reserved_bytes == st.cached_bytes);
+  CHECK(atomic_load(&recycled) > 0);
+  return teardown(&e);
+}
+
+/* A block freed while its copy waits is not handed out again (to either
+ * stream) until the copy ran; then it is, and it is poisoned meanwhile. */
+static int t_no_reuse_before_completion(void) {
+  env e;
+  if (setup(&e, 0, NULL, true)) return 1;
+  slp_block *src, *b, *b2;
+  CHECK_RC(slp_alloc(e.host, e.s1, 4096, &src), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &b), LDG_OK);
+  hd_hold(true); /* no worker runs anything */
+  CHECK_RC(slp_copy_async(e.s2, b, 0, src, 0, 4096, NULL), LDG_OK);
+  uintptr_t addr = (uintptr_t)slp_block_dptr(b);
+  CHECK_RC(slp_free(b), LDG_OK);
+  slp_block_info info[4];
+  CHECK(slp_snapshot(e.dev, info, 4) == 1);
+  CHECK(info[0].freed && info[0].pending == 1 && info[0].holders == 1);
+  CHECK(info[0].holder_stream_id == ldg_stream_id(slc_stream_ledger(e.s2)));
+  CHECK(info[0].stream_id == ldg_stream_id(slc_stream_ledger(e.s1)));
+  for (int i = 0; i < 3; i++) { /* same class, either stream: another block */
+    CHECK_RC(slp_alloc(e.dev, i & 1 ? e.s2 : e.s1, 4000, &b2), LDG_OK);
+    CHECK((uintptr_t)slp_block_dptr(b2) != addr);
+    CHECK_RC(slp_free(b2), LDG_OK);
+  }
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 4096 && st.held_frees == 1);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  /* The engine may be running the copy's keep as the sync returns (it and
+   * the sync split a release): wait for it. */
+  CHECK(wait_unheld(e.dev) == 0);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 0 && st.live_blocks == 0);
+#if HAVE_ASAN
+  CHECK(__asan_address_is_poisoned((void *)addr));
+#endif
+  /* Back in a free list: handed out again (the thread cache first, so
+   * drain what sits there: the held block went to the shared list). */
+  bool seen = false;
+  slp_block *v[600];
+  int nv = 0;
+  while (!seen && nv < 600) {
+    CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &v[nv]), LDG_OK);
+    seen = (uintptr_t)slp_block_dptr(v[nv++]) == addr;
+  }
+  CHECK(seen);
+#if HAVE_ASAN
+  CHECK(!__asan_address_is_poisoned((void *)addr));
+#endif
+  for (int i = 0; i < nv; i++) CHECK_RC(slp_free(v[i]), LDG_OK);
+  CHECK_RC(slp_free(src), LDG_OK);
+  return teardown(&e);
+}
+
+/* Stream order: a device block freed with work pending on its home stream
+ * only is handed out again at once, but only to that stream; a block used
+ * on another stream, and any host block, wait for completion. The data
+ * shows the reuse stayed in stream order. */
+static int t_same_stream_reuse(void) {
+  env e;
+  if (setup(&e, 0, NULL, true)) return 1;
+  slp_block *d, *d2, *h, *x;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s1, 4096, &h), LDG_OK);
+  hd_hold(true);
+  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 0 && st.live_blocks == 1); /* listed, pending */
+  CHECK_RC(slp_alloc(e.dev, e.s2, 4096, &x), LDG_OK); /* not for s2 */
+  CHECK(x != d);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK); /* for s1: at once */
+  CHECK(d2 == d);
+  CHECK_RC(slp_memset_async(e.s1, d2, 0, 0x22, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_copy_async(e.s1, h, 0, d2, 0, 4096, NULL), LDG_OK);
+  /* x's home is s2; used on s1 too: not listed, held until both ran. */
+  CHECK_RC(slp_memset_async(e.s2, x, 0, 0x33, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_memset_async(e.s1, x, 0, 0x44, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(x), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s2, 4096, &d), LDG_OK);
+  CHECK(d != x);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 4096 && st.reuses >= 1);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  const unsigned char *hp = slp_block_host(h);
+  for (int i = 0; i < 4096; i++) CHECK(hp[i] == 0x22);
+  /* A host block with pending work is never listed. */
+  slp_block *src;
+  CHECK_RC(slp_alloc(e.host, e.s1, 4096, &src), LDG_OK);
+  hd_hold(true);
+  CHECK_RC(slp_copy_async(e.s1, d2, 0, src, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(src), LDG_OK);
+  CHECK_RC(slp_stats_get(e.host, &st), LDG_OK);
+  CHECK(st.held_bytes == 4096);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slp_free(d2), LDG_OK);
+  CHECK_RC(slp_free(h), LDG_OK);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  return teardown(&e);
+}
+
+/* Two devices: a pool per device, one pinned pool for both; requests on
+ * each device's streams, with the pinned blocks copied to either. */
+static int t_multi_device(void) {
+  env e;
+  if (setup(&e, 100, NULL, true)) return 1;
+  env d1 = e; /* device 1's pool, streams and kernel; e's pinned pool */
+  slc_module *m1;
+  CHECK_RC(slp_pool_create_device(e.c, 1, NULL, &d1.dev), LDG_OK);
+  CHECK_RC(slc_stream_create(e.c, 1, SLC_STREAM_NONBLOCKING, &d1.s1), LDG_OK);
+  CHECK_RC(slc_stream_create(e.c, 1, SLC_STREAM_NONBLOCKING, &d1.s2), LDG_OK);
+  CHECK_RC(slc_module_load(e.c, 1, slc_test_ptx, &m1), LDG_OK);
+  CHECK_RC(slc_module_function(m1, "add1", &d1.add1), LDG_OK);
+  CHECK(slp_pool_device(d1.dev) == 1 && slp_pool_device(e.host) == -1);
+  atomic_long done = 0, wrong = 0;
+  long n = SANITIZED ? 40 : 120;
+  for (long i = 0; i < n; i++) {
+    env *x = i & 1 ? &d1 : &e;
+    if (request(x, x->s1, i % 3 ? x->s1 : x->s2, (uint32_t)i, &done, &wrong))
+      return 1;
+  }
+  CHECK(wait_for(&done, n) == 0);
+  CHECK(atomic_load(&wrong) == 0);
+  slp_stats st0, st1;
+  CHECK_RC(slp_stats_get(e.dev, &st0), LDG_OK);
+  CHECK_RC(slp_stats_get(d1.dev, &st1), LDG_OK);
+  CHECK(st0.allocs == (uint64_t)n / 2 && st1.allocs == (uint64_t)n / 2);
+  CHECK_RC(slc_stream_destroy(d1.s1), LDG_OK);
+  CHECK_RC(slc_stream_destroy(d1.s2), LDG_OK);
+  CHECK_RC(slp_pool_destroy(d1.dev), LDG_OK);
+  slc_stream_unref(d1.s1);
+  slc_stream_unref(d1.s2);
+  CHECK_RC(slc_module_unload(m1), LDG_OK);
+  return teardown(&e);
+}
+
+/* A block handed out by stream order and then used on another stream: that
+ * stream first waits for the home stream, where the previous owner's slow
+ * work is still running; otherwise the old memset would land last. */
+static int t_stream_reuse_then_other_stream(void) {
+  env e;
+  if (setup(&e, 0, NULL, true)) return 1;
+  slp_block *d, *d2, *h;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s2, 4096, &h), LDG_OK);
+  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
+  CHECK_RC(slc_launch(e.s1, e.spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
+                      0, (void *[]){&ns}, NULL),
+           LDG_OK);
+  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK);
+  CHECK(d2 == d); /* by stream order, the old memset still pending */
+  CHECK_RC(slp_memset_async(e.s2, d2, 0, 0x22, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  CHECK_RC(slp_copy_async(e.s2, h, 0, d2, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  const unsigned char *hp = slp_block_host(h);
+  for (int i = 0; i < 4096; i++) CHECK(hp[i] == 0x22);
+  CHECK_RC(slp_free(d2), LDG_OK);
+  CHECK_RC(slp_free(h), LDG_OK);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  return teardown(&e);
+}
+
+/* Destroying a pool right after freeing blocks whose copies are still
+ * running: it synchronises their streams and waits, never frees under them
+ * (ASan would see the executor's late copy into freed memory). */
+static int t_destroy_waits_for_held(void) {
+  env e;
+  if (setup(&e, 3000, NULL, true)) return 1;
+  slp_block *d, *h;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 65536, &d), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s1, 65536, &h), LDG_OK);
+  CHECK_RC(slp_copy_async(e.s2, d, 0, h, 0, 65536, NULL), LDG_OK);
+  CHECK_RC(slp_copy_async(e.s2, h, 0, d, 0, 65536, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_free(h), LDG_OK);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 65536);
+  CHECK_RC(slp_pool_destroy(e.dev), LDG_OK);
+  CHECK_RC(slp_pool_destroy(e.host), LDG_OK);
+  CHECK_RC(slp_pool_create_device(e.c, 0, NULL, &e.dev), LDG_OK);
+  CHECK_RC(slp_pool_create_host(e.c, NULL, &e.host), LDG_OK);
+  return teardown(&e);
+}
+
+/* Bad input: each refused with a clear message, nothing changed. */
+static int t_bad_input(void) {
+  env e;
+  if (setup(&e, 0, NULL, false)) return 1;
+  slp_block *b = NULL, *h = NULL;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 0, &b), LDG_EINVAL);
+  CHECK_MSG("zero bytes");
+  CHECK_RC(slp_alloc(e.dev, e.s1, (size_t)SLP_MAX_BYTES + 1, &b), LDG_EINVAL);
+  CHECK_MSG("largest block");
+  CHECK_RC(slp_alloc(e.dev, e.s1, SIZE_MAX, &b), LDG_EINVAL);
+  CHECK_RC(slp_alloc(NULL, e.s1, 8, &b), LDG_EINVAL);
+  CHECK_RC(slp_alloc(e.dev, NULL, 8, &b), LDG_EINVAL);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 8, NULL), LDG_EINVAL);
+  CHECK(b == NULL);
+  slc_stream *other;
+  CHECK_RC(slc_stream_create(e.c, 1, 0, &other), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, other, 8, &b), LDG_EINVAL);
+  CHECK_MSG("device 1");
+  CHECK_RC(slp_alloc(e.dev, e.s1, 100, &b), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s1, 100, &h), LDG_OK);
+  CHECK_RC(slp_memset_async(other, b, 0, 0, 100, NULL), LDG_EINVAL);
+  CHECK_MSG("device 0, stream on device 1");
+  CHECK_RC(slp_memset_async(e.s1, b, 1, 0, 100, NULL), LDG_EINVAL);
+  CHECK_MSG("outside");
+  CHECK_RC(slp_copy_async(e.s1, h, 0, h, 0, 10, NULL), LDG_EINVAL);
+  CHECK_MSG("host to host");
+  /* A destroyed stream: refused, the block not held (its free is at once). */
+  CHECK_RC(slc_stream_destroy(other), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, other, 8, &h), LDG_EDESTROYED);
+  CHECK_MSG("destroyed");
+  CHECK_RC(slp_copy_async(other, b, 0, h, 0, 100, NULL), LDG_EINVAL);
+  slc_stream *s0;
+  CHECK_RC(slc_stream_create(e.c, 0, 0, &s0), LDG_OK);
+  CHECK_RC(slc_stream_destroy(s0), LDG_OK);
+  CHECK_RC(slp_copy_async(s0, b, 0, h, 0, 100, NULL), LDG_EDESTROYED);
+  CHECK_RC(slp_record_use(s0, &b, 1, NULL), LDG_EDESTROYED);
+  slp_block_info info;
+  CHECK(slp_snapshot(e.dev, &info, 1) == 1 && info.pending == 0);
+  /* Double free, use after free, foreign pointers. */
+  CHECK_RC(slp_free(b), LDG_OK);
+  slp_stats before, after;
+  CHECK_RC(slp_stats_get(e.dev, &before), LDG_OK);
+  CHECK_RC(slp_free(b), LDG_EINVAL);
+  CHECK_MSG("double free");
+  CHECK_RC(slp_free_ptr(e.dev, (uintptr_t)slp_block_dptr(b)), LDG_EINVAL);
+  CHECK_MSG("double free");
+  CHECK_RC(slp_memset_async(e.s1, b, 0, 0, 1, NULL), LDG_EINVAL);
+  CHECK_MSG("not allocated");
+  CHECK_RC(slp_free_ptr(e.dev, (uintptr_t)slp_block_dptr(b) + 8), LDG_EINVAL);
+  CHECK_MSG("foreign");
+  CHECK_RC(slp_free_ptr(e.dev, (uintptr_t)slp_block_host(h)), LDG_EINVAL);
+  CHECK_MSG("foreign"); /* a host block is not the device pool's */
+  int not_a_block[32] = {0};
+  CHECK_RC(slp_free((slp_block *)not_a_block), LDG_EINVAL);
+  CHECK_MSG("not a block");
+  CHECK_RC(slp_free(NULL), LDG_EINVAL);
+  CHECK_RC(slp_stats_get(e.dev, &after), LDG_OK);
+  CHECK(after.frees == before.frees && after.cached_bytes == before.cached_bytes);
+  /* Free by pointer works, and the pool is still sound. */
+  CHECK(slp_block_find(e.host, (uintptr_t)slp_block_host(h)) == h);
+  CHECK_RC(slp_free_ptr(e.host, (uintptr_t)slp_block_host(h)), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 100, &b), LDG_OK);
+  CHECK_RC(slp_pool_destroy(e.dev), LDG_EBUSY);
+  CHECK_MSG("1 blocks");
+  CHECK_RC(slp_free(b), LDG_OK);
+  slc_stream_unref(other);
+  slc_stream_unref(s0);
+  return teardown(&e);
+}
+
+/* Out of memory: held blocks come back through the retries; past them a
+ * clear LDG_ENOMEM; an injected driver failure is retried. */
+static int t_oom(void) {
+  env e;
+  slp_config cfg = {.poison_device = true, .limit_bytes = (size_t)4 << 20};
+  if (setup(&e, 2000, &cfg, false)) return 1; /* no engine: only syncs */
+  slp_block *v[4], *src;
+  CHECK_RC(slp_alloc(e.host, e.s1, 1 << 20, &src), LDG_OK);
+  for (int i = 0; i < 4; i++) {
+    /* Allocated for one stream, copied on the other: held when freed. */
+    CHECK_RC(slp_alloc(e.dev, i & 1 ? e.s1 : e.s2, (size_t)1 << 20, &v[i]),
+             LDG_OK);
+    CHECK_RC(slp_copy_async(i & 1 ? e.s2 : e.s1, v[i], 0, src, 0, 1 << 20,
+                            NULL),
+             LDG_OK);
+    CHECK_RC(slp_free(v[i]), LDG_OK); /* held by its slow copy */
+  }
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == (4u << 20) && st.reserved_bytes == (4u << 20));
+  /* A 2 MiB block: the 1 MiB slabs must be synced back and trimmed. */
+  slp_block *big;
+  CHECK_RC(slp_alloc(e.dev, e.s1, (size_t)2 << 20, &big), LDG_OK);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.oom_retries >= 2 && st.held_bytes == 0 && st.ooms == 0);
+  CHECK(st.slab_frees >= 2);
+  /* Everything allocated: a clear failure. */
+  slp_block *more[3];
+  int got = 0;
+  int rc;
+  while ((rc = slp_alloc(e.dev, e.s1, (size_t)1 << 20, &more[got])) == LDG_OK)
+    CHECK(++got < 3);
+  CHECK_RC(rc, LDG_ENOMEM);
+  CHECK_MSG("out of memory: 1048576 bytes requested");
+  CHECK(strstr(slc_last_error_message(), "memory: out of") == NULL);
+  CHECK_MSG("allocated");
+  CHECK_MSG("held by pending work 0");
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.ooms == 1);
+  for (int i = 0; i < got; i++) CHECK_RC(slp_free(more[i]), LDG_OK);
+  CHECK_RC(slp_free(big), LDG_OK);
+  /* An injected driver failure: retried after a trim, then it succeeds. */
+  size_t released = 0;
+  CHECK_RC(slp_trim(e.dev, 0, &released), LDG_OK);
+  CHECK(released > 0);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  if (st.reserved_bytes != 0)
+    fprintf(stderr, "  reserved %llu cached %llu allocated %llu held %llu\n",
+            (unsigned long long)st.reserved_bytes,
+            (unsigned long long)st.cached_bytes,
+            (unsigned long long)st.allocated_bytes,
+            (unsigned long long)st.held_bytes);
+  CHECK(st.reserved_bytes == 0);
+  uint64_t retries = st.oom_retries;
+  hd_fail_next(HD_FAULT_MEM_ALLOC, CUDA_ERROR_OUT_OF_MEMORY, 1);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &big), LDG_OK);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.oom_retries == retries + 1);
+  /* A driver error that is not out of memory is reported as the driver's. */
+  slp_block *x;
+  hd_fail_next(HD_FAULT_MEM_ALLOC, CUDA_ERROR_INVALID_VALUE, 1);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 1 << 20, &x), LDG_EINVAL);
+  CHECK_MSG("cuMemAlloc: CUDA_ERROR_INVALID_VALUE");
+  CHECK_RC(slp_free(big), LDG_OK);
+  CHECK_RC(slp_free(src), LDG_OK);
+  return teardown(&e);
+}
+
+/* Trim: whole free slabs go back to the driver; freed addresses are no
+ * longer blocks; allocation carves anew. The release threshold trims by
+ * itself. */
+static int t_trim(void) {
+  env e;
+  slp_config cfg = {.poison_device = true,
+                    .release_threshold = (size_t)3 << 20,
+                    .thread_cache_bytes = (size_t)1 << 20};
+  if (setup(&e, 0, &cfg, false)) return 1;
+  enum { N = 2048 };
+  slp_block **v = calloc(N, sizeof(*v));
+  CHECK(v != NULL);
+  for (int i = 0; i < N; i++) CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &v[i]), LDG_OK);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.reserved_bytes == (8u << 20) && st.allocated_bytes == (8u << 20));
+  uintptr_t a0 = (uintptr_t)slp_block_dptr(v[0]);
+  for (int i = 0; i < N; i++) CHECK_RC(slp_free(v[i]), LDG_OK);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.trims >= 1 && st.reserved_bytes < (8u << 20)); /* threshold */
+  size_t released;
+  CHECK_RC(slp_trim(e.dev, 0, &released), LDG_OK);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.reserved_bytes == 0 && st.cached_bytes == 0);
+  CHECK(slp_block_find(e.dev, a0) == NULL);
+  CHECK_RC(slp_free_ptr(e.dev, a0), LDG_EINVAL);
+  CHECK_RC(slp_free(v[0]), LDG_EINVAL); /* a stale handle */
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &v[0]), LDG_OK);
+  CHECK_RC(slp_free(v[0]), LDG_OK);
+  free(v);
+  return teardown(&e);
+}
+
+/* ---- Torture ------------------------------------------------------------- */
+
+typedef struct tort {
+  env *e;
+  int id;
+  long iters;
+  atomic_long *done, *wrong, *errors;
+} tort;
+
+static void *torture_thread(void *arg) {
+  tort *t = arg;
+  env *e = t->e;
+  slc_stream *a, *b;
+  if (slc_stream_create(e->c, 0, SLC_STREAM_NONBLOCKING, &a) != LDG_OK ||
+      slc_stream_create(e->c, 0, SLC_STREAM_NONBLOCKING, &b) != LDG_OK) {
+    atomic_fetch_add(t->errors, 1);
+    return NULL;
+  }
+  unsigned seed = (unsigned)t->id * 7919u + 1;
+  for (long i = 0; i < t->iters; i++) {
+    seed = seed * 1103515245u + 12345u;
+    slc_stream *s = (seed >> 8) & 1 ? a : b;
+    slc_stream *o = (seed >> 9) & 1 ? a : b;
+    if (request(e, s, o, seed, t->done, t->wrong) != 0) {
+      atomic_fetch_add(t->errors, 1);
+      break;
+    }
+    /* A scratch block of a random size used on the other stream. */
+    slp_block *x;
+    size_t n = 1 + (seed >> 12) % (64 << 10);
+    if (slp_alloc(e->dev, s, n, &x) == LDG_OK) {
+      if (slp_memset_async(o, x, 0, (unsigned char)seed, n, NULL) != LDG_OK)
+        atomic_fetch_add(t->errors, 1);
+      if (slp_free(x) != LDG_OK) atomic_fetch_add(t->errors, 1);
+    } else if (slc_last_error()->code != LDG_ENOMEM) {
+      atomic_fetch_add(t->errors, 1);
+    }
+    if (i % 50 == 0) hd_set_delay_us((seed >> 4) % 300);
+    if (i % 97 == 0)
+      hd_fail_next(HD_FAULT_MEM_ALLOC, CUDA_ERROR_OUT_OF_MEMORY, 1);
+  }
+  slc_stream_destroy(a);
+  slc_stream_destroy(b);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return NULL;
+}
+
+static int t_torture(void) {
+  env e;
+  slp_config cfg = {.poison_device = true,
+                    .limit_bytes = (size_t)64 << 20,
+                    .release_threshold = (size_t)8 << 20,
+                    .thread_cache_bytes = (size_t)256 << 10};
+  if (setup(&e, 50, &cfg, true)) return 1;
+  /* One injected failure that must be retried: a class nobody else uses. */
+  slp_block *big;
+  hd_fail_next(HD_FAULT_MEM_ALLOC, CUDA_ERROR_OUT_OF_MEMORY, 1);
+  CHECK_RC(slp_alloc(e.dev, e.s1, (size_t)3 << 20, &big), LDG_OK);
+  CHECK_RC(slp_free(big), LDG_OK);
+  enum { T = 4 };
+  long iters = SANITIZED ? 60 : 300;
+  atomic_long done = 0, wrong = 0, errors = 0;
+  tort t[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    t[i] = (tort){&e, i, iters, &done, &wrong, &errors};
+    CHECK(pthread_create(&th[i], NULL, torture_thread, &t[i]) == 0);
+  }
+  for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+  CHECK(atomic_load(&errors) == 0);
+  CHECK(wait_for(&done, T * iters) == 0);
+  CHECK(atomic_load(&wrong) == 0);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.allocs == st.frees && st.allocated_bytes == 0);
+  CHECK(st.oom_retries > 0); /* the injected failure above, at least */
+  hd_fail_next(HD_FAULT_MEM_ALLOC, CUDA_SUCCESS, 0); /* disarm the rest */
+  CHECK_RC(slp_trim(e.dev, 0, NULL), LDG_OK);
+  return teardown(&e);
+}
+
+/* Under ASan: work the pool was not told about (a raw copy, no
+ * slp_record_use), then a free: the block is poisoned and the executor's
+ * late copy is reported. Run in a child, which must die with the report. */
+static int t_asan_reports_untracked_use(void) {
+#if !HAVE_ASAN
+  printf("  (skipped: needs AddressSanitizer)\n");
+  return 0;
+#else
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    env e;
+    if (setup(&e, 20000, NULL, false)) _exit(3);
+    slp_block *src, *dst;
+    if (slp_alloc(e.host, e.s1, 4096, &src) != LDG_OK ||
+        slp_alloc(e.dev, e.s1, 4096, &dst) != LDG_OK)
+      _exit(3);
+    /* The raw call: the pool does not see it. */
+    if (slc_copy_htod_async(e.s1, slp_block_dptr(dst), slp_block_host(src),
+                            4096, NULL) != LDG_OK)
+      _exit(3);
+    slp_free(dst); /* poisoned now; the copy runs 20 ms later */
+    slc_stream_synchronize(e.s1);
+    _exit(0); /* not reached under ASan */
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  /* ASan's report ends the child: exit code 1, or a signal under
+   * abort_on_error. 0 would mean nothing was reported; 3, a setup error. */
+  CHECK(WIFSIGNALED(status) ||
+        (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+         WEXITSTATUS(status) != 3));
+  printf("  (the child's ASan report above is expected)\n");
+  return 0;
+#endif
+}
+
+static const struct {
+  const char *name;
+  int (*fn)(void);
+  const char *what;
+} tests[] = {
+    {"serving", t_serving,
+     "requests free their blocks at once; data checked; blocks reused"},
+    {"no_reuse_before_completion", t_no_reuse_before_completion,
+     "a freed block under a pending copy is not handed out, then is"},
+    {"same_stream_reuse", t_same_stream_reuse,
+     "device blocks listed for their own stream at once, data in order"},
+    {"multi_device", t_multi_device,
+     "a pool per device, one pinned pool, requests on both devices"},
+    {"stream_reuse_then_other_stream", t_stream_reuse_then_other_stream,
+     "a stream-ordered reuse used elsewhere waits for the home stream"},
+    {"destroy_waits_for_held", t_destroy_waits_for_held,
+     "a pool destroyed under pending copies waits for them"},
+    {"bad_input", t_bad_input,
+     "zero/huge sizes, double free, foreign pointers, dead streams"},
+    {"oom", t_oom, "held blocks come back through trim and targeted syncs"},
+    {"trim", t_trim, "free slabs go back to the driver, threshold and demand"},
+    {"torture", t_torture,
+     "request threads, random delays, cross-stream uses, injected OOM"},
+    {"asan_reports_untracked_use", t_asan_reports_untracked_use,
+     "poisoned free blocks: an untracked use is a reported error"},
+};
+
+int main(int argc, char **argv) {
+  const char *only = argc > 1 ? argv[1] : NULL;
+  int failed = 0;
+  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
+    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
+    fflush(stdout);
+    int rc = tests[i].fn();
+    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
+    fflush(stdout);
+    failed |= rc;
+    if (rc != 0) break;
+  }
+  printf(failed ? "pool_test: FAILED\n" : "pool_test: all passed\n");
+  return failed;
+}
