@@ -311,8 +311,14 @@ static int t_same_stream_reuse(void) {
   CHECK(d2 == d);
   CHECK_RC(slp_memset_async(e.s1, d2, 0, 0x22, 4096, NULL), LDG_OK);
   CHECK_RC(slp_copy_async(e.s1, h, 0, d2, 0, 4096, NULL), LDG_OK);
-  /* x's home is s2; used on s1 too: not listed, held until both ran. */
+  /* x's home is s2; used on s1 too: not listed, held until both ran.
+   * s1 waits for s2's write first: two unordered writes to one block
+   * would be the caller's data race (TSan saw it when both workers ran). */
+  slc_event *ev;
   CHECK_RC(slp_memset_async(e.s2, x, 0, 0x33, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_event_create(e.c, 0, &ev), LDG_OK);
+  CHECK_RC(slc_event_record(ev, e.s2), LDG_OK);
+  CHECK_RC(slc_stream_wait_event(e.s1, ev), LDG_OK);
   CHECK_RC(slp_memset_async(e.s1, x, 0, 0x44, 4096, NULL), LDG_OK);
   CHECK_RC(slp_free(x), LDG_OK);
   CHECK_RC(slp_alloc(e.dev, e.s2, 4096, &d), LDG_OK);
@@ -323,6 +329,7 @@ static int t_same_stream_reuse(void) {
   hd_hold(false);
   CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  CHECK_RC(slc_event_destroy(ev), LDG_OK);
   const unsigned char *hp = slp_block_host(h);
   for (int i = 0; i < 4096; i++) CHECK(hp[i] == 0x22);
   /* A host block with pending work is never listed. */
