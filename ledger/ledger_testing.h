@@ -54,6 +54,8 @@ enum ldg__hook_point {
                                      unlinked) */
   LDG__HOOK_LEDGER_DESTROY_PICK,  /* ldg_ledger_destroy found s at the head
                                      of the registry, mutex released */
+  LDG__HOOK_POOL_DRAIN,           /* ldg_ledger_trim, past its rcu_barrier,
+                                     about to empty the pools (s: NULL) */
 };
 
 struct ldg_stream;

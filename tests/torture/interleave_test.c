@@ -390,6 +390,94 @@ static void extend_linked(void) {
 }
 
 
+/* ---- snapshot-vs-finalize (mutation sweep: chk-tryref) -------------------- */
+
+static int drain_ok(void *ctx);
+
+static void snapshot_vs_finalize(void) {
+  begin("snapshots and holder queries skip a stream being finalised");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *t = mk(l), *s;
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_NONBLOCKING, drain_ok, NULL, &s),
+           LDG_OK);
+  uint64_t vec = 41;
+  int k = atomic_fetch_add(&g_nk, 1);
+  atomic_store(&g_runs[k], 0);
+  CHECK_RC(ldg_enqueue(s, (ldg_keep){keep_run, &g_runs[k]}, &vec, 1, NULL, 0,
+                       NULL),
+           LDG_OK);
+  (void)enq(t);
+  /* U drops s's only reference and is parked before marking it destroyed:
+   * s is still registered, not destroyed, its count 0. */
+  struct worker u;
+  worker_start(&u, "the finalising unref", LDG__HOOK_FINALIZE, s, false,
+               do_unref, s);
+  worker_reached(&u);
+  /* Neither may take a reference on s (0 -> 1 revives a stream whose
+   * finaliser will free it): both skip it. */
+  ldg_marks *m;
+  CHECK_RC(ldg_device_marks(l, 0, &m), LDG_OK);
+  CHECK_EQ_U(ldg_marks_count(m), 1); /* t only */
+  ldg_stream *out[2] = {NULL, NULL};
+  CHECK_EQ_U(ldg_nonblocking_holding(l, vec, out, 2), 0);
+  CHECK(out[0] == NULL);
+  worker_go(&u);
+  worker_join(&u);
+  expect_runs(k, k + 1, 1, "s's keep, by its finaliser");
+  CHECK_RC(ldg_release_marks(m), LDG_OK); /* t's entry, to its mark */
+  CHECK_EQ_U(ldg_pending_count(t), 0);
+  finish(l, &t, 1);
+}
+
+/* ---- trim-vs-pop (mutation sweep: gp-trim) --------------------------------- */
+
+/* Puts exactly one 64-slot segment (class 3) in l's pool; returns the
+ * stream it came from (its second segment). */
+static ldg_stream *pool_one_64(ldg_ledger *l) {
+  ldg_stream *y = mk(l);
+  for (int i = 0; i < 8 + 64 + 1; i++) (void)enq(y);
+  CHECK_RC(ldg_release_all(y), LDG_OK);
+  ldg_quiesce();
+  CHECK_EQ_U(ldg__pool_count(l, 3), 1);
+  return y;
+}
+
+/* W's first segment full: its next enqueue extends it, popping class 3. */
+static ldg_stream *full_first_segment(ldg_ledger *l) {
+  ldg_stream *w = mk(l);
+  for (int i = 0; i < 8; i++) (void)enq(w);
+  return w;
+}
+
+static void do_trim(void *arg) { ldg_ledger_trim(arg); }
+
+static void trim_vs_pop(void) {
+  begin("ldg_ledger_trim empties the pool under a parked popper");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
+  /* T is past trim's rcu_barrier (which waits for readers), about to empty
+   * the pools. */
+  struct worker t, p;
+  worker_start(&t, "T trimming", LDG__HOOK_POOL_DRAIN, NULL, false, do_trim,
+               l);
+  worker_reached(&t);
+  /* P (on W) read top == g, parked before reading g->next (in RCU). */
+  worker_start(&p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
+               w);
+  worker_reached(&p);
+  size_t bytes = ldg_ledger_bytes(l);
+  worker_go(&t);
+  worker_join(&t);
+  CHECK_EQ_U(ldg__pool_count(l, 3), 0);
+  /* g left the pool but is not freed: P may still read it. */
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes);
+  worker_go(&p); /* reads g->next, its CAS fails, it allocates */
+  worker_join(&p);
+  finish(l, (ldg_stream *[]){y, w}, 2);
+}
+
 /* ---- add_wait overtaken: its keeps re-enter the ledger (defect 3) -------- */
 
 /* What the keep on a does when the overtaken add_wait(b, a) fires it. */
@@ -718,6 +806,8 @@ static const struct {
     {"enqueue-reenter", enqueue_reenter},
     {"lock-holders", lock_holders},
     {"retracted-not-pooled", retracted_not_pooled},
+    {"snapshot-vs-finalize", snapshot_vs_finalize},
+    {"trim-vs-pop", trim_vs_pop},
 };
 
 int main(int argc, char **argv) {
