@@ -58,6 +58,23 @@
  *                        stream's first segment is clean (a mutant that did
  *                        not mark it dirty pooled it, and the next stream's
  *                        8th entry was "overtaken" and released at once).
+ *   snapshot-vs-finalize a stream's last unref is parked before marking it
+ *                        destroyed (count 0, still registered): device_marks
+ *                        and nonblocking_holding skip it (mutants chk-tryref,
+ *                        chk-tryref-nb took a reference 0 -> 1).
+ *   trim-vs-pop          ldg_ledger_trim, parked past its rcu_barrier, empties
+ *                        the pool while a popper that read the top segment is
+ *                        parked: the segment is not freed under it (gp-trim).
+ *   spare-drop-vs-pop    a release pops the popper's top segment as its
+ *                        stream's spare; trim drops the spare: not freed
+ *                        under the popper (gp-spare-drop).
+ *   spare-one-preparer   a release parked with its claimed spare ready: a
+ *                        second release of the stream allocates nothing, and
+ *                        the next extension takes the parked spare
+ *                        (spare-no-claim: every racing release allocated).
+ *   spare-aside-vs-pop   the same pooled spare, smaller than the backlog when
+ *                        the extension comes, is set aside: through a grace
+ *                        period, into the pool (gp-spare-aside).
  * Exit 0: every case passed. `interleave_test CASE` runs one.
  */
 #include <errno.h>
@@ -478,6 +495,107 @@ static void trim_vs_pop(void) {
   finish(l, (ldg_stream *[]){y, w}, 2);
 }
 
+/* ---- The spare (mutation sweep: gp-spare-drop, spare-no-claim,
+ * gp-spare-aside) ------------------------------------------------------------- */
+
+/* Enqueues on s until its mark is upto. */
+static void enq_to(ldg_stream *s, ldg_seq upto) {
+  while (ldg_mark(s) < upto) (void)enq(s);
+}
+
+static void do_release_mark(void *arg) {
+  CHECK_RC(ldg_release(arg, ldg_mark(arg)), LDG_OK);
+}
+
+/* A fresh stream with its 64-slot second segment (seqs 9..72) half used:
+ * its next release prepares a spare (THE SPARE, segment.c: from seq 41). */
+static ldg_stream *half_used_second(ldg_ledger *l) {
+  ldg_stream *s = mk(l);
+  enq_to(s, 41);
+  return s;
+}
+
+static void spare_drop_vs_pop(void) {
+  begin("ldg_ledger_trim drops a pooled spare under a parked popper");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = half_used_second(l); /* before g is pooled */
+  ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
+  struct worker p, t;
+  worker_start(&p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
+               w);
+  worker_reached(&p);
+  /* A release of s pops g (P's top) as its spare. */
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  CHECK_EQ_U(ldg__pool_count(l, 3), 0);
+  size_t bytes = ldg_ledger_bytes(l);
+  /* T's trim drops g, then waits in rcu_barrier for P. */
+  worker_start(&t, "T trimming", LDG__HOOK_SPARE_DROPPED, s, true, do_trim, l);
+  worker_reached(&t);
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes); /* dropped, not freed: P reads it */
+  worker_go(&p);
+  worker_join(&p);
+  worker_join(&t);
+  finish(l, (ldg_stream *[]){s, y, w}, 3);
+}
+
+static void spare_one_preparer(void) {
+  begin("one release prepares a stream's spare at a time");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = half_used_second(l);
+  /* A claimed s's spare and got a segment (the pool is empty: allocated). */
+  struct worker a;
+  worker_start(&a, "A preparing s's spare", LDG__HOOK_SPARE_READY, s, false,
+               do_release_mark, s);
+  worker_reached(&a);
+  size_t bytes = ldg_ledger_bytes(l);
+  /* Another release finds the claim and prepares nothing. */
+  (void)enq(s);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes);
+  worker_go(&a);
+  worker_join(&a);
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes); /* A's spare was counted already */
+  /* The next extension (seq 73) takes A's spare: nothing allocated. */
+  enq_to(s, 72);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  size_t before_ext = ldg_ledger_bytes(l);
+  (void)enq(s);
+  CHECK_EQ_U(ldg_ledger_bytes(l), before_ext);
+  finish(l, &s, 1);
+}
+
+static void spare_aside_vs_pop(void) {
+  begin("an extender sets a small pooled spare aside under a parked popper");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  /* S: segments of 8 (seqs 1..8), 64 (9..72) and, the backlog being 72 at
+   * seq 73, 128 (73..200); its spare is prepared from seq 137. The pool is
+   * empty meanwhile: all allocated. */
+  ldg_stream *s = mk(l);
+  enq_to(s, 137);
+  ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
+  struct worker p;
+  worker_start(&p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
+               w);
+  worker_reached(&p);
+  /* A release of s to 133 prepares a spare for a backlog of 4: g, the one
+   * pooled segment, P's top. (S's first two segments, retired by it, wait
+   * for P's grace period: not pooled yet.) */
+  CHECK_RC(ldg_release(s, 133), LDG_OK);
+  CHECK_EQ_U(ldg__pool_count(l, 3), 0);
+  /* Seq 201 finds a backlog of 68 > 64: g is set aside (through a grace
+   * period: P still reads it) and a 128-slot one got instead. */
+  enq_to(s, 201);
+  worker_go(&p);
+  worker_join(&p);
+  ldg_quiesce();
+  /* In the pool now: S's 64-slot second segment and g. */
+  CHECK_EQ_U(ldg__pool_count(l, 3), 2);
+  finish(l, (ldg_stream *[]){s, y, w}, 3);
+}
+
 /* ---- add_wait overtaken: its keeps re-enter the ledger (defect 3) -------- */
 
 /* What the keep on a does when the overtaken add_wait(b, a) fires it. */
@@ -808,6 +926,9 @@ static const struct {
     {"retracted-not-pooled", retracted_not_pooled},
     {"snapshot-vs-finalize", snapshot_vs_finalize},
     {"trim-vs-pop", trim_vs_pop},
+    {"spare-drop-vs-pop", spare_drop_vs_pop},
+    {"spare-one-preparer", spare_one_preparer},
+    {"spare-aside-vs-pop", spare_aside_vs_pop},
 };
 
 int main(int argc, char **argv) {
