@@ -72,6 +72,10 @@
  *                        second release of the stream allocates nothing, and
  *                        the next extension takes the parked spare
  *                        (spare-no-claim: every racing release allocated).
+ *   spare-claim-vs-extend an extension and releases of the stream complete
+ *                        while a release is parked holding the spare's claim
+ *                        (no lock or wait added); the claimer's spare is
+ *                        parked afterwards and nothing is lost.
  *   spare-aside-vs-pop   the same pooled spare, smaller than the backlog when
  *                        the extension comes, is set aside: through a grace
  *                        period, into the pool (gp-spare-aside).
@@ -566,6 +570,36 @@ static void spare_one_preparer(void) {
   finish(l, &s, 1);
 }
 
+static void do_extend_past_73(void *arg) {
+  enq_to(arg, 80); /* seq 73 opens the third segment */
+  CHECK_RC(ldg_release(arg, ldg_mark(arg)), LDG_OK);
+}
+
+static void spare_claim_vs_extend(void) {
+  begin("an extension and releases beside a parked spare preparer");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = half_used_second(l);
+  struct worker a, e;
+  worker_start(&a, "A preparing s's spare", LDG__HOOK_SPARE_READY, s, false,
+               do_release_mark, s);
+  worker_reached(&a);
+  /* The extension meets the claim: it waits for nothing, gets its own
+   * segment; the releases after it find the claim and return. */
+  worker_start(&e, "enqueues across the segment end, a release", 0, NULL,
+               false, do_extend_past_73, s);
+  worker_join(&e);
+  CHECK(ldg__ring_tailseg_reachable(s));
+  CHECK_EQ_U(ldg_pending_count(s), 0);
+  /* A parks its spare for a later extension; trim (in finish) drops it:
+   * every byte comes back. */
+  worker_go(&a);
+  worker_join(&a);
+  enq_to(s, 300);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  finish(l, &s, 1);
+}
+
 static void spare_aside_vs_pop(void) {
   begin("an extender sets a small pooled spare aside under a parked popper");
   ldg_ledger *l;
@@ -929,6 +963,7 @@ static const struct {
     {"spare-drop-vs-pop", spare_drop_vs_pop},
     {"spare-one-preparer", spare_one_preparer},
     {"spare-aside-vs-pop", spare_aside_vs_pop},
+    {"spare-claim-vs-extend", spare_claim_vs_extend},
 };
 
 int main(int argc, char **argv) {
