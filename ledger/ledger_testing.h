@@ -61,6 +61,9 @@ enum ldg__hook_point {
                                      and retired it */
   LDG__HOOK_POOL_DRAIN,           /* ldg_ledger_trim, past its rcu_barrier,
                                      about to empty the pools (s: NULL) */
+  LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
+                                     enqueuer has not published), before
+                                     the CAS that abandons it */
 };
 
 struct ldg_stream;

@@ -79,6 +79,10 @@
  *   spare-aside-vs-pop   the same pooled spare, smaller than the backlog when
  *                        the extension comes, is set aside: through a grace
  *                        period, into the pool (gp-spare-aside).
+ *   abandon-vs-publish   a release reads a slot EMPTY and is parked before its
+ *                        abandoning CAS; the enqueuer publishes; the CAS
+ *                        fails and the release takes the entry (a plain
+ *                        store, mutant slot-abandon-store, lost it).
  * Exit 0: every case passed. `interleave_test CASE` runs one.
  */
 #include <errno.h>
@@ -630,6 +634,39 @@ static void spare_aside_vs_pop(void) {
   finish(l, (ldg_stream *[]){s, y, w}, 3);
 }
 
+/* ---- abandon-vs-publish (mutation sweep: slot-abandon-store) -------------- */
+
+static void abandon_vs_publish(void) {
+  begin("a release that saw a slot EMPTY races its enqueuer's publication");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = mk(l);
+  int k0 = enq(s);
+  /* E reserved seq 2 and is parked before publishing. */
+  struct worker e, r;
+  int k1 = atomic_load(&g_nk);
+  worker_start(&e, "E enqueueing seq 2", LDG__HOOK_ENQUEUE_RESERVED, s, false,
+               do_enqueue, s);
+  worker_reached(&e);
+  CHECK_EQ_U(ldg_mark(s), 2);
+  /* R releases to 2: takes seq 1, reads seq 2's slot EMPTY, is parked
+   * before abandoning it (in RCU). */
+  worker_start(&r, "R releasing to 2", LDG__HOOK_RELEASE_SAW_EMPTY, s, false,
+               do_release_mark, s);
+  worker_reached(&r);
+  /* E publishes: its CAS EMPTY -> FULL wins; it returns, the entry held. */
+  worker_go(&e);
+  worker_join(&e);
+  expect_runs(k1, k1 + 1, 0, "seq 2's keep, published, before R goes on");
+  /* R's abandoning CAS must fail and take the FULL slot: its keep runs
+   * once, now (a plain store of ABANDONED lost it: nobody ran it). */
+  worker_go(&r);
+  worker_join(&r);
+  expect_runs(k0, k1 + 1, 1, "seq 1's and seq 2's keeps, taken by R");
+  CHECK_EQ_U(ldg_pending_count(s), 0);
+  finish(l, &s, 1);
+}
+
 /* ---- add_wait overtaken: its keeps re-enter the ledger (defect 3) -------- */
 
 /* What the keep on a does when the overtaken add_wait(b, a) fires it. */
@@ -964,6 +1001,7 @@ static const struct {
     {"spare-one-preparer", spare_one_preparer},
     {"spare-aside-vs-pop", spare_aside_vs_pop},
     {"spare-claim-vs-extend", spare_claim_vs_extend},
+    {"abandon-vs-publish", abandon_vs_publish},
 };
 
 int main(int argc, char **argv) {
