@@ -42,6 +42,8 @@ cp bench/engine_bench_h200.sh "$out/engine_bench_h200.sh"
 chmod a+rx "$out/engine_bench_h200.sh"
 cp bench/pool_h200.sh bench/pool_torch.cpp "$out/"  # pool_h200.sh builds the .cpp there
 chmod a+rx "$out/pool_h200.sh"
+cp bench/multigpu_run.sh "$out/"  # issue 13: suite + serving at 1..N GPUs
+chmod a+rx "$out/multigpu_run.sh"
 
 # Only the C library's own shared objects may remain (no liburcu, no libcuda,
 # no libstdc++/libgcc_s).
