@@ -158,7 +158,8 @@
  *   freeing, the event slc_event_destroy is destroying, the stream whose
  *   last reference is going). Keeps run by slc_context_destroy must not
  *   call into its context. (tests/cuda: cuda_suite --keep-reentry runs each
- *   such call, slc_engine_poll, slc_buf_memset_async and
+ *   such call, slc_engine_poll, slc_buf_memset_async,
+ *   slc_buf_copy_peer_async (staged, from device 1 when there are two) and
  *   slc_stream_record_external included, from a keep on each of these
  *   paths; the engine's through slc_engine_poll, whose release code the
  *   engine thread shares; slc_stream_record_external's and the slc_buf_*

@@ -2690,6 +2690,7 @@ enum raction {
   RA_RECORD_X, /* the event, on x */
   RA_BUF_ASYNC_X,   /* slc_buf_memset_async on x: holds B by itself */
   RA_RECORD_EXTERNAL_X, /* slc_stream_record_external on x */
+  RA_PEER_COPY_X, /* slc_buf_copy_peer_async on x from device 1: staged */
   RA_UNREF_Z,  /* z's last reference */
   RA_DESTROY_Z,
   RA_ASYNC_Z,
@@ -2710,7 +2711,7 @@ enum raction {
 static const char *const raction_name[RA_COUNT] = {
     "none",         "unref_x",     "destroy_x",   "async_x",
     "sync_x",       "query_x",     "record_x",    "buf_async_x",
-    "record_external_x",           "unref_z_last",
+    "record_external_x",           "peer_copy_x", "unref_z_last",
     "destroy_z",    "async_z",     "sync_z",      "wait_z",
     "event_sync",   "event_query", "copy_dtoh",   "copy_htod",
     "device_sync",  "free_b2",     "range_settle", "new_handles",
@@ -2718,7 +2719,7 @@ static const char *const raction_name[RA_COUNT] = {
 };
 
 static bool raction_needs_x(int a) {
-  return a >= RA_UNREF_X && a <= RA_RECORD_EXTERNAL_X;
+  return a >= RA_UNREF_X && a <= RA_PEER_COPY_X;
 }
 
 static bool raction_needs_e(int a) {
@@ -2734,6 +2735,7 @@ typedef struct rkit {
   slc_event *e;
   bool e_gone;
   slc_buffer *B, *B2, *H;
+  slc_buffer *P, *PS; /* RA_PEER_COPY_X: source (device 1 if any), staging */
   counter ran, kz, nested;
   atomic_int nested_issued;
   int rc;
@@ -2774,6 +2776,15 @@ static int rk_record_external(rkit *k, slc_stream *s) {
   uint64_t id = slc_buffer_id(k->B);
   slc_hold h = {count_keep(&k->nested), &id, 1, NULL, 0};
   rc = slc_stream_record_external(s, &h);
+  if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
+  return rc;
+}
+
+/* B[64, 128) = P (device 1's when there are two devices, with no peer
+ * access: staged through PS in two pieces; else direct). */
+static int rk_peer_copy(rkit *k, slc_stream *s) {
+  slc_hold h = {count_keep(&k->nested), NULL, 0, NULL, 0};
+  int rc = slc_buf_copy_peer_async(s, k->B, 64, k->P, 0, 64, k->PS, &h, NULL);
   if (rc == LDG_OK) atomic_fetch_add(&k->nested_issued, 1);
   return rc;
 }
@@ -2824,6 +2835,7 @@ static void rk_keep(void *ctx) {
     case RA_RECORD_X: rc = slc_event_record(k->e, k->x); break;
     case RA_BUF_ASYNC_X: rc = rk_buf_async(k, k->x); break;
     case RA_RECORD_EXTERNAL_X: rc = rk_record_external(k, k->x); break;
+    case RA_PEER_COPY_X: rc = rk_peer_copy(k, k->x); break;
     case RA_UNREF_Z:
       slc_stream_unref(k->z);
       k->keep_has_z = false;
@@ -2916,6 +2928,10 @@ static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
   CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &k->B));
   CHECK_OK(slc_buffer_alloc_device(c, 0, 4096, &k->B2));
   CHECK_OK(slc_buffer_alloc_host(c, 4096, &k->H));
+  if (action == RA_PEER_COPY_X) {
+    CHECK_OK(slc_buffer_alloc_device(c, S->devices > 1 ? 1 : 0, 64, &k->P));
+    CHECK_OK(slc_buffer_alloc_host(c, 32, &k->PS));
+  }
   /* Settles drain the newest stream first: both orders. */
   if (x_newer)
     CHECK_OK(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &k->z));
@@ -3062,6 +3078,8 @@ static int rk_run(suite *S, int path, int action, bool x_nb, bool x_newer) {
   CHECK_OK(slc_buffer_free(k->B));
   if (k->B2 != NULL) CHECK_OK(slc_buffer_free(k->B2));
   CHECK_OK(slc_buffer_free(k->H));
+  if (k->P != NULL) CHECK_OK(slc_buffer_free(k->P));
+  if (k->PS != NULL) CHECK_OK(slc_buffer_free(k->PS));
   CHECK(count_of(&k->ran) == 1 && count_of(&k->kz) == 1);
   CHECK(count_of(&k->nested) == atomic_load(&k->nested_issued));
   free(k);
@@ -3272,6 +3290,18 @@ static int sweep_scenario(sweep *w) {
   SWEEP_STEP(slc_copy_dtod_async(n1, slc_buffer_dptr(D1),
                                  slc_buffer_dptr(D1) + bytes / 2, 64, &hk));
   expect_k++;
+  /* n1: a device-0 buffer copied in, staged (two pieces: no peer access
+   * yet), then peer access enabled and copied in directly. */
+  slc_buffer *P0, *PS;
+  SWEEP_STEP(slc_buffer_alloc_device(c, 0, 256, &P0));
+  SWEEP_STEP(slc_buffer_alloc_host(c, 128, &PS));
+  SWEEP_STEP(
+      slc_buf_copy_peer_async(n1, D1, 1024, P0, 0, 256, PS, &hk, NULL));
+  expect_k++;
+  if (d1 != 0) SWEEP_STEP(slc_device_enable_peer_access(c, d1, 0));
+  SWEEP_STEP(
+      slc_buf_copy_peer_async(n1, D1, 2048, P0, 0, 256, NULL, &hk, NULL));
+  expect_k++;
 
   bool flag;
   SWEEP_STEP(slc_stream_query(s0, &flag));
@@ -3288,7 +3318,9 @@ static int sweep_scenario(sweep *w) {
   SWEEP_STEP(slc_device_synchronize(c, d1));
   SWEEP_STEP(slc_host_range_settle(c, slc_buffer_host(st.buf), bytes));
   CHECK(atomic_load(&st.released) == 1 && atomic_load(&st.early) == 0);
-  SWEEP_STEP(slc_buffer_free(D1));
+  SWEEP_STEP(slc_buffer_free(D1)); /* settles n1 */
+  SWEEP_STEP(sweep_try_free(P0));
+  SWEEP_STEP(sweep_try_free(PS));
   SWEEP_DESTROY(n1);
   slc_stream_unref(n1);
   /* n0 gets work, then its last reference goes (a destroy inside). */
