@@ -18,7 +18,7 @@
 #      GPUs), host CPU us per request, p99, and streamledger's CPU per
 #      request (must not grow with g).
 # Usage: multigpu_run.sh [GPU_BIN_DIR] [OUT_DIR]
-# Environment: MS (ms per cell, 1000), TPG (threads per GPU, "1,4"), COUNTS
+# Environment: MS (ms per cell, 500), TPG (threads per GPU, "1,4"), COUNTS
 # (GPU counts, "1 2 ... N"), SPREAD (1: also the spread cells), BYTES
 # (65536), INFLIGHT (32), SUITE_ONLY (cuda_suite --only=..., for a dry run:
 # bench/multigpu_run_smoke.sh runs this script on the host executor).
@@ -30,7 +30,7 @@ out=${2:-$bin/multigpu-results-$(hostname -s)-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 [ "${n:-0}" -ge 1 ] || { echo "multigpu_run: nvidia-smi lists no GPU" >&2; exit 2; }
-MS=${MS:-1000}
+MS=${MS:-500}
 TPG=${TPG:-1,4}
 SPREAD=${SPREAD:-1}
 BYTES=${BYTES:-65536}
@@ -40,6 +40,15 @@ counts_csv=$(echo "$COUNTS" | tr ' ' ',')
 rc=0
 say() { echo "$*" | tee -a "$out/SUMMARY.txt"; }
 left() { echo $((300 - ($(date +%s) - t_start))); }
+failed() { # name, exit status: says so unless 0
+  [ "$2" -eq 0 ] && return
+  rc=1
+  if [ "$2" -eq 124 ]; then
+    say "FAILED: $1 (time limit; what it printed is kept)"
+  else
+    say "FAILED: $1 (exit $2)"
+  fi
+}
 
 {
   echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -77,16 +86,30 @@ else
   build_pid=
 fi
 
-# 2. The suite on every GPU.
-say "=== cuda_suite --driver=libcuda --require-gpu ($n GPUs)"
-suite_only=()
-[ -n "${SUITE_ONLY:-}" ] && suite_only=(--only="$SUITE_ONLY")
-timeout 90 "$bin/cuda_suite" --driver=libcuda --require-gpu "${suite_only[@]}" \
-  >"$out/cuda_suite_libcuda.log" 2>&1
-st=$?
-[ "$st" -eq 0 ] || { rc=1; say "FAILED: cuda_suite (exit $st)"; }
-grep -E '^(FAIL|SKIP) |^cuda_suite \(|can access:|^PASS (chain|peer)' "$out/cuda_suite_libcuda.log" |
-  tee -a "$out/SUMMARY.txt"
+# 2. The suite on every GPU: the tests that use several devices first
+# (one process per test: CUDA's start-up on N GPUs is most of the time),
+# then the rest, each part within its own limit.
+multi=info,device_sync,cross_device_wait,cross_device_copy,chain_all_devices
+multi=$multi,chain_all_devices_engine,peer_access,peer_copy_ring
+multi=$multi,peer_copy_bad_input,threads,failed_unref_keeps_other_devices
+multi=$multi,destroy_after_keep_switches_context
+suite() { # name, limit, cuda_suite options...
+  local name=$1 limit=$2 st
+  shift 2
+  say "=== $name: cuda_suite --driver=libcuda --require-gpu $* ($n GPUs, limit $limit s)"
+  timeout "$limit" "$bin/cuda_suite" --driver=libcuda --require-gpu "$@" \
+    >"$out/$name.log" 2>&1
+  st=$?
+  failed "$name" "$st"
+  grep -E '^(FAIL|SKIP) |^cuda_suite \(|can access:|^PASS (chain|peer)' "$out/$name.log" |
+    tee -a "$out/SUMMARY.txt"
+}
+if [ -n "${SUITE_ONLY:-}" ]; then
+  suite cuda_suite_multigpu 60 --only="$SUITE_ONLY"
+else
+  suite cuda_suite_multigpu 60 --only="$multi"
+  suite cuda_suite_rest 60 --skip="$multi"
+fi
 
 # 3. Serving at each GPU count: grouped, then spread. Each run's limit is
 # twice its cells' time (cells x (MS + 0.5 s)), within what is left of the
@@ -105,14 +128,7 @@ bench() { # name, cells, command...
   [ "$limit" -gt 5 ] || { rc=1; say "SKIPPED $name: out of time"; return; }
   say "=== $name (limit ${limit} s): $*"
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  local st=$?
-  if [ "$st" -eq 124 ]; then
-    rc=1
-    say "FAILED: $name (time limit; the rows it printed are kept)"
-  elif [ "$st" -ne 0 ]; then
-    rc=1
-    say "FAILED: $name (exit $st)"
-  fi
+  failed "$name" $?
   grep '^multigpu [a-z]' "$out/$name.log" | grep -v '^multigpu mode'
 }
 placings=grouped
