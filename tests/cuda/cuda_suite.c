@@ -969,6 +969,13 @@ typedef struct chain {
   counter ka[MAX_DEV]; /* work after it */
 } chain;
 
+static int chain_begin(suite *S, chain *ch, staging *st, uint32_t seed) {
+  memset(ch, 0, sizeof(*ch));
+  ch->n = S->devices;
+  CHECK_OK(staging_init(S, st, 1u << 12, seed));
+  return PASS;
+}
+
 static int chain_streams(suite *S, chain *ch, int from, int to) {
   for (int d = from; d < to; d++) {
     CHECK_OK(slc_stream_create(S->c, d, SLC_STREAM_NONBLOCKING, &ch->s[d]));
@@ -1036,10 +1043,8 @@ static int chain_end(suite *S, chain *ch, staging *st) {
 static int t_chain_all_devices(suite *S) {
   SKIP_IF(S->devices < 3, "needs 3 devices");
   chain ch;
-  memset(&ch, 0, sizeof(ch));
-  ch.n = S->devices;
   staging st;
-  CHECK_OK(staging_init(S, &st, 1u << 12, 53));
+  CHECK(chain_begin(S, &ch, &st, 53) == PASS);
   CHECK(chain_streams(S, &ch, 0, ch.n) == PASS);
   CHECK(chain_issue(S, &ch, &st) == PASS);
   CHECK(atomic_load(&st.released) == 0 && count_of(&ch.kw[0]) == 0);
@@ -1056,10 +1061,8 @@ static int t_chain_all_devices(suite *S) {
 static int t_chain_all_devices_engine(suite *S) {
   SKIP_IF(S->devices < 3, "needs 3 devices");
   chain ch;
-  memset(&ch, 0, sizeof(ch));
-  ch.n = S->devices;
   staging st;
-  CHECK_OK(staging_init(S, &st, 1u << 12, 59));
+  CHECK(chain_begin(S, &ch, &st, 59) == PASS);
   CHECK(chain_streams(S, &ch, 0, ch.n - 1) == PASS);
   slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
   CHECK_OK(slc_engine_enable(S->c, &cfg));
