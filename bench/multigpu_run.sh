@@ -9,7 +9,8 @@
 #      chain waits through all N GPUs and copy data around all of them);
 #   3. the serving benchmark at 1, 2, ..., N GPUs (threads per GPU: TPG),
 #      grouped (a thread per GPU) then spread (every thread over all the
-#      GPUs of the cell): pool_bench --devices (the pool and
+#      GPUs of the cell): pool_bench --devices (the pool with its engine
+#      thread, the pool with request threads polling the engine too, and
 #      cuMemAllocAsync) and pool_torch --devices (PyTorch's caching
 #      allocators), one after the other on the same GPUs;
 #   4. TABLE.txt (every row, side by side) and SCALING.txt: for each
@@ -136,7 +137,7 @@ placings=grouped
 for placing in $placings; do
   flag=()
   [ "$placing" = spread ] && flag=(--spread)
-  bench "pool_bench_$placing" $((n_counts * n_tpg * 2)) "$bin/pool_bench" \
+  bench "pool_bench_$placing" $((n_counts * n_tpg * 3)) "$bin/pool_bench" \
     --devices "$counts_csv" --threads "$TPG" --ms "$MS" --bytes "$BYTES" \
     --inflight "$INFLIGHT" "${flag[@]}" --json "$out/pool_bench_$placing.json"
   if [ -n "$build_pid" ]; then
@@ -151,10 +152,10 @@ for placing in $placings; do
 done
 
 # 4. The tables.
-hdr="multigpu mode   gpus thr placing |      req/s |   cpu/req   req-thr |      sl    sl |   p50 us   p99 us |  resv MiB  used MiB"
+hdr="multigpu mode      gpus thr placing |      req/s |   cpu/req   req-thr |      sl    sl |   p50 us   p99 us |  resv MiB  used MiB"
 {
   echo "$hdr"
-  echo "                                 |            |        us        us |  us/req     % |                   |      peak      peak"
+  echo "                                    |            |        us        us |  us/req     % |                   |      peak      peak"
   cat "$out"/pool_bench_*.log "$out"/pool_torch_*.log 2>/dev/null | grep '^multigpu [a-z]' |
     grep -v '^multigpu mode' | sort -s -k5,5 -k4,4n -k3,3n -k2,2
 } >"$out/TABLE.txt"

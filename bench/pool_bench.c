@@ -47,7 +47,12 @@
  *    checking data, waiting for a free request slot), bench/drvtime.h;
  *    "sl %" is its share of the process's CPU per request. For the async
  *    rows the same sum over the request threads is the measurement's
- *    control (no ledger: what is left is the loop itself).
+ *    control (no ledger: what is left is the loop itself). A third mode,
+ *    pool_poll, is pool with each request thread also calling
+ *    slc_engine_poll after each request: the engine is one per context
+ *    (one consumer for every GPU's streams), and this shows whether
+ *    releasing on the request threads as well scales better than the
+ *    engine thread alone.
  * A wrong result fails the run (exit 1).
  *
  * DRIVERS: --driver=libcuda (default; no library or device: "SKIPPED", exit
@@ -257,6 +262,7 @@ static void *serving_thread(void *arg) {
   cell *c = w->c;
   const slc_driver *d = slc_context_driver(ctx);
   bool pool = c->mode[0] == 'p', split = opt.n_gpus > 0;
+  bool poll = strcmp(c->mode, "pool_poll") == 0;
   unsigned words = opt.bytes / 4, K = opt.inflight;
   /* The GPUs this thread serves, a stream on each: its own GPU (grouped),
    * or every GPU of the cell in turn (--spread). */
@@ -311,6 +317,10 @@ static void *serving_thread(void *arg) {
                         &(slc_hold){.keep = {request_done_keep, r}}));
       CK(slp_free(stg));
       CK(slp_free(dev));
+      /* pool_poll: the request thread also polls the engine (as PyTorch
+       * processes its events on malloc): the releases and keeps of what
+       * completed run here, beside the engine thread's. */
+      if (poll) CK(slc_engine_poll(ctx, NULL));
     } else {
       CUdeviceptr p;
       if (ns > 1) CK(slc_device_make_current(ctx, dv));
@@ -505,7 +515,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   pthread_barrier_destroy(&c.start);
   free(c.lat);
   if (gpus != 0)
-    printf("multigpu %-6s %4u %3u %-7s | %10.0f | %9.2f %9.2f | %7.2f %5.1f "
+    printf("multigpu %-9s %4u %3u %-7s | %10.0f | %9.2f %9.2f | %7.2f %5.1f "
            "| %8.1f %8.1f | %9.2f %9.2f\n",
            mode, gpus, threads, opt.spread ? "spread" : "grouped", r->mops,
            r->cpu_ns / 1e3, r->req_cpu_ns / 1e3, r->sl_ns / 1e3,
@@ -675,6 +685,7 @@ int main(int argc, char **argv) {
   static const char *const over[] = {"pool_af", "async_af", "pool_2s",
                                      "async_2s"};
   static const char *const serve[] = {"pool", "async"};
+  static const char *const multi[] = {"pool", "pool_poll", "async"};
   bool do_over = opt.only == NULL || strcmp(opt.only, "overhead") == 0;
   bool do_serve = opt.only == NULL || strcmp(opt.only, "serving") == 0;
   if (devices != NULL) { /* several GPUs: serving only */
@@ -684,19 +695,19 @@ int main(int argc, char **argv) {
            opt.ms, opt.bytes, opt.inflight,
            opt.spread ? "each thread spread over all GPUs"
                       : "each thread on one GPU");
-    printf("multigpu %-6s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
+    printf("multigpu %-9s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
            "| %9s %9s\n",
            "mode", "gpus", "thr", "placing", "req/s", "cpu/req", "req-thr",
            "sl", "sl", "p50 us", "p99 us", "resv MiB", "used MiB");
-    printf("multigpu %-6s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
+    printf("multigpu %-9s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
            "| %9s %9s\n",
            "", "", "", "", "", "us", "us", "us/req", "%", "", "", "peak",
            "peak");
   }
   for (unsigned t = 0; devices != NULL && t < opt.n_threads; t++)
     for (unsigned g = 0; g < opt.n_gpus; g++)
-      for (int k = 0; k < 2; k++)
-        run_cell("serving", serve[k], opt.threads[t] * opt.gpus[g],
+      for (int k = 0; k < 3; k++)
+        run_cell("serving", multi[k], opt.threads[t] * opt.gpus[g],
                  opt.gpus[g]);
   for (unsigned t = 0; do_over && t < opt.n_threads; t++)
     for (int k = 0; k < 4; k++)

@@ -236,7 +236,7 @@ void run_cell(const char *bench, const char *mode, unsigned threads,
     double p50 = k ? c.lat[size_t(0.50 * double(k - 1))] / 1e3 : 0;
     double p99 = k ? c.lat[size_t(0.99 * double(k - 1))] / 1e3 : 0;
     if (gpus != 0)
-      std::printf("multigpu %-6s %4u %3u %-7s | %10.0f | %9.2f %9.2f | %7s "
+      std::printf("multigpu %-9s %4u %3u %-7s | %10.0f | %9.2f %9.2f | %7s "
                   "%5s | %8.1f %8.1f | %9.2f %9.2f\n",
                   mode, gpus, threads, g_spread ? "spread" : "grouped",
                   double(n) / wall * 1e9, n ? cpu / double(n) / 1e3 : 0,
