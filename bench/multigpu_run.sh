@@ -6,7 +6,8 @@
 #      background, while 2 runs);
 #   2. the CUDA suite on the real driver, every GPU visible
 #      (cuda_suite --driver=libcuda --require-gpu: the multi-device tests
-#      chain waits through all N GPUs and copy data around all of them);
+#      chain waits through all N GPUs and copy data around all of them;
+#      the other tests run last, in the time left);
 #   3. the serving benchmark at 1, 2, ..., N GPUs (threads per GPU: TPG),
 #      grouped (a thread per GPU) then spread (every thread over all the
 #      GPUs of the cell): pool_bench --devices (the pool with its engine
@@ -87,9 +88,9 @@ else
   build_pid=
 fi
 
-# 2. The suite on every GPU: the tests that use several devices first
-# (one process per test: CUDA's start-up on N GPUs is most of the time),
-# then the rest, each part within its own limit.
+# 2. The suite on every GPU: the tests that use several devices now (one
+# process per test: CUDA's start-up on N GPUs is most of the time), the
+# rest (they ran on 1 GPU before) after the benchmarks, in what is left.
 multi=info,device_sync,cross_device_wait,cross_device_copy,chain_all_devices
 multi=$multi,chain_all_devices_engine,peer_access,peer_copy_ring
 multi=$multi,peer_copy_bad_input,threads,failed_unref_keeps_other_devices
@@ -109,7 +110,6 @@ if [ -n "${SUITE_ONLY:-}" ]; then
   suite cuda_suite_multigpu 60 --only="$SUITE_ONLY"
 else
   suite cuda_suite_multigpu 60 --only="$multi"
-  suite cuda_suite_rest 60 --skip="$multi"
 fi
 
 # 3. Serving at each GPU count: grouped, then spread. Each run's limit is
@@ -150,6 +150,17 @@ for placing in $placings; do
       --inflight "$INFLIGHT" "${flag[@]}"
   fi
 done
+
+if [ -z "${SUITE_ONLY:-}" ]; then
+  rest=$(($(left) - 10))
+  [ "$rest" -gt 60 ] && rest=60
+  if [ "$rest" -gt 5 ]; then
+    suite cuda_suite_rest "$rest" --skip="$multi"
+  else
+    rc=1
+    say "SKIPPED cuda_suite_rest: out of time"
+  fi
+fi
 
 # 4. The tables.
 hdr="multigpu mode      gpus thr placing |      req/s |   cpu/req   req-thr |      sl    sl |   p50 us   p99 us |  resv MiB  used MiB"
