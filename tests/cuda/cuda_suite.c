@@ -1136,11 +1136,12 @@ static int t_peer_access(suite *S) {
 
 /* Data around every device: device 0's buffer is copied to device 1, 2,
  * ..., each hop on the receiving device after a wait on the previous
- * device's event, each adding 1. Hops with peer access copy directly, the
- * others stage through a small pinned buffer (several pieces). On the host
- * executor every odd hop has no peer access; a direct copy never ran
- * without it (hd_unpeered_copies). Syncing the last stream releases every
- * buffer and staging buffer of every device, transitively. */
+ * device's event, each adding 1. Even hops enable peer access where the
+ * devices can and copy directly; odd hops stage through a small pinned
+ * buffer (several pieces), so a real node runs both paths. On the host
+ * executor the odd hops cannot even have peer access; a direct copy never
+ * ran without it (hd_unpeered_copies). Syncing the last stream releases
+ * every buffer and staging buffer of every device, transitively. */
 static int t_peer_copy_ring(suite *S) {
   SKIP_IF(S->devices < 2, "needs 2 devices");
   const int n = S->devices;
@@ -1158,11 +1159,12 @@ static int t_peer_copy_ring(suite *S) {
     CHECK_OK(slc_event_create(S->c, d, &e[d]));
     CHECK_OK(slc_buffer_alloc_device(S->c, d, bytes, &D[d]));
     CHECK_OK(slc_buffer_alloc_host(S->c, bytes / 3 + 4, &stg[d]));
-    if (d > 0) {
+    if (d > 0) { /* odd hops stage, even hops go peer to peer if they can */
       bool can;
       CHECK_OK(slc_device_can_access_peer(S->c, d, d - 1, &can));
-      if (can) CHECK_OK(slc_device_enable_peer_access(S->c, d, d - 1));
-      want_staged[d] = !can;
+      if (can && d % 2 == 0)
+        CHECK_OK(slc_device_enable_peer_access(S->c, d, d - 1));
+      want_staged[d] = !can || d % 2 != 0;
     }
   }
   CHECK_OK(slc_buffer_alloc_host(S->c, bytes, &out));
