@@ -45,6 +45,22 @@
  *   semantics). NULL and CU_STREAM_LEGACY map to it; CU_STREAM_PER_THREAD is
  *   refused (a different stream on every thread).
  *
+ * THE ENGINE: WHO RELEASES THE RECORDED USES
+ *   Every free records one use (a ledger entry); something must find the
+ *   stream complete past it. By default no engine thread: markers are
+ *   placed every 64 operations or 200 us of a stream (at issue), and the
+ *   hooks poll the engine every 64 frees of a thread (non-blocking; as
+ *   PyTorch's allocator processes its events on malloc), as does the
+ *   pool's slow path before a new slab and at out of memory. Same-stream
+ *   reuse never waits for a release, so sparse markers cost nothing there;
+ *   they only delay reuse by other streams. The engine thread
+ *   (SL_TORCH_ENGINE=thread; markers every 8 operations or 20 us unless
+ *   SL_TORCH_MARKER_OPS / SL_TORCH_MARKER_US say otherwise) releases
+ *   sooner, at the CPU cost of its wake-ups (bench/RESULTS.md, issue 9):
+ *   the first H200 run of the serving benchmark measured that cost at
+ *   1.4 ms of CPU per request of ~160 allocations (4.67 against PyTorch's
+ *   3.27 ms). sl_torch_poll lets an application poll when idle.
+ *
  * THE CALLER'S CURRENT CONTEXT
  *   The layer makes a device's primary context current on the calling
  *   thread for its driver calls and leaves it there; the CUDA runtime takes
@@ -86,6 +102,7 @@
 #define slt__bump(p) atomic_fetch_add_explicit((p), 1, memory_order_relaxed)
 
 #define SLT__SLOTS (2 * SL_TORCH_MAX_STREAMS) /* a power of two */
+#define SLT__POLL_EVERY 64 /* frees per thread between engine polls */
 #define SLT__RBUCKETS 256
 
 struct slt__dev {
@@ -120,6 +137,7 @@ static struct {
   atomic_long n_recs;
   struct slt__rec *recs[SLT__RBUCKETS]; /* rec_mu */
   atomic_uint_fast64_t bad_calls, recorded_uses;
+  unsigned poll_every; /* 0: the engine thread polls; before ctx */
 } slt = {.mu = PTHREAD_MUTEX_INITIALIZER, .rec_mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- The caller's current context ------------------------------------- */
@@ -139,6 +157,14 @@ static void slt__restore(slc_context *c, CUcontext was) {
 }
 
 /* ---- Process-wide state -------------------------------------------------- */
+
+static unsigned slt__env_uint(const char *name, unsigned dflt) {
+  const char *v = secure_getenv(name);
+  if (v == NULL || *v == '\0') return dflt;
+  char *end = NULL;
+  unsigned long n = strtoul(v, &end, 10);
+  return end != NULL && *end == '\0' && n <= 1000000 ? (unsigned)n : dflt;
+}
 
 static size_t slt__env_limit(void) {
   const char *v = secure_getenv("SL_TORCH_LIMIT_BYTES");
@@ -160,7 +186,17 @@ static slc_context *slt__create_locked(void) {
   }
   slc_context *c = NULL;
   if (slc_context_create(&slt.drv, &c) != LDG_OK) return NULL;
-  if (slc_engine_enable(c, NULL) != LDG_OK) {
+  /* THE ENGINE (see the top): polled by the hooks unless
+   * SL_TORCH_ENGINE=thread. */
+  const char *mode = secure_getenv("SL_TORCH_ENGINE");
+  bool thread = mode != NULL && strcmp(mode, "thread") == 0;
+  slc_engine_config ec = {
+      .thread = thread,
+      .marker_every_ops = slt__env_uint("SL_TORCH_MARKER_OPS", thread ? 0 : 64),
+      .marker_every_us = slt__env_uint("SL_TORCH_MARKER_US", thread ? 0 : 200),
+  };
+  slt.poll_every = thread ? 0 : SLT__POLL_EVERY;
+  if (slc_engine_enable(c, &ec) != LDG_OK) {
     slc_error e = *slc_last_error();
     (void)slc_context_destroy(c);
     (void)slc_set_error(e.code, fn, "%s", e.message);
@@ -401,6 +437,21 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
     if (r->s[i] != home && r->s[i] != s) rc = slt__use(r->s[i], b);
   free(r);
   if (rc == LDG_OK) rc = slp_free(b);
+  /* No engine thread: every so many frees, this thread polls (as PyTorch
+   * processes its events on malloc). Non-blocking; the keeps of completed
+   * uses run here and return held blocks to the free lists. */
+  static _Thread_local unsigned frees;
+  if (slt.poll_every != 0 && ++frees % slt.poll_every == 0)
+    (void)slc_engine_poll(c, NULL);
+  slt__restore(c, was);
+  return rc;
+}
+
+int sl_torch_poll(void) {
+  slc_context *c = slt__load_acquire(&slt.ctx);
+  if (c == NULL) return LDG_OK;
+  CUcontext was = slt__save(c);
+  int rc = slc_engine_poll(c, NULL);
   slt__restore(c, was);
   return rc;
 }

@@ -45,7 +45,8 @@
  * OWNERSHIP AND THREADING
  *   One process-wide state, made on the first call: a context over
  *   libcuda.so.1 (or the driver of sl_torch_use_driver), the progress
- *   engine with its thread, and per device (made on its first alloc) one
+ *   engine (polled by the hooks; its own thread with
+ *   SL_TORCH_ENGINE=thread: sl_torch.c, THE ENGINE), and per device (made on its first alloc) one
  *   device pool and one adopted legacy default stream. PyTorch's streams
  *   are adopted (slc_stream_adopt), never created or destroyed, once each,
  *   and kept until sl_torch_shutdown: a stream handle must stay valid while
@@ -58,7 +59,8 @@
  *   function                  may block         lock taken          keeps
  *   ------------------------  ----------------  ------------------  -----
  *   sl_torch_alloc / _malloc  as slp_alloc (a)  init mutex (a)      (b)
- *   sl_torch_free / _checked  no (c)            records mutex (d)   (b)
+ *   sl_torch_free / _checked  no (c)            records mutex (d)   (b)(e)
+ *   sl_torch_poll             no                as slc_engine_poll  yes
  *   sl_torch_record_stream    no (a)            records mutex       no
  *   sl_torch_empty_cache      yes: syncs        as slp_trim         yes
  *   sl_torch_memory_stats     no                as slp_stats_get    no
@@ -67,7 +69,9 @@
  *       and may block in the driver. (b) as the layer's asynchronous calls:
  *       only when a release overtook the record. (c) if recording a use
  *       fails (out of host memory), the stream is synchronised first.
- *       (d) only while some block has recorded streams.
+ *       (d) only while some block has recorded streams. (e) every 64th
+ *       free of a thread polls the engine (no engine thread, the default;
+ *       sl_torch.c, THE ENGINE): the keeps of completed uses run there.
  *
  * BAD INPUT (each a clear message in slc_last_error(); nothing changed,
  * nothing leaked): a device out of range, CU_STREAM_PER_THREAD, a stream of
@@ -153,6 +157,11 @@ const char *sl_torch_stat_name(int i);
 
 /* torch.cuda.reset_peak_memory_stats. */
 void sl_torch_reset_peaks(int device);
+
+/* Releases the uses whose streams completed (slc_engine_poll: keeps run
+ * here; non-blocking). The hooks poll by themselves every 64 frees of a
+ * thread; an application may also call this when idle. LDG_OK. */
+int sl_torch_poll(void);
 
 /* This thread's last error message (slc_last_error_message). */
 const char *sl_torch_last_error(void);

@@ -108,9 +108,10 @@ static uint64_t stat_of(int device, int i) {
 }
 
 /* Waits until device's pool holds nothing for pending work (the engine
- * thread released every recorded use). */
+ * released every recorded use: its thread, or these polls). */
 static int wait_unheld(int device) {
   for (long i = 0; i < 200000; i++) {
+    CHECK_RC(sl_torch_poll(), LDG_OK);
     if (stat_of(device, SL_TORCH_HELD) == 0) return 0;
     sleep_us(100);
   }
@@ -408,6 +409,10 @@ static const struct {
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
+  const char *engine = getenv("SL_TORCH_ENGINE");
+  printf("engine: %s\n", engine != NULL && strcmp(engine, "thread") == 0
+                              ? "its thread (SL_TORCH_ENGINE=thread)"
+                              : "polled by the hooks");
   int failed = 0;
   for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
     if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
