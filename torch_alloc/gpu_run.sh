@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# PyTorch on the pool (issue 14) on a GPU host, in one run of about two
-# minutes: copied into gpu-bin/ as torch_gpu_run.sh by tools/gpu_build.sh,
-# beside libsl_torch.so (and the liburcu it loads from its own folder),
+# PyTorch on the pool (issue 14) on a GPU host, in one run of about 90 s:
+# copied into gpu-bin/ as torch_gpu_run.sh by tools/gpu_build.sh, beside libsl_torch.so (and the liburcu it loads from its own folder),
 # sl_torch.py, torch_gpu_test.py and serve.py.
 #   1. torch_gpu_test.py: PyTorch's allocator behaviours on the pool
 #      (several streams, free under a running kernel, record_stream, stats,
 #      out of memory and retry, empty_cache, threads);
 #   2. serve.py, side by side: PyTorch's caching allocator, then the pool
-#      (engine polled by the hooks, the default), then the pool with the
-#      engine thread ("pool+thr"), at each thread count (default "1 4");
+#      (engine polled by the hooks, the default), and with WITH_THREAD=1
+#      the pool with the engine thread ("pool+thr"), at each thread count
+#      (default "1 4");
 #      the first run (torch, 1 thread) saves its outputs and every pool run
 #      checks its own against them (separate processes);
 #   3. TABLE.txt: requests/s, p50/p99, peak reserved/allocated, CPU/request.
 # Usage: torch_gpu_run.sh OUT_DIR [SECONDS_PER_CELL (5)] [THREADS ("1 4")]
+#                         [WITH_THREAD (0)]
+# Defaults take about 90 s on the H200 host (each process ~15 s of start-up:
+# importing torch and transformers, building the model, warming up);
+# WITH_THREAD=1 adds ~20 s per thread count.
 # Exit status 0 when the test and every check passed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: torch_gpu_run.sh OUT_DIR [SECONDS] [THREADS]}
 secs=${2:-5}
 threads=${3:-1 4}
+with_thread=${4:-0}
 mkdir -p "$out"
 so=$here/libsl_torch.so
 rc=0
@@ -56,9 +61,11 @@ for t in $threads; do
   fi
   step "serve_pool_t$t" $((secs + 25)) python3 serve.py --allocator pool --so "$so" \
     --threads "$t" --seconds "$secs" --check "$out/ref.pt" --out "$out/serve_pool_t$t.json"
-  step "serve_poolthr_t$t" $((secs + 25)) env SL_TORCH_ENGINE=thread python3 serve.py \
-    --allocator pool --so "$so" --threads "$t" --seconds "$secs" --check "$out/ref.pt" \
-    --out "$out/serve_poolthr_t$t.json"
+  if [ "$with_thread" = 1 ]; then
+    step "serve_poolthr_t$t" $((secs + 25)) env SL_TORCH_ENGINE=thread python3 serve.py \
+      --allocator pool --so "$so" --threads "$t" --seconds "$secs" --check "$out/ref.pt" \
+      --out "$out/serve_poolthr_t$t.json"
+  fi
 done
 
 python3 - "$out" <<'EOF' | tee "$out/TABLE.txt" | tee -a "$sum"
