@@ -77,6 +77,10 @@
 
 #include "cuda/driver.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define HD_MAX_DEVICES 8
 #define HD_MAX_PARAMS 8
 
@@ -197,5 +201,9 @@ int hd_register_kernel(const char *name, hd_kernel_fn fn, size_t n_params,
 
 /* Operations the workers ran so far (copies, memsets, kernels). */
 unsigned long hd_ops_executed(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* STREAMLEDGER_CUDA_HOST_EXECUTOR_H */
