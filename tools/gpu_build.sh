@@ -105,4 +105,5 @@ if [ "$bad" -ne 0 ]; then
 fi
 echo "=== gpu-bin/ is ready:"
 ls -l "$out"
-echo "Carry it to the GPU host and run: gpu-bin/gpu_run.sh"
+echo "Carry it to the GPU host and run: gpu-bin/gpu_run.sh (suite, benchmarks),"
+echo "  gpu-bin/torch_gpu_run.sh OUT_DIR (PyTorch on the pool: test, example, benchmark)"
