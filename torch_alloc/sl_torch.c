@@ -106,8 +106,8 @@
 #define SLT__RBUCKETS 256
 
 struct slt__dev {
-  _Atomic(slp_pool *) pool;
-  _Atomic(slc_stream *) legacy;
+  _Atomic(void *) pool;   /* slp_pool */
+  _Atomic(void *) legacy; /* slc_stream of slc_stream_adopt_legacy */
   size_t limit; /* init mutex */
 };
 
@@ -229,37 +229,46 @@ static int slt__check_device(int device, const char *fn) {
   return LDG_OK;
 }
 
-static slp_pool *slt__pool(slc_context *c, int device) {
-  struct slt__dev *d = &slt.dev[device];
-  slp_pool *p = slt__load_acquire(&d->pool);
-  if (p != NULL) return p;
+/* Makes device's pool (the limit read now) or its legacy stream object. */
+static int slt__make_pool(slc_context *c, int device, void **out) {
+  slp_config cfg = {.limit_bytes = slt.dev[device].limit};
+  slp_pool *p = NULL;
+  int rc = slp_pool_create_device(c, device, &cfg, &p);
+  *out = p;
+  return rc;
+}
+
+static int slt__make_legacy(slc_context *c, int device, void **out) {
+  slc_stream *s = NULL;
+  int rc = slc_stream_adopt_legacy(c, device, &s);
+  *out = s;
+  return rc;
+}
+
+/* The object in *slot, made once under the init mutex by make() and
+ * published with release; NULL (the error recorded) if make failed. */
+static void *slt__once(_Atomic(void *) *slot, slc_context *c, int device,
+                       int (*make)(slc_context *, int, void **)) {
+  void *v = slt__load_acquire(slot);
+  if (v != NULL) return v;
   pthread_mutex_lock(&slt.mu);
-  p = slt__load_relaxed(&d->pool);
-  if (p == NULL) {
-    slp_config cfg = {.limit_bytes = d->limit};
-    if (slp_pool_create_device(c, device, &cfg, &p) == LDG_OK)
-      slt__store_release(&d->pool, p);
+  v = slt__load_relaxed(slot);
+  if (v == NULL) {
+    if (make(c, device, &v) == LDG_OK)
+      slt__store_release(slot, v); /* pairs with the acquire above */
     else
-      p = NULL;
+      v = NULL;
   }
   pthread_mutex_unlock(&slt.mu);
-  return p;
+  return v;
+}
+
+static slp_pool *slt__pool(slc_context *c, int device) {
+  return slt__once(&slt.dev[device].pool, c, device, slt__make_pool);
 }
 
 static slc_stream *slt__legacy(slc_context *c, int device) {
-  struct slt__dev *d = &slt.dev[device];
-  slc_stream *s = slt__load_acquire(&d->legacy);
-  if (s != NULL) return s;
-  pthread_mutex_lock(&slt.mu);
-  s = slt__load_relaxed(&d->legacy);
-  if (s == NULL) {
-    if (slc_stream_adopt_legacy(c, device, &s) == LDG_OK)
-      slt__store_release(&d->legacy, s);
-    else
-      s = NULL;
-  }
-  pthread_mutex_unlock(&slt.mu);
-  return s;
+  return slt__once(&slt.dev[device].legacy, c, device, slt__make_legacy);
 }
 
 static size_t slt__hash(uintptr_t k) {
