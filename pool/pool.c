@@ -1153,6 +1153,13 @@ size_t slp_block_size(const slp_block *b) {
 size_t slp_block_capacity(const slp_block *b) { return b ? b->cap : 0; }
 uint64_t slp_block_id(const slp_block *b) { return b ? b->id : 0; }
 slp_pool *slp_block_pool(const slp_block *b) { return b ? b->pool : NULL; }
+slc_stream *slp_block_stream(const slp_block *b) { return b ? b->home : NULL; }
+bool slp_block_allocated(const slp_block *b) {
+  /* Acquire: pairs with slp_alloc's release store of ALLOC (home written
+   * before it). */
+  return b != NULL &&
+         (slp__load_acquire(&((slp_block *)b)->st) & SLP__ALLOC) != 0;
+}
 bool slp_pool_is_host(const slp_pool *p) { return p != NULL && p->device < 0; }
 int slp_pool_device(const slp_pool *p) { return p != NULL ? p->device : -1; }
 

@@ -203,6 +203,12 @@ size_t slp_block_size(const slp_block *b);      /* the bytes asked for */
 size_t slp_block_capacity(const slp_block *b);  /* its size class */
 uint64_t slp_block_id(const slp_block *b);      /* its ledger vector id */
 slp_pool *slp_block_pool(const slp_block *b);
+/* The stream given to the slp_alloc that handed it out (its home; NULL for
+ * NULL), and whether its owner has it now (allocated, not yet freed). For
+ * shims that record work on a block's streams at its free (torch_alloc/).
+ * Lock-free; the answer may change at once if other threads use b. */
+slc_stream *slp_block_stream(const slp_block *b);
+bool slp_block_allocated(const slp_block *b);
 
 /* ---- Operations on blocks: they hold the blocks they name -------------
  * As the slc_buf_* calls of sl_cuda.h, with blocks: ranges are checked
