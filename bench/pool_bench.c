@@ -58,7 +58,8 @@ static struct {
   const char *libcuda, *json;
   unsigned threads[16], n_threads;
   unsigned ms, bytes, inflight, every_ops;
-  const char *only; /* "overhead", "serving" or NULL: both */
+  unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  const char *only; /* "overhead", "serving", one mode or NULL: all */
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
 
 static slc_driver drv;
@@ -143,7 +144,8 @@ static void *overhead_thread(void *arg) {
   bool pool = c->mode[0] == 'p', two = strstr(c->mode, "2s") != NULL;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  while ((n & 63) != 0 || now_ns() < c->deadline) {
+  while (opt.iters != 0 ? n < opt.iters
+                        : (n & 63) != 0 || now_ns() < c->deadline) {
     if (pool) {
       slp_block *b;
       CK(slp_alloc(c->dev, s1, 4096, &b));
@@ -409,13 +411,26 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
   fflush(stdout);
 }
 
+static const char *const over[] = {"pool_af", "async_af", "pool_2s",
+                                   "async_2s"};
+static const char *const serve[] = {"pool", "async"};
+
+/* --only: a bench ("overhead", "serving") or one mode ("pool_2s"). */
+static bool only_known(const char *only) {
+  bool known = strcmp(only, "overhead") == 0 || strcmp(only, "serving") == 0;
+  for (int k = 0; k < 4; k++) known |= strcmp(only, over[k]) == 0;
+  for (int k = 0; k < 2; k++) known |= strcmp(only, serve[k]) == 0;
+  return known;
+}
+
 static int usage(void) {
   fprintf(stderr,
           "usage: pool_bench [--driver=libcuda|host] [--libcuda PATH]\n"
           "  [--require-gpu] [--smoke] [--json FILE] [--threads 1,2,4,8,16]\n"
           "  [--ms MS_PER_CELL] [--bytes SERVING_BYTES] [--inflight N]\n"
           "  [--every-ops N (the engine's marker period)] "
-          "[--only overhead|serving]\n");
+          "[--only overhead|serving|MODE]\n"
+          "  [--iters N (overhead: N iterations per thread, not --ms)]\n");
   return 2;
 }
 
@@ -454,9 +469,7 @@ int main(int argc, char **argv) {
       if ((threads = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--only") == 0) {
       opt.only = VAL();
-      if (opt.only == NULL || (strcmp(opt.only, "overhead") != 0 &&
-                               strcmp(opt.only, "serving") != 0))
-        return usage();
+      if (opt.only == NULL || !only_known(opt.only)) return usage();
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -466,6 +479,7 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--bytes") == 0    ? &opt.bytes
                       : strcmp(a, "--inflight") == 0 ? &opt.inflight
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
+                      : strcmp(a, "--iters") == 0 ? &opt.iters
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }
@@ -514,15 +528,15 @@ int main(int argc, char **argv) {
          "p99 us", "resv MiB", "used MiB");
   printf("%-8s %-9s %3s | %10s | %9s %9s | %8s %8s | %9s %9s\n", "", "", "",
          "", "ns|us", "ns|us", "", "", "peak", "peak");
-  static const char *const over[] = {"pool_af", "async_af", "pool_2s",
-                                     "async_2s"};
-  static const char *const serve[] = {"pool", "async"};
-  bool do_over = opt.only == NULL || strcmp(opt.only, "overhead") == 0;
-  bool do_serve = opt.only == NULL || strcmp(opt.only, "serving") == 0;
-  for (unsigned t = 0; do_over && t < opt.n_threads; t++)
-    for (int k = 0; k < 4; k++) run_cell("overhead", over[k], opt.threads[t]);
-  for (unsigned t = 0; do_serve && t < opt.n_threads; t++)
-    for (int k = 0; k < 2; k++) run_cell("serving", serve[k], opt.threads[t]);
+#define WANT(bench, mode) \
+  (opt.only == NULL || strcmp(opt.only, bench) == 0 || strcmp(opt.only, mode) == 0)
+  for (unsigned t = 0; t < opt.n_threads; t++)
+    for (int k = 0; k < 4; k++)
+      if (WANT("overhead", over[k])) run_cell("overhead", over[k], opt.threads[t]);
+  for (unsigned t = 0; t < opt.n_threads; t++)
+    for (int k = 0; k < 2; k++)
+      if (WANT("serving", serve[k])) run_cell("serving", serve[k], opt.threads[t]);
+#undef WANT
   CK(slc_module_unload(m));
   CK(slc_context_destroy(ctx));
   if (opt.json != NULL) {
