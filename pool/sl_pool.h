@@ -56,14 +56,17 @@
  *   (slc_stream_destroy; dropped at the next slp_trim) or the pool is: a
  *   stream the application only unreferences lives until then.
  *   Keeps of pool operations run where the layer runs keeps (sl_cuda.h): the
- *   engine thread, slc_engine_poll callers, synchronising threads. The
+ *   engine thread, slc_engine_poll callers, synchronising threads, and
+ *   slp_alloc on a cache miss (its thread's own streams, see (j)); a block
+ *   whose last keep runs on a thread with a cache of the pool goes back to
+ *   that cache, otherwise to the shared list. The
  *   caller's own keep in a pool call's hold runs first, then the block's use
  *   is dropped.
  *
  *   function                  may block        lock taken           runs keeps
  *   ------------------------  ---------------  -------------------  ----------
  *   slp_alloc (cache hit)     no               none (g)             no
- *   slp_alloc (cache miss)    no               class take-mutex (a) no
+ *   slp_alloc (cache miss)    no               take-mutex (a), (j)  yes (j)
  *   slp_alloc (new slab)      yes: driver (b)  pool mutex           yes (i)
  *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
@@ -90,6 +93,12 @@
  *       of completed work run here, and their blocks are taken if they fit.
  *   (h) the first use of a block handed out by stream order on another
  *       stream records an event and waits on it: the event's mutex.
+ *   (j) a thread that freed blocks under pending work since its last
+ *       miss first releases its own streams (its 8 latest, engine-driven,
+ *       with pending work) to their completed markers with
+ *       slc_engine_poll_stream: their keeps (the caller's own work's, its
+ *       slp_ keeps included) run here and put its blocks back in its own
+ *       cache. The pool mutex only while taking a reference on each.
  *
  * STATISTICS (slp_stats_get) use PyTorch's names where they mean the same:
  *   allocated (in use), reserved (from the driver), held (freed by the
@@ -245,8 +254,9 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
 int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released);
 
 typedef struct slp_stats {
-  /* handed out, class sizes; the peak may miss up to 64 KiB per thread
-   * (threads fold their counts into the pool's every 64 KiB) */
+  /* handed out, class sizes; the peaks (and held_peak) may miss up to
+   * 64 KiB per thread (threads fold their counts into the pool's every
+   * 64 KiB); the byte counts themselves are exact */
   uint64_t allocated_bytes, allocated_peak;
   uint64_t requested_bytes;                 /* handed out, as asked */
   uint64_t held_bytes, held_peak;   /* freed, waiting for pending work */
