@@ -67,21 +67,15 @@ set title "overhead: 4 KiB alloc (+ use on a 2nd stream) + free"
 set ylabel "M ops/s (log)"
 set logscale y 10
 plot for [i = 1:words(overhead_keys)] "$dir/overhead.".word(overhead_keys, i).".dat" using 1:2 with linespoints lw 2 title word(overhead_modes, i)
-set title "serving: requests/s"
-set ylabel "requests/s"
-unset logscale y
-set yrange [0:*]
-plot for [i = 1:words(serving_keys)] "$dir/serving.".word(serving_keys, i).".dat" using 1:2 with linespoints lw 2 title word(serving_modes, i)
-set title "serving: p99 latency, issue to result checked"
-set ylabel "us (log)"
-set logscale y 10
-set yrange [*:*]
-plot for [i = 1:words(serving_keys)] "$dir/serving.".word(serving_keys, i).".dat" using 1:3 with linespoints lw 2 title word(serving_modes, i)
-set title "serving: peak reserved memory, device + pinned"
-set ylabel "MiB"
-unset logscale y
-set yrange [0:*]
-plot for [i = 1:words(serving_keys)] "$dir/serving.".word(serving_keys, i).".dat" using 1:4 with linespoints lw 2 title word(serving_modes, i)
+# Serving: one panel per column of the data files (2 rate, 3 p99, 4 reserved).
+array stitle[3] = ["serving: requests/s", "serving: p99 latency, issue to result checked", "serving: peak reserved memory, device + pinned"]
+array sylabel[3] = ["requests/s", "us (log)", "MiB"]
+do for [col = 2:4] {
+  set title stitle[col - 1]
+  set ylabel sylabel[col - 1]
+  if (col == 3) { set logscale y 10; set yrange [*:*] } else { unset logscale y; set yrange [0:*] }
+  plot for [i = 1:words(serving_keys)] "$dir/serving.".word(serving_keys, i).".dat" using 1:col with linespoints lw 2 title word(serving_modes, i)
+}
 unset multiplot
 GPEOF
   gnuplot "$dir/plot.gp"
