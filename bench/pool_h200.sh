@@ -15,11 +15,12 @@
 #   5. pool_torch: PyTorch's caching allocators on the same two workloads;
 #   then one table, rows grouped by workload and thread count.
 # Usage: pool_h200.sh [GPU_BIN_DIR] [OUT_DIR] [MS_PER_CELL]
-# At the default 700 ms per cell: ~75 s of cells plus the pool_torch build.
+# At the default 600 ms per cell: 85 cells, ~60-75 s, plus the pool_torch
+# build (~30-50 s): within 150 s on the 16-core H200 host.
 set -uo pipefail
 bin=${1:-$(cd "$(dirname "$0")" && pwd)}
 out=${2:-$bin/pool-results-$(hostname -s)-$(date -u +%Y%m%d-%H%M%S)}
-ms=${3:-700}
+ms=${3:-600}
 mkdir -p "$out"
 {
   echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
