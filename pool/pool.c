@@ -221,6 +221,11 @@ struct slp__tcache {
   /* Frees that found pending work since this thread last polled its own
    * streams (see THE PER-THREAD RETURN PATH). */
   unsigned held_since;
+  /* The 8 streams this thread used with the pool last, each with a
+   * reference of this cache (dropped when evicted, at a poll that finds it
+   * destroyed, at thread exit and at the pool's destroy): they are the
+   * streams slp__poll_own releases. gen: the registry's generation when
+   * the stream was registered (a stale one is registered again). */
   struct {
     slc_stream *s;
     uint64_t gen;
@@ -396,9 +401,29 @@ static void slp__counts_add(struct slp__tcounts *to,
                          slp__load_relaxed(&from->held_frees));
 }
 
+/* Moves tc's stream references into out (room for 8); returns how many.
+ * The caller drops them with no pool or registry lock held: a last
+ * reference may run keeps. */
+static size_t slp__tc_take_streams(struct slp__tcache *tc, slc_stream **out) {
+  size_t n = 0;
+  for (unsigned i = 0; i < 8; i++)
+    if (tc->seen[i].s != NULL) {
+      out[n++] = tc->seen[i].s;
+      tc->seen[i].s = NULL;
+    }
+  return n;
+}
+
+static void slp__unref_all(slc_stream **v, size_t n) {
+  for (size_t i = 0; i < n; i++) slc_stream_unref(v[i]);
+}
+
 /* Under the registry mutex: returns tc's blocks and counts to its pool (if
- * alive), unlinks it, frees it. */
-static void slp__tc_retire(struct slp__tcache *tc) {
+ * alive), unlinks it, frees it; its stream references go to drop (room for
+ * 8), *n_drop says how many. */
+static void slp__tc_retire(struct slp__tcache *tc, slc_stream **drop,
+                           size_t *n_drop) {
+  *n_drop = slp__tc_take_streams(tc, drop);
   slp_pool *p = tc->pool;
   if (p != NULL) {
     slp__tc_flush_all(p, tc);
@@ -416,12 +441,15 @@ static void slp__tc_retire(struct slp__tcache *tc) {
 
 static void slp__thread_exit(void *arg) {
   struct slp__tcache **slots = arg;
-  pthread_mutex_lock(&slp__reg_mu);
   for (int i = 0; i < SLP_MAX_POOLS; i++) {
-    if (slots[i] != NULL) slp__tc_retire(slots[i]);
+    slc_stream *drop[8];
+    size_t n = 0;
+    pthread_mutex_lock(&slp__reg_mu);
+    if (slots[i] != NULL) slp__tc_retire(slots[i], drop, &n);
     slots[i] = NULL;
+    pthread_mutex_unlock(&slp__reg_mu);
+    slp__unref_all(drop, n);
   }
-  pthread_mutex_unlock(&slp__reg_mu);
 }
 
 static void slp__make_key(void) {
@@ -435,8 +463,10 @@ static struct slp__tcache *slp__tc(slp_pool *p) {
   pthread_once(&slp__key_once, slp__make_key);
   struct slp__tcache *fresh = calloc(1, sizeof(*fresh));
   if (fresh == NULL) return NULL;
+  slc_stream *drop[8];
+  size_t n_drop = 0;
   pthread_mutex_lock(&slp__reg_mu);
-  if (tc != NULL) slp__tc_retire(tc); /* of a destroyed pool */
+  if (tc != NULL) slp__tc_retire(tc, drop, &n_drop); /* a destroyed pool's */
   fresh->pool = p;
   fresh->uid = p->uid;
   fresh->next = p->tcaches;
@@ -444,6 +474,7 @@ static struct slp__tcache *slp__tc(slp_pool *p) {
   p->tcaches = fresh;
   slp__tls[p->index] = fresh;
   pthread_mutex_unlock(&slp__reg_mu);
+  slp__unref_all(drop, n_drop);
   (void)pthread_setspecific(slp__key, slp__tls);
   return fresh;
 }
@@ -1067,31 +1098,36 @@ static void slp__sync_holders(slp_pool *p) {
  * it and put its blocks back in its own cache (slp__unuse), so block, ring
  * slot and counter lines stay on this core, and the work scales with the
  * request threads instead of resting on the one engine thread (whose keeps
- * still return what it reaches first, to the shared lists). The pool mutex
- * is held only to take a reference on each stream (the registry holds
- * one while its generation is current). Returns whether any stream was
+ * still return what it reaches first, to the shared lists). It also
+ * polls every SLP__POLL_HELD held frees, so that the thread, not the
+ * engine thread (which polls a streaming stream every poll_max_us),
+ * reaches most of its completed work first. No lock: the cache holds a
+ * reference on each of these streams. Returns whether any stream was
  * released. */
+#define SLP__POLL_HELD 32
+
 static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
+  (void)p;
   if (tc->held_since == 0) return false;
   tc->held_since = 0;
-  slc_stream *v[8];
-  size_t n = 0, released = 0;
-  pthread_mutex_lock(&p->mu);
-  uint64_t gen = slp__load_relaxed(&p->streams_gen);
-  for (unsigned i = 0; i < 8; i++)
-    if (tc->seen[i].s != NULL && tc->seen[i].gen == gen) {
-      slc_stream_ref(tc->seen[i].s);
-      v[n++] = tc->seen[i].s;
+  size_t released = 0;
+  for (unsigned i = 0; i < 8; i++) {
+    slc_stream *s = tc->seen[i].s;
+    if (s == NULL) continue;
+    if (slc_stream_check_live(s) != LDG_OK) { /* destroyed: let it go */
+      tc->seen[i].s = NULL;
+      slc_stream_unref(s);
+      continue;
     }
-  pthread_mutex_unlock(&p->mu);
-  for (size_t i = 0; i < n; i++) {
     slc_stream_progress pr;
     size_t r = 0;
-    if (slc_stream_progress_get(v[i], &pr) == LDG_OK && pr.engine_driven &&
+    /* A reference for the call: a keep it runs may evict s from seen. */
+    slc_stream_ref(s);
+    if (slc_stream_progress_get(s, &pr) == LDG_OK && pr.engine_driven &&
         pr.pending > 0 && pr.engine_error == CUDA_SUCCESS &&
-        slc_engine_poll_stream(v[i], &r) == LDG_OK)
+        slc_engine_poll_stream(s, &r) == LDG_OK)
       released += r;
-    slc_stream_unref(v[i]);
+    slc_stream_unref(s);
   }
   return released != 0;
 }
@@ -1162,6 +1198,7 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
   slp__register_stream(p, tc, s);
   int cls = slp__class_of(bytes);
+  if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
   slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
   if (b == NULL && tc->cls[cls].head == NULL && slp__poll_own(p, tc) &&
       p->device >= 0)
@@ -1305,9 +1342,19 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
     p->streams[p->n_streams++] = s;
   }
   pthread_mutex_unlock(&p->mu);
+  /* This cache's own reference (see seen): kept if s is listed already
+   * under an older generation, else taken, the oldest entry's dropped. */
+  for (unsigned i = 0; i < 8; i++)
+    if (tc->seen[i].s == s) {
+      tc->seen[i].gen = gen;
+      return;
+    }
+  slc_stream_ref(s);
+  slc_stream *old = tc->seen[tc->seen_next].s;
   tc->seen[tc->seen_next].s = s;
   tc->seen[tc->seen_next].gen = gen;
   tc->seen_next = (tc->seen_next + 1) % 8;
+  if (old != NULL) slc_stream_unref(old); /* may run keeps: nothing half done */
 }
 
 /* ---- Operations on blocks ------------------------------------------------- */
@@ -1708,11 +1755,20 @@ int slp_pool_destroy(slp_pool *p) {
                          "%zu blocks still held by pending work after "
                          "synchronising their streams for 10 s",
                          live);
+  /* Every cache's stream references go now (the context may be destroyed
+   * next); the caches themselves are freed by their threads. */
+  size_t n_tc = 0, n_drop = 0;
   pthread_mutex_lock(&slp__reg_mu);
-  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next)
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) n_tc++;
+  slc_stream **drop = malloc((n_tc + 1) * 8 * sizeof(*drop));
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
+    if (drop != NULL) n_drop += slp__tc_take_streams(tc, drop + n_drop);
     tc->pool = NULL; /* freed by its thread (exit, or its next pool) */
+  }
   slp__pools[p->index] = NULL;
   pthread_mutex_unlock(&slp__reg_mu);
+  slp__unref_all(drop, n_drop);
+  free(drop);
   struct slp__tcache *mine = slp__tls[p->index];
   if (mine != NULL && mine->uid == p->uid) {
     slp__tls[p->index] = NULL;
