@@ -129,7 +129,21 @@ typedef struct cell {
    * on their request thread, slp_alloc pairs over 100 us and the longest,
    * time spent waiting for a slot. */
   atomic_ullong own_checks, slow_allocs, max_alloc_ns, wait_ns;
+  /* Blocks the pools recycled on a request thread (on_recycle, counted per
+   * thread, summed at its end), against frees: the rest were returned by
+   * the engine thread. Not counted in pool_af (no callback there). */
+  atomic_ullong req_recycles;
 } cell;
+
+static _Thread_local bool tl_request;       /* a request thread */
+static _Thread_local uint64_t tl_recycles;  /* its recycles */
+
+static void count_recycle(void *arg, uintptr_t addr, size_t cap) {
+  (void)arg;
+  (void)addr;
+  (void)cap;
+  if (tl_request) tl_recycles++;
+}
 
 typedef struct worker {
   cell *c;
@@ -152,6 +166,7 @@ static void *overhead_thread(void *arg) {
   CU(d->pfn_cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
   CU(d->pfn_cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
   bool pool = c->mode[0] == 'p', two = strstr(c->mode, "2s") != NULL;
+  tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   while (opt.iters != 0 ? n < opt.iters
@@ -176,6 +191,8 @@ static void *overhead_thread(void *arg) {
   }
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
   CK(slc_stream_synchronize(s1));
   CK(slc_stream_synchronize(s2));
   CU(d->pfn_cuEventDestroy(e1));
@@ -240,6 +257,7 @@ static void *serving_thread(void *arg) {
       CU(d->pfn_cuMemHostAlloc(&ring[k], opt.bytes, CU_MEMHOSTALLOC_PORTABLE));
     atomic_fetch_add(&c->pinned_bytes, (unsigned long long)K * opt.bytes);
   }
+  tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   uint64_t waited = 0, max_alloc = 0, slow = 0;
@@ -302,6 +320,8 @@ static void *serving_thread(void *arg) {
   atomic_fetch_add(&c->iters, n);
   atomic_fetch_add(&c->wait_ns, waited);
   atomic_fetch_add(&c->slow_allocs, slow);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
   for (unsigned long long m = atomic_load(&c->max_alloc_ns);
        max_alloc > m && !atomic_compare_exchange_weak(&c->max_alloc_ns, &m,
                                                       max_alloc);) {
@@ -360,6 +380,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
   c.threads = threads;
   bool serving = strcmp(bench, "serving") == 0;
   slp_config pcfg = {0};
+  if (strcmp(mode, "pool_af") != 0) pcfg.on_recycle = count_recycle;
   CK(slp_pool_create_device(ctx, 0, &pcfg, &c.dev));
   CK(slp_pool_create_host(ctx, &pcfg, &c.host));
   const slc_driver *d = slc_context_driver(ctx);
@@ -461,13 +482,16 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
   if (mode[0] == 'p' && n != 0) {
     double dn = (double)n;
     printf("diag     %-9s %3u | engine/op: %.3f polls %.3f markers %.3f "
-           "releases | slabs %llu, reused %.1f%%",
+           "releases | slabs %llu, reused %.1f%%, recycled on request "
+           "threads %.1f%% of frees",
            mode, threads, (double)(es1.polls - es0.polls) / dn,
            (double)(es1.markers_placed - es0.markers_placed) / dn,
            (double)(es1.releases - es0.releases) / dn,
            (unsigned long long)(sd.slab_allocs + sh.slab_allocs),
            100.0 * (double)(sd.reuses + sh.reuses) /
-               (double)(sd.allocs + sh.allocs ? sd.allocs + sh.allocs : 1));
+               (double)(sd.allocs + sh.allocs ? sd.allocs + sh.allocs : 1),
+           100.0 * (double)atomic_load(&c.req_recycles) /
+               (double)(sd.frees + sh.frees ? sd.frees + sh.frees : 1));
     if (serving)
       printf(" | checks on req thread %.1f%%, alloc pairs > 100 us %llu "
              "(max %.0f us), slot wait %.1f us/req",
