@@ -526,7 +526,9 @@ int slc_engine_poll_stream(slc_stream *s, size_t *released) {
   struct slc__mq *q = s->mq;
   if (q == NULL)
     return slc__fail(LDG_EINVAL, fn, "the stream is not engine-driven");
-  struct slc__engine *e = s->c->engine;
+  /* Acquire, as slc_engine_poll: the engine's fields (q is non-NULL only
+   * once it is enabled). */
+  struct slc__engine *e = slc__load_acquire(&s->c->engine);
   if (!slc__consumer_try(e)) return LDG_OK; /* that consumer does the work */
   slc__count(&e->n.polls, 1);
   struct slc__release rel[1];

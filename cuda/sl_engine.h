@@ -169,7 +169,8 @@ int slc_engine_poll(slc_context *c, size_t *released);
  * work. For a thread that wants the keeps of its own streams (a pool
  * returning the blocks it freed to its own cache) without running every
  * stream's. Non-blocking; returns at once with *released = 0 if another
- * thread is polling. LDG_EINVAL: s NULL, or s not engine-driven. */
+ * thread is polling. LDG_EINVAL: s NULL, or s not engine-driven (see
+ * slc_stream_progress's engine_driven). */
 int slc_engine_poll_stream(slc_stream *s, size_t *released);
 
 /* Context-wide counters; a snapshot callable from any thread at any time

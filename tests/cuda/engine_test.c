@@ -726,15 +726,15 @@ static int t_poll_stream(void) {
   CHECK(hd_install(&g_drv, &hc) == 0);
   slc_context *c;
   CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
-  slc_stream *undriven;
+  slc_stream *undriven; /* no engine on the context yet */
   CHECK_RC(slc_stream_create(c, 0, 0, &undriven), LDG_OK);
+  CHECK_RC(slc_engine_poll_stream(undriven, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "not engine-driven") != NULL);
   slc_engine_config cfg = {.thread = false};
   CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
   size_t released = 99;
   CHECK_RC(slc_engine_poll_stream(NULL, &released), LDG_EINVAL);
   CHECK(released == 0);
-  CHECK_RC(slc_engine_poll_stream(undriven, NULL), LDG_EINVAL);
-  CHECK(strstr(slc_last_error_message(), "not engine-driven") != NULL);
   slc_stream *a, *b;
   CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
   CHECK_RC(slc_stream_create(c, 0, 0, &b), LDG_OK);
