@@ -806,6 +806,52 @@ static int t_adopt_legacy(void) {
   return teardown(c);
 }
 
+/* ---- One stream polled ---------------------------------------------------- */
+
+/* slc_engine_poll_stream releases its stream only, on the calling thread
+ * (no engine thread here), and refuses a NULL or not engine-driven stream. */
+static int t_poll_stream(void) {
+  hd_config hc = {2, 0};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  slc_stream *undriven; /* no engine on the context yet */
+  CHECK_RC(slc_stream_create(c, 0, 0, &undriven), LDG_OK);
+  CHECK_RC(slc_engine_poll_stream(undriven, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "not engine-driven") != NULL);
+  slc_engine_config cfg = {.thread = false};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  size_t released = 99;
+  CHECK_RC(slc_engine_poll_stream(NULL, &released), LDG_EINVAL);
+  CHECK(released == 0);
+  slc_stream *a, *b;
+  CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
+  CHECK_RC(slc_stream_create(c, 0, 0, &b), LDG_OK);
+  atomic_long na = 0, nb = 0;
+  slc_hold ha = {{count_keep, &na}, NULL, 0, NULL, 0};
+  slc_hold hb = {{count_keep, &nb}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_stream_record_external(a, &ha), LDG_OK);
+  CHECK_RC(slc_stream_record_external(b, &hb), LDG_OK);
+  CHECK_RC(slc_device_make_current(c, 0), LDG_OK);
+  /* Polls place a tail marker, then find it done (the raw sync lets the
+   * executor reach it without releasing anything). */
+  for (int i = 0; i < 20000 && atomic_load(&na) == 0; i++) {
+    CHECK_RC(slc_engine_poll_stream(a, &released), LDG_OK);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(a)) ==
+          CUDA_SUCCESS);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) ==
+          CUDA_SUCCESS);
+  }
+  CHECK(atomic_load(&na) == 1);
+  CHECK(atomic_load(&nb) == 0); /* b was not polled, so not released */
+  CHECK_RC(slc_stream_synchronize(b), LDG_OK);
+  CHECK(atomic_load(&nb) == 1);
+  slc_stream_unref(undriven);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return teardown(c);
+}
+
 /* ---- Bad input -------------------------------------------------------------- */
 
 static int t_bad_input(void) {
@@ -963,6 +1009,8 @@ static const struct {
     {"sticky_error", t_sticky_error,
      "a device error is reported once, releases nothing, keeps told"},
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
+    {"poll_stream", t_poll_stream,
+     "slc_engine_poll_stream releases its stream only, on the caller"},
     {"adopt_external", t_adopt_external,
      "an adopted stream, work issued by others recorded, never destroyed"},
     {"adopt_legacy", t_adopt_legacy,
