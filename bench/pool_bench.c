@@ -19,10 +19,15 @@
  *    staging block and a device block (--bytes), fills the staging block,
  *    copies it in, runs add1, copies it back, and frees both at once (no
  *    synchronise on the request thread); the result is checked when the
- *    copy back completed (pool: the copy's keep, on the engine thread;
- *    async: a cuLaunchHostFunc after it). At most --inflight requests per
- *    thread are outstanding (a thread waits, without synchronising, for its
- *    oldest to be checked).
+ *    copy back completed (pool: the copy's keep, wherever the ledger
+ *    releases it; async: a cuLaunchHostFunc after it). At most --inflight
+ *    requests per thread are outstanding (a thread waits, without
+ *    synchronising, for its oldest to be checked: the pool's loop meanwhile
+ *    releases its own stream with slc_engine_poll_stream, so its checks run
+ *    on it, or with --wait yield only yields to the engine thread, as the
+ *    first version did). A "diag" line after each pool row says where the
+ *    time went (engine counters per iteration, slabs, checks run on their
+ *    request thread, slow slp_alloc pairs, time waiting for a slot).
  *      pool      device and pinned blocks from the pool
  *      async     device memory from cuMemAllocAsync; pinned staging from a
  *                fixed ring of --inflight cuMemHostAlloc buffers per thread
@@ -37,22 +42,18 @@
  *    per GPU, one context and its engine thread for all of them. Thread
  *    placement: grouped (default: thread i serves GPU i % g, on a stream of
  *    that GPU) or --spread (every thread has a stream on each of the g GPUs
- *    and sends its requests to them in turn). Rows "multigpu MODE g T
- *    grouped|spread": requests/s, host CPU us per request (process) and
- *    the request threads', p50/p99, peak memory summed over the GPUs, and
- *    "sl us": streamledger's own CPU per request (ledger, layer, pool,
- *    engine): the CPU time of the request threads and of the threads that
- *    ran the pool's keeps (the engine's), less their time inside the
- *    driver's hot entries and the benchmark's own work (filling and
- *    checking data, waiting for a free request slot), bench/drvtime.h;
- *    "sl %" is its share of the process's CPU per request. For the async
- *    rows the same sum over the request threads is the measurement's
- *    control (no ledger: what is left is the loop itself). A third mode,
- *    pool_poll, is pool with each request thread also calling
- *    slc_engine_poll after each request: the engine is one per context
- *    (one consumer for every GPU's streams), and this shows whether
- *    releasing on the request threads as well scales better than the
- *    engine thread alone.
+ *    and sends its requests to them in turn; its wait polls all of them).
+ *    Rows "multigpu MODE g T grouped|spread": requests/s, host CPU us per
+ *    request (process) and the request threads', p50/p99, peak memory
+ *    summed over the GPUs, and "sl us": streamledger's own CPU per request
+ *    (ledger, layer, pool, engine): the CPU time of the request threads and
+ *    of the other threads that ran the pool's keeps (the engine's), less
+ *    their time inside the driver's hot entries and the benchmark's own
+ *    work (filling and checking data, waiting for a free request slot
+ *    outside the pool's polls), bench/drvtime.h; "sl %" is its share of the
+ *    process's CPU per request. For the async rows the same sum over the
+ *    request threads is the measurement's control (no ledger: what is left
+ *    is the loop itself).
  * A wrong result fails the run (exit 1).
  *
  * DRIVERS: --driver=libcuda (default; no library or device: "SKIPPED", exit
@@ -81,8 +82,10 @@ static struct {
   bool host, require_gpu, smoke;
   const char *libcuda, *json;
   unsigned threads[16], n_threads;
-  unsigned ms, bytes, inflight, every_ops;
-  const char *only; /* "overhead", "serving" or NULL: both */
+  unsigned ms, bytes, inflight, every_ops, every_us;
+  bool wait_yield; /* serving pool: wait for a slot by yielding only */
+  unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  const char *only; /* "overhead", "serving", one mode or NULL: all */
   unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
   bool spread;
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
@@ -144,12 +147,30 @@ typedef struct cell {
   atomic_ullong n_lat;
   size_t lat_cap;
   atomic_ullong pinned_bytes; /* async: the staging rings */
+  /* Diagnostics of the serving loop (printed as a "diag" line): checks run
+   * on their request thread, slp_alloc pairs over 100 us and the longest,
+   * time spent waiting for a slot. */
+  atomic_ullong own_checks, slow_allocs, max_alloc_ns, wait_ns;
+  /* Blocks the pools recycled on a request thread (on_recycle, counted per
+   * thread, summed at its end), against frees: the rest were returned by
+   * the engine thread. Not counted in pool_af (no callback there). */
+  atomic_ullong req_recycles;
   /* Several GPUs (--devices): gpus >= 1, per-GPU pools (dev = mdev[0]). */
   unsigned gpus;
   slp_pool *mdev[MAX_GPUS], *mhost[MAX_GPUS];
   CUmemoryPool mmempool[MAX_GPUS];
   atomic_ullong sl_ns; /* request threads: cpu - driver - bench */
 } cell;
+
+static _Thread_local bool tl_request;       /* a request thread */
+static _Thread_local uint64_t tl_recycles;  /* its recycles */
+
+static void count_recycle(void *arg, uintptr_t addr, size_t cap) {
+  (void)arg;
+  (void)addr;
+  (void)cap;
+  if (tl_request) tl_recycles++;
+}
 
 typedef struct worker {
   cell *c;
@@ -172,9 +193,11 @@ static void *overhead_thread(void *arg) {
   CU(d->pfn_cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
   CU(d->pfn_cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
   bool pool = c->mode[0] == 'p', two = strstr(c->mode, "2s") != NULL;
+  tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  while ((n & 63) != 0 || now_ns() < c->deadline) {
+  while (opt.iters != 0 ? n < opt.iters
+                        : (n & 63) != 0 || now_ns() < c->deadline) {
     if (pool) {
       slp_block *b;
       CK(slp_alloc(c->dev, s1, 4096, &b));
@@ -195,6 +218,8 @@ static void *overhead_thread(void *arg) {
   }
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
   CK(slc_stream_synchronize(s1));
   CK(slc_stream_synchronize(s2));
   CU(d->pfn_cuEventDestroy(e1));
@@ -210,6 +235,7 @@ static void *overhead_thread(void *arg) {
 
 typedef struct request {
   cell *c;
+  pthread_t owner; /* the request thread: was the check run on it? */
   uint32_t seed;
   uint64_t t0;
   void *staging; /* host memory read at completion */
@@ -219,12 +245,6 @@ typedef struct request {
 
 static void fill(uint32_t *p, uint32_t seed, unsigned n) {
   for (unsigned i = 0; i < n; i++) p[i] = seed + i;
-}
-
-static void fill_timed(uint32_t *p, uint32_t seed, unsigned n, bool split) {
-  uint64_t t0 = split ? now_ns() : 0;
-  fill(p, seed, n);
-  if (split) dt_bench_add(now_ns() - t0); /* the benchmark's own work */
 }
 
 /* The copy back completed: check, record the latency, free the slot. */
@@ -237,6 +257,8 @@ static void request_done(void *arg) {
       break;
     }
   uint64_t lat = now_ns() - r->t0;
+  if (pthread_equal(pthread_self(), r->owner))
+    atomic_fetch_add_explicit(&r->c->own_checks, 1, memory_order_relaxed);
   unsigned long long k = atomic_fetch_add(&r->c->n_lat, 1);
   if (k < r->c->lat_cap) r->c->lat[k] = lat;
   atomic_store_explicit(&r->busy, 0, memory_order_release);
@@ -244,8 +266,9 @@ static void request_done(void *arg) {
 
 static void CUDA_CB request_done_hostfn(void *arg) { request_done(arg); }
 
-/* The pool's keep: with --devices, the thread that runs it (the engine's)
- * is tracked for the CPU split and the check counts as benchmark work. */
+/* The pool's keep: with --devices, a thread that runs it and is not a
+ * request thread (the engine's) is tracked for the CPU split, and the check
+ * counts as benchmark work. */
 static void request_done_keep(void *arg) {
   if (opt.n_gpus == 0) {
     request_done(arg);
@@ -257,12 +280,17 @@ static void request_done_keep(void *arg) {
   dt_bench_add(now_ns() - t0);
 }
 
+static void fill_timed(uint32_t *p, uint32_t seed, unsigned n, bool split) {
+  uint64_t t0 = split ? now_ns() : 0;
+  fill(p, seed, n);
+  if (split) dt_bench_add(now_ns() - t0); /* the benchmark's own work */
+}
+
 static void *serving_thread(void *arg) {
   worker *w = arg;
   cell *c = w->c;
   const slc_driver *d = slc_context_driver(ctx);
   bool pool = c->mode[0] == 'p', split = opt.n_gpus > 0;
-  bool poll = strcmp(c->mode, "pool_poll") == 0;
   unsigned words = opt.bytes / 4, K = opt.inflight;
   /* The GPUs this thread serves, a stream on each: its own GPU (grouped),
    * or every GPU of the cell in turn (--spread). */
@@ -282,25 +310,43 @@ static void *serving_thread(void *arg) {
       CU(d->pfn_cuMemHostAlloc(&ring[k], opt.bytes, CU_MEMHOSTALLOC_PORTABLE));
     atomic_fetch_add(&c->pinned_bytes, (unsigned long long)K * opt.bytes);
   }
+  tl_request = true;
   dt_thread dt;
   if (split) dt_track(&dt);
   pthread_barrier_wait(&c->start);
   dt_sample dt0 = split ? dt_read(&dt) : (dt_sample){0, 0, 0};
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t waited = 0, max_alloc = 0, slow = 0;
   while (now_ns() < c->deadline) {
     request *r = &rq[n % K];
     if (atomic_load_explicit(&r->busy, memory_order_acquire)) {
-      /* The oldest request is not done: wait, no sync (benchmark time,
-       * by the CPU clock: the yields may let other threads run). */
-      uint64_t tb = split ? dt_thread_cpu_ns() : 0;
-      while (atomic_load_explicit(&r->busy, memory_order_acquire))
+      /* The oldest request is not done: wait, no sync. The pool's loop
+       * releases its own streams meanwhile (--wait poll, the default: its
+       * checks run here, as PyTorch's loop checks on its thread), or only
+       * yields to the engine thread (--wait yield: the first version).
+       * --devices: the wait is benchmark time (by the CPU clock: the
+       * yields may let other threads run), the polls are not. */
+      uint64_t w0 = now_ns(), tb = split ? dt_thread_cpu_ns() : 0, tp = 0;
+      while (atomic_load_explicit(&r->busy, memory_order_acquire)) {
+        if (pool && !opt.wait_yield) {
+          uint64_t p0 = split ? dt_thread_cpu_ns() : 0;
+          for (unsigned k = 0; k < ns; k++)
+            CK(slc_engine_poll_stream(ss[k], NULL));
+          if (split) tp += dt_thread_cpu_ns() - p0;
+        }
         sched_yield();
-      if (split) dt_bench_add(dt_thread_cpu_ns() - tb);
+      }
+      waited += now_ns() - w0;
+      if (split) {
+        uint64_t tw = dt_thread_cpu_ns() - tb;
+        dt_bench_add(tw > tp ? tw - tp : 0);
+      }
     }
     const unsigned k = (unsigned)(n % ns);
     slc_stream *s = ss[k];
     const int dv = devs[k];
     r->c = c;
+    r->owner = pthread_self();
     r->seed = (uint32_t)(w->id * 1000003u + n * 7u);
     r->words = words;
     r->t0 = now_ns();
@@ -308,8 +354,12 @@ static void *serving_thread(void *arg) {
     unsigned nn = words;
     if (pool) {
       slp_block *stg, *dev;
+      uint64_t a0 = now_ns();
       CK(slp_alloc(c->mhost[dv], s, opt.bytes, &stg));
       CK(slp_alloc(c->mdev[dv], s, opt.bytes, &dev));
+      uint64_t da = now_ns() - a0;
+      if (da > max_alloc) max_alloc = da;
+      slow += da > 100000;
       r->staging = slp_block_host(stg);
       fill_timed(r->staging, r->seed, words, split);
       CK(slp_copy_async(s, dev, 0, stg, 0, opt.bytes, NULL));
@@ -321,10 +371,6 @@ static void *serving_thread(void *arg) {
                         &(slc_hold){.keep = {request_done_keep, r}}));
       CK(slp_free(stg));
       CK(slp_free(dev));
-      /* pool_poll: the request thread also polls the engine (as PyTorch
-       * processes its events on malloc): the releases and keeps of what
-       * completed run here, beside the engine thread's. */
-      if (poll) CK(slc_engine_poll(ctx, NULL));
     } else {
       CUdeviceptr p;
       if (ns > 1) CK(slc_device_make_current(ctx, dv));
@@ -344,6 +390,14 @@ static void *serving_thread(void *arg) {
   }
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
+  atomic_fetch_add(&c->wait_ns, waited);
+  atomic_fetch_add(&c->slow_allocs, slow);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
+  for (unsigned long long m = atomic_load(&c->max_alloc_ns);
+       max_alloc > m && !atomic_compare_exchange_weak(&c->max_alloc_ns, &m,
+                                                      max_alloc);) {
+  }
   if (split) {
     dt_sample dt1 = dt_read(&dt);
     uint64_t other = (dt1.driver_ns - dt0.driver_ns) +
@@ -388,16 +442,35 @@ static double process_cpu_ns(void) {
          (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 
+/* The counters run_cell reads, summed over the GPUs' pools. */
+static void stats_add(slp_stats *a, const slp_stats *b) {
+  a->allocated_bytes += b->allocated_bytes;
+  a->allocated_peak += b->allocated_peak;
+  a->reserved_peak += b->reserved_peak;
+  a->held_bytes += b->held_bytes;
+  a->allocs += b->allocs;
+  a->frees += b->frees;
+  a->reuses += b->reuses;
+  a->slab_allocs += b->slab_allocs;
+}
+
 /* gpus: 0 for the single-GPU cells; else a --devices cell over GPUs
  * 0..gpus-1 (threads in all). */
 static void run_cell(const char *bench, const char *mode, unsigned threads,
                      unsigned gpus) {
-  /* A pool row with a non-default marker period says so: pool_2s/m64. */
-  static char labels[64][24];
+  /* A pool row with a non-default marker period or wait says so:
+   * pool_2s/m64, pool_2s/m64t200, pool/y. */
+  static char labels[64][32];
   static int n_labels;
-  if (opt.every_ops != 0 && mode[0] == 'p' && n_labels < 64) {
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/m%u", mode,
-             opt.every_ops);
+  bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
+  if ((opt.every_ops != 0 || opt.every_us != 0 ||
+       (serving_pool && opt.wait_yield)) &&
+      mode[0] == 'p' && n_labels < 64) {
+    char m[12] = "", t[12] = "";
+    if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
+    if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s", mode, m, t,
+             serving_pool && opt.wait_yield ? "y" : "");
     mode = labels[n_labels++];
   }
   cell c;
@@ -407,6 +480,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   bool serving = strcmp(bench, "serving") == 0;
   c.gpus = gpus ? gpus : 1;
   slp_config pcfg = {0};
+  if (strcmp(mode, "pool_af") != 0) pcfg.on_recycle = count_recycle;
   const slc_driver *d = slc_context_driver(ctx);
   for (unsigned g = 0; g < c.gpus; g++) { /* per GPU: pools, driver pool */
     CK(slp_pool_create_device(ctx, (int)g, &pcfg, &c.mdev[g]));
@@ -439,6 +513,8 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
     pthread_create(&w[i].th, NULL, serving ? serving_thread : overhead_thread,
                    &w[i]);
   }
+  slc_engine_stats es0, es1;
+  CK(slc_engine_stats_get(ctx, &es0));
   dt_sample k0 = dt_read_keep_threads();
   double cpu0 = process_cpu_ns();
   /* Written before the barrier that releases the workers. */
@@ -448,6 +524,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   for (unsigned i = 0; i < threads; i++) pthread_join(w[i].th, NULL);
   double wall = (double)(now_ns() - t0);
   double cpu = process_cpu_ns() - cpu0;
+  CK(slc_engine_stats_get(ctx, &es1));
   /* The workers waited for every keep of theirs: the keep threads are done
    * with this cell. */
   dt_sample k1 = dt_read_keep_threads();
@@ -474,19 +551,14 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
                 (double)(kcpu > other ? kcpu - other : 0);
     r->sl_ns = n ? sl / (double)n : 0;
   }
-  for (unsigned g = 0; g < c.gpus; g++) { /* peaks summed over the GPUs */
+  slp_stats sd = {0}, sh = {0}; /* summed over the GPUs */
+  for (unsigned g = 0; g < c.gpus; g++) {
     if (mode[0] == 'p') {
-      slp_stats sd, sh;
-      CK(slp_stats_get(c.mdev[g], &sd));
-      CK(slp_stats_get(c.mhost[g], &sh));
-      r->reserved_mib +=
-          (double)(sd.reserved_peak + sh.reserved_peak) / 1048576;
-      r->in_use_mib +=
-          (double)(sd.allocated_peak + sh.allocated_peak) / 1048576;
-      if (sd.allocated_bytes || sh.allocated_bytes) {
-        fprintf(stderr, "FAILED: blocks still allocated after the cell\n");
-        exit(1);
-      }
+      slp_stats gd, gh;
+      CK(slp_stats_get(c.mdev[g], &gd));
+      CK(slp_stats_get(c.mhost[g], &gh));
+      stats_add(&sd, &gd);
+      stats_add(&sh, &gh);
     } else {
       cuuint64_t hi = 0, used = 0;
       CU(d->pfn_cuMemPoolGetAttribute(
@@ -497,7 +569,14 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
       r->in_use_mib += (double)used / 1048576;
     }
   }
-  if (mode[0] != 'p') {
+  if (mode[0] == 'p') {
+    r->reserved_mib = (double)(sd.reserved_peak + sh.reserved_peak) / 1048576;
+    r->in_use_mib = (double)(sd.allocated_peak + sh.allocated_peak) / 1048576;
+    if (sd.allocated_bytes || sh.allocated_bytes) {
+      fprintf(stderr, "FAILED: blocks still allocated after the cell\n");
+      exit(1);
+    }
+  } else {
     double pinned = (double)atomic_load(&c.pinned_bytes) / 1048576;
     r->reserved_mib += pinned;
     r->in_use_mib += pinned;
@@ -505,10 +584,10 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   /* Everything comes back before the pools go. */
   for (unsigned g = 0; g < c.gpus; g++)
     for (int i = 0; i < 20000; i++) {
-      slp_stats sd, sh;
-      CK(slp_stats_get(c.mdev[g], &sd));
-      CK(slp_stats_get(c.mhost[g], &sh));
-      if (sd.held_bytes + sh.held_bytes == 0) break;
+      slp_stats gd, gh;
+      CK(slp_stats_get(c.mdev[g], &gd));
+      CK(slp_stats_get(c.mhost[g], &gh));
+      if (gd.held_bytes + gh.held_bytes == 0) break;
       struct timespec ts = {0, 100000};
       nanosleep(&ts, NULL);
     }
@@ -534,7 +613,46 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
     printf("%-8s %-9s %3u | %10.3f | %9.0f %9.0f | %8s %8s | %9.2f %9.2f\n",
            bench, mode, threads, r->mops, r->cpu_ns, r->req_cpu_ns, "-", "-",
            r->reserved_mib, r->in_use_mib);
+  /* Where the time went (not a row: pool_h200.sh's table leaves it out).
+   * Engine counters per iteration (all threads: the engine's and the
+   * pools' own polls), slabs carved, share of allocations reused; serving:
+   * checks run on their own request thread, slp_alloc pairs over 100 us,
+   * time waiting for a slot per request. */
+  if (mode[0] == 'p' && n != 0) {
+    double dn = (double)n;
+    printf("diag     %-9s %3u | engine/op: %.3f polls %.3f markers %.3f "
+           "releases | slabs %llu, reused %.1f%%, recycled on request "
+           "threads %.1f%% of frees",
+           mode, threads, (double)(es1.polls - es0.polls) / dn,
+           (double)(es1.markers_placed - es0.markers_placed) / dn,
+           (double)(es1.releases - es0.releases) / dn,
+           (unsigned long long)(sd.slab_allocs + sh.slab_allocs),
+           100.0 * (double)(sd.reuses + sh.reuses) /
+               (double)(sd.allocs + sh.allocs ? sd.allocs + sh.allocs : 1),
+           100.0 * (double)atomic_load(&c.req_recycles) /
+               (double)(sd.frees + sh.frees ? sd.frees + sh.frees : 1));
+    if (serving)
+      printf(" | checks on req thread %.1f%%, alloc pairs > 100 us %llu "
+             "(max %.0f us), slot wait %.1f us/req",
+             100.0 * (double)atomic_load(&c.own_checks) / dn,
+             (unsigned long long)atomic_load(&c.slow_allocs),
+             (double)atomic_load(&c.max_alloc_ns) / 1e3,
+             (double)atomic_load(&c.wait_ns) / 1e3 / dn);
+    printf("\n");
+  }
   fflush(stdout);
+}
+
+static const char *const over[] = {"pool_af", "async_af", "pool_2s",
+                                   "async_2s"};
+static const char *const serve[] = {"pool", "async"};
+
+/* --only: a bench ("overhead", "serving") or one mode ("pool_2s"). */
+static bool only_known(const char *only) {
+  bool known = strcmp(only, "overhead") == 0 || strcmp(only, "serving") == 0;
+  for (int k = 0; k < 4; k++) known |= strcmp(only, over[k]) == 0;
+  for (int k = 0; k < 2; k++) known |= strcmp(only, serve[k]) == 0;
+  return known;
 }
 
 static int usage(void) {
@@ -542,8 +660,10 @@ static int usage(void) {
           "usage: pool_bench [--driver=libcuda|host] [--libcuda PATH]\n"
           "  [--require-gpu] [--smoke] [--json FILE] [--threads 1,2,4,8,16]\n"
           "  [--ms MS_PER_CELL] [--bytes SERVING_BYTES] [--inflight N]\n"
-          "  [--every-ops N (the engine's marker period)] "
-          "[--only overhead|serving]\n"
+          "  [--every-ops N] [--every-us T] (the engine's marker period)\n"
+          "  [--wait poll|yield (serving pool: how a thread waits for a slot)] "
+          "[--only overhead|serving|MODE]\n"
+          "  [--iters N (overhead: N iterations per thread, not --ms)]\n"
           "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
           "per GPU)] [--spread]\n");
   return 2;
@@ -584,9 +704,13 @@ int main(int argc, char **argv) {
       if ((threads = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--only") == 0) {
       opt.only = VAL();
-      if (opt.only == NULL || (strcmp(opt.only, "overhead") != 0 &&
-                               strcmp(opt.only, "serving") != 0))
-        return usage();
+      if (opt.only == NULL || !only_known(opt.only)) return usage();
+    } else if (strcmp(a, "--wait") == 0) {
+      const char *wv = VAL();
+      if (wv == NULL) return usage();
+      if (strcmp(wv, "yield") == 0) opt.wait_yield = true;
+      else if (strcmp(wv, "poll") == 0) opt.wait_yield = false;
+      else return usage();
     } else if (strcmp(a, "--devices") == 0) {
       if ((devices = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--spread") == 0) {
@@ -600,6 +724,8 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--bytes") == 0    ? &opt.bytes
                       : strcmp(a, "--inflight") == 0 ? &opt.inflight
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
+                      : strcmp(a, "--every-us") == 0 ? &opt.every_us
+                      : strcmp(a, "--iters") == 0 ? &opt.iters
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }
@@ -657,7 +783,9 @@ int main(int argc, char **argv) {
   char name[256] = "?";
   (void)slc_device_name(ctx, 0, name, sizeof(name));
   printf("device: %s, %s\n", name, drv.origin);
-  slc_engine_config ecfg = {.thread = true, .marker_every_ops = opt.every_ops};
+  slc_engine_config ecfg = {.thread = true,
+                            .marker_every_ops = opt.every_ops,
+                            .marker_every_us = opt.every_us};
   CK(slc_engine_enable(ctx, &ecfg));
   int visible = slc_device_count(ctx);
   if (all_gpus)
@@ -670,8 +798,8 @@ int main(int argc, char **argv) {
       return 1;
     }
   slc_module *mods[MAX_GPUS] = {NULL};
-  int n_mods = devices != NULL ? (int)opt.gpus[0] : 1;
-  for (unsigned g = 1; g < opt.n_gpus; g++)
+  int n_mods = 1;
+  for (unsigned g = 0; g < opt.n_gpus; g++)
     if ((int)opt.gpus[g] > n_mods) n_mods = (int)opt.gpus[g];
   for (int g = 0; g < n_mods; g++) { /* add1 on every GPU used */
     CK(slc_module_load(ctx, g, slc_test_ptx, &mods[g]));
@@ -686,14 +814,9 @@ int main(int argc, char **argv) {
          "p99 us", "resv MiB", "used MiB");
   printf("%-8s %-9s %3s | %10s | %9s %9s | %8s %8s | %9s %9s\n", "", "", "",
          "", "ns|us", "ns|us", "", "", "peak", "peak");
-  static const char *const over[] = {"pool_af", "async_af", "pool_2s",
-                                     "async_2s"};
-  static const char *const serve[] = {"pool", "async"};
-  static const char *const multi[] = {"pool", "pool_poll", "async"};
-  bool do_over = opt.only == NULL || strcmp(opt.only, "overhead") == 0;
-  bool do_serve = opt.only == NULL || strcmp(opt.only, "serving") == 0;
-  if (devices != NULL) { /* several GPUs: serving only */
-    do_over = do_serve = false;
+#define WANT(bench, mode) \
+  (opt.only == NULL || strcmp(opt.only, bench) == 0 || strcmp(opt.only, mode) == 0)
+  if (devices != NULL) { /* several GPUs: the serving cells only */
     printf("several GPUs: %u ms per cell, %u bytes, %u in flight per thread, "
            "threads per GPU, %s\n",
            opt.ms, opt.bytes, opt.inflight,
@@ -707,18 +830,22 @@ int main(int argc, char **argv) {
            "| %9s %9s\n",
            "", "", "", "", "", "us", "us", "us/req", "%", "", "", "peak",
            "peak");
+    for (unsigned t = 0; t < opt.n_threads; t++)
+      for (unsigned g = 0; g < opt.n_gpus; g++)
+        for (int k = 0; k < 2; k++)
+          if (WANT("serving", serve[k]))
+            run_cell("serving", serve[k], opt.threads[t] * opt.gpus[g],
+                     opt.gpus[g]);
   }
-  for (unsigned t = 0; devices != NULL && t < opt.n_threads; t++)
-    for (unsigned g = 0; g < opt.n_gpus; g++)
-      for (int k = 0; k < 3; k++)
-        run_cell("serving", multi[k], opt.threads[t] * opt.gpus[g],
-                 opt.gpus[g]);
-  for (unsigned t = 0; do_over && t < opt.n_threads; t++)
+  for (unsigned t = 0; devices == NULL && t < opt.n_threads; t++)
     for (int k = 0; k < 4; k++)
-      run_cell("overhead", over[k], opt.threads[t], 0);
-  for (unsigned t = 0; do_serve && t < opt.n_threads; t++)
+      if (WANT("overhead", over[k]))
+        run_cell("overhead", over[k], opt.threads[t], 0);
+  for (unsigned t = 0; devices == NULL && t < opt.n_threads; t++)
     for (int k = 0; k < 2; k++)
-      run_cell("serving", serve[k], opt.threads[t], 0);
+      if (WANT("serving", serve[k]))
+        run_cell("serving", serve[k], opt.threads[t], 0);
+#undef WANT
   for (int g = 0; g < n_mods; g++) CK(slc_module_unload(mods[g]));
   CK(slc_context_destroy(ctx));
   if (opt.json != NULL) {
@@ -737,7 +864,8 @@ int main(int argc, char **argv) {
               r->bench, r->mode, r->threads, r->mops, r->cpu_ns, r->req_cpu_ns,
               r->p50_us, r->p99_us, r->reserved_mib, r->in_use_mib);
       if (r->gpus != 0)
-        fprintf(f, ", \"gpus\": %u, \"placing\": \"%s\", \"sl_cpu_ns\": %.1f",
+        fprintf(f,
+                ", \"gpus\": %u, \"placing\": \"%s\", \"sl_cpu_ns\": %.1f",
                 r->gpus, opt.spread ? "spread" : "grouped", r->sl_ns);
       fprintf(f, "}%s\n", i + 1 < n_rows ? "," : "");
     }

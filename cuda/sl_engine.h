@@ -99,7 +99,8 @@
  *   ------------------------  --------------  ----------------  ----------
  *   issuing calls (markers)   no              none (try-flags)  no
  *   slc_engine_enable         yes (thread)    none              no
- *   slc_engine_poll           no              consumer try-flag yes (a)
+ *   slc_engine_poll,          no              consumer try-flag yes (a)
+ *     slc_engine_poll_stream
  *   slc_engine_stats,         no              none              no
  *     slc_stream_progress,
  *     slc_stream_engine_error
@@ -162,6 +163,15 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
  * another thread is polling, returns at once with *released = 0 (that one
  * does the work). LDG_EINVAL: c NULL or no engine. */
 int slc_engine_poll(slc_context *c, size_t *released);
+
+/* slc_engine_poll for s alone: releases s to its completed markers on the
+ * calling thread (its keeps run here), places a tail marker for uncovered
+ * work. For a thread that wants the keeps of its own streams (a pool
+ * returning the blocks it freed to its own cache) without running every
+ * stream's. Non-blocking; returns at once with *released = 0 if another
+ * thread is polling. LDG_EINVAL: s NULL, or s not engine-driven (see
+ * slc_stream_progress's engine_driven). */
+int slc_engine_poll_stream(slc_stream *s, size_t *released);
 
 /* Context-wide counters; a snapshot callable from any thread at any time
  * without stopping enqueuers (each counter is read atomically; they are not
