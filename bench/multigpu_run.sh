@@ -10,10 +10,10 @@
 #      the other tests run last, in the time left);
 #   3. the serving benchmark at 1, 2, ..., N GPUs (threads per GPU: TPG),
 #      grouped (a thread per GPU) then spread (every thread over all the
-#      GPUs of the cell): pool_bench --devices (the pool with its engine
-#      thread, the pool with request threads polling the engine too, and
-#      cuMemAllocAsync) and pool_torch --devices (PyTorch's caching
-#      allocators), one after the other on the same GPUs;
+#      GPUs of the cell): pool_bench --devices (the pool: its engine
+#      thread, and each request thread releasing its own streams while it
+#      waits for a slot; and cuMemAllocAsync) and pool_torch --devices
+#      (PyTorch's caching allocators), one after the other on the same GPUs;
 #   4. TABLE.txt (every row, side by side) and SCALING.txt: for each
 #      allocator, placing and threads per GPU, requests/s at g GPUs against
 #      g x the 1-GPU rate (issue 13's target: >= 90 % of linear at the most
@@ -137,7 +137,7 @@ placings=grouped
 for placing in $placings; do
   flag=()
   [ "$placing" = spread ] && flag=(--spread)
-  bench "pool_bench_$placing" $((n_counts * n_tpg * 3)) "$bin/pool_bench" \
+  bench "pool_bench_$placing" $((n_counts * n_tpg * 2)) "$bin/pool_bench" \
     --devices "$counts_csv" --threads "$TPG" --ms "$MS" --bytes "$BYTES" \
     --inflight "$INFLIGHT" "${flag[@]}" --json "$out/pool_bench_$placing.json"
   if [ -n "$build_pid" ]; then

@@ -35,7 +35,7 @@ grep -q '^cuda_suite (libcuda): 3 passed, 0 failed' "$tmp/out/SUMMARY.txt" ||
   { echo "FAIL: the suite's line" >&2; fail=1; }
 for placing in grouped spread; do
   for g in 1 2 3; do
-    for m in pool pool_poll async; do
+    for m in pool async; do
       grep -q "^multigpu $m *$g *$g $placing" "$tmp/out/TABLE.txt" ||
         { echo "FAIL: no row $m $g $placing in TABLE.txt" >&2; fail=1; }
       grep -q "^$m $placing 1 *$g |" "$tmp/out/SCALING.txt" ||

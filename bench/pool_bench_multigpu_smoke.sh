@@ -22,13 +22,13 @@ for placing in grouped spread; do
   cat "$out"
   for t in 1 2; do # --smoke: 1 and 2 threads per GPU
     for g in 1 2 8; do
-      for m in pool pool_poll async; do
+      for m in pool async; do
         grep -q "^multigpu $m *$g *$((t * g)) $placing *|" "$out" ||
           { echo "FAIL: no row $m $g GPUs $((t * g)) threads $placing" >&2; fail=1; }
       done
     done
   done
-  [ "$(grep -c '"gpus": ' "$tmp/$placing.json")" -eq 18 ] ||
+  [ "$(grep -c '"gpus": ' "$tmp/$placing.json")" -eq 12 ] ||
     { echo "FAIL: JSON lacks the GPU counts ($placing)" >&2; fail=1; }
   grep -q '^every result checked' "$out" || { echo "FAIL: no final line" >&2; fail=1; }
   if grep -q '^overhead\|^serving ' "$out"; then
