@@ -51,6 +51,7 @@ int slc_context_create(const slc_driver *driver, slc_context **out) {
     struct slc__device *dev = &c->devices[i];
     pthread_mutex_init(&dev->init_mu, NULL);
     atomic_init(&dev->ready, 0);
+    atomic_init(&dev->peers_on, 0);
     r = d->pfn_cuDeviceGet(&dev->dev, i);
     if (r != CUDA_SUCCESS) {
       rc = slc__fail_cu(c, "cuDeviceGet", r, "ordinal %d", i);

@@ -25,7 +25,10 @@
 
 struct hd_ctx {
   int device;
-  int refs; /* primary context retains */
+  int refs;          /* primary context retains */
+  unsigned peers_on; /* bit p: cuCtxEnablePeerAccess to device p's context;
+                      * cleared when the last retain goes (the driver resets
+                      * a primary context then) */
   /* Its legacy default stream (NULL or CU_STREAM_LEGACY while this context
    * is current), made on first use and joined by hd_shutdown; see
    * hd_find_stream. */
@@ -37,6 +40,7 @@ struct hd_alloc {
   uintptr_t base;
   size_t size;
   bool host; /* pinned host memory (cuMemHostAlloc) vs device memory */
+  int device; /* the device whose context allocated it (host: -1) */
 };
 
 struct hd_record {
@@ -140,6 +144,8 @@ static struct {
   CUresult nth_code;
   long nth_fired;
   long early_frees;
+  unsigned no_peer[HD_MAX_DEVICES]; /* bit p: device d cannot access p */
+  long unpeered_copies;             /* hd_unpeered_copies */
 } hd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* Registered kernels: written before any launch, read-only afterwards. */
@@ -592,6 +598,11 @@ static const struct {
      "too many resources requested for launch"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
      "operation not supported"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+     "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -726,9 +737,71 @@ static CUresult CUDAAPI hd_cuDevicePrimaryCtxRelease(CUdevice dev) {
   hd_lock();
   CUresult r =
       hd.ctxs[dev].refs > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-  if (r == CUDA_SUCCESS) hd.ctxs[dev].refs--;
+  if (r == CUDA_SUCCESS && --hd.ctxs[dev].refs == 0)
+    hd.ctxs[dev].peers_on = 0;
   hd_unlock();
   return r;
+}
+
+/* Peer access: every pair of distinct devices unless hd_set_peer_access
+ * said otherwise (an HGX H200 board: NVLink between all eight). */
+static CUresult CUDAAPI hd_cuDeviceCanAccessPeer(int *canAccessPeer,
+                                                 CUdevice dev,
+                                                 CUdevice peerDev) {
+  HD_ENTRY(cuDeviceCanAccessPeer);
+  if (canAccessPeer == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!hd_device_ok(dev) || !hd_device_ok(peerDev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  hd_lock();
+  *canAccessPeer = dev != peerDev && !(hd.no_peer[dev] >> peerDev & 1u);
+  hd_unlock();
+  return CUDA_SUCCESS;
+}
+
+/* The current context may access peerContext's memory from now on. */
+static CUresult CUDAAPI hd_cuCtxEnablePeerAccess(CUcontext peerContext,
+                                                 unsigned int Flags) {
+  HD_ENTRY(cuCtxEnablePeerAccess);
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct hd_ctx *cur = hd_current;
+  if (cur == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  hd_lock();
+  struct hd_ctx *peer = NULL;
+  for (int i = 0; i < hd.n_devices; i++)
+    if (peerContext == (CUcontext)&hd.ctxs[i] && hd.ctxs[i].refs > 0)
+      peer = &hd.ctxs[i];
+  CUresult r = CUDA_SUCCESS;
+  if (peer == NULL || cur->refs == 0)
+    r = CUDA_ERROR_INVALID_CONTEXT;
+  else if (peer == cur)
+    r = CUDA_ERROR_INVALID_DEVICE;
+  else if (hd.no_peer[cur->device] >> peer->device & 1u)
+    r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  else if (cur->peers_on >> peer->device & 1u)
+    r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  else
+    cur->peers_on |= 1u << peer->device;
+  hd_unlock();
+  return r;
+}
+
+void hd_set_peer_access(int device, int peer, bool can) {
+  if (device < 0 || device >= HD_MAX_DEVICES || peer < 0 ||
+      peer >= HD_MAX_DEVICES)
+    return;
+  hd_lock();
+  if (can)
+    hd.no_peer[device] &= ~(1u << peer);
+  else
+    hd.no_peer[device] |= 1u << peer;
+  hd_unlock();
+}
+
+long hd_unpeered_copies(void) {
+  hd_lock();
+  long n = hd.unpeered_copies;
+  hd_unlock();
+  return n;
 }
 
 static CUresult CUDAAPI hd_cuCtxSetCurrent(CUcontext ctx) {
@@ -1040,6 +1113,7 @@ static CUresult hd_alloc(void **out, size_t bytes, bool host) {
   a->base = (uintptr_t)p;
   a->size = bytes;
   a->host = host;
+  a->device = host ? -1 : hd_current->device;
   hd_lock();
   a->next = hd.allocs;
   hd.allocs = a;
@@ -1170,6 +1244,27 @@ static CUresult CUDAAPI hd_cuMemPoolSetAttribute(CUmemoryPool pool,
                                        : CUDA_SUCCESS;
 }
 
+/* The device of the live device allocation holding p, or -1. */
+static int hd_device_of_locked(uintptr_t p) {
+  for (struct hd_alloc *a = hd.allocs; a != NULL; a = a->next)
+    if (!a->host && p >= a->base && p - a->base < a->size) return a->device;
+  return -1;
+}
+
+/* A device-to-device copy on s touching another device's memory without
+ * peer access from s's context to that device (the driver would stage it
+ * through host memory itself; counted, not refused). */
+static bool hd_unpeered_locked(const struct hd_stream *s, const void *dst,
+                               const void *src) {
+  const int devs[2] = {hd_device_of_locked((uintptr_t)dst),
+                       hd_device_of_locked((uintptr_t)src)};
+  for (int i = 0; i < 2; i++)
+    if (devs[i] >= 0 && devs[i] != s->ctx->device &&
+        !(s->ctx->peers_on >> devs[i] & 1u))
+      return true;
+  return false;
+}
+
 /* Queues a copy or memset on hStream after checking its device ranges. */
 static CUresult hd_queue_mem(CUstream hStream, enum hd_task_kind kind,
                              void *dst, const void *src, size_t n,
@@ -1186,6 +1281,9 @@ static CUresult hd_queue_mem(CUstream hStream, enum hd_task_kind kind,
       ((dst_dev && !hd_range_ok((uintptr_t)dst, n, false)) ||
        (src_dev && !hd_range_ok((uintptr_t)src, n, false))))
     r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && dst_dev && src_dev &&
+      hd_unpeered_locked(s, dst, src))
+    hd.unpeered_copies++;
   if (r == CUDA_SUCCESS && !hd_fault_take(HD_FAULT_COPY, &r)) {
     t->kind = kind;
     t->dst = dst;
@@ -1529,7 +1627,10 @@ int hd_install(slc_driver *table, const hd_config *cfg) {
   hd.nth_left = 0;
   hd.nth_fired = 0;
   hd.early_frees = 0;
-  for (int i = 0; i < HD_MAX_DEVICES; i++) hd.ctxs[i] = (struct hd_ctx){i, 0, NULL};
+  hd.unpeered_copies = 0;
+  memset(hd.no_peer, 0, sizeof(hd.no_peer));
+  for (int i = 0; i < HD_MAX_DEVICES; i++)
+    hd.ctxs[i] = (struct hd_ctx){.device = i};
   hd_unlock();
   hd_current = NULL;
 
@@ -1597,6 +1698,7 @@ long hd_shutdown(void) {
   for (int i = 0; i < HD_MAX_DEVICES; i++) {
     leaked += hd.ctxs[i].refs;
     hd.ctxs[i].refs = 0;
+    hd.ctxs[i].peers_on = 0;
     hd.ctxs[i].legacy = NULL; /* joined above, with the other streams */
   }
   hd.installed = false;

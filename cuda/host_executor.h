@@ -181,6 +181,25 @@ long hd_early_frees(void);
  * issue returns `code`. CUDA_SUCCESS clears it; hd_shutdown too. */
 void hd_set_sticky(CUresult code);
 
+/* ---- Several devices ----------------------------------------------------
+ * Up to HD_MAX_DEVICES devices. cuDeviceCanAccessPeer says yes for every
+ * pair of distinct devices (an HGX H200 board, NVLink all to all) unless
+ * turned off here; cuCtxEnablePeerAccess enables the current context's
+ * access to a peer's memory (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED where
+ * turned off, _ALREADY_ENABLED the second time; a primary context released
+ * to zero forgets its peers, as the driver resets it). Device allocations
+ * remember their device. A device-to-device copy between two devices'
+ * memory on a stream whose context has no peer access to the other device
+ * runs (the driver stages such a copy through host memory itself) and is
+ * counted: a layer that meant to copy peer to peer only where it enabled
+ * peer access checks that the count stayed 0. */
+
+/* From now on (until hd_shutdown), whether `device` can access `peer`. */
+void hd_set_peer_access(int device, int peer, bool can);
+
+/* Device-to-device copies queued without peer access (see above). */
+long hd_unpeered_copies(void);
+
 /* The delay before each copy, memset or kernel, from now on. */
 void hd_set_delay_us(unsigned us);
 

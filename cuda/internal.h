@@ -35,6 +35,10 @@ struct slc__device {
   CUcontext ctx;           /* written once under init_mu, before `ready` */
   atomic_int ready;        /* 1 once ctx is retained (release/acquire) */
   pthread_mutex_t init_mu; /* first use only: retaining the primary ctx */
+  /* Bit p: this device's context has access to device p's memory
+   * (slc_device_enable_peer_access; peers 0..63). Set with release after
+   * cuCtxEnablePeerAccess succeeded, read with acquire (peer.c). */
+  atomic_uint_fast64_t peers_on;
 };
 
 struct slc_context {
@@ -166,6 +170,25 @@ void slc__test_hook(enum slc__hook_point point);
 #else
 #define SLC__HOOK(point) ((void)0)
 #endif
+
+/* ---- Operations on layer buffers (bufops.c, peer.c) ---- */
+
+#define SLC__INLINE_IDS 8
+
+/* The caller's hold plus the given buffers; `owned` must be freed after. */
+struct slc__xhold {
+  slc_hold h;
+  uint64_t ids_inline[SLC__INLINE_IDS];
+  ldg_range ranges_inline[SLC__INLINE_IDS];
+  void *owned;
+};
+
+/* x = hold (may be NULL) + the ids of bufs[0..n) and, for host buffers,
+ * their bytes [offs[i], +lens[i]). LDG_EINVAL (bad hold) or LDG_ENOMEM,
+ * with the record set. */
+int slc__extend_hold(struct slc__xhold *x, const slc_hold *hold,
+                     slc_buffer *const *bufs, const size_t *offs,
+                     const size_t *lens, size_t n, const char *call);
 
 /* ---- Devices (context.c) ---- */
 

@@ -45,6 +45,8 @@ cp bench/engine_bench_h200.sh "$out/engine_bench_h200.sh"
 chmod a+rx "$out/engine_bench_h200.sh"
 cp bench/pool_h200.sh bench/pool_torch.cpp "$out/"  # pool_h200.sh builds the .cpp there
 chmod a+rx "$out/pool_h200.sh"
+cp bench/multigpu_run.sh "$out/"  # issue 13: suite + serving at 1..N GPUs
+chmod a+rx "$out/multigpu_run.sh"
 
 # PyTorch's allocator on the pool (torch_alloc/, issue 14): libsl_torch.so.
 # Not --config=portable: Debian's liburcu archives are not position-
