@@ -83,6 +83,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
                               struct ldg__slot **wait,
                               struct ldg__seg **wait_seg) {
   ldg_stream *s = c->s;
+  struct ldg__vindex *vx = s->ledger->vindex; /* fixed before s existed */
   size_t n = 0;
   uint32_t taken = 0; /* resolved in g, not yet counted */
   *wait = NULL;
@@ -129,6 +130,12 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
       break;
     }
     keeps[n++] = slot->u.op.keep;
+    if (vx != NULL) { /* taken: out of the vector index (vindex.c) */
+      if (slot->aux == LDG__OP_EXT)
+        ldg__vindex_remove(vx, slot->u.op.d.ext->w, slot->u.op.d.ext->n_vec);
+      else
+        ldg__vindex_remove(vx, slot->u.op.d.in.w, slot->u.op.d.in.n_vec);
+    }
     if (slot->aux == LDG__OP_EXT) {
       /* Queries may still read it: free after a grace period. */
       ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
