@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Issue 11, round 2: the ledger before and after this round's change, side by
-# side in one run, with the mutex design as each run's yardstick; for the GPU
-# host (16 cores, H200). What changed: the release engine enters one RCU
-# read-side section fewer per fired wait (ledger/release.c, POPPING A FRAME),
-# which moves the serving workload (waits) and should leave private and
-# shared (no waits) where they were. Also prints atomics_bench (the cost of
-# one locked read-modify-write on the host, the unit of RESULTS.md's
-# accounting). About 80 s on 16 cores.
+# Issue 11, round 2: the ledger before and after this round's changes, side
+# by side in one run, with the mutex design as each run's yardstick; for the
+# GPU host (16 cores, H200). What changed:
+#  - the release engine enters one RCU read-side section fewer per fired
+#    wait (ledger/release.c, POPPING A FRAME): moves the serving workload
+#    (waits), should leave private and shared (no waits) where they were;
+#  - the optional vector index (ldg_ledger_index_vectors, ledger/vindex.c):
+#    off by default, so the rows above do not have it; measured apart, on
+#    the "after" binary only: the holds_vector miss at 1 k / 16 k / 128 k
+#    pending without and with it (holds-*.log), and what it costs one
+#    thread on a private stream ("private+index" rows, interleaved with the
+#    others).
+# Also prints atomics_bench (the cost of one locked read-modify-write on the
+# host, the unit of RESULTS.md's accounting). About 90 s on 16 cores.
 #
 # Build both sets of binaries here (tools/gpu_build.sh; the "before" ones
 # from main's commit 7c73b4e in a git worktree):
@@ -20,7 +26,8 @@
 # gpu-bin-before):
 #   bash bench/issue11_ab.sh gpu-bin-before gpu-bin $OUT/ab
 # Writes OUT/host.txt, OUT/{before,after}-{serving,private,shared}-N.log,
-# OUT/atomics.log and OUT/summary.txt (the table for RESULTS.md).
+# OUT/index-private-N.log, OUT/holds-{plain,index,index8}.log, OUT/atomics.log and
+# OUT/summary.txt (the tables for RESULTS.md).
 # --quick: 0.2 s rows, threads 1,2, one round (a check of the script).
 set -uo pipefail
 
@@ -67,12 +74,14 @@ status=0
 } > "$out/host.txt" 2>&1
 cat "$out/host.txt"
 
-# one VERSION WORKLOAD ROUND THREADS: one ledger_bench run, both designs.
+# one BIN VERSION WORKLOAD ROUND THREADS [ARGS...]: one ledger_bench run,
+# both designs.
 one() {
   local bin=$1 ver=$2 w=$3 r=$4 thr=$5
+  shift 5
   local log="$out/$ver-$w-$r.log"
   timeout 60 "$bin/ledger_bench" --workload "$w" --threads "$thr" --no-reader \
-    --no-ceiling --seconds $secs --repeat 1 > "$log" 2>&1
+    --no-ceiling --seconds $secs --repeat 1 "$@" > "$log" 2>&1
   local rc=$?
   grep -q 'all keeps ran exactly once' "$log" || rc=1
   [ $rc -eq 0 ] || { echo "    $ver $w round $r: rc=$rc (see $log)"; status=1; }
@@ -89,7 +98,17 @@ for r in $(seq 1 $rounds); do
     one "$bin" $ver private "$r" 1
     one "$bin" $ver shared "$r" 1
   done
+  echo "=== round $r: after, vector index on"
+  one "$after" index private "$r" 1 --impl ledger --vector-index 1024
 done
+echo "=== holds_vector misses, without and with the index"
+timeout 120 "$after/ledger_bench" --workload holds > "$out/holds-plain.log" 2>&1 || status=1
+# Sized for the 128 k ids pending (8 buckets each: ~1 % of buckets shared
+# by two ids, whose misses walk), and eight times over.
+timeout 120 "$after/ledger_bench" --workload holds --impl ledger \
+  --vector-index 131072 > "$out/holds-index.log" 2>&1 || status=1
+timeout 120 "$after/ledger_bench" --workload holds --impl ledger \
+  --vector-index 1048576 > "$out/holds-index8.log" 2>&1 || status=1
 if [ -x "$after/atomics_bench" ]; then
   echo "=== atomics_bench"
   timeout 60 "$after/atomics_bench" --iters $iters --repeat 5 > "$out/atomics.log" 2>&1 || status=1
@@ -129,6 +148,19 @@ echo "=== runs took $((SECONDS - t0)) s"
             med(L[k, "before"]), med(M[k, "before"]), med(X[k, "before"]),
             med(L[k, "after"]), med(M[k, "after"]), med(X[k, "after"]) } }' |
     sort -k1,1n -k2,2n | cut -d' ' -f3-
+  echo
+  echo "private, one thread, after: ledger Mop/s without / with the vector index (each round)"
+  for r in $(seq 1 $rounds); do
+    awk -F'|' -v r=$r '$1 ~ "^private " { split($2, l, " "); p = l[1] }
+      END { printf "  round %d: %s", r, p }' "$out/after-private-$r.log"
+    awk -F'|' '$1 ~ "^private " { split($2, l, " "); printf " / %s\n", l[1] }' \
+      "$out/index-private-$r.log"
+  done
+  echo
+  echo "holds_vector miss, us (after): without the index, then with it sized 128 k and 1 M ids"
+  grep -E '^  (impl|ledger|mutex) ' "$out/holds-plain.log"
+  grep -E '^  ledger ' "$out/holds-index.log" | sed 's/^  ledger   /  ix 128k /'
+  grep -E '^  ledger ' "$out/holds-index8.log" | sed 's/^  ledger   /  ix 1M   /'
   [ -f "$out/atomics.log" ] && cat "$out/atomics.log"
 } > "$out/summary.txt"
 cat "$out/summary.txt"
