@@ -4,9 +4,11 @@
  * opens with the argument; this header is the contract.
  *
  * WHAT IT DOES
- *   Once enabled on a context, every stream created afterwards gets a ring
- *   of completion markers. As work is issued on the stream (any of the
- *   asynchronous calls of sl_cuda.h), the layer records a marker — a pooled
+ *   Once enabled on a context, every stream gets a ring of completion
+ *   markers: those that exist already (their work issued before is covered
+ *   by the engine's first tail marker) and those created afterwards. As
+ *   work is issued on the stream (any of the asynchronous calls of
+ *   sl_cuda.h), the layer records a marker — a pooled
  *   driver event, cuEventRecord — after at most `marker_every_ops`
  *   operations or `marker_every_us` microseconds, whichever comes first, and
  *   only when work was enqueued since the last marker. A marker carries the
@@ -91,22 +93,28 @@
  *   stopped. "Who holds buffer b": ldg_vector_holders(slc_context_ledger(c),
  *   slc_buffer_id(b), ...) lists every pending operation naming it, on every
  *   stream, blocking ones included, with stream id and sequence number.
- *   Not counted (yet): keeps run, and releases by the other causes (sync,
- *   event, destroy, transitive) — the engine counts its own.
+ *   Keeps run are counted by cause (slc_keep_cause: engine thread, poll,
+ *   sync, event, destroy, overtaken enqueue), exactly: the ledger counts,
+ *   per thread, the operations each call took (ldg_thread_ops_released).
  *
  * THREADING (who may call what)
  *   function                  may block       lock taken        runs keeps
  *   ------------------------  --------------  ----------------  ----------
  *   issuing calls (markers)   no              none (try-flags)  no
- *   slc_engine_enable         yes (thread)    none              no
+ *   slc_engine_enable         yes (c)         streams mutex,    no
+ *                                             consumer flag
  *   slc_engine_poll           no              consumer try-flag yes (a)
  *   slc_engine_stats,         no              none              no
  *     slc_stream_progress,
  *     slc_stream_engine_error
- *   slc_stream_create         briefly (b)     consumer flag     no
- *   last slc_stream_unref     briefly (b)     consumer flag     yes
+ *   slc_stream_create         briefly (b)     streams mutex,    no
+ *                                             consumer flag
+ *   last slc_stream_unref     briefly (b)     streams mutex,    yes
+ *                                             consumer flag
  *   (a) after dropping the flag. (b) waits for a running poll's query phase
- *   (never for keeps).
+ *   (never for keeps), and for the context's streams mutex, which only
+ *   these three calls take (never a keep-running or issuing path). (c)
+ *   starts the thread; waits as (b).
  */
 #ifndef STREAMLEDGER_CUDA_SL_ENGINE_H
 #define STREAMLEDGER_CUDA_SL_ENGINE_H
@@ -148,11 +156,14 @@ typedef struct slc_engine_config {
   void *on_error_arg;
 } slc_engine_config;
 
-/* Enables the engine on c (cfg NULL: the defaults, with a thread). Streams
- * created from now on are driven by it; streams that already exist are not.
+/* Enables the engine on c (cfg NULL: the defaults, with a thread). Every
+ * stream of c is driven by it from now on: those created later, and those
+ * that exist already (even while other threads issue on them: their next
+ * issue sees the ring; work issued before gets a tail marker).
  * LDG_EINVAL: c NULL, markers_per_stream not a power of two or > 4096.
- * LDG_EBUSY: already enabled. LDG_ENOMEM; SLC_EDRIVER is not possible (no
- * driver call). The engine ends with slc_context_destroy. */
+ * LDG_EBUSY: already enabled. LDG_ENOMEM (nothing changed: no stream is
+ * driven); SLC_EDRIVER is not possible (no driver call). The engine ends
+ * with slc_context_destroy. */
 int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
 
 /* Checks every engine-driven stream of c once, without blocking: releases
@@ -162,6 +173,24 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
  * another thread is polling, returns at once with *released = 0 (that one
  * does the work). LDG_EINVAL: c NULL or no engine. */
 int slc_engine_poll(slc_context *c, size_t *released);
+
+/* Why the layer ran a keep (slc_engine_stats.keeps_by_cause). A keep
+ * released transitively (a stream waiting on another) counts under the
+ * cause of the call whose release reached it; a keep that a keep's own
+ * layer call ran counts under that inner call's cause. */
+typedef enum slc_keep_cause {
+  SLC_CAUSE_ENGINE = 0,  /* the engine thread, from a completed marker */
+  SLC_CAUSE_POLL = 1,    /* slc_engine_poll, from a completed marker */
+  SLC_CAUSE_SYNC = 2,    /* slc_stream_synchronize, slc_stream_query,
+                          * slc_device_synchronize, the settles (buffer
+                          * frees, slc_copy_dtoh/htod, range settles) */
+  SLC_CAUSE_EVENT = 3,   /* slc_event_synchronize/_query, and
+                          * slc_stream_wait_event (a release overtaking it) */
+  SLC_CAUSE_DESTROY = 4, /* slc_stream_destroy, the last slc_stream_unref */
+  SLC_CAUSE_ENQUEUE = 5, /* an issuing call whose entry a concurrent release
+                          * overtook (ldg_enqueue runs that keep itself) */
+  SLC_CAUSE_COUNT = 6
+} slc_keep_cause;
 
 /* Context-wide counters; a snapshot callable from any thread at any time
  * without stopping enqueuers (each counter is read atomically; they are not
@@ -185,6 +214,13 @@ typedef struct slc_engine_stats {
   uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */
   uint64_t thread_sleeps;           /* timed sleeps */
   uint64_t thread_parks;            /* untimed waits (nothing pending) */
+  /* Keeps the layer ran (operations released: one per operation, a NULL
+   * keep included), by cause, counted since the context was created —
+   * before the engine was enabled too. Keeps run by ledger calls made
+   * directly on slc_context_ledger(), not through the layer, and by
+   * slc_context_destroy, are not counted. keeps_run is their sum. */
+  uint64_t keeps_run;
+  uint64_t keeps_by_cause[SLC_CAUSE_COUNT];
 } slc_engine_stats;
 
 int slc_engine_stats_get(slc_context *c, slc_engine_stats *out);
@@ -199,7 +235,7 @@ typedef struct slc_stream_progress {
   size_t markers_pending;  /* markers recorded, not yet found done */
   uint64_t oldest_marker_age_ns; /* age of the oldest pending marker (0: none) */
   CUresult engine_error;   /* sticky engine error, CUDA_SUCCESS if none */
-  bool engine_driven;      /* the stream was created with the engine on */
+  bool engine_driven;      /* the engine is enabled (and the handle live) */
 } slc_stream_progress;
 
 /* LDG_EINVAL: s or out NULL. Callable from any thread while s is alive. */

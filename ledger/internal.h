@@ -320,6 +320,10 @@ void ldg__finalize(ldg_stream *s);
  * Returns false if it was destroyed already. */
 bool ldg__destroy(ldg_stream *s);
 
+/* Operations taken by this thread's release walks and overtaken enqueues
+ * (ldg_thread_ops_released). Thread-local: never shared, no atomics. */
+extern _Thread_local uint64_t ldg__thread_ops;
+
 /* ---- registry.c ------------------------------------------------------------------- */
 
 /* Takes / drops a reference to l (streams, segments and ext blocks hold

@@ -2773,7 +2773,7 @@ static int t_keep_reentry(suite *S) {
   for (int path = 0; path < RP_COUNT; path++) {
     if (path == RP_ENGINE_POLL) {
       /* Polled only (no thread: the keeps run on this thread), a marker
-       * after every operation. Streams created from now on are driven. */
+       * after every operation. Every stream is driven from now on. */
       slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
       CHECK_OK(slc_engine_enable(S->c, &cfg));
     }

@@ -10,6 +10,7 @@
  * Scaled down under sanitizers. Exit 0 when every test passed.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -717,6 +718,217 @@ static int t_adopt_limbo(void) {
   return 0;
 }
 
+/* ---- Keeps counted by cause -------------------------------------------- */
+
+typedef struct nested {
+  slc_stream *other; /* the outer keep issues 2 ops there, then syncs it */
+  CUdeviceptr p;
+  atomic_long *count;
+  atomic_long n;
+  atomic_int fail;
+} nested;
+
+static void nested_keep(void *ctx) {
+  nested *x = ctx;
+  slc_hold h = {{count_keep, x->count}, NULL, 0, NULL, 0};
+  for (int i = 0; i < 2; i++)
+    if (slc_memset_d8_async(x->other, x->p, 6, 64, &h) != LDG_OK)
+      atomic_store(&x->fail, 1);
+  if (slc_stream_synchronize(x->other) != LDG_OK) atomic_store(&x->fail, 1);
+  atomic_fetch_add(&x->n, 1);
+}
+
+static int check_causes(slc_context *c, const uint64_t want[SLC_CAUSE_COUNT]) {
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  uint64_t sum = 0;
+  for (int i = 0; i < SLC_CAUSE_COUNT; i++) {
+    if (es.keeps_by_cause[i] != want[i])
+      fprintf(stderr, "  cause %d: %llu keeps, want %llu\n", i,
+              (unsigned long long)es.keeps_by_cause[i],
+              (unsigned long long)want[i]);
+    CHECK(es.keeps_by_cause[i] == want[i]);
+    sum += want[i];
+  }
+  CHECK(es.keeps_run == sum);
+  return 0;
+}
+
+/* Each cause releases a known number of operations, one at a time, on a
+ * polled engine with N and T too large to mark anything (so only the calls
+ * of the test release): counts must match exactly, including a keep
+ * released by a poll that synchronises another stream (counted under SYNC,
+ * not twice) and a transitive release through a wait (counted under the
+ * call that released the waiting stream). Keeps counted before the engine
+ * was enabled count too. */
+static int t_keeps_by_cause(void) {
+  hd_config hc = {1, 20};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  slc_stream *a, *b;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &a), LDG_OK);
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &b), LDG_OK);
+  slc_buffer *buf;
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf), LDG_OK);
+  CUdeviceptr p = slc_buffer_dptr(buf);
+  atomic_long n = 0;
+  slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
+  slc_hold none = {{NULL, NULL}, NULL, 0, NULL, 0};
+  uint64_t want[SLC_CAUSE_COUNT] = {0};
+  /* Before the engine: 2 released by a stream sync (one keep NULL). */
+  CHECK_RC(slc_memset_d8_async(a, p, 1, 64, &h), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(a, p, 1, 64, &none), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(a), LDG_OK);
+  want[SLC_CAUSE_SYNC] += 2;
+  slc_engine_config cfg = {.thread = false,
+                           .marker_every_ops = 1000000,
+                           .marker_every_us = 100000000};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  if (check_causes(c, want)) return 1;
+  /* Event: 3 ops before the record, released by its synchronize. */
+  slc_event *ev;
+  CHECK_RC(slc_event_create(c, 0, &ev), LDG_OK);
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(slc_memset_d8_async(a, p, 2, 64, &h), LDG_OK);
+  CHECK_RC(slc_event_record(ev, a), LDG_OK);
+  CHECK_RC(slc_event_synchronize(ev), LDG_OK);
+  want[SLC_CAUSE_EVENT] += 3;
+  if (check_causes(c, want)) return 1;
+  /* Transitive: 2 on a, b waits for them, 1 on b; syncing b releases 3. */
+  CHECK_RC(slc_memset_d8_async(a, p, 3, 64, &h), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(a, p, 3, 64, &h), LDG_OK);
+  CHECK_RC(slc_event_record(ev, a), LDG_OK);
+  CHECK_RC(slc_stream_wait_event(b, ev), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(b, p, 4, 64, &h), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(b), LDG_OK);
+  want[SLC_CAUSE_SYNC] += 3;
+  if (check_causes(c, want)) return 1;
+  /* Poll: 4 ops; the polls place a tail marker and release them. Then a
+   * keep released by a poll that issues 2 ops on b and synchronises it:
+   * 1 POLL, 2 SYNC (the nested sync's keeps are not counted twice). */
+  for (int i = 0; i < 4; i++)
+    CHECK_RC(slc_memset_d8_async(a, p, 5, 64, &h), LDG_OK);
+  long base = atomic_load(&n);
+  if (wait_for(c, &n, base + 4, true)) return 1;
+  want[SLC_CAUSE_POLL] += 4;
+  if (check_causes(c, want)) return 1;
+  nested x = {.other = b, .p = p, .count = &n};
+  slc_hold hn = {{nested_keep, &x}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_memset_d8_async(a, p, 7, 64, &hn), LDG_OK);
+  if (wait_for(c, &x.n, 1, true)) return 1;
+  CHECK(atomic_load(&x.fail) == 0);
+  want[SLC_CAUSE_POLL] += 1;
+  want[SLC_CAUSE_SYNC] += 2;
+  if (check_causes(c, want)) return 1;
+  /* Destroy: 2 pending on b when it is destroyed. */
+  CHECK_RC(slc_memset_d8_async(b, p, 8, 64, &h), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(b, p, 8, 64, &h), LDG_OK);
+  CHECK_RC(slc_stream_destroy(b), LDG_OK);
+  want[SLC_CAUSE_DESTROY] += 2;
+  if (check_causes(c, want)) return 1;
+  CHECK(atomic_load(&n) == 15); /* the NULL and the nested keep aside */
+  CHECK_RC(slc_event_destroy(ev), LDG_OK);
+  CHECK_RC(slc_buffer_free(buf), LDG_OK);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return teardown(c);
+}
+
+/* The engine thread's releases count under SLC_CAUSE_ENGINE. */
+static int t_keeps_by_engine(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 20, &cfg)) return 1;
+  slc_stream *a;
+  CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
+  slc_buffer *buf;
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf), LDG_OK);
+  atomic_long n = 0;
+  slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
+  for (int i = 0; i < 5; i++)
+    CHECK_RC(slc_memset_d8_async(a, slc_buffer_dptr(buf), 1, 64, &h), LDG_OK);
+  if (wait_for(c, &n, 5, false)) return 1;
+  uint64_t want[SLC_CAUSE_COUNT] = {0};
+  want[SLC_CAUSE_ENGINE] = 5;
+  if (check_causes(c, want)) return 1;
+  CHECK_RC(slc_buffer_free(buf), LDG_OK);
+  slc_stream_unref(a);
+  return teardown(c);
+}
+
+/* ---- Streams created before the engine is enabled are driven ----------- */
+
+/* Work issued before slc_engine_enable, on a stream created before it, is
+ * released by the engine (a tail marker: placed_mark starts at 0), and that
+ * stream's later work gets the issuer's markers; under both driving modes
+ * and with the stream still issuing from another thread while the engine
+ * is enabled (TSan: the ring's publication to issuers). */
+typedef struct early {
+  slc_stream *st;
+  slc_buffer *buf;
+  atomic_long n;
+  atomic_int go, fail;
+  int ops;
+} early;
+
+static void *early_issuer(void *arg) {
+  early *E = arg;
+  slc_hold h = {{count_keep, &E->n}, NULL, 0, NULL, 0};
+  while (!atomic_load(&E->go)) sched_yield();
+  for (int i = 0; i < E->ops; i++)
+    if (slc_memset_d8_async(E->st, slc_buffer_dptr(E->buf), 1, 64, &h) !=
+        LDG_OK)
+      atomic_store(&E->fail, 1);
+  return NULL;
+}
+
+static int existing_streams(bool thread) {
+  hd_config hc = {1, 50};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  early E = {.ops = SANITIZED ? 50 : 200};
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &E.st), LDG_OK);
+  slc_stream *gone; /* created and gone before: not driven, nothing left */
+  CHECK_RC(slc_stream_create(c, 0, 0, &gone), LDG_OK);
+  slc_stream_unref(gone);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &E.buf), LDG_OK);
+  slc_hold h = {{count_keep, &E.n}, NULL, 0, NULL, 0};
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(slc_memset_d8_async(E.st, slc_buffer_dptr(E.buf), 1, 64, &h),
+             LDG_OK);
+  slc_stream_progress sp;
+  CHECK_RC(slc_stream_progress_get(E.st, &sp), LDG_OK);
+  CHECK(!sp.engine_driven);
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, early_issuer, &E) == 0);
+  atomic_store(&E.go, 1);
+  slc_engine_config cfg = {.thread = thread, .marker_every_ops = 4};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  CHECK_RC(slc_stream_progress_get(E.st, &sp), LDG_OK);
+  CHECK(sp.engine_driven);
+  pthread_join(th, NULL);
+  CHECK(atomic_load(&E.fail) == 0);
+  /* Nobody synchronises: only the engine can release these. */
+  if (wait_for(c, &E.n, 3 + E.ops, !thread)) return 1;
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.keeps_run == (uint64_t)(3 + E.ops));
+  CHECK(es.keeps_by_cause[thread ? SLC_CAUSE_ENGINE : SLC_CAUSE_POLL] ==
+        (uint64_t)(3 + E.ops));
+  CHECK(es.markers_done >= 1);
+  CHECK_RC(slc_buffer_free(E.buf), LDG_OK);
+  slc_stream_unref(E.st);
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0 && es.markers_pending == 0);
+  return teardown(c);
+}
+
+static int t_existing_streams(void) {
+  return existing_streams(true) || existing_streams(false);
+}
+
 /* ---- Bad input -------------------------------------------------------------- */
 
 static int t_bad_input(void) {
@@ -746,10 +958,10 @@ static int t_bad_input(void) {
   CHECK_RC(slc_engine_poll(NULL, NULL), LDG_EINVAL);
   CHECK_RC(slc_stream_progress_get(NULL, NULL), LDG_EINVAL);
   CHECK_RC(slc_stream_engine_error(NULL, NULL), LDG_EINVAL);
-  /* A stream that existed before is not driven. */
+  /* A stream that existed before is driven too (t_existing_streams). */
   slc_stream_progress sp;
   CHECK_RC(slc_stream_progress_get(before, &sp), LDG_OK);
-  CHECK(!sp.engine_driven);
+  CHECK(sp.engine_driven && sp.enqueued_mark == 0);
   slc_stream *after;
   CHECK_RC(slc_stream_create(c, 0, 0, &after), LDG_OK);
   CHECK_RC(slc_stream_progress_get(after, &sp), LDG_OK);
@@ -873,6 +1085,12 @@ static const struct {
      "failed records and transient query failures only delay releases"},
     {"sticky_error", t_sticky_error,
      "a device error is reported once, releases nothing, keeps told"},
+    {"keeps_by_cause", t_keeps_by_cause,
+     "keeps counted exactly by cause: sync, event, poll, destroy, nested"},
+    {"keeps_by_engine", t_keeps_by_engine,
+     "the engine thread's releases count under SLC_CAUSE_ENGINE"},
+    {"existing_streams", t_existing_streams,
+     "streams created before slc_engine_enable are driven, issuing meanwhile"},
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
     {"adopt_external", t_adopt_external,
      "an adopted stream, work issued by others recorded, never destroyed"},
