@@ -210,6 +210,22 @@ static long slc__futex(atomic_uint *addr, int op, unsigned val) {
   return syscall(SYS_futex, (unsigned *)addr, op, val, NULL, NULL, 0);
 }
 
+/* Makes s's device context current for the engine's own driver calls,
+ * quietly: unlike slc__make_current it never writes the thread's error
+ * record (the engine runs inside issuing calls that succeed and inside
+ * slc_engine_poll; its failures are counted in its stats and delay
+ * releases, nothing more). The device is ready: the stream was created on
+ * it. */
+static bool slc__engine_current(const slc_stream *s) {
+  const slc_context *c = s->c;
+  const struct slc__device *dev = &c->devices[s->device];
+  /* Acquire: pairs with the release of ready in slc__make_current. */
+  if (!slc__load_acquire(&((struct slc__device *)dev)->ready)) return false;
+  CUcontext cur = NULL;
+  if (c->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS) return false;
+  return cur == dev->ctx || c->drv.pfn_cuCtxSetCurrent(dev->ctx) == CUDA_SUCCESS;
+}
+
 /* ---- The consumer flag --------------------------------------------------- */
 
 static bool slc__consumer_try(struct slc__engine *e) {
@@ -279,7 +295,7 @@ static void slc__mq_place(struct slc__engine *e, struct slc__mq *q,
   }
   struct slc__mslot *slot = &q->ring[tail & (q->cap - 1)];
   const slc_driver *d = &s->c->drv;
-  if (slc__make_current(s->c, s->device, "slc engine marker") != LDG_OK) {
+  if (!slc__engine_current(s)) {
     slc__count(&e->n.record_failures, 1);
     slc__count(&e->n.skipped, 1);
     goto out_gate;
@@ -375,9 +391,10 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
    * are filled. */
   uint64_t tail = slc__load_acquire(&q->tail);
   ldg_seq done = 0;
-  if (head != tail &&
-      slc__make_current(s->c, s->device, "slc engine poll") != LDG_OK)
-    tail = head; /* try again next poll */
+  if (head != tail && !slc__engine_current(s)) {
+    slc__count(&e->n.query_failures, 1); /* counted, not sticky */
+    tail = head;                          /* try again next poll */
+  }
   while (head != tail) {
     struct slc__mslot *slot = &q->ring[head & (q->cap - 1)];
     CUresult r = d->pfn_cuEventQuery(slot->ev);
@@ -799,12 +816,20 @@ void slc__engine_unregister(slc_stream *s) {
   /* Nobody else reaches q's ring now (see REGISTRATION). */
   uint64_t left = slc__load_relaxed(&q->tail) - slc__load_relaxed(&q->head);
   atomic_fetch_sub_explicit(&e->n.pending, left, memory_order_relaxed);
-  bool current = slc__make_current(s->c, s->device, "slc_stream_unref") ==
-                 LDG_OK;
+  /* The context made current if it can be, but the events are destroyed
+   * either way: cuEventDestroy needs no current context (skipping them
+   * when it could not be made current leaked them: the fault sweep). A
+   * failed destroy is tried once more; an event whose destroy fails twice
+   * is left to the driver's context teardown and stays counted in
+   * events_live (nothing of the ledger depends on it). */
+  (void)slc__engine_current(s);
+  const slc_driver *d = &s->c->drv;
   for (unsigned i = 0; i < q->cap; i++) {
-    if (q->ring[i].ev == NULL) continue;
-    if (current) (void)s->c->drv.pfn_cuEventDestroy(q->ring[i].ev);
-    atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
+    CUevent ev = q->ring[i].ev;
+    if (ev == NULL) continue;
+    if (d->pfn_cuEventDestroy(ev) == CUDA_SUCCESS ||
+        d->pfn_cuEventDestroy(ev) == CUDA_SUCCESS)
+      atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
   }
   free(q->ring);
   q->ring = NULL;

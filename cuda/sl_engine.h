@@ -68,6 +68,9 @@
  *     fails, or the stream's ring is full because the engine is behind) is
  *     skipped: its work is covered by the next marker or by a tail marker,
  *     i.e. released later, never earlier.
+ *   - The engine's driver failures never touch the calling thread's error
+ *     record (slc_last_error): an issuing call whose marker failed, and a
+ *     poll whose query failed, succeed; the stats count the failure.
  *   - A cuEventQuery that fails releases nothing. After
  *     SLC_ENGINE_QUERY_RETRIES consecutive failures on one stream, the
  *     stream's engine error becomes sticky: the engine stops querying it,
@@ -201,14 +204,17 @@ typedef struct slc_engine_stats {
   uint64_t tail_markers;     /* of which placed by the engine */
   uint64_t markers_done;     /* markers found complete */
   uint64_t markers_skipped;  /* not placed: ring full or record failed */
-  uint64_t record_failures;  /* cuEventRecord / cuEventCreate failures */
-  uint64_t query_failures;   /* cuEventQuery failures */
+  uint64_t record_failures;  /* cuEventRecord / cuEventCreate failures, or
+                              * the context could not be made current */
+  uint64_t query_failures;   /* cuEventQuery failures, or the context could
+                              * not be made current for a poll's queries */
   uint64_t stream_errors;    /* streams whose engine error became sticky */
   uint64_t releases;         /* ldg_release calls made by the engine */
   uint64_t seqs_released;    /* sequence numbers those covered (operations
                               * and waits), each counted once; some may
                               * have been released earlier by a sync */
-  uint64_t events_live;      /* marker events in existence */
+  uint64_t events_live;      /* marker events in existence (an event whose
+                              * cuEventDestroy failed twice stays counted) */
   uint64_t markers_pending;  /* markers recorded and not yet found done */
   /* The engine thread's waits (0 without a thread): */
   uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */

@@ -835,7 +835,21 @@ static int t_keeps_by_cause(void) {
   return teardown(c);
 }
 
-/* The engine thread's releases count under SLC_CAUSE_ENGINE. */
+/* Waits until keeps_run reaches want: a keep runs before the call that ran
+ * it counts it (the count is taken when the call returns from the ledger). */
+static int wait_keeps_run(slc_context *c, uint64_t want, slc_engine_stats *es) {
+  for (long i = 0; i < 200000; i++) {
+    CHECK_RC(slc_engine_stats_get(c, es), LDG_OK);
+    if (es->keeps_run >= want) return 0;
+    sleep_us(100);
+  }
+  fprintf(stderr, "  gave up waiting: keeps_run %llu of %llu\n",
+          (unsigned long long)es->keeps_run, (unsigned long long)want);
+  return 1;
+}
+
+/* The engine thread's releases count under SLC_CAUSE_ENGINE (or, rarely,
+ * under ENQUEUE: an issue whose entry the thread's release overtook). */
 static int t_keeps_by_engine(void) {
   slc_context *c;
   slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
@@ -849,9 +863,12 @@ static int t_keeps_by_engine(void) {
   for (int i = 0; i < 5; i++)
     CHECK_RC(slc_memset_d8_async(a, slc_buffer_dptr(buf), 1, 64, &h), LDG_OK);
   if (wait_for(c, &n, 5, false)) return 1;
-  uint64_t want[SLC_CAUSE_COUNT] = {0};
-  want[SLC_CAUSE_ENGINE] = 5;
-  if (check_causes(c, want)) return 1;
+  slc_engine_stats es;
+  if (wait_keeps_run(c, 5, &es)) return 1;
+  CHECK(es.keeps_run == 5 && es.keeps_by_cause[SLC_CAUSE_ENGINE] +
+                                     es.keeps_by_cause[SLC_CAUSE_ENQUEUE] ==
+                                 5);
+  CHECK(es.keeps_by_cause[SLC_CAUSE_ENGINE] >= 1);
   CHECK_RC(slc_buffer_free(buf), LDG_OK);
   slc_stream_unref(a);
   return teardown(c);
@@ -913,9 +930,11 @@ static int existing_streams(bool thread) {
   /* Nobody synchronises: only the engine can release these. */
   if (wait_for(c, &E.n, 3 + E.ops, !thread)) return 1;
   slc_engine_stats es;
-  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  if (wait_keeps_run(c, (uint64_t)(3 + E.ops), &es)) return 1;
+  /* ENQUEUE: an issue overtaken by the engine's release (rare, possible). */
   CHECK(es.keeps_run == (uint64_t)(3 + E.ops));
-  CHECK(es.keeps_by_cause[thread ? SLC_CAUSE_ENGINE : SLC_CAUSE_POLL] ==
+  CHECK(es.keeps_by_cause[thread ? SLC_CAUSE_ENGINE : SLC_CAUSE_POLL] +
+            es.keeps_by_cause[SLC_CAUSE_ENQUEUE] ==
         (uint64_t)(3 + E.ops));
   CHECK(es.markers_done >= 1);
   CHECK_RC(slc_buffer_free(E.buf), LDG_OK);
