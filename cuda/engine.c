@@ -131,6 +131,8 @@ struct slc__engine {
   atomic_int consumer; /* try-flag: 1 while a thread is the consumer */
   struct slc__mq *streams;
   bool has_thread;
+  bool by_engine; /* SLC_ENGINE_PLACE_ENGINE with a thread: issuers place
+                   * no marker */
   pthread_t thread;
   atomic_int stop;
   atomic_uint gen;    /* futex word of the parked thread */
@@ -172,16 +174,10 @@ int slc_keep_status(void) { return LDG_OK; }
  * took. A frame reads it around one layer call; keeps of that call may call
  * the layer again (nested frames), and what those counted is subtracted,
  * so each keep counts once, under the innermost layer call that ran it. */
-static _Thread_local uint64_t slc__keeps_counted;
+_Thread_local uint64_t slc__keeps_counted;
 
-void slc__keeps_begin(struct slc__keeps_frame *f) {
-  f->ran0 = ldg_thread_ops_released();
-  f->counted0 = slc__keeps_counted;
-}
-
-void slc__keeps_end(slc_context *c, const struct slc__keeps_frame *f,
-                    slc_keep_cause cause) {
-  uint64_t ran = ldg_thread_ops_released() - f->ran0;
+void slc__keeps_count(slc_context *c, const struct slc__keeps_frame *f,
+                      uint64_t ran, slc_keep_cause cause) {
   uint64_t nested = slc__keeps_counted - f->counted0;
   uint64_t own = ran - nested;
   if (own == 0) return;
@@ -343,9 +339,12 @@ void slc__engine_after_issue(slc_stream *s) {
   if (q == NULL) return;
   struct slc__engine *e = s->c->engine;
   uint64_t n = slc__fetch_add_relaxed(&q->since, 1) + 1;
-  if (n >= e->cfg.marker_every_ops ||
-      slc__now_ns() - slc__load_relaxed(&q->last_ns) >=
-          (uint64_t)e->cfg.marker_every_us * 1000u)
+  /* SLC_ENGINE_PLACE_ENGINE: the thread places every marker; the issuer
+   * only wakes it if it is parked. */
+  if (!e->by_engine &&
+      (n >= e->cfg.marker_every_ops ||
+       slc__now_ns() - slc__load_relaxed(&q->last_ns) >=
+           (uint64_t)e->cfg.marker_every_us * 1000u))
     slc__mq_place(e, q, false);
   slc__engine_kick(e);
 }
@@ -471,8 +470,26 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       slc__due(p, now + (back < poll_ns ? poll_ns : back > max_ns ? max_ns : back));
     }
   }
-  if (m > slc__load_acquire(&q->placed_mark) &&
+  if (p->thread && e->by_engine && m > slc__load_acquire(&q->placed_mark) &&
       slc_stream_check_live(s) == LDG_OK) {
+    /* The thread places every marker (SLC_ENGINE_PLACE_ENGINE), one in
+     * flight per stream (a later one cannot complete first): for a waiting
+     * issuer at once, so its keep waits for one round trip; for a
+     * streaming one once poll_max_us passed since the last, so one wake-up
+     * per poll_max_us releases one marker's worth and places the next
+     * (due above: now + poll_max_us). */
+    uint64_t last = slc__load_relaxed(&q->last_ns);
+    if (ring_empty && (!streaming || now - last >= max_ns))
+      slc__mq_place(e, q, true);
+    if (m > slc__load_acquire(&q->placed_mark)) {
+      p->uncovered = true;
+      if (ring_empty) slc__due(p, streaming ? last + max_ns : now + poll_ns);
+    } else {
+      p->pending = true;
+      if (!streaming) slc__due(p, now + e->pred_ns);
+    }
+  } else if (m > slc__load_acquire(&q->placed_mark) &&
+             slc_stream_check_live(s) == LDG_OK) {
     /* Uncovered work: a tail marker once T passed since the last marker;
      * or as soon as none is pending (fixed wait, and every
      * slc_engine_poll); or (adaptive thread) once none is pending and
@@ -703,6 +720,11 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   if (k.wait != SLC_ENGINE_WAIT_ADAPTIVE && k.wait != SLC_ENGINE_WAIT_FIXED)
     return slc__fail(LDG_EINVAL, fn, "wait policy %d is not one of "
                      "SLC_ENGINE_WAIT_ADAPTIVE, SLC_ENGINE_WAIT_FIXED", k.wait);
+  if (k.placement != SLC_ENGINE_PLACE_ISSUER &&
+      k.placement != SLC_ENGINE_PLACE_ENGINE)
+    return slc__fail(LDG_EINVAL, fn, "placement %d is not one of "
+                     "SLC_ENGINE_PLACE_ISSUER, SLC_ENGINE_PLACE_ENGINE",
+                     k.placement);
   if (k.markers_per_stream > SLC__MAX_RING ||
       (k.markers_per_stream & (k.markers_per_stream - 1)) != 0)
     return slc__fail(LDG_EINVAL, fn,
@@ -720,6 +742,7 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   }
   e->c = c;
   e->cfg = k;
+  e->by_engine = k.thread && k.placement == SLC_ENGINE_PLACE_ENGINE;
   /* The streams that exist already join too (REGISTRATION): every ring is
    * allocated first, so a failure leaves nothing half done. */
   size_t n = 0;

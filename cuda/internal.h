@@ -232,9 +232,21 @@ void slc__engine_stop(slc_context *c);
 struct slc__keeps_frame {
   uint64_t ran0, counted0;
 };
-void slc__keeps_begin(struct slc__keeps_frame *f);
-void slc__keeps_end(slc_context *c, const struct slc__keeps_frame *f,
-                    slc_keep_cause cause);
+extern _Thread_local uint64_t slc__keeps_counted; /* engine.c */
+void slc__keeps_count(slc_context *c, const struct slc__keeps_frame *f,
+                      uint64_t ran, slc_keep_cause cause);
+/* Inline: on the issuing path (the overtaken enqueue) a frame costs two
+ * thread-local reads and a compare when no keep ran. */
+static inline void slc__keeps_begin(struct slc__keeps_frame *f) {
+  f->ran0 = ldg_thread_ops_released();
+  f->counted0 = slc__keeps_counted;
+}
+static inline void slc__keeps_end(slc_context *c,
+                                  const struct slc__keeps_frame *f,
+                                  slc_keep_cause cause) {
+  uint64_t ran = ldg_thread_ops_released() - f->ran0;
+  if (ran != 0) slc__keeps_count(c, f, ran, cause);
+}
 /* Runs a keep the ledger refused (its stream was destroyed, so the work is
  * complete) on this thread, and counts it under `cause`. */
 void slc__keeps_run_here(slc_context *c, ldg_keep keep, slc_keep_cause cause);

@@ -47,6 +47,21 @@
  *   slc_engine_poll is the same under both: one non-blocking pass, a tail
  *   marker as soon as none is pending.
  *
+ * PLACEMENT (config.placement; bench/RESULTS.md, issue 9, "Placement")
+ *   - SLC_ENGINE_PLACE_ISSUER (the default): as above, the issuing call
+ *     records a marker every N ops / T us (cuEventRecord on its thread).
+ *   - SLC_ENGINE_PLACE_ENGINE (with a thread; without one, as ISSUER): an
+ *     issuing call only counts and, if the thread is parked, wakes it; the
+ *     thread records every marker, one in flight per stream — at once when
+ *     the issuer waits (nothing was issued past the marker that just
+ *     completed), every poll_max_us when it streams, so one wake-up
+ *     releases up to poll_max_us of work. The cost on the issuing thread is
+ *     a counter; the price: a waiting issuer's keep waits for the thread's
+ *     next wake-up (poll_us after a release, longer as it lingers) before
+ *     its marker is recorded, and a request of several operations whose
+ *     marker was placed after its first is taken for streaming: up to
+ *     poll_max_us more for its last keep.
+ *
  * WHERE AND IN WHICH ORDER KEEPS RUN
  *   On the engine thread or the thread that called slc_engine_poll, never on
  *   a driver callback thread and never while the engine holds anything: the
@@ -143,6 +158,12 @@ typedef enum slc_engine_wait {
   SLC_ENGINE_WAIT_FIXED = 1,
 } slc_engine_wait;
 
+/* Who records the markers (see PLACEMENT above). */
+typedef enum slc_engine_placement {
+  SLC_ENGINE_PLACE_ISSUER = 0,
+  SLC_ENGINE_PLACE_ENGINE = 1,
+} slc_engine_placement;
+
 typedef struct slc_engine_config {
   bool thread;                 /* start an engine thread */
   unsigned marker_every_ops;   /* N: a marker after N operations (0: 8) */
@@ -153,6 +174,7 @@ typedef struct slc_engine_config {
   unsigned poll_max_us;        /* adaptive: longest sleep (0: 100) */
   unsigned linger_us;          /* adaptive: awake this long after work
                                 * before parking (0: 2000) */
+  slc_engine_placement placement; /* who records markers (0: the issuer) */
   /* Called once per stream whose engine error became sticky, on the engine
    * or polling thread, no lock held. May be NULL. */
   void (*on_error)(void *arg, uint64_t stream_id, int device, CUresult cu);

@@ -188,9 +188,11 @@ static int serve(loop *L, slc_stream *st, slot *slots, int k, int n,
   return wait_for(L->c, &L->released, 2L * n, poll);
 }
 
-static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
+static int run_serving(bool thread, bool free_in_keep, unsigned delay_us,
+                       slc_engine_placement placement) {
   slc_context *c;
-  slc_engine_config cfg = {.thread = thread, .marker_every_ops = 4};
+  slc_engine_config cfg = {
+      .thread = thread, .marker_every_ops = 4, .placement = placement};
   if (setup(&c, delay_us, &cfg)) return 1;
   loop L = {.c = c, .issuer = pthread_self(), .free_in_keep = free_in_keep};
   slc_stream *st;
@@ -218,6 +220,11 @@ static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
   CHECK(es.markers_placed > 0 && es.markers_done > 0 && es.releases > 0);
   CHECK(es.seqs_released == 2u * (unsigned)n);
   CHECK(es.stream_errors == 0);
+  /* Placed by the thread: every marker is the engine's, none the issuer's.
+   * (Without a thread the issuer places them whatever placement says.) */
+  if (thread && placement == SLC_ENGINE_PLACE_ENGINE)
+    CHECK(es.tail_markers == es.markers_placed);
+  if (!thread) CHECK(es.tail_markers < es.markers_placed);
   CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
   CHECK(sp.engine_driven && sp.pending == 0);
   CHECK(sp.enqueued_mark == 2u * (unsigned)n);
@@ -230,9 +237,22 @@ static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
   return teardown(c);
 }
 
-static int t_thread_serving(void) { return run_serving(true, false, 200); }
-static int t_poll_serving(void) { return run_serving(false, false, 200); }
-static int t_free_in_keep(void) { return run_serving(true, true, 300); }
+static int t_thread_serving(void) {
+  return run_serving(true, false, 200, SLC_ENGINE_PLACE_ISSUER);
+}
+static int t_poll_serving(void) {
+  return run_serving(false, false, 200, SLC_ENGINE_PLACE_ISSUER) ||
+         run_serving(false, false, 200, SLC_ENGINE_PLACE_ENGINE);
+}
+static int t_free_in_keep(void) {
+  return run_serving(true, true, 300, SLC_ENGINE_PLACE_ISSUER) ||
+         run_serving(true, true, 300, SLC_ENGINE_PLACE_ENGINE);
+}
+/* The thread places every marker: same results, the issuer records none. */
+static int t_engine_places(void) {
+  return run_serving(true, false, 200, SLC_ENGINE_PLACE_ENGINE) ||
+         run_serving(true, false, 0, SLC_ENGINE_PLACE_ENGINE);
+}
 
 /* ---- Tail markers --------------------------------------------------------- */
 
@@ -971,6 +991,10 @@ static int t_bad_input(void) {
   bad.wait = (slc_engine_wait)7;
   CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
   CHECK(strstr(slc_last_error_message(), "wait policy 7") != NULL);
+  bad.wait = SLC_ENGINE_WAIT_ADAPTIVE;
+  bad.placement = (slc_engine_placement)3;
+  CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "placement 3") != NULL);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_OK);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_EBUSY);
   CHECK_RC(slc_engine_stats_get(c, NULL), LDG_EINVAL);
@@ -1055,9 +1079,10 @@ static void *snapshot_thread(void *arg) {
   return NULL;
 }
 
-static int t_torture(void) {
+static int run_torture(slc_engine_placement placement) {
   slc_context *c;
-  slc_engine_config cfg = {.thread = true, .marker_every_ops = 2};
+  slc_engine_config cfg = {
+      .thread = true, .marker_every_ops = 2, .placement = placement};
   if (setup(&c, 20, &cfg)) return 1;
   torture T = {.c = c, .iters = SANITIZED ? 6 : 25};
   T.L.c = c;
@@ -1079,6 +1104,11 @@ static int t_torture(void) {
   return teardown(c);
 }
 
+static int t_torture(void) {
+  return run_torture(SLC_ENGINE_PLACE_ISSUER) ||
+         run_torture(SLC_ENGINE_PLACE_ENGINE);
+}
+
 /* ---- Main -------------------------------------------------------------------- */
 
 static const struct {
@@ -1090,6 +1120,8 @@ static const struct {
      "engine thread recycles staging buffers, no sync, data checked"},
     {"poll_serving", t_poll_serving,
      "slc_engine_poll from the request loop does the same"},
+    {"engine_places", t_engine_places,
+     "SLC_ENGINE_PLACE_ENGINE: the thread records every marker, data checked"},
     {"free_in_keep", t_free_in_keep,
      "keeps free their staging buffer (ASan: any early release)"},
     {"tail_marker", t_tail_marker,
