@@ -47,7 +47,7 @@
  *   slc_engine_poll is the same under both: one non-blocking pass, a tail
  *   marker as soon as none is pending.
  *
- * PLACEMENT (config.placement; bench/RESULTS.md, issue 9, "Placement")
+ * PLACEMENT (config.placement; bench/RESULTS.md, "Issue 9, third round")
  *   - SLC_ENGINE_PLACE_ISSUER (the default): as above, the issuing call
  *     records a marker every N ops / T us (cuEventRecord on its thread).
  *   - SLC_ENGINE_PLACE_ENGINE (with a thread; without one, as ISSUER): an
@@ -63,7 +63,11 @@
  *     poll_max_us more for its last keep.
  *
  * WHERE AND IN WHICH ORDER KEEPS RUN
- *   On the engine thread or the thread that called slc_engine_poll, never on
+ *   On the engine thread or the thread that called slc_engine_poll (and, as
+ *   with any release, an issuing call whose enqueue a marker's release
+ *   overtook runs that keep itself: SLC_CAUSE_ENQUEUE, sl_cuda.h; more often
+ *   with SLC_ENGINE_PLACE_ENGINE, whose thread reads marks while issuers
+ *   enqueue), never on
  *   a driver callback thread and never while the engine holds anything: the
  *   engine takes completed markers under its consumer flag (a try-flag
  *   nobody waits on, except stream creation and the last unref), drops it,
@@ -185,8 +189,8 @@ typedef struct slc_engine_config {
  * stream of c is driven by it from now on: those created later, and those
  * that exist already (even while other threads issue on them: their next
  * issue sees the ring; work issued before gets a tail marker).
- * LDG_EINVAL: c NULL, markers_per_stream not a power of two or > 4096.
- * LDG_EBUSY: already enabled. LDG_ENOMEM (nothing changed: no stream is
+ * LDG_EINVAL: c NULL, markers_per_stream not a power of two or > 4096, wait
+ * or placement not one of its enum's values. LDG_EBUSY: already enabled. LDG_ENOMEM (nothing changed: no stream is
  * driven); SLC_EDRIVER is not possible (no driver call). The engine ends
  * with slc_context_destroy. */
 int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
