@@ -178,11 +178,11 @@ typedef struct slc_engine_config {
   unsigned poll_max_us;        /* adaptive: longest sleep (0: 100) */
   unsigned linger_us;          /* adaptive: awake this long after work
                                 * before parking (0: 2000) */
-  slc_engine_placement placement; /* who records markers (0: the issuer) */
   /* Called once per stream whose engine error became sticky, on the engine
    * or polling thread, no lock held. May be NULL. */
   void (*on_error)(void *arg, uint64_t stream_id, int device, CUresult cu);
   void *on_error_arg;
+  slc_engine_placement placement; /* who records markers (0: the issuer) */
 } slc_engine_config;
 
 /* Enables the engine on c (cfg NULL: the defaults, with a thread). Every
