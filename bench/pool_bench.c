@@ -19,10 +19,15 @@
  *    staging block and a device block (--bytes), fills the staging block,
  *    copies it in, runs add1, copies it back, and frees both at once (no
  *    synchronise on the request thread); the result is checked when the
- *    copy back completed (pool: the copy's keep, on the engine thread;
- *    async: a cuLaunchHostFunc after it). At most --inflight requests per
- *    thread are outstanding (a thread waits, without synchronising, for its
- *    oldest to be checked).
+ *    copy back completed (pool: the copy's keep, wherever the ledger
+ *    releases it; async: a cuLaunchHostFunc after it). At most --inflight
+ *    requests per thread are outstanding (a thread waits, without
+ *    synchronising, for its oldest to be checked: the pool's loop meanwhile
+ *    releases its own stream with slc_engine_poll_stream, so its checks run
+ *    on it, or with --wait yield only yields to the engine thread, as the
+ *    first version did). A "diag" line after each pool row says where the
+ *    time went (engine counters per iteration, slabs, checks run on their
+ *    request thread, slow slp_alloc pairs, time waiting for a slot).
  *      pool      device and pinned blocks from the pool
  *      async     device memory from cuMemAllocAsync; pinned staging from a
  *                fixed ring of --inflight cuMemHostAlloc buffers per thread
@@ -57,8 +62,10 @@ static struct {
   bool host, require_gpu, smoke;
   const char *libcuda, *json;
   unsigned threads[16], n_threads;
-  unsigned ms, bytes, inflight, every_ops;
-  const char *only; /* "overhead", "serving" or NULL: both */
+  unsigned ms, bytes, inflight, every_ops, every_us;
+  bool wait_yield; /* serving pool: wait for a slot by yielding only */
+  unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  const char *only; /* "overhead", "serving", one mode or NULL: all */
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
 
 static slc_driver drv;
@@ -118,7 +125,25 @@ typedef struct cell {
   atomic_ullong n_lat;
   size_t lat_cap;
   atomic_ullong pinned_bytes; /* async: the staging rings */
+  /* Diagnostics of the serving loop (printed as a "diag" line): checks run
+   * on their request thread, slp_alloc pairs over 100 us and the longest,
+   * time spent waiting for a slot. */
+  atomic_ullong own_checks, slow_allocs, max_alloc_ns, wait_ns;
+  /* Blocks the pools recycled on a request thread (on_recycle, counted per
+   * thread, summed at its end), against frees: the rest were returned by
+   * the engine thread. Not counted in pool_af (no callback there). */
+  atomic_ullong req_recycles;
 } cell;
+
+static _Thread_local bool tl_request;       /* a request thread */
+static _Thread_local uint64_t tl_recycles;  /* its recycles */
+
+static void count_recycle(void *arg, uintptr_t addr, size_t cap) {
+  (void)arg;
+  (void)addr;
+  (void)cap;
+  if (tl_request) tl_recycles++;
+}
 
 typedef struct worker {
   cell *c;
@@ -141,9 +166,11 @@ static void *overhead_thread(void *arg) {
   CU(d->pfn_cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
   CU(d->pfn_cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
   bool pool = c->mode[0] == 'p', two = strstr(c->mode, "2s") != NULL;
+  tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  while ((n & 63) != 0 || now_ns() < c->deadline) {
+  while (opt.iters != 0 ? n < opt.iters
+                        : (n & 63) != 0 || now_ns() < c->deadline) {
     if (pool) {
       slp_block *b;
       CK(slp_alloc(c->dev, s1, 4096, &b));
@@ -164,6 +191,8 @@ static void *overhead_thread(void *arg) {
   }
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
   CK(slc_stream_synchronize(s1));
   CK(slc_stream_synchronize(s2));
   CU(d->pfn_cuEventDestroy(e1));
@@ -179,6 +208,7 @@ static void *overhead_thread(void *arg) {
 
 typedef struct request {
   cell *c;
+  pthread_t owner; /* the request thread: was the check run on it? */
   uint32_t seed;
   uint64_t t0;
   void *staging; /* host memory read at completion */
@@ -200,6 +230,8 @@ static void request_done(void *arg) {
       break;
     }
   uint64_t lat = now_ns() - r->t0;
+  if (pthread_equal(pthread_self(), r->owner))
+    atomic_fetch_add_explicit(&r->c->own_checks, 1, memory_order_relaxed);
   unsigned long long k = atomic_fetch_add(&r->c->n_lat, 1);
   if (k < r->c->lat_cap) r->c->lat[k] = lat;
   atomic_store_explicit(&r->busy, 0, memory_order_release);
@@ -225,13 +257,26 @@ static void *serving_thread(void *arg) {
       CU(d->pfn_cuMemHostAlloc(&ring[k], opt.bytes, CU_MEMHOSTALLOC_PORTABLE));
     atomic_fetch_add(&c->pinned_bytes, (unsigned long long)K * opt.bytes);
   }
+  tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t waited = 0, max_alloc = 0, slow = 0;
   while (now_ns() < c->deadline) {
     request *r = &rq[n % K];
-    while (atomic_load_explicit(&r->busy, memory_order_acquire))
-      sched_yield(); /* the oldest request is not done: wait, no sync */
+    if (atomic_load_explicit(&r->busy, memory_order_acquire)) {
+      /* The oldest request is not done: wait, no sync. The pool's loop
+       * releases its own stream meanwhile (--wait poll, the default: its
+       * checks run here, as PyTorch's loop checks on its thread), or only
+       * yields to the engine thread (--wait yield: the first version). */
+      uint64_t w0 = now_ns();
+      while (atomic_load_explicit(&r->busy, memory_order_acquire)) {
+        if (pool && !opt.wait_yield) CK(slc_engine_poll_stream(s, NULL));
+        sched_yield();
+      }
+      waited += now_ns() - w0;
+    }
     r->c = c;
+    r->owner = pthread_self();
     r->seed = (uint32_t)(w->id * 1000003u + n * 7u);
     r->words = words;
     r->t0 = now_ns();
@@ -239,8 +284,12 @@ static void *serving_thread(void *arg) {
     unsigned nn = words;
     if (pool) {
       slp_block *stg, *dev;
+      uint64_t a0 = now_ns();
       CK(slp_alloc(c->host, s, opt.bytes, &stg));
       CK(slp_alloc(c->dev, s, opt.bytes, &dev));
+      uint64_t da = now_ns() - a0;
+      if (da > max_alloc) max_alloc = da;
+      slow += da > 100000;
       r->staging = slp_block_host(stg);
       fill(r->staging, r->seed, words);
       CK(slp_copy_async(s, dev, 0, stg, 0, opt.bytes, NULL));
@@ -269,6 +318,14 @@ static void *serving_thread(void *arg) {
   }
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
+  atomic_fetch_add(&c->wait_ns, waited);
+  atomic_fetch_add(&c->slow_allocs, slow);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
+  for (unsigned long long m = atomic_load(&c->max_alloc_ns);
+       max_alloc > m && !atomic_compare_exchange_weak(&c->max_alloc_ns, &m,
+                                                      max_alloc);) {
+  }
   CK(slc_stream_synchronize(s));
   for (unsigned k = 0; k < K; k++) /* the pool's keeps: the engine's */
     while (atomic_load_explicit(&rq[k].busy, memory_order_acquire))
@@ -302,12 +359,19 @@ static double process_cpu_ns(void) {
 }
 
 static void run_cell(const char *bench, const char *mode, unsigned threads) {
-  /* A pool row with a non-default marker period says so: pool_2s/m64. */
-  static char labels[64][24];
+  /* A pool row with a non-default marker period or wait says so:
+   * pool_2s/m64, pool_2s/m64t200, pool/y. */
+  static char labels[64][32];
   static int n_labels;
-  if (opt.every_ops != 0 && mode[0] == 'p' && n_labels < 64) {
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/m%u", mode,
-             opt.every_ops);
+  bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
+  if ((opt.every_ops != 0 || opt.every_us != 0 ||
+       (serving_pool && opt.wait_yield)) &&
+      mode[0] == 'p' && n_labels < 64) {
+    char m[12] = "", t[12] = "";
+    if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
+    if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s", mode, m, t,
+             serving_pool && opt.wait_yield ? "y" : "");
     mode = labels[n_labels++];
   }
   cell c;
@@ -316,6 +380,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
   c.threads = threads;
   bool serving = strcmp(bench, "serving") == 0;
   slp_config pcfg = {0};
+  if (strcmp(mode, "pool_af") != 0) pcfg.on_recycle = count_recycle;
   CK(slp_pool_create_device(ctx, 0, &pcfg, &c.dev));
   CK(slp_pool_create_host(ctx, &pcfg, &c.host));
   const slc_driver *d = slc_context_driver(ctx);
@@ -342,6 +407,8 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
     pthread_create(&w[i].th, NULL, serving ? serving_thread : overhead_thread,
                    &w[i]);
   }
+  slc_engine_stats es0, es1;
+  CK(slc_engine_stats_get(ctx, &es0));
   double cpu0 = process_cpu_ns();
   /* Written before the barrier that releases the workers. */
   c.deadline = now_ns() + (uint64_t)opt.ms * 1000000u;
@@ -350,6 +417,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
   for (unsigned i = 0; i < threads; i++) pthread_join(w[i].th, NULL);
   double wall = (double)(now_ns() - t0);
   double cpu = process_cpu_ns() - cpu0;
+  CK(slc_engine_stats_get(ctx, &es1));
   row *r = &rows[n_rows++];
   unsigned long long n = atomic_load(&c.iters);
   *r = (row){bench, mode, threads, (double)n / wall * 1e3,
@@ -364,8 +432,8 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
     r->p99_us = k ? c.lat[(size_t)(0.99 * (double)(k - 1))] / 1e3 : 0;
     r->mops *= 1e6; /* requests/s */
   }
+  slp_stats sd = {0}, sh = {0};
   if (mode[0] == 'p') {
-    slp_stats sd, sh;
     CK(slp_stats_get(c.dev, &sd));
     CK(slp_stats_get(c.host, &sh));
     r->reserved_mib = (double)(sd.reserved_peak + sh.reserved_peak) / 1048576;
@@ -406,7 +474,46 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
     printf("%-8s %-9s %3u | %10.3f | %9.0f %9.0f | %8s %8s | %9.2f %9.2f\n",
            bench, mode, threads, r->mops, r->cpu_ns, r->req_cpu_ns, "-", "-",
            r->reserved_mib, r->in_use_mib);
+  /* Where the time went (not a row: pool_h200.sh's table leaves it out).
+   * Engine counters per iteration (all threads: the engine's and the
+   * pools' own polls), slabs carved, share of allocations reused; serving:
+   * checks run on their own request thread, slp_alloc pairs over 100 us,
+   * time waiting for a slot per request. */
+  if (mode[0] == 'p' && n != 0) {
+    double dn = (double)n;
+    printf("diag     %-9s %3u | engine/op: %.3f polls %.3f markers %.3f "
+           "releases | slabs %llu, reused %.1f%%, recycled on request "
+           "threads %.1f%% of frees",
+           mode, threads, (double)(es1.polls - es0.polls) / dn,
+           (double)(es1.markers_placed - es0.markers_placed) / dn,
+           (double)(es1.releases - es0.releases) / dn,
+           (unsigned long long)(sd.slab_allocs + sh.slab_allocs),
+           100.0 * (double)(sd.reuses + sh.reuses) /
+               (double)(sd.allocs + sh.allocs ? sd.allocs + sh.allocs : 1),
+           100.0 * (double)atomic_load(&c.req_recycles) /
+               (double)(sd.frees + sh.frees ? sd.frees + sh.frees : 1));
+    if (serving)
+      printf(" | checks on req thread %.1f%%, alloc pairs > 100 us %llu "
+             "(max %.0f us), slot wait %.1f us/req",
+             100.0 * (double)atomic_load(&c.own_checks) / dn,
+             (unsigned long long)atomic_load(&c.slow_allocs),
+             (double)atomic_load(&c.max_alloc_ns) / 1e3,
+             (double)atomic_load(&c.wait_ns) / 1e3 / dn);
+    printf("\n");
+  }
   fflush(stdout);
+}
+
+static const char *const over[] = {"pool_af", "async_af", "pool_2s",
+                                   "async_2s"};
+static const char *const serve[] = {"pool", "async"};
+
+/* --only: a bench ("overhead", "serving") or one mode ("pool_2s"). */
+static bool only_known(const char *only) {
+  bool known = strcmp(only, "overhead") == 0 || strcmp(only, "serving") == 0;
+  for (int k = 0; k < 4; k++) known |= strcmp(only, over[k]) == 0;
+  for (int k = 0; k < 2; k++) known |= strcmp(only, serve[k]) == 0;
+  return known;
 }
 
 static int usage(void) {
@@ -414,8 +521,10 @@ static int usage(void) {
           "usage: pool_bench [--driver=libcuda|host] [--libcuda PATH]\n"
           "  [--require-gpu] [--smoke] [--json FILE] [--threads 1,2,4,8,16]\n"
           "  [--ms MS_PER_CELL] [--bytes SERVING_BYTES] [--inflight N]\n"
-          "  [--every-ops N (the engine's marker period)] "
-          "[--only overhead|serving]\n");
+          "  [--every-ops N] [--every-us T] (the engine's marker period)\n"
+          "  [--wait poll|yield (serving pool: how a thread waits for a slot)] "
+          "[--only overhead|serving|MODE]\n"
+          "  [--iters N (overhead: N iterations per thread, not --ms)]\n");
   return 2;
 }
 
@@ -454,9 +563,13 @@ int main(int argc, char **argv) {
       if ((threads = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--only") == 0) {
       opt.only = VAL();
-      if (opt.only == NULL || (strcmp(opt.only, "overhead") != 0 &&
-                               strcmp(opt.only, "serving") != 0))
-        return usage();
+      if (opt.only == NULL || !only_known(opt.only)) return usage();
+    } else if (strcmp(a, "--wait") == 0) {
+      const char *wv = VAL();
+      if (wv == NULL) return usage();
+      if (strcmp(wv, "yield") == 0) opt.wait_yield = true;
+      else if (strcmp(wv, "poll") == 0) opt.wait_yield = false;
+      else return usage();
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -466,6 +579,8 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--bytes") == 0    ? &opt.bytes
                       : strcmp(a, "--inflight") == 0 ? &opt.inflight
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
+                      : strcmp(a, "--every-us") == 0 ? &opt.every_us
+                      : strcmp(a, "--iters") == 0 ? &opt.iters
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }
@@ -501,7 +616,9 @@ int main(int argc, char **argv) {
   char name[256] = "?";
   (void)slc_device_name(ctx, 0, name, sizeof(name));
   printf("device: %s, %s\n", name, drv.origin);
-  slc_engine_config ecfg = {.thread = true, .marker_every_ops = opt.every_ops};
+  slc_engine_config ecfg = {.thread = true,
+                            .marker_every_ops = opt.every_ops,
+                            .marker_every_us = opt.every_us};
   CK(slc_engine_enable(ctx, &ecfg));
   slc_module *m;
   CK(slc_module_load(ctx, 0, slc_test_ptx, &m));
@@ -514,15 +631,15 @@ int main(int argc, char **argv) {
          "p99 us", "resv MiB", "used MiB");
   printf("%-8s %-9s %3s | %10s | %9s %9s | %8s %8s | %9s %9s\n", "", "", "",
          "", "ns|us", "ns|us", "", "", "peak", "peak");
-  static const char *const over[] = {"pool_af", "async_af", "pool_2s",
-                                     "async_2s"};
-  static const char *const serve[] = {"pool", "async"};
-  bool do_over = opt.only == NULL || strcmp(opt.only, "overhead") == 0;
-  bool do_serve = opt.only == NULL || strcmp(opt.only, "serving") == 0;
-  for (unsigned t = 0; do_over && t < opt.n_threads; t++)
-    for (int k = 0; k < 4; k++) run_cell("overhead", over[k], opt.threads[t]);
-  for (unsigned t = 0; do_serve && t < opt.n_threads; t++)
-    for (int k = 0; k < 2; k++) run_cell("serving", serve[k], opt.threads[t]);
+#define WANT(bench, mode) \
+  (opt.only == NULL || strcmp(opt.only, bench) == 0 || strcmp(opt.only, mode) == 0)
+  for (unsigned t = 0; t < opt.n_threads; t++)
+    for (int k = 0; k < 4; k++)
+      if (WANT("overhead", over[k])) run_cell("overhead", over[k], opt.threads[t]);
+  for (unsigned t = 0; t < opt.n_threads; t++)
+    for (int k = 0; k < 2; k++)
+      if (WANT("serving", serve[k])) run_cell("serving", serve[k], opt.threads[t]);
+#undef WANT
   CK(slc_module_unload(m));
   CK(slc_context_destroy(ctx));
   if (opt.json != NULL) {

@@ -592,6 +592,45 @@ int slc_engine_poll(slc_context *c, size_t *released) {
   return LDG_OK;
 }
 
+/* One stream only, for a thread that wants its own stream's keeps (a pool
+ * returning the blocks it freed): the same consume and release as a poll,
+ * for q alone. The caller holds a reference on s, so q is on the list. */
+int slc_engine_poll_stream(slc_stream *s, size_t *released) {
+  static const char fn[] = "slc_engine_poll_stream";
+  if (released != NULL) *released = 0;
+  if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
+  /* Acquire, as slc__engine_after_issue (a ring attached by a later
+   * slc_engine_enable). */
+  struct slc__mq *q = slc__load_acquire(&s->mq);
+  if (q == NULL)
+    return slc__fail(LDG_EINVAL, fn, "the stream is not engine-driven");
+  /* Acquire, as slc_engine_poll: the engine's fields (q is non-NULL only
+   * once it is enabled). */
+  struct slc__engine *e = slc__load_acquire(&s->c->engine);
+  if (!slc__consumer_try(e)) return LDG_OK; /* that consumer does the work */
+  slc__count(&e->n.polls, 1);
+  struct slc__release rel[1];
+  struct slc__report rep[1];
+  size_t n_rel = 0, n_rep = 0;
+  struct slc__poll p;
+  memset(&p, 0, sizeof(p));
+  slc__mq_consume(e, q, rel, &n_rel, rep, &n_rep, &p, slc__now_ns());
+  slc__consumer_drop(e);
+  if (n_rep != 0 && e->cfg.on_error != NULL)
+    e->cfg.on_error(e->cfg.on_error_arg, rep[0].stream_id, rep[0].device,
+                    rep[0].cu);
+  if (n_rel != 0) {
+    struct slc__keeps_frame kf;
+    slc__keeps_begin(&kf);
+    slc__mq_release(e, rel[0].q, rel[0].ls);
+    ldg_stream_unref(rel[0].ls);
+    slc__mq_unref(rel[0].q);
+    slc__keeps_end(e->c, &kf, SLC_CAUSE_POLL);
+  }
+  if (released != NULL) *released = n_rel;
+  return LDG_OK;
+}
+
 /* ---- The engine thread -------------------------------------------------- */
 
 static void slc__sleep_us(struct slc__engine *e, unsigned us) {

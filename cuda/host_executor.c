@@ -26,6 +26,10 @@
 struct hd_ctx {
   int device;
   int refs; /* primary context retains */
+  /* Its legacy default stream (NULL or CU_STREAM_LEGACY while this context
+   * is current), made on first use and joined by hd_shutdown; see
+   * hd_find_stream. */
+  struct hd_stream *legacy;
 };
 
 struct hd_alloc {
@@ -83,6 +87,7 @@ struct hd_stream {
   struct hd_task *head, *tail;
   unsigned long submitted, completed;
   bool stop;
+  bool legacy; /* a context's legacy default stream: never destroyed */
 };
 
 struct hd_event {
@@ -483,7 +488,35 @@ long hd_early_frees(void) {
 
 /* ---- Lookups (under hd.mu) ---------------------------------------------- */
 
+static void *hd_worker(void *arg);
+
+/* NULL and CU_STREAM_LEGACY name the current context's legacy default
+ * stream, as in the driver: a worker like any blocking stream, made on
+ * first use and linked in hd.streams (so context syncs and the synchronous
+ * copies wait for it). Not modelled: its implicit barriers with the other
+ * blocking streams (fewer orderings than the driver, so a test passing here
+ * does not rely on them). CU_STREAM_PER_THREAD is not modelled: an invalid
+ * handle. */
+static struct hd_stream *hd_legacy_stream(void) {
+  if (hd_current == NULL) return NULL;
+  if (hd_current->legacy != NULL) return hd_current->legacy;
+  struct hd_stream *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  s->ctx = hd_current;
+  s->flags = CU_STREAM_DEFAULT;
+  s->legacy = true;
+  if (pthread_create(&s->thread, NULL, hd_worker, s) != 0) {
+    free(s);
+    return NULL;
+  }
+  s->next = hd.streams;
+  hd.streams = s;
+  hd_current->legacy = s;
+  return s;
+}
+
 static struct hd_stream *hd_find_stream(CUstream h) {
+  if (h == NULL || h == CU_STREAM_LEGACY) return hd_legacy_stream();
   for (struct hd_stream *s = hd.streams; s != NULL; s = s->next)
     if ((CUstream)s == h) return s;
   return NULL;
@@ -791,7 +824,8 @@ static CUresult CUDAAPI hd_cuStreamDestroy(CUstream hStream) {
   hd_lock();
   struct hd_stream *s = hd_find_stream(hStream);
   CUresult r = CUDA_SUCCESS;
-  if (s == NULL) {
+  if (s == NULL || s->legacy) { /* the default stream cannot be destroyed */
+    s = NULL;
     r = CUDA_ERROR_INVALID_HANDLE;
   } else if (s->ctx != hd_current) {
     /* Stricter than the driver, as for issues: the layer must make the
@@ -1495,7 +1529,7 @@ int hd_install(slc_driver *table, const hd_config *cfg) {
   hd.nth_left = 0;
   hd.nth_fired = 0;
   hd.early_frees = 0;
-  for (int i = 0; i < HD_MAX_DEVICES; i++) hd.ctxs[i] = (struct hd_ctx){i, 0};
+  for (int i = 0; i < HD_MAX_DEVICES; i++) hd.ctxs[i] = (struct hd_ctx){i, 0, NULL};
   hd_unlock();
   hd_current = NULL;
 
@@ -1522,7 +1556,7 @@ long hd_shutdown(void) {
   hd.streams = NULL;
   for (struct hd_stream *s = streams; s != NULL; s = s->next) {
     s->stop = true;
-    leaked++;
+    leaked += !s->legacy; /* the default streams are the driver's */
   }
   hd_wake();
   hd_unlock();
@@ -1563,6 +1597,7 @@ long hd_shutdown(void) {
   for (int i = 0; i < HD_MAX_DEVICES; i++) {
     leaked += hd.ctxs[i].refs;
     hd.ctxs[i].refs = 0;
+    hd.ctxs[i].legacy = NULL; /* joined above, with the other streams */
   }
   hd.installed = false;
   hd_unlock();

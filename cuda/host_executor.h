@@ -38,6 +38,11 @@
  *     time of the call; cuEventQuery/Synchronize see the last record (a
  *     never-recorded event is complete). Stream/context synchronise wait for
  *     the workers to drain what was submitted before the call.
+ *   - NULL and CU_STREAM_LEGACY name the current context's legacy default
+ *     stream: a blocking stream made on first use, never destroyed
+ *     (cuStreamDestroy: CUDA_ERROR_INVALID_HANDLE), not a leak. Its implicit
+ *     barriers with the other blocking streams are not modelled (fewer
+ *     orderings than the driver). CU_STREAM_PER_THREAD: an invalid handle.
  *   - cuStreamDestroy returns without waiting: queued work still runs (a
  *     context sync waits for it; hd_shutdown joins the worker). It, like
  *     the issues, requires the stream's context to be current.
@@ -71,6 +76,10 @@
 #include <stddef.h>
 
 #include "cuda/driver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define HD_MAX_DEVICES 8
 #define HD_MAX_PARAMS 8
@@ -192,5 +201,9 @@ int hd_register_kernel(const char *name, hd_kernel_fn fn, size_t n_params,
 
 /* Operations the workers ran so far (copies, memsets, kernels). */
 unsigned long hd_ops_executed(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* STREAMLEDGER_CUDA_HOST_EXECUTOR_H */

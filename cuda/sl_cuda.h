@@ -325,10 +325,24 @@ void slc_stream_unref(slc_stream *s);
  * kept after a failed sync) never destroy the CUstream. The owner must
  * keep it alive until then. Its device is found from its context, which
  * must be a device's primary context; non-blocking if created so.
- * LDG_EINVAL: c or out NULL, a default stream (NULL, CU_STREAM_LEGACY,
- * CU_STREAM_PER_THREAD), another context's stream, a handle the driver
- * does not know (cuStreamGetCtx: CUDA_ERROR_INVALID_HANDLE). */
+ * LDG_EINVAL: c or out NULL, a default stream (NULL, CU_STREAM_LEGACY:
+ * use slc_stream_adopt_legacy; CU_STREAM_PER_THREAD), another context's
+ * stream, a handle the driver does not know (cuStreamGetCtx:
+ * CUDA_ERROR_INVALID_HANDLE). */
 int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out);
+
+/* Adopts device's legacy default stream (the runtime's stream 0, which
+ * PyTorch uses by default) as a blocking stream whose handle is
+ * CU_STREAM_LEGACY: every driver call on it runs with the device's primary
+ * context current (as on every stream), so it always names that device's
+ * legacy stream. As slc_stream_adopt otherwise: never destroyed by the
+ * layer. Its implicit barriers with the device's other blocking streams
+ * are not told to the ledger: a sync or event on it releases only what was
+ * recorded on this object (adopt.c argues it). Each call makes a new object
+ * with its own ledger stream (keep one per device). LDG_EINVAL: c or out
+ * NULL, device out of range. May block (retains the primary context on
+ * first use). */
+int slc_stream_adopt_legacy(slc_context *c, int device, slc_stream **out);
 bool slc_stream_is_adopted(const slc_stream *s);
 
 

@@ -125,7 +125,8 @@
  *   issuing calls (markers)   no              none (try-flags)  no
  *   slc_engine_enable         yes (c)         streams mutex,    no
  *                                             consumer flag
- *   slc_engine_poll           no              consumer try-flag yes (a)
+ *   slc_engine_poll,          no              consumer try-flag yes (a)
+ *     slc_engine_poll_stream
  *   slc_engine_stats,         no              none              no
  *     slc_stream_progress,
  *     slc_stream_engine_error
@@ -203,13 +204,23 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
  * does the work). LDG_EINVAL: c NULL or no engine. */
 int slc_engine_poll(slc_context *c, size_t *released);
 
+/* slc_engine_poll for s alone: releases s to its completed markers on the
+ * calling thread (its keeps run here), places a tail marker for uncovered
+ * work. For a thread that wants the keeps of its own streams (a pool
+ * returning the blocks it freed to its own cache) without running every
+ * stream's. Non-blocking; returns at once with *released = 0 if another
+ * thread is polling. LDG_EINVAL: s NULL, or s not engine-driven (see
+ * slc_stream_progress's engine_driven). */
+int slc_engine_poll_stream(slc_stream *s, size_t *released);
+
 /* Why the layer ran a keep (slc_engine_stats.keeps_by_cause). A keep
  * released transitively (a stream waiting on another) counts under the
  * cause of the call whose release reached it; a keep that a keep's own
  * layer call ran counts under that inner call's cause. */
 typedef enum slc_keep_cause {
   SLC_CAUSE_ENGINE = 0,  /* the engine thread, from a completed marker */
-  SLC_CAUSE_POLL = 1,    /* slc_engine_poll, from a completed marker */
+  SLC_CAUSE_POLL = 1,    /* slc_engine_poll and slc_engine_poll_stream,
+                          * from a completed marker */
   SLC_CAUSE_SYNC = 2,    /* slc_stream_synchronize, slc_stream_query,
                           * slc_device_synchronize, the settles (buffer
                           * frees, slc_copy_dtoh/htod, range settles) */

@@ -1005,6 +1005,146 @@ static int t_existing_streams(void) {
   return existing_streams(true) || existing_streams(false);
 }
 
+
+/* The legacy default stream (PyTorch's stream 0) adopted per device: work a
+ * "runtime" issues on NULL is recorded and released by the engine, by a
+ * stream sync and by a device sync; the layer's own calls on it reach the
+ * same driver stream (data checked); events order another stream after
+ * it; destroying the object leaves the driver's stream alone. */
+static int t_adopt_legacy(void) {
+  slc_context *c;
+  /* No engine thread: releases happen only where this test polls or
+   * synchronises, so each step's release is this thread's, deterministic. */
+  slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+  if (setup(&c, 200, &cfg)) return 1;
+  const slc_driver *d = slc_context_driver(c);
+  slc_stream *s, *s0;
+  CHECK_RC(slc_stream_adopt_legacy(c, 1, &s), LDG_OK);
+  CHECK_RC(slc_stream_adopt_legacy(c, 0, &s0), LDG_OK);
+  CHECK(slc_stream_is_adopted(s) && slc_stream_device(s) == 1);
+  CHECK(slc_stream_device(s0) == 0 && s0 != s);
+  CHECK(slc_stream_handle(s) == CU_STREAM_LEGACY);
+  CHECK(!ldg_stream_is_nonblocking(slc_stream_ledger(s)));
+  slc_buffer *staging, *back, *dev;
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &staging), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &back), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 1, WORDS * 4, &dev), LDG_OK);
+  unsigned *in = slc_buffer_host(staging), *out = slc_buffer_host(back);
+  for (unsigned i = 0; i < WORDS; i++) in[i] = 7u * i + 1;
+  /* "The runtime" copies on stream 0 of device 1, then we record it. */
+  hd_hold(true);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuMemcpyHtoDAsync(slc_buffer_dptr(dev), in, WORDS * 4, NULL) ==
+        CUDA_SUCCESS);
+  atomic_long kept = 0;
+  uint64_t ids[] = {slc_buffer_id(staging)};
+  slc_hold h = {{count_keep, &kept}, ids, 1, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_EBUSY);
+  hd_hold(false);
+  if (wait_for(c, &kept, 1, true)) return 1; /* the engine's marker */
+  CHECK(!slc_buffer_held(staging));
+  /* The layer's own copy on the object runs after it (same driver stream). */
+  CHECK_RC(slc_buf_copy_async(s, back, 0, dev, 0, WORDS * 4, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(s), LDG_OK);
+  CHECK(!slc_buffer_held(back));
+  for (unsigned i = 0; i < WORDS; i++) CHECK(out[i] == 7u * i + 1);
+  /* A device sync covers it as any stream of the device. */
+  hd_hold(true);
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK(atomic_load(&kept) == 1);
+  hd_hold(false);
+  CHECK_RC(slc_device_synchronize(c, 1), LDG_OK);
+  CHECK(atomic_load(&kept) == 2);
+  /* An event orders another stream after it; that stream's sync releases
+   * it transitively. */
+  slc_stream *other;
+  slc_event *ev;
+  CHECK_RC(slc_stream_create(c, 1, SLC_STREAM_NONBLOCKING, &other), LDG_OK);
+  CHECK_RC(slc_event_create(c, 1, &ev), LDG_OK);
+  hd_hold(true);
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK_RC(slc_event_record(ev, s), LDG_OK);
+  CHECK_RC(slc_stream_wait_event(other, ev), LDG_OK);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(other), LDG_OK);
+  CHECK(atomic_load(&kept) == 3);
+  CHECK_RC(slc_event_destroy(ev), LDG_OK);
+  slc_stream_unref(other);
+  /* Destroyed in the layer; the driver's stream 0 goes on. */
+  CHECK_RC(slc_stream_destroy(s), LDG_OK);
+  CHECK_RC(slc_stream_record_external(s, NULL), LDG_EDESTROYED);
+  slc_stream_unref(s);
+  slc_stream_unref(s0);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuStreamSynchronize(NULL) == CUDA_SUCCESS);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(back), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(dev), LDG_OK);
+  /* Bad input. */
+  slc_stream *x = NULL;
+  CHECK_RC(slc_stream_adopt_legacy(NULL, 0, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt_legacy(c, 0, NULL), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt_legacy(c, -1, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt_legacy(c, 2, &x), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "device 2 of 2") != NULL);
+  CHECK_RC(slc_stream_adopt(c, NULL, &x), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "slc_stream_adopt_legacy") != NULL);
+  CHECK_RC(slc_stream_adopt(c, CU_STREAM_PER_THREAD, &x), LDG_EINVAL);
+  CHECK(x == NULL);
+  return teardown(c);
+}
+
+/* ---- One stream polled ---------------------------------------------------- */
+
+/* slc_engine_poll_stream releases its stream only, on the calling thread
+ * (no engine thread here), and refuses a NULL or not engine-driven stream. */
+static int t_poll_stream(void) {
+  hd_config hc = {2, 0};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  slc_stream *undriven; /* no engine on the context yet */
+  CHECK_RC(slc_stream_create(c, 0, 0, &undriven), LDG_OK);
+  CHECK_RC(slc_engine_poll_stream(undriven, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "not engine-driven") != NULL);
+  slc_engine_config cfg = {.thread = false};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  size_t released = 99;
+  CHECK_RC(slc_engine_poll_stream(NULL, &released), LDG_EINVAL);
+  CHECK(released == 0);
+  slc_stream *a, *b;
+  CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
+  CHECK_RC(slc_stream_create(c, 0, 0, &b), LDG_OK);
+  atomic_long na = 0, nb = 0;
+  slc_hold ha = {{count_keep, &na}, NULL, 0, NULL, 0};
+  slc_hold hb = {{count_keep, &nb}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_stream_record_external(a, &ha), LDG_OK);
+  CHECK_RC(slc_stream_record_external(b, &hb), LDG_OK);
+  CHECK_RC(slc_device_make_current(c, 0), LDG_OK);
+  /* Polls place a tail marker, then find it done (the raw sync lets the
+   * executor reach it without releasing anything). */
+  for (int i = 0; i < 20000 && atomic_load(&na) == 0; i++) {
+    CHECK_RC(slc_engine_poll_stream(a, &released), LDG_OK);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(a)) ==
+          CUDA_SUCCESS);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) ==
+          CUDA_SUCCESS);
+  }
+  CHECK(atomic_load(&na) == 1);
+  CHECK(atomic_load(&nb) == 0); /* b was not polled, so not released */
+  CHECK_RC(slc_stream_synchronize(b), LDG_OK);
+  CHECK(atomic_load(&nb) == 1);
+  /* Counted by cause: a's keep under POLL, b's under SYNC. */
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.keeps_by_cause[SLC_CAUSE_POLL] == 1 &&
+        es.keeps_by_cause[SLC_CAUSE_SYNC] == 1 && es.keeps_run == 2);
+  slc_stream_unref(undriven);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return teardown(c);
+}
 /* ---- Bad input -------------------------------------------------------------- */
 
 static int t_bad_input(void) {
@@ -1180,8 +1320,12 @@ static const struct {
     {"existing_streams", t_existing_streams,
      "streams created before slc_engine_enable are driven, issuing meanwhile"},
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
+    {"poll_stream", t_poll_stream,
+     "slc_engine_poll_stream releases its stream only, on the caller"},
     {"adopt_external", t_adopt_external,
      "an adopted stream, work issued by others recorded, never destroyed"},
+    {"adopt_legacy", t_adopt_legacy,
+     "the legacy default stream adopted per device: recorded, released"},
     {"adopt_limbo", t_adopt_limbo,
      "an adopted stream kept after a failed sync: finished, never destroyed"},
     {"buffer_ops_hold", t_buffer_ops_hold,
