@@ -342,6 +342,10 @@ void ldg__vindex_remove(struct ldg__vindex *x, const uint64_t *ids, size_t n);
  * maybe; walk the rings. */
 bool ldg__vindex_absent(const struct ldg__vindex *x, uint64_t id);
 
+/* Operations taken by this thread's release walks and overtaken enqueues
+ * (ldg_thread_ops_released). Thread-local: never shared, no atomics. */
+extern _Thread_local uint64_t ldg__thread_ops;
+
 /* ---- registry.c ------------------------------------------------------------------- */
 
 /* Takes / drops a reference to l (streams, segments and ext blocks hold

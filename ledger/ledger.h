@@ -326,6 +326,14 @@ size_t ldg_marks_count(const ldg_marks *m);
  * destroyed stream. s must not be NULL. */
 size_t ldg_pending_count(const ldg_stream *s);
 
+/* Operations (entries, not waits) whose keeps the calling thread has run
+ * so far, over all ledgers: every release walk and every overtaken enqueue
+ * (ldg_enqueue) on this thread counts the operations it took, whether
+ * their keep is NULL or not. Thread-local, no atomics: a caller learns how
+ * many keeps one of its calls ran (transitive releases included) as the
+ * difference of two readings around it. */
+uint64_t ldg_thread_ops_released(void);
+
 /* Whether some live stream of l has a pending entry naming vec_id. Walks
  * the pending entries, except on a miss of the vector index when it is on
  * (ldg_ledger_index_vectors): then O(1). */

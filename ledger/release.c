@@ -155,8 +155,13 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
    * tail), so a query that counts them released also sees their seqs in
    * tail. */
   if (n != 0) ldg__fetch_add_release(&s->ops_released, n);
+  ldg__thread_ops += n;
   return n;
 }
+
+_Thread_local uint64_t ldg__thread_ops;
+
+uint64_t ldg_thread_ops_released(void) { return ldg__thread_ops; }
 
 static void ldg__run_keeps(const ldg_keep *keeps, size_t n) {
   for (size_t i = 0; i < n; i++) {

@@ -307,6 +307,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     /* Release: pairs with the acquire load in ldg_pending_count; our own
      * reservation on tail is sequenced before. */
     ldg__fetch_add_release(&s->ops_released, 1);
+    ldg__thread_ops++;
     if (e->keep.release != NULL) e->keep.release(e->keep.ctx);
   } else {
     if (e->target != NULL) {

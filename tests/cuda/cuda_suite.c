@@ -3157,7 +3157,7 @@ static int t_keep_reentry(suite *S) {
   for (int path = 0; path < RP_COUNT; path++) {
     if (path == RP_ENGINE_POLL) {
       /* Polled only (no thread: the keeps run on this thread), a marker
-       * after every operation. Streams created from now on are driven. */
+       * after every operation. Every stream is driven from now on. */
       slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
       CHECK_OK(slc_engine_enable(S->c, &cfg));
     }
@@ -3204,6 +3204,12 @@ static int t_keep_reentry(suite *S) {
  * ASan), no buffer may be freed under pending work (hd_early_frees), every
  * keep runs exactly once, the data arrives, and nothing is left behind
  * (hd_shutdown counts 0). The failures absorbed where allowed are listed.
+ * The scenario runs with the progress engine on (polled: no thread, so
+ * the driver calls are the same in every run), a marker after every
+ * operation, and the slc_buf_* calls: the engine's own failures (a marker
+ * not recorded, a poll's query failing) are absorbed by design — the call
+ * succeeds, the engine's stats count the failure, and the work is released
+ * later, by a later poll or a sync; the sweep checks each of those.
  */
 typedef struct sweep {
   suite *S;
@@ -3211,8 +3217,17 @@ typedef struct sweep {
   long nth;
   CUresult code;
   int failures_seen; /* calls of the scenario that returned the failure */
+  int engine_absorbed; /* calls that succeeded, the engine counting it */
   char where[160];   /* which call of the scenario failed */
+  slc_context *c;    /* the scenario's, once created and the engine on */
 } sweep;
+
+/* The engine's failure counters (0 before the engine is on). */
+static uint64_t sweep_engine_failures(const sweep *w) {
+  slc_engine_stats es;
+  if (w->c == NULL || slc_engine_stats_get(w->c, &es) != LDG_OK) return 0;
+  return es.record_failures + es.query_failures;
+}
 
 #define SWEEP_CODE CUDA_ERROR_LAUNCH_FAILED
 
@@ -3222,11 +3237,23 @@ typedef struct sweep {
  * slc_context_destroy may, for the calls it makes only to tidy up (taking
  * its contexts off this thread: cuCtxGetCurrent, cuCtxSetCurrent). */
 static int sweep_check(sweep *w, const char *call, int rc, bool retried,
-                       long fired_before) {
+                       long fired_before, uint64_t engine_before,
+                       const slc_error *record_before) {
   if (rc == LDG_OK) {
     bool tidy = strncmp(call, "slc_context_destroy", 19) == 0 &&
                 w->entry != NULL && strncmp(w->entry, "cuCtx", 5) == 0 &&
                 strcmp(w->entry, "cuCtxSynchronize") != 0;
+    /* The engine absorbed it: counted once, the thread's record intact. */
+    const slc_error *now = slc_last_error();
+    bool engine = sweep_engine_failures(w) == engine_before + 1 &&
+                  now->code == record_before->code &&
+                  now->cu == record_before->cu &&
+                  strcmp(now->message, record_before->message) == 0;
+    if (hd_nth_fired() != fired_before && engine) {
+      w->engine_absorbed++;
+      snprintf(w->where, sizeof(w->where), "%s (the engine)", call);
+      return PASS;
+    }
     if (hd_nth_fired() != fired_before && !tidy) {
       fprintf(stderr, "    %s returned LDG_OK although %s failed in it\n",
               call, w->entry);
@@ -3254,16 +3281,22 @@ static int sweep_check(sweep *w, const char *call, int rc, bool retried,
 }
 
 /* call, and once more if it failed with the injected error. */
-#define SWEEP_STEP(call)                                               \
-  do {                                                                 \
-    long f_ = hd_nth_fired();                                          \
-    int rc_ = (call);                                                  \
-    if (sweep_check(w, #call, rc_, false, f_) != PASS) return FAIL;    \
-    if (rc_ != LDG_OK) {                                               \
-      f_ = hd_nth_fired();                                             \
-      rc_ = (call);                                                    \
-      if (sweep_check(w, #call, rc_, true, f_) != PASS) return FAIL;   \
-    }                                                                  \
+#define SWEEP_STEP(call)                                                 \
+  do {                                                                   \
+    long f_ = hd_nth_fired();                                            \
+    uint64_t e_ = sweep_engine_failures(w);                              \
+    slc_error r_ = *slc_last_error();                                    \
+    int rc_ = (call);                                                    \
+    if (sweep_check(w, #call, rc_, false, f_, e_, &r_) != PASS)          \
+      return FAIL;                                                       \
+    if (rc_ != LDG_OK) {                                                 \
+      f_ = hd_nth_fired();                                               \
+      e_ = sweep_engine_failures(w);                                     \
+      r_ = *slc_last_error();                                            \
+      rc_ = (call);                                                      \
+      if (sweep_check(w, #call, rc_, true, f_, e_, &r_) != PASS)         \
+        return FAIL;                                                     \
+    }                                                                    \
   } while (0)
 
 /* A destroy whose driver destroy failed has destroyed the stream in the
@@ -3271,14 +3304,20 @@ static int sweep_check(sweep *w, const char *call, int rc, bool retried,
 #define SWEEP_DESTROY(s)                                                   \
   do {                                                                     \
     long f_ = hd_nth_fired();                                              \
+    uint64_t e_ = sweep_engine_failures(w);                                \
+    slc_error r_ = *slc_last_error();                                      \
     int rc_ = slc_stream_destroy(s);                                       \
-    if (sweep_check(w, "slc_stream_destroy", rc_, false, f_) != PASS)      \
+    if (sweep_check(w, "slc_stream_destroy", rc_, false, f_, e_, &r_) !=   \
+        PASS)                                                              \
       return FAIL;                                                         \
     if (rc_ != LDG_OK) {                                                   \
       f_ = hd_nth_fired();                                                 \
+      e_ = sweep_engine_failures(w);                                       \
+      r_ = *slc_last_error();                                              \
       rc_ = slc_stream_destroy(s);                                         \
       if (rc_ != LDG_EDESTROYED &&                                         \
-          sweep_check(w, "slc_stream_destroy", rc_, true, f_) != PASS)     \
+          sweep_check(w, "slc_stream_destroy", rc_, true, f_, e_, &r_) !=  \
+              PASS)                                                        \
         return FAIL;                                                       \
     }                                                                      \
   } while (0)
@@ -3294,6 +3333,12 @@ static int sweep_scenario(sweep *w) {
   const size_t n = 4096, bytes = n * 4;
   slc_context *c = NULL;
   SWEEP_STEP(slc_context_create(&S->drv, &c));
+  /* Polled only, a marker after every operation (T never). */
+  slc_engine_config ecfg = {.thread = false,
+                            .marker_every_ops = 1,
+                            .marker_every_us = 100000000};
+  SWEEP_STEP(slc_engine_enable(c, &ecfg));
+  w->c = c;
   const int d1 = slc_device_count(c) > 1 ? 1 : 0;
   char name[64];
   SWEEP_STEP(slc_device_name(c, d1, name, sizeof(name)));
@@ -3383,7 +3428,37 @@ static int sweep_scenario(sweep *w) {
   SWEEP_STEP(slc_device_synchronize(c, d1));
   SWEEP_STEP(slc_host_range_settle(c, slc_buffer_host(st.buf), bytes));
   CHECK(atomic_load(&st.released) == 1 && atomic_load(&st.early) == 0);
-  SWEEP_STEP(slc_buffer_free(D1)); /* settles n1 */
+  CHECK(count_of(&k) == expect_k);
+
+  /* The engine: slc_buf_* on s0, completed (a raw sync that the sweep
+   * neither counts nor fails), then released by polls alone. A failure the
+   * engine absorbed (a marker not recorded, a query failed) only delays:
+   * another sync and poll release the rest (a tail marker). */
+  SWEEP_STEP(slc_buf_memset_async(s0, D0, 0, 0x11, 64, &hk));
+  expect_k++;
+  slc_buffer *const launch_bufs[] = {D0};
+  SWEEP_STEP(slc_buf_launch(s0, add1, (slc_dim3){(nn + 255) / 256, 1, 1},
+                            (slc_dim3){256, 1, 1}, 0, params, launch_bufs, 1,
+                            &hk));
+  expect_k++;
+  SWEEP_STEP(slc_buf_copy_async(s0, st.buf, 0, D0, 0, 64, &hk));
+  expect_k++;
+  CHECK(slc_buffer_held(D0));
+  for (int round = 0; count_of(&k) != expect_k; round++) {
+    CHECK(round < 3);
+    hd_uncounted(true);
+    CHECK(S->drv.pfn_cuStreamSynchronize(slc_stream_handle(s0)) ==
+          CUDA_SUCCESS);
+    hd_uncounted(false);
+    size_t released = 0;
+    SWEEP_STEP(slc_engine_poll(c, &released));
+  }
+  CHECK(!slc_buffer_held(D0));
+  /* The memset's 0x11 bytes plus 1 per word (add1) copied back: the three
+   * ran in order, and before the keeps. */
+  const uint32_t *wback = slc_buffer_host(st.buf);
+  for (int i = 0; i < 16; i++) CHECK(wback[i] == 0x11111112u);
+  SWEEP_STEP(slc_buffer_free(D1));
   SWEEP_STEP(sweep_try_free(P0));
   SWEEP_STEP(sweep_try_free(PS));
   SWEEP_DESTROY(n1);
@@ -3397,6 +3472,7 @@ static int sweep_scenario(sweep *w) {
   SWEEP_STEP(slc_module_unload(m));
   SWEEP_STEP(sweep_try_free(D0));
   SWEEP_STEP(slc_buffer_free(st.buf));
+  w->c = NULL; /* no stats once the context is going */
   SWEEP_STEP(slc_context_destroy(c));
   CHECK(count_of(&k) == expect_k);
   CHECK(hd_early_frees() == 0);
@@ -3411,7 +3487,7 @@ static int t_fault_sweep(suite *S) {
   CHECK_OK(slc_context_destroy(S->c));
   S->c = NULL;
   hd_config cfg = {S->host_devices, S->delay_us};
-  sweep w = {S, NULL, 0, SWEEP_CODE, 0, ""};
+  sweep w = {S, NULL, 0, SWEEP_CODE, 0, 0, "", NULL};
   hd_calls_reset();
   CHECK(sweep_scenario(&w) == PASS);
   long counts[HD_E_COUNT];
@@ -3424,13 +3500,13 @@ static int t_fault_sweep(suite *S) {
   for (int i = 0; i < HD_E_COUNT; i++)
     if (counts[i] != 0) printf(" %s %ld", hd_entry_name(i), counts[i]);
   printf("\n");
-  int runs = 0, absorbed = 0;
+  int runs = 0, absorbed = 0, engine = 0;
   for (int i = 0; i < HD_E_COUNT; i++) {
     for (long nth = 1; nth <= counts[i]; nth++) {
       long leaked = hd_shutdown();
       CHECK(leaked == 0);
       CHECK(hd_install(&S->drv, &cfg) == 0);
-      w = (sweep){S, hd_entry_name(i), nth, SWEEP_CODE, 0, ""};
+      w = (sweep){S, hd_entry_name(i), nth, SWEEP_CODE, 0, 0, "", NULL};
       CHECK(hd_fail_nth(w.entry, nth, SWEEP_CODE) == 0);
       int r = sweep_scenario(&w);
       if (r != PASS || hd_nth_armed()) {
@@ -3439,7 +3515,11 @@ static int t_fault_sweep(suite *S) {
         return FAIL;
       }
       runs++;
-      if (w.failures_seen == 0) {
+      if (w.engine_absorbed != 0) {
+        engine++;
+        printf("    absorbed by the engine (counted, released later): call "
+               "%ld of %s in %s\n", nth, w.entry, w.where);
+      } else if (w.failures_seen == 0) {
         absorbed++;
         printf("    absorbed: call %ld of %s (in slc_stream_unref, kept for "
                "the context's destroy, or in its tidying up)\n",
@@ -3448,8 +3528,11 @@ static int t_fault_sweep(suite *S) {
     }
   }
   printf("    %ld driver calls per run; %d runs each with one failing, %d "
-         "absorbed by the layer\n",
-         total, runs, absorbed);
+         "absorbed by the layer, %d by the engine\n",
+         total, runs, absorbed, engine);
+  /* The engine's paths were swept: its records and queries did fail. */
+  CHECK(counts[hd_entry_index("cuEventQuery")] > 0 &&
+        counts[hd_entry_index("cuEventRecord")] > 0 && engine > 0);
   return PASS;
 }
 
