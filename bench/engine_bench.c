@@ -36,7 +36,8 @@
  *   contention (--contention, once, before the modes) slc_launch's issue
  *            cost alone and while a second thread does one thing the
  *            engine thread does (see scenario_contention).
- * ENGINE OPTIONS --wait adaptive|fixed, --poll-us, --poll-max-us,
+ * ENGINE OPTIONS --wait adaptive|fixed, --placement issuer|engine (who
+ *   records the markers: sl_engine.h, PLACEMENT), --poll-us, --poll-max-us,
  *   --linger-us, --every-ops, --every-us (0 or absent: the defaults of
  *   sl_engine.h); --modes picks modes.
  *
@@ -81,6 +82,7 @@ static struct {
   unsigned samples, kernel_us, rate, rate_ops, idle_ms, sync_every, poll_us,
       every_ops, every_us, poll_max_us, linger_us;
   slc_engine_wait wait;
+  slc_engine_placement placement;
 } opt = {.samples = 3000, .kernel_us = 10, .rate = 100000, .rate_ops = 30000,
          .idle_ms = 50, .sync_every = 64, .poll_us = 5, .every_ops = 8};
 
@@ -173,6 +175,7 @@ static void bctx_open(bctx *b, int mode, unsigned n_stamps) {
                              .marker_every_ops = opt.every_ops,
                              .marker_every_us = opt.every_us,
                              .wait = opt.wait,
+                             .placement = opt.placement,
                              .poll_max_us = opt.poll_max_us,
                              .linger_us = opt.linger_us};
     CK(slc_engine_enable(b->c, &cfg));
@@ -503,7 +506,8 @@ static int usage(void) {
           "  [--kernel-us US] [--rate OPS_PER_S] [--rate-ops N] [--idle-ms MS]\n"
           "  [--sync-every N] [--poll-us US] [--every-ops N]\n"
           "  [--modes sync,engine,poll] [--contention]\n"
-          "  [--wait adaptive|fixed] [--every-us US] [--poll-max-us US]\n"
+          "  [--wait adaptive|fixed] [--placement issuer|engine]\n"
+          "  [--every-us US] [--poll-max-us US]\n"
           "  [--linger-us US]   (engine options; 0 or absent: the defaults)\n");
   return 2;
 }
@@ -533,6 +537,12 @@ int main(int argc, char **argv) {
       if ((opt.json = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--modes") == 0) {
       if ((opt.modes = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--placement") == 0) {
+      const char *w = VAL();
+      if (w == NULL) return usage();
+      if (strcmp(w, "issuer") == 0) opt.placement = SLC_ENGINE_PLACE_ISSUER;
+      else if (strcmp(w, "engine") == 0) opt.placement = SLC_ENGINE_PLACE_ENGINE;
+      else return usage();
     } else if (strcmp(a, "--wait") == 0) {
       const char *w = VAL();
       if (w == NULL) return usage();
@@ -590,10 +600,13 @@ int main(int argc, char **argv) {
   calibrate();
   if (opt.contention) scenario_contention();
   printf("kernel %u us, %u samples; rate %u ops at %u/s (sync every %u); "
-         "engine: wait %s, poll %u us (max %u), linger %u us, a marker every "
+         "engine: wait %s, markers placed by the %s, poll %u us (max %u), "
+         "linger %u us, a marker every "
          "%u ops or %u us (0: default); idle %u ms\n",
          opt.kernel_us, opt.samples, opt.rate_ops, opt.rate, opt.sync_every,
-         opt.wait == SLC_ENGINE_WAIT_FIXED ? "fixed" : "adaptive", opt.poll_us,
+         opt.wait == SLC_ENGINE_WAIT_FIXED ? "fixed" : "adaptive",
+         opt.placement == SLC_ENGINE_PLACE_ENGINE ? "engine thread" : "issuer",
+         opt.poll_us,
          opt.poll_max_us, opt.linger_us, opt.every_ops, opt.every_us,
          opt.idle_ms);
   printf("%-7s | %9s | %8s %8s %8s | %9s %9s %7s | %7s %7s\n", "mode",
@@ -637,9 +650,10 @@ int main(int argc, char **argv) {
     if (f == NULL) return 1;
     fprintf(f, "{\"kernel_us\": %u, \"samples\": %u, \"rate\": %u, "
             "\"rate_ops\": %u, \"sync_every\": %u, \"poll_us\": %u, "
-            "\"every_ops\": %u, \"rows\": [\n",
+            "\"every_ops\": %u, \"placement\": \"%s\", \"rows\": [\n",
             opt.kernel_us, opt.samples, opt.rate, opt.rate_ops, opt.sync_every,
-            opt.poll_us, opt.every_ops);
+            opt.poll_us, opt.every_ops,
+            opt.placement == SLC_ENGINE_PLACE_ENGINE ? "engine" : "issuer");
     for (int m = 0; m < N_MODES; m++) {
       const result *o = &res[m];
       fprintf(f,

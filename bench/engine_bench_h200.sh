@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# The progress engine's benchmarks on a GPU host, side by side, for
-# bench/RESULTS.md (issue 9): run from a gpu-bin/ folder made by
-# tools/gpu_build.sh (it holds marker_bench and engine_bench).
-#   1. marker_bench: the four candidate markers (latency, issue cost, engine
-#      CPU, idle CPU), three runs back to back.
-#   2. engine_bench: the engine thread and slc_engine_poll against a loop
-#      that synchronises, through cuda/: completion-to-keep p50/p99, host CPU
-#      per released op at 100 k ops/s, idle CPU, slc_launch's issue cost with
-#      and without markers; with the default engine (poll 5 us, a marker
-#      every 8 ops, adaptive wait; with the contention scenario), the fixed
-#      wait, then poll 20 us, then a marker every op and every 32.
-# Usage: engine_bench_h200.sh [GPU_BIN_DIR] [OUT_DIR]   (about 1-2 minutes)
+# The progress engine before and after, side by side in one run on a GPU host,
+# for bench/RESULTS.md (issue 9, "Placement"): run from a gpu-bin/ folder made
+# by tools/gpu_build.sh followed by bench/engine_build_before.sh (which adds
+# engine_bench_before, main at 7c73b4e). Two rounds, interleaved so that the
+# host's drift hits every variant alike:
+#   before    engine_bench_before (issuer places markers: the old engine)
+#   after     engine_bench, defaults (placement issuer: the same policy, plus
+#             this round's counters)
+#   placed    engine_bench --placement engine (the engine thread places every
+#             marker; sl_engine.h, PLACEMENT)
+#   placed50  the same with --poll-max-us 50 (round 1 only)
+# Each prints sync / engine / poll rows: issue ns p50, completion-to-keep p50/
+# p99/p99.9, process CPU per released op at 100 k ops/s, idle and waiting CPU,
+# and the engine's counters per op. About 60-90 s on the 16-core H200 host;
+# each run is bounded by `timeout 40`. Without engine_bench_before the
+# "before" rows are skipped (said so in SUMMARY.txt).
+# Usage: engine_bench_h200.sh [GPU_BIN_DIR] [OUT_DIR]
+# ENGINE_BENCH_ARGS (optional) is added to every run; a local check of the
+# script without a GPU: ENGINE_BENCH_ARGS="--driver=host --smoke".
 set -uo pipefail
 bin=${1:-$(cd "$(dirname "$0")" && pwd)}
 out=${2:-$bin/engine-results-$(hostname -s)-$(date -u +%Y%m%d-%H%M%S)}
@@ -26,17 +33,20 @@ run() { # name, command...
   local name=$1
   shift
   echo "=== $name: $*" | tee -a "$out/SUMMARY.txt"
-  "$@" >"$out/$name.log" 2>&1 || rc=1
-  sed -n '/^calibration\|^contention\|^  [a-z]\|^mode\|^marker\|^ *|\|^[a-z]*\/\|^sync\|^engine\|^poll\|FAIL/p' \
+  # shellcheck disable=SC2086 # ENGINE_BENCH_ARGS: words on purpose
+  timeout 40 "$@" ${ENGINE_BENCH_ARGS:-} >"$out/$name.log" 2>&1 || rc=1
+  sed -n '/^kernel\|^  [a-z]\|^mode\|^ *|\|^sync\|^engine\|^poll\|FAIL\|SKIPPED/p' \
     "$out/$name.log" | tee -a "$out/SUMMARY.txt"
 }
-for i in 1 2 3; do
-  run "marker_bench_$i" "$bin/marker_bench" --json "$out/marker_bench_$i.json"
+before=$bin/engine_bench_before
+[ -x "$before" ] || echo "no $before: before rows skipped" | tee -a "$out/SUMMARY.txt"
+for r in 1 2; do
+  [ -x "$before" ] && run "before_$r" "$before" --json "$out/before_$r.json"
+  run "after_$r" "$bin/engine_bench" --json "$out/after_$r.json"
+  run "placed_$r" "$bin/engine_bench" --placement engine --modes engine \
+    --json "$out/placed_$r.json"
 done
-run engine_default "$bin/engine_bench" --contention --json "$out/engine_default.json"
-run engine_fixed "$bin/engine_bench" --wait fixed --json "$out/engine_fixed.json"
-run engine_poll20 "$bin/engine_bench" --poll-us 20 --json "$out/engine_poll20.json"
-run engine_every1 "$bin/engine_bench" --every-ops 1 --json "$out/engine_every1.json"
-run engine_every32 "$bin/engine_bench" --every-ops 32 --json "$out/engine_every32.json"
+run placed50_1 "$bin/engine_bench" --placement engine --modes engine \
+  --poll-max-us 50 --json "$out/placed50_1.json"
 echo "logs: $out (exit $rc)" | tee -a "$out/SUMMARY.txt"
 exit $rc

@@ -1,10 +1,15 @@
 #!/bin/sh
-# Turns ledger_bench's JSON into a PNG: for each threaded workload, throughput
-# and p99.9 single-enqueue latency against threads, ledger and mutex side by
-# side. Needs python3 (to read the JSON) and gnuplot (Debian: gnuplot-nox).
-#
-#   bazel run -c opt //bench:ledger_bench -- --json /tmp/bench.json
-#   bench/plot.sh /tmp/bench.json bench/ledger_bench.png
+# Turns benchmark results into a PNG. Needs python3 and gnuplot (Debian:
+# gnuplot-nox).
+#   - ledger_bench's JSON: for each threaded workload, throughput and p99.9
+#     single-enqueue latency against threads, ledger and mutex side by side:
+#       bazel run -c opt //bench:ledger_bench -- --json /tmp/bench.json
+#       bench/plot.sh /tmp/bench.json bench/ledger_bench.png
+#   - the pool's table (TABLE.txt of bench/pool_h200.sh; any .txt file): the
+#     allocator overhead (M ops/s) and the serving loop (requests/s, p99
+#     latency, peak reserved memory) against threads, one line per allocator
+#     and variant (pool, async = cuMemAllocAsync, torch; @before rows too):
+#       bench/plot.sh bench/results-pool-h200/TABLE.txt bench/results-pool-h200/pool.png
 set -eu
 
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
@@ -18,6 +23,67 @@ command -v python3 >/dev/null || { echo "$0: python3 not found" >&2; exit 1; }
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+
+case "$json" in
+*.txt)
+  # The pool's table: "bench mode thr | rate | cpu req | p50 p99 | resv used".
+  python3 - "$json" "$dir" <<'PYEOF'
+import sys, collections
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    parts = [p.split() for p in line.split("|")]
+    if len(parts) != 5 or len(parts[0]) != 3 or parts[0][0] not in ("overhead", "serving"):
+        continue
+    bench, mode, thr = parts[0]
+    try:
+        p99 = float(parts[3][1]) if parts[3][1] != "-" else 0.0
+        rows[(bench, mode)].append((int(thr), float(parts[1][0]), p99, float(parts[4][0])))
+    except (ValueError, IndexError):
+        continue
+out = sys.argv[2]
+names = {"overhead": [], "serving": []}
+for (bench, mode), v in sorted(rows.items()):
+    names[bench].append(mode)
+    key = mode.replace("/", "_").replace("@", "_at_")
+    with open(f"{out}/{bench}.{key}.dat", "w") as f:
+        for t, rate, p99, resv in sorted(v):
+            f.write(f"{t} {rate} {p99} {resv}\n")
+with open(f"{out}/vars.gp", "w") as f:
+    for b in names:
+        f.write('%s_modes = "%s"\n' % (b, " ".join(names[b])))
+        f.write('%s_keys = "%s"\n' % (b, " ".join(m.replace("/", "_").replace("@", "_at_") for m in names[b])))
+PYEOF
+  cat >"$dir/plot.gp" <<GPEOF
+load "$dir/vars.gp"
+if (words(overhead_modes) + words(serving_modes) == 0) { print "no pool rows in the table"; exit 1 }
+set terminal pngcairo size 1200, 760 font ",10" noenhanced
+set output "$png"
+set multiplot layout 2, 2 title "stream-ordered pool vs cuMemAllocAsync vs PyTorch: $json"
+set grid
+set key top left font ",8"
+set logscale x 2
+set xlabel "threads"
+set title "overhead: 4 KiB alloc (+ use on a 2nd stream) + free"
+set ylabel "M ops/s (log)"
+set logscale y 10
+plot for [i = 1:words(overhead_keys)] "$dir/overhead.".word(overhead_keys, i).".dat" using 1:2 with linespoints lw 2 title word(overhead_modes, i)
+# Serving: one panel per column of the data files (2 rate, 3 p99, 4 reserved).
+array stitle[3] = ["serving: requests/s", "serving: p99 latency, issue to result checked", "serving: peak reserved memory, device + pinned"]
+array sylabel[3] = ["requests/s", "us (log)", "MiB"]
+do for [col = 2:4] {
+  set title stitle[col - 1]
+  set ylabel sylabel[col - 1]
+  if (col == 3) { set logscale y 10; set yrange [*:*] } else { unset logscale y; set yrange [0:*] }
+  plot for [i = 1:words(serving_keys)] "$dir/serving.".word(serving_keys, i).".dat" using 1:col with linespoints lw 2 title word(serving_modes, i)
+}
+unset multiplot
+GPEOF
+  gnuplot "$dir/plot.gp"
+  echo "wrote $png"
+  exit 0
+  ;;
+esac
+
 
 # One data file per (workload, impl): threads, Mops/s, p99.9 in ns. The
 # ceiling loop (issue 11) is drawn in the shared panels as a third line.

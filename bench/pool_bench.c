@@ -19,10 +19,15 @@
  *    staging block and a device block (--bytes), fills the staging block,
  *    copies it in, runs add1, copies it back, and frees both at once (no
  *    synchronise on the request thread); the result is checked when the
- *    copy back completed (pool: the copy's keep, on the engine thread;
- *    async: a cuLaunchHostFunc after it). At most --inflight requests per
- *    thread are outstanding (a thread waits, without synchronising, for its
- *    oldest to be checked).
+ *    copy back completed (pool: the copy's keep, wherever the ledger
+ *    releases it; async: a cuLaunchHostFunc after it). At most --inflight
+ *    requests per thread are outstanding (a thread waits, without
+ *    synchronising, for its oldest to be checked: the pool's loop meanwhile
+ *    releases its own stream with slc_engine_poll_stream, so its checks run
+ *    on it, or with --wait yield only yields to the engine thread, as the
+ *    first version did). A "diag" line after each pool row says where the
+ *    time went (engine counters per iteration, slabs, checks run on their
+ *    request thread, slow slp_alloc pairs, time waiting for a slot).
  *      pool      device and pinned blocks from the pool
  *      async     device memory from cuMemAllocAsync; pinned staging from a
  *                fixed ring of --inflight cuMemHostAlloc buffers per thread
@@ -31,6 +36,24 @@
  *    own CPU us per request, p50/p99 latency (issue to result checked), and
  *    peak memory: reserved and in use, device + pinned (async: the driver
  *    pool's RESERVED_MEM_HIGH / USED_MEM_HIGH plus the pinned ring).
+ * 3. SEVERAL GPUS (--devices LIST, e.g. 1,2,4,8; issue 13): the serving
+ *    cells only, at each GPU count g of LIST, with --threads request
+ *    threads PER GPU (T x g in all), one device pool and one pinned pool
+ *    per GPU, one context and its engine thread for all of them. Thread
+ *    placement: grouped (default: thread i serves GPU i % g, on a stream of
+ *    that GPU) or --spread (every thread has a stream on each of the g GPUs
+ *    and sends its requests to them in turn; its wait polls all of them).
+ *    Rows "multigpu MODE g T grouped|spread": requests/s, host CPU us per
+ *    request (process) and the request threads', p50/p99, peak memory
+ *    summed over the GPUs, and "sl us": streamledger's own CPU per request
+ *    (ledger, layer, pool, engine): the CPU time of the request threads and
+ *    of the other threads that ran the pool's keeps (the engine's), less
+ *    their time inside the driver's hot entries and the benchmark's own
+ *    work (filling and checking data, waiting for a free request slot
+ *    outside the pool's polls), bench/drvtime.h; "sl %" is its share of the
+ *    process's CPU per request. For the async rows the same sum over the
+ *    request threads is the measurement's control (no ledger: what is left
+ *    is the loop itself).
  * A wrong result fails the run (exit 1).
  *
  * DRIVERS: --driver=libcuda (default; no library or device: "SKIPPED", exit
@@ -45,25 +68,31 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench/drvtime.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
 #include "pool/sl_pool.h"
 #include "cuda/host_executor.h"
 #include "tests/cuda/kernels.h"
 
-#define MAX_THREADS 64
+#define MAX_THREADS 128
+#define MAX_GPUS 16
 
 static struct {
   bool host, require_gpu, smoke;
   const char *libcuda, *json;
   unsigned threads[16], n_threads;
-  unsigned ms, bytes, inflight, every_ops;
-  const char *only; /* "overhead", "serving" or NULL: both */
+  unsigned ms, bytes, inflight, every_ops, every_us;
+  bool wait_yield; /* serving pool: wait for a slot by yielding only */
+  unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  const char *only; /* "overhead", "serving", one mode or NULL: all */
+  unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
+  bool spread;
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
 
 static slc_driver drv;
 static slc_context *ctx;
-static CUfunction add1;
+static CUfunction add1, add1_of[MAX_GPUS]; /* add1 = add1_of[0] */
 static atomic_long wrong;
 
 #define CK(call)                                                          \
@@ -118,7 +147,30 @@ typedef struct cell {
   atomic_ullong n_lat;
   size_t lat_cap;
   atomic_ullong pinned_bytes; /* async: the staging rings */
+  /* Diagnostics of the serving loop (printed as a "diag" line): checks run
+   * on their request thread, slp_alloc pairs over 100 us and the longest,
+   * time spent waiting for a slot. */
+  atomic_ullong own_checks, slow_allocs, max_alloc_ns, wait_ns;
+  /* Blocks the pools recycled on a request thread (on_recycle, counted per
+   * thread, summed at its end), against frees: the rest were returned by
+   * the engine thread. Not counted in pool_af (no callback there). */
+  atomic_ullong req_recycles;
+  /* Several GPUs (--devices): gpus >= 1, per-GPU pools (dev = mdev[0]). */
+  unsigned gpus;
+  slp_pool *mdev[MAX_GPUS], *mhost[MAX_GPUS];
+  CUmemoryPool mmempool[MAX_GPUS];
+  atomic_ullong sl_ns; /* request threads: cpu - driver - bench */
 } cell;
+
+static _Thread_local bool tl_request;       /* a request thread */
+static _Thread_local uint64_t tl_recycles;  /* its recycles */
+
+static void count_recycle(void *arg, uintptr_t addr, size_t cap) {
+  (void)arg;
+  (void)addr;
+  (void)cap;
+  if (tl_request) tl_recycles++;
+}
 
 typedef struct worker {
   cell *c;
@@ -141,9 +193,11 @@ static void *overhead_thread(void *arg) {
   CU(d->pfn_cuEventCreate(&e1, CU_EVENT_DISABLE_TIMING));
   CU(d->pfn_cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
   bool pool = c->mode[0] == 'p', two = strstr(c->mode, "2s") != NULL;
+  tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-  while ((n & 63) != 0 || now_ns() < c->deadline) {
+  while (opt.iters != 0 ? n < opt.iters
+                        : (n & 63) != 0 || now_ns() < c->deadline) {
     if (pool) {
       slp_block *b;
       CK(slp_alloc(c->dev, s1, 4096, &b));
@@ -164,6 +218,8 @@ static void *overhead_thread(void *arg) {
   }
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
   CK(slc_stream_synchronize(s1));
   CK(slc_stream_synchronize(s2));
   CU(d->pfn_cuEventDestroy(e1));
@@ -179,6 +235,7 @@ static void *overhead_thread(void *arg) {
 
 typedef struct request {
   cell *c;
+  pthread_t owner; /* the request thread: was the check run on it? */
   uint32_t seed;
   uint64_t t0;
   void *staging; /* host memory read at completion */
@@ -200,6 +257,8 @@ static void request_done(void *arg) {
       break;
     }
   uint64_t lat = now_ns() - r->t0;
+  if (pthread_equal(pthread_self(), r->owner))
+    atomic_fetch_add_explicit(&r->c->own_checks, 1, memory_order_relaxed);
   unsigned long long k = atomic_fetch_add(&r->c->n_lat, 1);
   if (k < r->c->lat_cap) r->c->lat[k] = lat;
   atomic_store_explicit(&r->busy, 0, memory_order_release);
@@ -207,16 +266,42 @@ static void request_done(void *arg) {
 
 static void CUDA_CB request_done_hostfn(void *arg) { request_done(arg); }
 
+/* The pool's keep: with --devices, a thread that runs it and is not a
+ * request thread (the engine's) is tracked for the CPU split, and the check
+ * counts as benchmark work. */
+static void request_done_keep(void *arg) {
+  if (opt.n_gpus == 0) {
+    request_done(arg);
+    return;
+  }
+  dt_track_keep_thread();
+  uint64_t t0 = now_ns();
+  request_done(arg);
+  dt_bench_add(now_ns() - t0);
+}
+
+static void fill_timed(uint32_t *p, uint32_t seed, unsigned n, bool split) {
+  uint64_t t0 = split ? now_ns() : 0;
+  fill(p, seed, n);
+  if (split) dt_bench_add(now_ns() - t0); /* the benchmark's own work */
+}
+
 static void *serving_thread(void *arg) {
   worker *w = arg;
   cell *c = w->c;
   const slc_driver *d = slc_context_driver(ctx);
-  bool pool = c->mode[0] == 'p';
+  bool pool = c->mode[0] == 'p', split = opt.n_gpus > 0;
   unsigned words = opt.bytes / 4, K = opt.inflight;
-  slc_stream *s;
-  CK(slc_stream_create(ctx, 0, SLC_STREAM_NONBLOCKING, &s));
-  CK(slc_device_make_current(ctx, 0));
-  CUstream cs = slc_stream_handle(s);
+  /* The GPUs this thread serves, a stream on each: its own GPU (grouped),
+   * or every GPU of the cell in turn (--spread). */
+  unsigned ns = opt.spread ? c->gpus : 1;
+  slc_stream *ss[MAX_GPUS];
+  int devs[MAX_GPUS];
+  for (unsigned k = 0; k < ns; k++) {
+    devs[k] = opt.spread ? (int)k : (int)((unsigned)w->id % c->gpus);
+    CK(slc_stream_create(ctx, devs[k], SLC_STREAM_NONBLOCKING, &ss[k]));
+  }
+  CK(slc_device_make_current(ctx, devs[0]));
   request *rq = calloc(K, sizeof(*rq));
   void **ring = calloc(K, sizeof(void *)); /* async: pinned staging */
   if (rq == NULL || ring == NULL) exit(1);
@@ -225,13 +310,43 @@ static void *serving_thread(void *arg) {
       CU(d->pfn_cuMemHostAlloc(&ring[k], opt.bytes, CU_MEMHOSTALLOC_PORTABLE));
     atomic_fetch_add(&c->pinned_bytes, (unsigned long long)K * opt.bytes);
   }
+  tl_request = true;
+  dt_thread dt;
+  if (split) dt_track(&dt);
   pthread_barrier_wait(&c->start);
+  dt_sample dt0 = split ? dt_read(&dt) : (dt_sample){0, 0, 0};
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t waited = 0, max_alloc = 0, slow = 0;
   while (now_ns() < c->deadline) {
     request *r = &rq[n % K];
-    while (atomic_load_explicit(&r->busy, memory_order_acquire))
-      sched_yield(); /* the oldest request is not done: wait, no sync */
+    if (atomic_load_explicit(&r->busy, memory_order_acquire)) {
+      /* The oldest request is not done: wait, no sync. The pool's loop
+       * releases its own streams meanwhile (--wait poll, the default: its
+       * checks run here, as PyTorch's loop checks on its thread), or only
+       * yields to the engine thread (--wait yield: the first version).
+       * --devices: the wait is benchmark time (by the CPU clock: the
+       * yields may let other threads run), the polls are not. */
+      uint64_t w0 = now_ns(), tb = split ? dt_thread_cpu_ns() : 0, tp = 0;
+      while (atomic_load_explicit(&r->busy, memory_order_acquire)) {
+        if (pool && !opt.wait_yield) {
+          uint64_t p0 = split ? dt_thread_cpu_ns() : 0;
+          for (unsigned k = 0; k < ns; k++)
+            CK(slc_engine_poll_stream(ss[k], NULL));
+          if (split) tp += dt_thread_cpu_ns() - p0;
+        }
+        sched_yield();
+      }
+      waited += now_ns() - w0;
+      if (split) {
+        uint64_t tw = dt_thread_cpu_ns() - tb;
+        dt_bench_add(tw > tp ? tw - tp : 0);
+      }
+    }
+    const unsigned k = (unsigned)(n % ns);
+    slc_stream *s = ss[k];
+    const int dv = devs[k];
     r->c = c;
+    r->owner = pthread_self();
     r->seed = (uint32_t)(w->id * 1000003u + n * 7u);
     r->words = words;
     r->t0 = now_ns();
@@ -239,28 +354,34 @@ static void *serving_thread(void *arg) {
     unsigned nn = words;
     if (pool) {
       slp_block *stg, *dev;
-      CK(slp_alloc(c->host, s, opt.bytes, &stg));
-      CK(slp_alloc(c->dev, s, opt.bytes, &dev));
+      uint64_t a0 = now_ns();
+      CK(slp_alloc(c->mhost[dv], s, opt.bytes, &stg));
+      CK(slp_alloc(c->mdev[dv], s, opt.bytes, &dev));
+      uint64_t da = now_ns() - a0;
+      if (da > max_alloc) max_alloc = da;
+      slow += da > 100000;
       r->staging = slp_block_host(stg);
-      fill(r->staging, r->seed, words);
+      fill_timed(r->staging, r->seed, words, split);
       CK(slp_copy_async(s, dev, 0, stg, 0, opt.bytes, NULL));
       CUdeviceptr p = slp_block_dptr(dev);
-      CK(slp_launch(s, add1, (slc_dim3){(words + 255) / 256, 1, 1},
+      CK(slp_launch(s, add1_of[dv], (slc_dim3){(words + 255) / 256, 1, 1},
                     (slc_dim3){256, 1, 1}, 0, (void *[]){&p, &nn}, &dev, 1,
                     NULL));
       CK(slp_copy_async(s, stg, 0, dev, 0, opt.bytes,
-                        &(slc_hold){.keep = {request_done, r}}));
+                        &(slc_hold){.keep = {request_done_keep, r}}));
       CK(slp_free(stg));
       CK(slp_free(dev));
     } else {
       CUdeviceptr p;
+      if (ns > 1) CK(slc_device_make_current(ctx, dv));
+      CUstream cs = slc_stream_handle(s);
       r->staging = ring[n % K];
-      fill(r->staging, r->seed, words);
+      fill_timed(r->staging, r->seed, words, split);
       CU(d->pfn_cuMemAllocAsync(&p, opt.bytes, cs));
       CU(d->pfn_cuMemcpyHtoDAsync(p, r->staging, opt.bytes, cs));
       void *params[] = {&p, &nn};
-      CU(d->pfn_cuLaunchKernel(add1, (words + 255) / 256, 1, 1, 256, 1, 1, 0,
-                               cs, params, NULL));
+      CU(d->pfn_cuLaunchKernel(add1_of[dv], (words + 255) / 256, 1, 1, 256, 1,
+                               1, 0, cs, params, NULL));
       CU(d->pfn_cuMemcpyDtoHAsync(r->staging, p, opt.bytes, cs));
       CU(d->pfn_cuLaunchHostFunc(cs, request_done_hostfn, r));
       CU(d->pfn_cuMemFreeAsync(p, cs));
@@ -269,14 +390,32 @@ static void *serving_thread(void *arg) {
   }
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
-  CK(slc_stream_synchronize(s));
+  atomic_fetch_add(&c->wait_ns, waited);
+  atomic_fetch_add(&c->slow_allocs, slow);
+  atomic_fetch_add(&c->req_recycles, tl_recycles);
+  tl_recycles = 0;
+  for (unsigned long long m = atomic_load(&c->max_alloc_ns);
+       max_alloc > m && !atomic_compare_exchange_weak(&c->max_alloc_ns, &m,
+                                                      max_alloc);) {
+  }
+  if (split) {
+    dt_sample dt1 = dt_read(&dt);
+    uint64_t other = (dt1.driver_ns - dt0.driver_ns) +
+                     (dt1.bench_ns - dt0.bench_ns),
+             cpu = dt1.cpu_ns - dt0.cpu_ns;
+    atomic_fetch_add(&c->sl_ns, cpu > other ? cpu - other : 0);
+    dt_untrack();
+  }
+  for (unsigned k = 0; k < ns; k++) CK(slc_stream_synchronize(ss[k]));
   for (unsigned k = 0; k < K; k++) /* the pool's keeps: the engine's */
     while (atomic_load_explicit(&rq[k].busy, memory_order_acquire))
       sched_yield();
   if (!pool)
     for (unsigned k = 0; k < K; k++) CU(d->pfn_cuMemFreeHost(ring[k]));
-  CK(slc_stream_destroy(s));
-  slc_stream_unref(s);
+  for (unsigned k = 0; k < ns; k++) {
+    CK(slc_stream_destroy(ss[k]));
+    slc_stream_unref(ss[k]);
+  }
   free(rq);
   free(ring);
   return NULL;
@@ -289,6 +428,8 @@ typedef struct row {
   unsigned threads;
   double mops, cpu_ns, req_cpu_ns, p50_us, p99_us;
   double reserved_mib, in_use_mib;
+  unsigned gpus;  /* --devices cells; 0 for the others */
+  double sl_ns;   /* streamledger's CPU per request (--devices) */
 } row;
 
 static row rows[256];
@@ -301,13 +442,35 @@ static double process_cpu_ns(void) {
          (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
 }
 
-static void run_cell(const char *bench, const char *mode, unsigned threads) {
-  /* A pool row with a non-default marker period says so: pool_2s/m64. */
-  static char labels[64][24];
+/* The counters run_cell reads, summed over the GPUs' pools. */
+static void stats_add(slp_stats *a, const slp_stats *b) {
+  a->allocated_bytes += b->allocated_bytes;
+  a->allocated_peak += b->allocated_peak;
+  a->reserved_peak += b->reserved_peak;
+  a->held_bytes += b->held_bytes;
+  a->allocs += b->allocs;
+  a->frees += b->frees;
+  a->reuses += b->reuses;
+  a->slab_allocs += b->slab_allocs;
+}
+
+/* gpus: 0 for the single-GPU cells; else a --devices cell over GPUs
+ * 0..gpus-1 (threads in all). */
+static void run_cell(const char *bench, const char *mode, unsigned threads,
+                     unsigned gpus) {
+  /* A pool row with a non-default marker period or wait says so:
+   * pool_2s/m64, pool_2s/m64t200, pool/y. */
+  static char labels[64][32];
   static int n_labels;
-  if (opt.every_ops != 0 && mode[0] == 'p' && n_labels < 64) {
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/m%u", mode,
-             opt.every_ops);
+  bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
+  if ((opt.every_ops != 0 || opt.every_us != 0 ||
+       (serving_pool && opt.wait_yield)) &&
+      mode[0] == 'p' && n_labels < 64) {
+    char m[12] = "", t[12] = "";
+    if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
+    if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s", mode, m, t,
+             serving_pool && opt.wait_yield ? "y" : "");
     mode = labels[n_labels++];
   }
   cell c;
@@ -315,21 +478,29 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
   c.mode = mode;
   c.threads = threads;
   bool serving = strcmp(bench, "serving") == 0;
+  c.gpus = gpus ? gpus : 1;
   slp_config pcfg = {0};
-  CK(slp_pool_create_device(ctx, 0, &pcfg, &c.dev));
-  CK(slp_pool_create_host(ctx, &pcfg, &c.host));
+  if (strcmp(mode, "pool_af") != 0) pcfg.on_recycle = count_recycle;
   const slc_driver *d = slc_context_driver(ctx);
-  CK(slc_device_make_current(ctx, 0));
-  CUdevice dev0;
-  CU(d->pfn_cuDeviceGet(&dev0, 0));
-  CU(d->pfn_cuDeviceGetDefaultMemPool(&c.mempool, dev0));
-  cuuint64_t v = UINT64_MAX; /* keep freed memory, as PyTorch's async backend */
-  CU(d->pfn_cuMemPoolSetAttribute(c.mempool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                                  &v));
-  v = 0;
-  CU(d->pfn_cuMemPoolSetAttribute(c.mempool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-                                  &v));
-  CU(d->pfn_cuMemPoolSetAttribute(c.mempool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+  for (unsigned g = 0; g < c.gpus; g++) { /* per GPU: pools, driver pool */
+    CK(slp_pool_create_device(ctx, (int)g, &pcfg, &c.mdev[g]));
+    CK(slp_pool_create_host(ctx, &pcfg, &c.mhost[g]));
+    CK(slc_device_make_current(ctx, (int)g));
+    CUdevice dev;
+    CU(d->pfn_cuDeviceGet(&dev, (int)g));
+    CU(d->pfn_cuDeviceGetDefaultMemPool(&c.mmempool[g], dev));
+    cuuint64_t v = UINT64_MAX; /* keep freed memory, as PyTorch's async */
+    CU(d->pfn_cuMemPoolSetAttribute(c.mmempool[g],
+                                    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v));
+    v = 0;
+    CU(d->pfn_cuMemPoolSetAttribute(c.mmempool[g],
+                                    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v));
+    CU(d->pfn_cuMemPoolSetAttribute(c.mmempool[g],
+                                    CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+  }
+  c.dev = c.mdev[0];
+  c.host = c.mhost[0];
+  c.mempool = c.mmempool[0];
   if (serving) {
     c.lat_cap = 4u << 20;
     c.lat = malloc(c.lat_cap * sizeof(uint64_t));
@@ -342,6 +513,9 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
     pthread_create(&w[i].th, NULL, serving ? serving_thread : overhead_thread,
                    &w[i]);
   }
+  slc_engine_stats es0, es1;
+  CK(slc_engine_stats_get(ctx, &es0));
+  dt_sample k0 = dt_read_keep_threads();
   double cpu0 = process_cpu_ns();
   /* Written before the barrier that releases the workers. */
   c.deadline = now_ns() + (uint64_t)opt.ms * 1000000u;
@@ -350,12 +524,16 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
   for (unsigned i = 0; i < threads; i++) pthread_join(w[i].th, NULL);
   double wall = (double)(now_ns() - t0);
   double cpu = process_cpu_ns() - cpu0;
+  CK(slc_engine_stats_get(ctx, &es1));
+  /* The workers waited for every keep of theirs: the keep threads are done
+   * with this cell. */
+  dt_sample k1 = dt_read_keep_threads();
   row *r = &rows[n_rows++];
   unsigned long long n = atomic_load(&c.iters);
   *r = (row){bench, mode, threads, (double)n / wall * 1e3,
              n ? cpu / (double)n : 0,
              n ? (double)atomic_load(&c.req_cpu_ns) / (double)n : 0, 0, 0, 0,
-             0};
+             0, 0, 0};
   if (serving) {
     size_t k = atomic_load(&c.n_lat);
     if (k > c.lat_cap) k = c.lat_cap;
@@ -364,10 +542,34 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
     r->p99_us = k ? c.lat[(size_t)(0.99 * (double)(k - 1))] / 1e3 : 0;
     r->mops *= 1e6; /* requests/s */
   }
+  if (gpus != 0) {
+    r->gpus = gpus;
+    uint64_t other =
+                 (k1.driver_ns - k0.driver_ns) + (k1.bench_ns - k0.bench_ns),
+             kcpu = k1.cpu_ns - k0.cpu_ns;
+    double sl = (double)atomic_load(&c.sl_ns) +
+                (double)(kcpu > other ? kcpu - other : 0);
+    r->sl_ns = n ? sl / (double)n : 0;
+  }
+  slp_stats sd = {0}, sh = {0}; /* summed over the GPUs */
+  for (unsigned g = 0; g < c.gpus; g++) {
+    if (mode[0] == 'p') {
+      slp_stats gd, gh;
+      CK(slp_stats_get(c.mdev[g], &gd));
+      CK(slp_stats_get(c.mhost[g], &gh));
+      stats_add(&sd, &gd);
+      stats_add(&sh, &gh);
+    } else {
+      cuuint64_t hi = 0, used = 0;
+      CU(d->pfn_cuMemPoolGetAttribute(
+          c.mmempool[g], CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &hi));
+      CU(d->pfn_cuMemPoolGetAttribute(c.mmempool[g],
+                                      CU_MEMPOOL_ATTR_USED_MEM_HIGH, &used));
+      r->reserved_mib += (double)hi / 1048576;
+      r->in_use_mib += (double)used / 1048576;
+    }
+  }
   if (mode[0] == 'p') {
-    slp_stats sd, sh;
-    CK(slp_stats_get(c.dev, &sd));
-    CK(slp_stats_get(c.host, &sh));
     r->reserved_mib = (double)(sd.reserved_peak + sh.reserved_peak) / 1048576;
     r->in_use_mib = (double)(sd.allocated_peak + sh.allocated_peak) / 1048576;
     if (sd.allocated_bytes || sh.allocated_bytes) {
@@ -375,29 +577,34 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
       exit(1);
     }
   } else {
-    cuuint64_t hi = 0, used = 0;
-    CU(d->pfn_cuMemPoolGetAttribute(c.mempool,
-                                    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &hi));
-    CU(d->pfn_cuMemPoolGetAttribute(c.mempool, CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-                                    &used));
     double pinned = (double)atomic_load(&c.pinned_bytes) / 1048576;
-    r->reserved_mib = (double)hi / 1048576 + pinned;
-    r->in_use_mib = (double)used / 1048576 + pinned;
+    r->reserved_mib += pinned;
+    r->in_use_mib += pinned;
   }
   /* Everything comes back before the pools go. */
-  for (int i = 0; i < 20000; i++) {
-    slp_stats sd, sh;
-    CK(slp_stats_get(c.dev, &sd));
-    CK(slp_stats_get(c.host, &sh));
-    if (sd.held_bytes + sh.held_bytes == 0) break;
-    struct timespec ts = {0, 100000};
-    nanosleep(&ts, NULL);
+  for (unsigned g = 0; g < c.gpus; g++)
+    for (int i = 0; i < 20000; i++) {
+      slp_stats gd, gh;
+      CK(slp_stats_get(c.mdev[g], &gd));
+      CK(slp_stats_get(c.mhost[g], &gh));
+      if (gd.held_bytes + gh.held_bytes == 0) break;
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+  for (unsigned g = 0; g < c.gpus; g++) {
+    CK(slp_pool_destroy(c.mdev[g]));
+    CK(slp_pool_destroy(c.mhost[g]));
   }
-  CK(slp_pool_destroy(c.dev));
-  CK(slp_pool_destroy(c.host));
   pthread_barrier_destroy(&c.start);
   free(c.lat);
-  if (serving)
+  if (gpus != 0)
+    printf("multigpu %-9s %4u %3u %-7s | %10.0f | %9.2f %9.2f | %7.2f %5.1f "
+           "| %8.1f %8.1f | %9.2f %9.2f\n",
+           mode, gpus, threads, opt.spread ? "spread" : "grouped", r->mops,
+           r->cpu_ns / 1e3, r->req_cpu_ns / 1e3, r->sl_ns / 1e3,
+           r->cpu_ns > 0 ? 100 * r->sl_ns / r->cpu_ns : 0, r->p50_us,
+           r->p99_us, r->reserved_mib, r->in_use_mib);
+  else if (serving)
     printf("%-8s %-9s %3u | %10.0f | %9.2f %9.2f | %8.1f %8.1f | %9.2f "
            "%9.2f\n",
            bench, mode, threads, r->mops, r->cpu_ns / 1e3, r->req_cpu_ns / 1e3,
@@ -406,7 +613,46 @@ static void run_cell(const char *bench, const char *mode, unsigned threads) {
     printf("%-8s %-9s %3u | %10.3f | %9.0f %9.0f | %8s %8s | %9.2f %9.2f\n",
            bench, mode, threads, r->mops, r->cpu_ns, r->req_cpu_ns, "-", "-",
            r->reserved_mib, r->in_use_mib);
+  /* Where the time went (not a row: pool_h200.sh's table leaves it out).
+   * Engine counters per iteration (all threads: the engine's and the
+   * pools' own polls), slabs carved, share of allocations reused; serving:
+   * checks run on their own request thread, slp_alloc pairs over 100 us,
+   * time waiting for a slot per request. */
+  if (mode[0] == 'p' && n != 0) {
+    double dn = (double)n;
+    printf("diag     %-9s %3u | engine/op: %.3f polls %.3f markers %.3f "
+           "releases | slabs %llu, reused %.1f%%, recycled on request "
+           "threads %.1f%% of frees",
+           mode, threads, (double)(es1.polls - es0.polls) / dn,
+           (double)(es1.markers_placed - es0.markers_placed) / dn,
+           (double)(es1.releases - es0.releases) / dn,
+           (unsigned long long)(sd.slab_allocs + sh.slab_allocs),
+           100.0 * (double)(sd.reuses + sh.reuses) /
+               (double)(sd.allocs + sh.allocs ? sd.allocs + sh.allocs : 1),
+           100.0 * (double)atomic_load(&c.req_recycles) /
+               (double)(sd.frees + sh.frees ? sd.frees + sh.frees : 1));
+    if (serving)
+      printf(" | checks on req thread %.1f%%, alloc pairs > 100 us %llu "
+             "(max %.0f us), slot wait %.1f us/req",
+             100.0 * (double)atomic_load(&c.own_checks) / dn,
+             (unsigned long long)atomic_load(&c.slow_allocs),
+             (double)atomic_load(&c.max_alloc_ns) / 1e3,
+             (double)atomic_load(&c.wait_ns) / 1e3 / dn);
+    printf("\n");
+  }
   fflush(stdout);
+}
+
+static const char *const over[] = {"pool_af", "async_af", "pool_2s",
+                                   "async_2s"};
+static const char *const serve[] = {"pool", "async"};
+
+/* --only: a bench ("overhead", "serving") or one mode ("pool_2s"). */
+static bool only_known(const char *only) {
+  bool known = strcmp(only, "overhead") == 0 || strcmp(only, "serving") == 0;
+  for (int k = 0; k < 4; k++) known |= strcmp(only, over[k]) == 0;
+  for (int k = 0; k < 2; k++) known |= strcmp(only, serve[k]) == 0;
+  return known;
 }
 
 static int usage(void) {
@@ -414,8 +660,12 @@ static int usage(void) {
           "usage: pool_bench [--driver=libcuda|host] [--libcuda PATH]\n"
           "  [--require-gpu] [--smoke] [--json FILE] [--threads 1,2,4,8,16]\n"
           "  [--ms MS_PER_CELL] [--bytes SERVING_BYTES] [--inflight N]\n"
-          "  [--every-ops N (the engine's marker period)] "
-          "[--only overhead|serving]\n");
+          "  [--every-ops N] [--every-us T] (the engine's marker period)\n"
+          "  [--wait poll|yield (serving pool: how a thread waits for a slot)] "
+          "[--only overhead|serving|MODE]\n"
+          "  [--iters N (overhead: N iterations per thread, not --ms)]\n"
+          "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
+          "per GPU)] [--spread]\n");
   return 2;
 }
 
@@ -428,7 +678,7 @@ static bool parse_uint(const char *s, unsigned *out) {
 }
 
 int main(int argc, char **argv) {
-  const char *threads = "1,2,4,8,16";
+  const char *threads = "1,2,4,8,16", *devices = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
     const char *eq = strchr(a, '=');
@@ -454,9 +704,17 @@ int main(int argc, char **argv) {
       if ((threads = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--only") == 0) {
       opt.only = VAL();
-      if (opt.only == NULL || (strcmp(opt.only, "overhead") != 0 &&
-                               strcmp(opt.only, "serving") != 0))
-        return usage();
+      if (opt.only == NULL || !only_known(opt.only)) return usage();
+    } else if (strcmp(a, "--wait") == 0) {
+      const char *wv = VAL();
+      if (wv == NULL) return usage();
+      if (strcmp(wv, "yield") == 0) opt.wait_yield = true;
+      else if (strcmp(wv, "poll") == 0) opt.wait_yield = false;
+      else return usage();
+    } else if (strcmp(a, "--devices") == 0) {
+      if ((devices = VAL()) == NULL) return usage();
+    } else if (strcmp(a, "--spread") == 0) {
+      opt.spread = true;
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -466,6 +724,8 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--bytes") == 0    ? &opt.bytes
                       : strcmp(a, "--inflight") == 0 ? &opt.inflight
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
+                      : strcmp(a, "--every-us") == 0 ? &opt.every_us
+                      : strcmp(a, "--iters") == 0 ? &opt.iters
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }
@@ -486,14 +746,36 @@ int main(int argc, char **argv) {
     opt.n_threads++;
   }
   if (opt.bytes % 1024 != 0) return usage();
+  bool all_gpus = devices != NULL && strcmp(devices, "all") == 0;
+  if (devices != NULL && !all_gpus) {
+    snprintf(buf, sizeof(buf), "%s", devices);
+    for (char *t = strtok(buf, ","); t != NULL; t = strtok(NULL, ",")) {
+      if (opt.n_gpus == MAX_GPUS || !parse_uint(t, &opt.gpus[opt.n_gpus]) ||
+          opt.gpus[opt.n_gpus] > MAX_GPUS)
+        return usage();
+      opt.n_gpus++;
+    }
+  }
+  if (opt.spread && devices == NULL) return usage();
+  unsigned max_gpus = all_gpus ? HD_MAX_DEVICES : 1;
+  for (unsigned g = 0; g < opt.n_gpus; g++)
+    if (opt.gpus[g] > max_gpus) max_gpus = opt.gpus[g];
+  for (unsigned t = 0; devices != NULL && t < opt.n_threads; t++)
+    if (opt.threads[t] * max_gpus > MAX_THREADS) {
+      fprintf(stderr, "--threads %u per GPU x %u GPUs: more than %d threads\n",
+              opt.threads[t], max_gpus, MAX_THREADS);
+      return 2;
+    }
   if (opt.host) {
-    hd_config cfg = {1, 0};
+    hd_config cfg = {max_gpus > HD_MAX_DEVICES ? HD_MAX_DEVICES : (int)max_gpus,
+                     0};
     if (hd_install(&drv, &cfg) != 0) return 1;
     slc_test_register_host_kernels();
   } else if (slc_driver_load(&drv, opt.libcuda) != 0) {
     printf("SKIPPED: no CUDA driver (%s)\n", drv.load_error);
     return opt.require_gpu ? 1 : 0;
   }
+  if (devices != NULL) dt_wrap(&drv); /* the CPU split (bench/drvtime.h) */
   if (slc_context_create(&drv, &ctx) != LDG_OK) {
     printf("SKIPPED: no usable CUDA device (%s)\n", slc_last_error_message());
     return opt.require_gpu ? 1 : 0;
@@ -501,11 +783,29 @@ int main(int argc, char **argv) {
   char name[256] = "?";
   (void)slc_device_name(ctx, 0, name, sizeof(name));
   printf("device: %s, %s\n", name, drv.origin);
-  slc_engine_config ecfg = {.thread = true, .marker_every_ops = opt.every_ops};
+  slc_engine_config ecfg = {.thread = true,
+                            .marker_every_ops = opt.every_ops,
+                            .marker_every_us = opt.every_us};
   CK(slc_engine_enable(ctx, &ecfg));
-  slc_module *m;
-  CK(slc_module_load(ctx, 0, slc_test_ptx, &m));
-  CK(slc_module_function(m, "add1", &add1));
+  int visible = slc_device_count(ctx);
+  if (all_gpus)
+    for (int g = 1; g <= visible && g <= MAX_GPUS; g++)
+      opt.gpus[opt.n_gpus++] = (unsigned)g;
+  for (unsigned g = 0; g < opt.n_gpus; g++)
+    if (opt.gpus[g] > (unsigned)visible) {
+      fprintf(stderr, "FAILED: --devices %u, but %d GPUs are visible\n",
+              opt.gpus[g], visible);
+      return 1;
+    }
+  slc_module *mods[MAX_GPUS] = {NULL};
+  int n_mods = 1;
+  for (unsigned g = 0; g < opt.n_gpus; g++)
+    if ((int)opt.gpus[g] > n_mods) n_mods = (int)opt.gpus[g];
+  for (int g = 0; g < n_mods; g++) { /* add1 on every GPU used */
+    CK(slc_module_load(ctx, g, slc_test_ptx, &mods[g]));
+    CK(slc_module_function(mods[g], "add1", &add1_of[g]));
+  }
+  add1 = add1_of[0];
   printf("%u ms per cell; overhead: 4 KiB blocks, 2 streams per thread; "
          "serving: %u bytes, %u in flight per thread\n",
          opt.ms, opt.bytes, opt.inflight);
@@ -514,16 +814,39 @@ int main(int argc, char **argv) {
          "p99 us", "resv MiB", "used MiB");
   printf("%-8s %-9s %3s | %10s | %9s %9s | %8s %8s | %9s %9s\n", "", "", "",
          "", "ns|us", "ns|us", "", "", "peak", "peak");
-  static const char *const over[] = {"pool_af", "async_af", "pool_2s",
-                                     "async_2s"};
-  static const char *const serve[] = {"pool", "async"};
-  bool do_over = opt.only == NULL || strcmp(opt.only, "overhead") == 0;
-  bool do_serve = opt.only == NULL || strcmp(opt.only, "serving") == 0;
-  for (unsigned t = 0; do_over && t < opt.n_threads; t++)
-    for (int k = 0; k < 4; k++) run_cell("overhead", over[k], opt.threads[t]);
-  for (unsigned t = 0; do_serve && t < opt.n_threads; t++)
-    for (int k = 0; k < 2; k++) run_cell("serving", serve[k], opt.threads[t]);
-  CK(slc_module_unload(m));
+#define WANT(bench, mode) \
+  (opt.only == NULL || strcmp(opt.only, bench) == 0 || strcmp(opt.only, mode) == 0)
+  if (devices != NULL) { /* several GPUs: the serving cells only */
+    printf("several GPUs: %u ms per cell, %u bytes, %u in flight per thread, "
+           "threads per GPU, %s\n",
+           opt.ms, opt.bytes, opt.inflight,
+           opt.spread ? "each thread spread over all GPUs"
+                      : "each thread on one GPU");
+    printf("multigpu %-9s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
+           "| %9s %9s\n",
+           "mode", "gpus", "thr", "placing", "req/s", "cpu/req", "req-thr",
+           "sl", "sl", "p50 us", "p99 us", "resv MiB", "used MiB");
+    printf("multigpu %-9s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
+           "| %9s %9s\n",
+           "", "", "", "", "", "us", "us", "us/req", "%", "", "", "peak",
+           "peak");
+    for (unsigned t = 0; t < opt.n_threads; t++)
+      for (unsigned g = 0; g < opt.n_gpus; g++)
+        for (int k = 0; k < 2; k++)
+          if (WANT("serving", serve[k]))
+            run_cell("serving", serve[k], opt.threads[t] * opt.gpus[g],
+                     opt.gpus[g]);
+  }
+  for (unsigned t = 0; devices == NULL && t < opt.n_threads; t++)
+    for (int k = 0; k < 4; k++)
+      if (WANT("overhead", over[k]))
+        run_cell("overhead", over[k], opt.threads[t], 0);
+  for (unsigned t = 0; devices == NULL && t < opt.n_threads; t++)
+    for (int k = 0; k < 2; k++)
+      if (WANT("serving", serve[k]))
+        run_cell("serving", serve[k], opt.threads[t], 0);
+#undef WANT
+  for (int g = 0; g < n_mods; g++) CK(slc_module_unload(mods[g]));
   CK(slc_context_destroy(ctx));
   if (opt.json != NULL) {
     FILE *f = fopen(opt.json, "w");
@@ -537,10 +860,14 @@ int main(int argc, char **argv) {
               "  {\"bench\": \"%s\", \"mode\": \"%s\", \"threads\": %u, "
               "\"rate\": %.4f, \"cpu_ns\": %.1f, \"req_thread_cpu_ns\": %.1f, "
               "\"p50_us\": %.2f, \"p99_us\": %.2f, \"reserved_peak_mib\": "
-              "%.2f, \"in_use_peak_mib\": %.2f}%s\n",
+              "%.2f, \"in_use_peak_mib\": %.2f",
               r->bench, r->mode, r->threads, r->mops, r->cpu_ns, r->req_cpu_ns,
-              r->p50_us, r->p99_us, r->reserved_mib, r->in_use_mib,
-              i + 1 < n_rows ? "," : "");
+              r->p50_us, r->p99_us, r->reserved_mib, r->in_use_mib);
+      if (r->gpus != 0)
+        fprintf(f,
+                ", \"gpus\": %u, \"placing\": \"%s\", \"sl_cpu_ns\": %.1f",
+                r->gpus, opt.spread ? "spread" : "grouped", r->sl_ns);
+      fprintf(f, "}%s\n", i + 1 < n_rows ? "," : "");
     }
     fprintf(f, "]}\n");
     fclose(f);

@@ -24,13 +24,14 @@ for t in 1 2; do
 done
 [ "$(grep -c '"bench"' "$tmp/p.json")" -eq 12 ] || { echo "FAIL: JSON lacks rows" >&2; fail=1; }
 grep -q '^every result checked' "$out" || { echo "FAIL: no final line" >&2; fail=1; }
+grep -q "^diag *pool_2s *1 | engine/op" "$out" || { echo "FAIL: no diag line" >&2; fail=1; }
 if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
   ! grep -q '^SKIPPED\|^every result checked' "$tmp/lib.txt"; then
   echo "FAIL: --driver=libcuda neither skipped nor ran" >&2
   cat "$tmp/lib.txt" >&2
   fail=1
 fi
-for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus"; do
+for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s"; do
   set +e
   # shellcheck disable=SC2086
   "$bench" $bad >/dev/null 2>&1

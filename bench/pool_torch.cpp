@@ -13,8 +13,14 @@
 //            staging tensor is checked and dropped when its ring slot comes
 //            round again (at most --inflight requests per thread), because
 //            PyTorch cannot read a pinned tensor after dropping it.
+//   --devices LIST (issue 13): the serving workload only, at each GPU count
+//            g of LIST (e.g. 1,2,4,8), --threads threads PER GPU, each on
+//            one GPU (grouped) or, with --spread, each with a stream on
+//            every GPU sending its requests to them in turn; rows as
+//            pool_bench's "multigpu" rows (no CPU split: "-").
 // Rows print in pool_bench's format. Usage:
 //   pool_torch [--threads 1,2,4,8,16] [--ms MS] [--bytes B] [--inflight N]
+//              [--devices 1,2,4,8 [--spread]]
 #include <ATen/ATen.h>
 #ifndef NO_HOST_STATS  // pool_h200.sh retries with it if this fails
 #include <ATen/core/CachingHostAllocator.h>
@@ -41,6 +47,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 unsigned g_ms = 300, g_bytes = 65536, g_inflight = 32;
+bool g_spread = false;  // --spread
 std::atomic<long> g_wrong{0};
 
 uint64_t now_ns() {
@@ -74,6 +81,7 @@ struct Start {
 
 struct Cell {
   std::string mode;
+  unsigned gpus = 1;  // serving: GPUs 0..gpus-1
   Start start;
   std::atomic<uint64_t> deadline{0};
   std::atomic<uint64_t> iters{0}, req_cpu{0};
@@ -131,20 +139,32 @@ void retire(Slot &s, std::vector<uint64_t> &lat, unsigned words) {
 }
 
 void serving_thread(Cell *c, int id) {
-  c10::cuda::CUDAGuard dev(0);
-  auto s = c10::cuda::getStreamFromPool(false, 0);
-  c10::cuda::CUDAStreamGuard on_s(s);
+  // The GPUs this thread serves, a stream on each: its own GPU (grouped)
+  // or every GPU of the cell in turn (--spread).
+  unsigned ns = g_spread ? c->gpus : 1;
+  std::vector<int> devs(ns);
+  std::vector<c10::cuda::CUDAStream> streams;
+  std::vector<at::TensorOptions> gpu;
+  for (unsigned k = 0; k < ns; k++) {
+    devs[k] = g_spread ? int(k) : int(unsigned(id) % c->gpus);
+    streams.push_back(c10::cuda::getStreamFromPool(false, devs[k]));
+    gpu.push_back(at::TensorOptions().dtype(at::kInt).device(at::kCUDA,
+                                                              devs[k]));
+  }
+  c10::cuda::CUDAGuard dev(devs[0]);
+  c10::cuda::CUDAStreamGuard on_s(streams[0]);
   unsigned words = g_bytes / 4, K = g_inflight;
   std::vector<Slot> ring(K);
   std::vector<uint64_t> lat;
   lat.reserve(1 << 20);
   auto host = at::TensorOptions().dtype(at::kInt).pinned_memory(true);
-  auto gpu = at::TensorOptions().dtype(at::kInt).device(at::kCUDA, 0);
   c->start.wait();
   uint64_t n = 0, cpu0 = thread_cpu_ns();
   while (now_ns() < c->deadline.load()) {
     Slot &sl = ring[n % K];
     if (sl.busy) retire(sl, lat, words);
+    const unsigned k = unsigned(n % ns);
+    c10::cuda::CUDAStreamGuard on_k(streams[k]);  // sets device and stream
     sl.seed = int32_t(id * 1000003 + n * 7);
     sl.t0 = now_ns();
     sl.done_ns.store(0, std::memory_order_relaxed);
@@ -152,33 +172,38 @@ void serving_thread(Cell *c, int id) {
     sl.staging = at::empty({int64_t(words)}, host);
     int32_t *p = sl.staging.data_ptr<int32_t>();
     for (unsigned i = 0; i < words; i++) p[i] = sl.seed + int32_t(i);
-    at::Tensor d = at::empty({int64_t(words)}, gpu);
+    at::Tensor d = at::empty({int64_t(words)}, gpu[k]);
     d.copy_(sl.staging, /*non_blocking=*/true);
     d.add_(1);
     sl.staging.copy_(d, /*non_blocking=*/true);
-    if (cudaLaunchHostFunc(s.stream(), stamp, &sl) != cudaSuccess) {
+    if (cudaLaunchHostFunc(streams[k].stream(), stamp, &sl) != cudaSuccess) {
       std::fprintf(stderr, "FAILED: cudaLaunchHostFunc\n");
       std::exit(1);
     }
-    d = at::Tensor();  // freed at once: its stream is s
+    d = at::Tensor();  // freed at once: its stream is streams[k]
     n++;
   }
   c->req_cpu += thread_cpu_ns() - cpu0;
   c->iters += n;
   for (auto &sl : ring)
     if (sl.busy) retire(sl, lat, words);
-  s.synchronize();
+  for (auto &st : streams) st.synchronize();
   std::lock_guard<std::mutex> g(c->lat_mu);
   c->lat.insert(c->lat.end(), lat.begin(), lat.end());
 }
 
-void run_cell(const char *bench, const char *mode, unsigned threads) {
+// gpus: 0 for the single-GPU cells; else a --devices cell over GPUs
+// 0..gpus-1 (threads in all).
+void run_cell(const char *bench, const char *mode, unsigned threads,
+              unsigned gpus = 0) {
   Cell c;
   c.mode = mode;
+  c.gpus = gpus ? gpus : 1;
   c.start.n = threads + 1;
   bool serving = std::strcmp(bench, "serving") == 0;
   c10::cuda::CUDACachingAllocator::emptyCache();
-  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+  for (unsigned g = 0; g < c.gpus; g++)
+    c10::cuda::CUDACachingAllocator::resetPeakStats(int(g));
 #ifndef NO_HOST_STATS
   at::getHostAllocator(at::kCUDA)->empty_cache();
   at::getHostAllocator(at::kCUDA)->reset_peak_stats();
@@ -194,9 +219,12 @@ void run_cell(const char *bench, const char *mode, unsigned threads) {
   for (auto &t : th) t.join();
   double wall = double(now_ns() - t0), cpu = process_cpu_ns() - cpu0;
   uint64_t n = c.iters.load();
-  auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
-  double resv = double(st.reserved_bytes[0].peak) / 1048576;  // [0]: AGGREGATE
-  double used = double(st.allocated_bytes[0].peak) / 1048576;
+  double resv = 0, used = 0;  // peaks summed over the GPUs
+  for (unsigned g = 0; g < c.gpus; g++) {
+    auto st = c10::cuda::CUDACachingAllocator::getDeviceStats(int(g));
+    resv += double(st.reserved_bytes[0].peak) / 1048576;  // [0]: AGGREGATE
+    used += double(st.allocated_bytes[0].peak) / 1048576;
+  }
 #ifndef NO_HOST_STATS
   auto hs = at::getHostAllocator(at::kCUDA)->get_stats();
   resv += double(hs.allocated_bytes.peak) / 1048576;  // free + in use
@@ -207,6 +235,14 @@ void run_cell(const char *bench, const char *mode, unsigned threads) {
     size_t k = c.lat.size();
     double p50 = k ? c.lat[size_t(0.50 * double(k - 1))] / 1e3 : 0;
     double p99 = k ? c.lat[size_t(0.99 * double(k - 1))] / 1e3 : 0;
+    if (gpus != 0)
+      std::printf("multigpu %-9s %4u %3u %-7s | %10.0f | %9.2f %9.2f | %7s "
+                  "%5s | %8.1f %8.1f | %9.2f %9.2f\n",
+                  mode, gpus, threads, g_spread ? "spread" : "grouped",
+                  double(n) / wall * 1e9, n ? cpu / double(n) / 1e3 : 0,
+                  n ? double(c.req_cpu.load()) / double(n) / 1e3 : 0, "-",
+                  "-", p50, p99, resv, used);
+    else
     std::printf("%-8s %-9s %3u | %10.0f | %9.2f %9.2f | %8.1f %8.1f | %9.2f "
                 "%9.2f\n",
                 bench, mode, threads, double(n) / wall * 1e9,
@@ -226,34 +262,68 @@ void run_cell(const char *bench, const char *mode, unsigned threads) {
 
 }  // namespace
 
+std::vector<unsigned> parse_list(const std::string &l) {
+  std::vector<unsigned> v;
+  for (size_t p = 0; p < l.size();) {
+    size_t q = l.find(',', p);
+    v.push_back(unsigned(std::stoul(l.substr(p, q - p))));
+    p = q == std::string::npos ? l.size() : q + 1;
+  }
+  return v;
+}
+
 int main(int argc, char **argv) {
-  std::string threads = "1,2,4,8,16";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i], v = argv[i + 1];
+  std::string threads = "1,2,4,8,16", devices;
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    if (a == "--spread") {
+      g_spread = true;
+      continue;
+    }
+    std::string v = i + 1 < argc ? argv[++i] : "";
+    if (v.empty()) a = "?";
     if (a == "--threads") threads = v;
     else if (a == "--ms") g_ms = unsigned(std::stoul(v));
     else if (a == "--bytes") g_bytes = unsigned(std::stoul(v));
     else if (a == "--inflight") g_inflight = unsigned(std::stoul(v));
+    else if (a == "--devices") devices = v;
     else {
       std::fprintf(stderr, "usage: pool_torch [--threads L] [--ms MS] "
-                           "[--bytes B] [--inflight N]\n");
+                           "[--bytes B] [--inflight N] [--devices L "
+                           "[--spread]]\n");
       return 2;
     }
   }
-  std::vector<unsigned> ts;
-  for (size_t p = 0; p < threads.size();) {
-    size_t q = threads.find(',', p);
-    ts.push_back(unsigned(std::stoul(threads.substr(p, q - p))));
-    p = q == std::string::npos ? threads.size() : q + 1;
+  std::vector<unsigned> ts = parse_list(threads), gs;
+  if (!devices.empty()) {
+    gs = parse_list(devices);
+    int visible = int(c10::cuda::device_count());
+    for (unsigned g : gs)
+      if (g == 0 || int(g) > visible) {
+        std::fprintf(stderr, "FAILED: --devices %u, but %d GPUs are visible\n",
+                     g, visible);
+        return 1;
+      }
+    unsigned most = *std::max_element(gs.begin(), gs.end());
+    for (unsigned g = 0; g < most; g++)  // init CUDA on every GPU used
+      at::empty({1}, at::TensorOptions().device(at::kCUDA, int(g)));
+    std::printf("torch: several GPUs: %u ms per cell, %u bytes, %u in flight "
+                "per thread, threads per GPU, %s\n",
+                g_ms, g_bytes, g_inflight,
+                g_spread ? "each thread spread over all GPUs"
+                         : "each thread on one GPU");
+    for (unsigned t : ts)
+      for (unsigned g : gs) run_cell("serving", "torch", t * g, g);
+  } else {
+    at::empty({1}, at::TensorOptions().device(at::kCUDA, 0));  // init CUDA
+    std::printf("torch: %u ms per cell; serving: %u bytes, %u in flight\n",
+                g_ms, g_bytes, g_inflight);
+    for (unsigned t : ts) {
+      run_cell("overhead", "torch_af", t);
+      run_cell("overhead", "torch_2s", t);
+    }
+    for (unsigned t : ts) run_cell("serving", "torch", t);
   }
-  at::empty({1}, at::TensorOptions().device(at::kCUDA, 0));  // init CUDA
-  std::printf("torch: %u ms per cell; serving: %u bytes, %u in flight\n",
-              g_ms, g_bytes, g_inflight);
-  for (unsigned t : ts) {
-    run_cell("overhead", "torch_af", t);
-    run_cell("overhead", "torch_2s", t);
-  }
-  for (unsigned t : ts) run_cell("serving", "torch", t);
   if (g_wrong.load() != 0) {
     std::fprintf(stderr, "FAILED: %ld wrong results\n", g_wrong.load());
     return 1;

@@ -5,6 +5,32 @@
  * synchronises it, but never destroys it: slc_stream_destroy and the last
  * slc_stream_unref synchronise and release as for any stream and leave the
  * CUstream to its owner.
+ *
+ * THE LEGACY DEFAULT STREAM (slc_stream_adopt_legacy, issue 14)
+ *   PyTorch runs on it unless told otherwise (cudaStream_t 0). Its handle
+ *   names no context: NULL and CU_STREAM_LEGACY mean "the legacy stream of
+ *   the context current on the calling thread", so slc_stream_adopt cannot
+ *   find its device and refuses it. slc_stream_adopt_legacy takes the device
+ *   from the caller and stores CU_STREAM_LEGACY (explicit: the legacy stream
+ *   even in a program built for per-thread default streams). It is sound
+ *   because every driver call of the layer on a stream — issues, event
+ *   records, markers, syncs, queries — first makes the stream's device's
+ *   primary context current (slc__make_current), so CU_STREAM_LEGACY always
+ *   means that device's legacy stream, the one PyTorch's runtime uses (the
+ *   runtime works in the primary contexts).
+ *   What the ledger may conclude from it: only what the layer recorded on
+ *   this object. A sync or event on the legacy stream proves complete the
+ *   work issued on it before; the stream's implicit barriers (its work waits
+ *   for every blocking stream's earlier work, theirs for its) would prove
+ *   more, but the ledger is never told of them: no other stream is released
+ *   through them, which is always allowed (fewer releases, never earlier).
+ *   Device synchronisations cover it as any stream of the device. It is a
+ *   blocking stream for the ledger (settles synchronise its device, as for
+ *   any blocking holder). Each call makes a new object (its own ledger
+ *   stream); two objects on the one legacy stream are sound (each releases
+ *   only its own entries) but each pays its own markers: a shim keeps one
+ *   per device. CU_STREAM_PER_THREAD is refused: it names a different stream
+ *   on every thread, so no one object can stand for it.
  */
 #include <stdlib.h>
 
@@ -16,8 +42,9 @@ int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out) {
     return slc__fail(LDG_EINVAL, fn, "NULL argument");
   if (cu == NULL || cu == CU_STREAM_LEGACY || cu == CU_STREAM_PER_THREAD)
     return slc__fail(LDG_EINVAL, fn,
-                     "the default streams cannot be adopted (they order "
-                     "with every blocking stream; use a stream of its own)");
+                     "a default stream names no device: adopt the legacy "
+                     "one with slc_stream_adopt_legacy (the per-thread one "
+                     "cannot be adopted)");
   const slc_driver *d = &c->drv;
   CUcontext ctx = NULL;
   CUresult r = d->pfn_cuStreamGetCtx(cu, &ctx);
@@ -46,6 +73,25 @@ int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out) {
   int rc = slc__stream_init(
       c, s, device,
       (flags & CU_STREAM_NON_BLOCKING) ? SLC_STREAM_NONBLOCKING : 0, true);
+  if (rc != LDG_OK) return rc;
+  *out = s;
+  return LDG_OK;
+}
+
+int slc_stream_adopt_legacy(slc_context *c, int device, slc_stream **out) {
+  static const char fn[] = "slc_stream_adopt_legacy";
+  if (c == NULL || out == NULL)
+    return slc__fail(LDG_EINVAL, fn, "NULL argument");
+  if (device < 0 || device >= c->n_devices)
+    return slc__fail(LDG_EINVAL, fn, "device %d of %d", device, c->n_devices);
+  /* Retains the primary context now: every later call on the stream makes
+   * it current before naming CU_STREAM_LEGACY (see above). */
+  int rc = slc__make_current(c, device, fn);
+  if (rc != LDG_OK) return rc;
+  slc_stream *s = calloc(1, sizeof(*s));
+  if (s == NULL) return slc__fail(LDG_ENOMEM, fn, NULL);
+  s->cu = CU_STREAM_LEGACY;
+  rc = slc__stream_init(c, s, device, 0, true);
   if (rc != LDG_OK) return rc;
   *out = s;
   return LDG_OK;

@@ -17,8 +17,6 @@
 
 #include "cuda/internal.h"
 
-#define SLC__INLINE_IDS 8
-
 /* Checks [off, off + bytes) inside b and, for a device buffer, b on the
  * stream's device. */
 static int slc__check_buf(const slc_stream *s, const slc_buffer *b, size_t off,
@@ -38,17 +36,9 @@ static int slc__check_buf(const slc_stream *s, const slc_buffer *b, size_t off,
   return LDG_OK;
 }
 
-/* The caller's hold plus the given buffers; *owned must be freed after. */
-struct slc__xhold {
-  slc_hold h;
-  uint64_t ids_inline[SLC__INLINE_IDS];
-  ldg_range ranges_inline[SLC__INLINE_IDS];
-  void *owned;
-};
-
-static int slc__extend_hold(struct slc__xhold *x, const slc_hold *hold,
-                            slc_buffer *const *bufs, const size_t *offs,
-                            const size_t *lens, size_t n, const char *call) {
+int slc__extend_hold(struct slc__xhold *x, const slc_hold *hold,
+                     slc_buffer *const *bufs, const size_t *offs,
+                     const size_t *lens, size_t n, const char *call) {
   memset(x, 0, sizeof(*x));
   slc_hold base = {{NULL, NULL}, NULL, 0, NULL, 0};
   if (hold != NULL) base = *hold;

@@ -51,6 +51,7 @@ int slc_context_create(const slc_driver *driver, slc_context **out) {
     struct slc__device *dev = &c->devices[i];
     pthread_mutex_init(&dev->init_mu, NULL);
     atomic_init(&dev->ready, 0);
+    atomic_init(&dev->peers_on, 0);
     r = d->pfn_cuDeviceGet(&dev->dev, i);
     if (r != CUDA_SUCCESS) {
       rc = slc__fail_cu(c, "cuDeviceGet", r, "ordinal %d", i);
@@ -64,8 +65,11 @@ int slc_context_create(const slc_driver *driver, slc_context **out) {
   }
   atomic_init(&c->next_vec_id, 1);
   atomic_init(&c->live_handles, 0);
+  for (int i = 0; i < SLC_CAUSE_COUNT; i++) atomic_init(&c->keeps_by[i], 0);
   pthread_mutex_init(&c->limbo_mu, NULL);
   c->limbo = NULL;
+  pthread_mutex_init(&c->streams_mu, NULL);
+  c->streams = NULL;
   *out = c;
   return LDG_OK;
 fail:
@@ -119,6 +123,7 @@ int slc_context_destroy(slc_context *c) {
   for (int i = 0; i < c->n_devices; i++)
     pthread_mutex_destroy(&c->devices[i].init_mu);
   pthread_mutex_destroy(&c->limbo_mu);
+  pthread_mutex_destroy(&c->streams_mu);
   free(c->devices);
   free(c);
   return LDG_OK;
@@ -225,7 +230,10 @@ int slc_device_synchronize(slc_context *c, int device) {
     ldg_marks_discard(marks); /* the sync failed: release nothing */
     return slc__fail_cu(c, "cuCtxSynchronize", r, "device %d", device);
   }
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   rc = ldg_release_marks(marks);
+  slc__keeps_end(c, &kf, SLC_CAUSE_SYNC);
   if (rc != LDG_OK) return slc__fail(rc, "ldg_release_marks", NULL);
   return LDG_OK;
 }
@@ -333,9 +341,12 @@ int slc_buffer_try_free(slc_buffer *b) {
  * failed or settled in turn). */
 static int slc__settle_vector(slc_context *c, uint64_t id, const char *call) {
   struct slc__settle_frame f;
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   slc__settle_push(&f);
   int rc = ldg_settle_vector(c->ledger, id);
   slc__settle_pop(&f);
+  slc__keeps_end(c, &kf, SLC_CAUSE_SYNC);
   if (rc == LDG_EDRAIN) {
     if (f.failed) return slc__error_restore(&f.err);
     return slc__fail(rc, call, "ldg_settle_vector: a drain failed");

@@ -72,6 +72,11 @@ extern "C" {
   X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, (CUcontext ctx))                   \
   X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, (CUcontext * pctx))                \
   X(cuCtxSynchronize, cuCtxSynchronize, 2000, (void))                          \
+  /* peer access between devices (copies between them, cuda/peer.c) */        \
+  X(cuDeviceCanAccessPeer, cuDeviceCanAccessPeer, 4000,                        \
+    (int *canAccessPeer, CUdevice dev, CUdevice peerDev))                      \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000,                        \
+    (CUcontext peerContext, unsigned int Flags))                               \
   /* streams */                                                                \
   X(cuStreamCreate, cuStreamCreate, 2000,                                      \
     (CUstream * phStream, unsigned int Flags))                                 \

@@ -56,9 +56,18 @@
  *   thread and its bump makes the futex wait return.
  *
  * REGISTRATION
- *   A stream joins the engine's list at creation and leaves it at its last
- *   unref, both under the consumer flag (waited for: a poll holds it only
- *   for queries and records). After that nobody else touches the ring: the
+ *   Every stream is on its context's list (c->streams) from creation to its
+ *   last unref, under c->streams_mu. It joins the engine's list at
+ *   creation if the engine is on, or when slc_engine_enable walks the
+ *   context's list (both under streams_mu, so a stream joins exactly once);
+ *   it leaves at its last unref. Joining and leaving also take the
+ *   consumer flag (waited for: a poll holds it only for queries and
+ *   records). A stream that joins late may have issuers running: they load
+ *   s->mq with acquire (a release store after the ring was initialised),
+ *   and until they see it they place no marker — their work, like the work
+ *   issued before, is above placed_mark (0 at first), so the engine's next
+ *   poll covers it with a tail marker (enable wakes a parked thread for
+ *   that). After that nobody else touches the ring: the
  *   handle's last reference is gone, so no issuer may use it, and no poll
  *   reaches it. So the ring and its events go there, although the
  *   slc_stream itself may live on (it is freed by its ledger stream's
@@ -122,6 +131,8 @@ struct slc__engine {
   atomic_int consumer; /* try-flag: 1 while a thread is the consumer */
   struct slc__mq *streams;
   bool has_thread;
+  bool by_engine; /* SLC_ENGINE_PLACE_ENGINE with a thread: issuers place
+                   * no marker */
   pthread_t thread;
   atomic_int stop;
   atomic_uint gen;    /* futex word of the parked thread */
@@ -158,6 +169,29 @@ static atomic_uint slc__dekker_word;
  * ever comes back (it must then set a per-thread status here). */
 int slc_keep_status(void) { return LDG_OK; }
 
+/* ---- Keeps by cause -------------------------------------------------------
+ * ldg_thread_ops_released counts, per thread, the operations the ledger
+ * took. A frame reads it around one layer call; keeps of that call may call
+ * the layer again (nested frames), and what those counted is subtracted,
+ * so each keep counts once, under the innermost layer call that ran it. */
+_Thread_local uint64_t slc__keeps_counted;
+
+void slc__keeps_count(slc_context *c, const struct slc__keeps_frame *f,
+                      uint64_t ran, slc_keep_cause cause) {
+  uint64_t nested = slc__keeps_counted - f->counted0;
+  uint64_t own = ran - nested;
+  if (own == 0) return;
+  slc__keeps_counted += own;
+  slc__fetch_add_relaxed(&c->keeps_by[cause], own);
+}
+
+void slc__keeps_run_here(slc_context *c, ldg_keep keep, slc_keep_cause cause) {
+  /* Not in ldg_thread_ops_released, so not in slc__keeps_counted either:
+   * an enclosing frame neither sees it run nor subtracts it. */
+  slc__fetch_add_relaxed(&c->keeps_by[cause], 1);
+  if (keep.release != NULL) keep.release(keep.ctx);
+}
+
 static uint64_t slc__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -170,6 +204,22 @@ static void slc__count(atomic_uint_fast64_t *ctr, uint64_t n) {
 
 static long slc__futex(atomic_uint *addr, int op, unsigned val) {
   return syscall(SYS_futex, (unsigned *)addr, op, val, NULL, NULL, 0);
+}
+
+/* Makes s's device context current for the engine's own driver calls,
+ * quietly: unlike slc__make_current it never writes the thread's error
+ * record (the engine runs inside issuing calls that succeed and inside
+ * slc_engine_poll; its failures are counted in its stats and delay
+ * releases, nothing more). The device is ready: the stream was created on
+ * it. */
+static bool slc__engine_current(const slc_stream *s) {
+  const slc_context *c = s->c;
+  const struct slc__device *dev = &c->devices[s->device];
+  /* Acquire: pairs with the release of ready in slc__make_current. */
+  if (!slc__load_acquire(&((struct slc__device *)dev)->ready)) return false;
+  CUcontext cur = NULL;
+  if (c->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS) return false;
+  return cur == dev->ctx || c->drv.pfn_cuCtxSetCurrent(dev->ctx) == CUDA_SUCCESS;
 }
 
 /* ---- The consumer flag --------------------------------------------------- */
@@ -241,7 +291,7 @@ static void slc__mq_place(struct slc__engine *e, struct slc__mq *q,
   }
   struct slc__mslot *slot = &q->ring[tail & (q->cap - 1)];
   const slc_driver *d = &s->c->drv;
-  if (slc__make_current(s->c, s->device, "slc engine marker") != LDG_OK) {
+  if (!slc__engine_current(s)) {
     slc__count(&e->n.record_failures, 1);
     slc__count(&e->n.skipped, 1);
     goto out_gate;
@@ -284,13 +334,17 @@ out_gate:
 
 /* On the issuing path, after an operation was enqueued on s. */
 void slc__engine_after_issue(slc_stream *s) {
-  struct slc__mq *q = s->mq;
+  /* Acquire pairs with slc__mq_attach's release: q is initialised. */
+  struct slc__mq *q = slc__load_acquire(&s->mq);
   if (q == NULL) return;
   struct slc__engine *e = s->c->engine;
   uint64_t n = slc__fetch_add_relaxed(&q->since, 1) + 1;
-  if (n >= e->cfg.marker_every_ops ||
-      slc__now_ns() - slc__load_relaxed(&q->last_ns) >=
-          (uint64_t)e->cfg.marker_every_us * 1000u)
+  /* SLC_ENGINE_PLACE_ENGINE: the thread places every marker; the issuer
+   * only wakes it if it is parked. */
+  if (!e->by_engine &&
+      (n >= e->cfg.marker_every_ops ||
+       slc__now_ns() - slc__load_relaxed(&q->last_ns) >=
+           (uint64_t)e->cfg.marker_every_us * 1000u))
     slc__mq_place(e, q, false);
   slc__engine_kick(e);
 }
@@ -336,9 +390,10 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
    * are filled. */
   uint64_t tail = slc__load_acquire(&q->tail);
   ldg_seq done = 0;
-  if (head != tail &&
-      slc__make_current(s->c, s->device, "slc engine poll") != LDG_OK)
-    tail = head; /* try again next poll */
+  if (head != tail && !slc__engine_current(s)) {
+    slc__count(&e->n.query_failures, 1); /* counted, not sticky */
+    tail = head;                          /* try again next poll */
+  }
   while (head != tail) {
     struct slc__mslot *slot = &q->ring[head & (q->cap - 1)];
     CUresult r = d->pfn_cuEventQuery(slot->ev);
@@ -415,8 +470,26 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       slc__due(p, now + (back < poll_ns ? poll_ns : back > max_ns ? max_ns : back));
     }
   }
-  if (m > slc__load_acquire(&q->placed_mark) &&
+  if (p->thread && e->by_engine && m > slc__load_acquire(&q->placed_mark) &&
       slc_stream_check_live(s) == LDG_OK) {
+    /* The thread places every marker (SLC_ENGINE_PLACE_ENGINE), one in
+     * flight per stream (a later one cannot complete first): for a waiting
+     * issuer at once, so its keep waits for one round trip; for a
+     * streaming one once poll_max_us passed since the last, so one wake-up
+     * per poll_max_us releases one marker's worth and places the next
+     * (due above: now + poll_max_us). */
+    uint64_t last = slc__load_relaxed(&q->last_ns);
+    if (ring_empty && (!streaming || now - last >= max_ns))
+      slc__mq_place(e, q, true);
+    if (m > slc__load_acquire(&q->placed_mark)) {
+      p->uncovered = true;
+      if (ring_empty) slc__due(p, streaming ? last + max_ns : now + poll_ns);
+    } else {
+      p->pending = true;
+      if (!streaming) slc__due(p, now + e->pred_ns);
+    }
+  } else if (m > slc__load_acquire(&q->placed_mark) &&
+             slc_stream_check_live(s) == LDG_OK) {
     /* Uncovered work: a tail marker once T passed since the last marker;
      * or as soon as none is pending (fixed wait, and every
      * slc_engine_poll); or (adaptive thread) once none is pending and
@@ -495,11 +568,14 @@ static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p,
     if (e->cfg.on_error != NULL)
       e->cfg.on_error(e->cfg.on_error_arg, rep[i].stream_id, rep[i].device,
                       rep[i].cu);
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   for (size_t i = 0; i < n_rel; i++) {
     slc__mq_release(e, rel[i].q, rel[i].ls);
     ldg_stream_unref(rel[i].ls);
     slc__mq_unref(rel[i].q);
   }
+  slc__keeps_end(e->c, &kf, thread ? SLC_CAUSE_ENGINE : SLC_CAUSE_POLL);
   p->released = n_rel;
 }
 
@@ -513,6 +589,45 @@ int slc_engine_poll(slc_context *c, size_t *released) {
   struct slc__poll p;
   slc__engine_poll(e, &p, false);
   if (released != NULL) *released = p.released;
+  return LDG_OK;
+}
+
+/* One stream only, for a thread that wants its own stream's keeps (a pool
+ * returning the blocks it freed): the same consume and release as a poll,
+ * for q alone. The caller holds a reference on s, so q is on the list. */
+int slc_engine_poll_stream(slc_stream *s, size_t *released) {
+  static const char fn[] = "slc_engine_poll_stream";
+  if (released != NULL) *released = 0;
+  if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
+  /* Acquire, as slc__engine_after_issue (a ring attached by a later
+   * slc_engine_enable). */
+  struct slc__mq *q = slc__load_acquire(&s->mq);
+  if (q == NULL)
+    return slc__fail(LDG_EINVAL, fn, "the stream is not engine-driven");
+  /* Acquire, as slc_engine_poll: the engine's fields (q is non-NULL only
+   * once it is enabled). */
+  struct slc__engine *e = slc__load_acquire(&s->c->engine);
+  if (!slc__consumer_try(e)) return LDG_OK; /* that consumer does the work */
+  slc__count(&e->n.polls, 1);
+  struct slc__release rel[1];
+  struct slc__report rep[1];
+  size_t n_rel = 0, n_rep = 0;
+  struct slc__poll p;
+  memset(&p, 0, sizeof(p));
+  slc__mq_consume(e, q, rel, &n_rel, rep, &n_rep, &p, slc__now_ns());
+  slc__consumer_drop(e);
+  if (n_rep != 0 && e->cfg.on_error != NULL)
+    e->cfg.on_error(e->cfg.on_error_arg, rep[0].stream_id, rep[0].device,
+                    rep[0].cu);
+  if (n_rel != 0) {
+    struct slc__keeps_frame kf;
+    slc__keeps_begin(&kf);
+    slc__mq_release(e, rel[0].q, rel[0].ls);
+    ldg_stream_unref(rel[0].ls);
+    slc__mq_unref(rel[0].q);
+    slc__keeps_end(e->c, &kf, SLC_CAUSE_POLL);
+  }
+  if (released != NULL) *released = n_rel;
   return LDG_OK;
 }
 
@@ -583,6 +698,52 @@ static void *slc__engine_main(void *arg) {
 
 /* ---- Enable, stop, registration ------------------------------------------ */
 
+/* A ring for s, not yet reachable by anyone. */
+static struct slc__mq *slc__mq_new(struct slc__engine *e, slc_stream *s) {
+  struct slc__mq *q = calloc(1, sizeof(*q));
+  struct slc__mslot *ring =
+      calloc(e->cfg.markers_per_stream, sizeof(struct slc__mslot));
+  if (q == NULL || ring == NULL) {
+    free(q);
+    free(ring);
+    return NULL;
+  }
+  q->s = s;
+  q->cap = e->cfg.markers_per_stream;
+  q->ring = ring;
+  atomic_init(&q->last_ns, slc__now_ns());
+  atomic_init(&q->refs, 1); /* the engine's list */
+  return q;
+}
+
+/* Under c->streams_mu: q joins the engine's list, then s's issuers see it.
+ * Work s already has is uncovered (placed_mark 0): the next poll places a
+ * tail marker for it. */
+static void slc__mq_attach(struct slc__engine *e, slc_stream *s,
+                           struct slc__mq *q) {
+  slc__consumer_take(e);
+  q->next = e->streams;
+  e->streams = q;
+  slc__consumer_drop(e);
+  /* Release: q's initialisation happens-before an issuer's use of it
+   * (acquire load in slc__engine_after_issue). */
+  slc__store_release(&s->mq, q);
+}
+
+static void slc__streams_link(slc_context *c, slc_stream *s) {
+  s->streams_prev = NULL;
+  s->streams_next = c->streams;
+  if (c->streams != NULL) c->streams->streams_prev = s;
+  c->streams = s;
+}
+
+static void slc__streams_unlink(slc_context *c, slc_stream *s) {
+  if (s->streams_prev != NULL) s->streams_prev->streams_next = s->streams_next;
+  else c->streams = s->streams_next;
+  if (s->streams_next != NULL) s->streams_next->streams_prev = s->streams_prev;
+  s->streams_prev = s->streams_next = NULL;
+}
+
 int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   static const char fn[] = "slc_engine_enable";
   if (c == NULL) return slc__fail(LDG_EINVAL, fn, "context is NULL");
@@ -598,39 +759,62 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   if (k.wait != SLC_ENGINE_WAIT_ADAPTIVE && k.wait != SLC_ENGINE_WAIT_FIXED)
     return slc__fail(LDG_EINVAL, fn, "wait policy %d is not one of "
                      "SLC_ENGINE_WAIT_ADAPTIVE, SLC_ENGINE_WAIT_FIXED", k.wait);
+  if (k.placement != SLC_ENGINE_PLACE_ISSUER &&
+      k.placement != SLC_ENGINE_PLACE_ENGINE)
+    return slc__fail(LDG_EINVAL, fn, "placement %d is not one of "
+                     "SLC_ENGINE_PLACE_ISSUER, SLC_ENGINE_PLACE_ENGINE",
+                     k.placement);
   if (k.markers_per_stream > SLC__MAX_RING ||
       (k.markers_per_stream & (k.markers_per_stream - 1)) != 0)
     return slc__fail(LDG_EINVAL, fn,
                      "markers_per_stream %u is not a power of two <= %d",
                      k.markers_per_stream, SLC__MAX_RING);
-  if (slc__load_acquire(&c->engine) != NULL)
+  pthread_mutex_lock(&c->streams_mu);
+  if (slc__load_relaxed(&c->engine) != NULL) {
+    pthread_mutex_unlock(&c->streams_mu);
     return slc__fail(LDG_EBUSY, fn, "the engine is already enabled");
+  }
   struct slc__engine *e = calloc(1, sizeof(*e));
-  if (e == NULL) return slc__fail(LDG_ENOMEM, fn, "engine");
+  if (e == NULL) {
+    pthread_mutex_unlock(&c->streams_mu);
+    return slc__fail(LDG_ENOMEM, fn, "engine");
+  }
   e->c = c;
   e->cfg = k;
-  if (k.thread) {
-    if (pthread_create(&e->thread, NULL, slc__engine_main, e) != 0) {
-      free(e);
-      return slc__fail(LDG_ENOMEM, fn, "pthread_create failed");
-    }
-    e->has_thread = true;
+  e->by_engine = k.thread && k.placement == SLC_ENGINE_PLACE_ENGINE;
+  /* The streams that exist already join too (REGISTRATION): every ring is
+   * allocated first, so a failure leaves nothing half done. */
+  size_t n = 0;
+  for (slc_stream *s = c->streams; s != NULL; s = s->streams_next) n++;
+  struct slc__mq **qs = calloc(n != 0 ? n : 1, sizeof(*qs));
+  bool ok = qs != NULL;
+  size_t i = 0;
+  for (slc_stream *s = c->streams; ok && s != NULL; s = s->streams_next, i++)
+    ok = (qs[i] = slc__mq_new(e, s)) != NULL;
+  if (ok && k.thread) {
+    ok = pthread_create(&e->thread, NULL, slc__engine_main, e) == 0;
+    e->has_thread = ok;
   }
-  struct slc__engine *expected = NULL;
-  /* Release: the engine's fields happen-before any stream creation that
-   * sees it (acquire in slc__engine_register). */
-  if (!atomic_compare_exchange_strong_explicit(&c->engine, &expected, e,
-                                               memory_order_acq_rel,
-                                               memory_order_acquire)) {
-    if (e->has_thread) {
-      slc__store_release(&e->stop, 1);
-      slc__fetch_add_acq_rel(&e->gen, 1);
-      slc__futex(&e->gen, FUTEX_WAKE_PRIVATE, 1);
-      pthread_join(e->thread, NULL);
+  if (!ok) {
+    for (size_t j = 0; qs != NULL && j < n; j++) {
+      if (qs[j] != NULL) free(qs[j]->ring);
+      free(qs[j]);
     }
+    free(qs);
     free(e);
-    return slc__fail(LDG_EBUSY, fn, "the engine is already enabled");
+    pthread_mutex_unlock(&c->streams_mu);
+    return slc__fail(LDG_ENOMEM, fn, "%zu marker rings or the thread", n);
   }
+  i = 0;
+  for (slc_stream *s = c->streams; s != NULL; s = s->streams_next, i++)
+    slc__mq_attach(e, s, qs[i]);
+  free(qs);
+  /* Their work may be uncovered: a thread that parked meanwhile looks. */
+  slc__engine_kick(e);
+  /* Release: the engine's fields happen-before a poll or stats call that
+   * sees it (their acquire loads). */
+  slc__store_release(&c->engine, e);
+  pthread_mutex_unlock(&c->streams_mu);
   return LDG_OK;
 }
 
@@ -651,34 +835,36 @@ void slc__engine_stop(slc_context *c) {
 }
 
 int slc__engine_register(slc_stream *s) {
-  struct slc__engine *e = slc__load_acquire(&s->c->engine);
-  s->mq = NULL;
-  if (e == NULL) return LDG_OK;
-  struct slc__mq *q = calloc(1, sizeof(*q));
-  struct slc__mslot *ring =
-      calloc(e->cfg.markers_per_stream, sizeof(struct slc__mslot));
-  if (q == NULL || ring == NULL) {
-    free(q);
-    free(ring);
-    return slc__fail(LDG_ENOMEM, "slc_stream_create", "marker ring");
+  slc_context *c = s->c;
+  atomic_init(&s->mq, NULL);
+  pthread_mutex_lock(&c->streams_mu);
+  /* Relaxed: c->engine is written under streams_mu (slc_engine_enable) or
+   * by the context's destroy, which no stream creation may overlap. */
+  struct slc__engine *e = slc__load_relaxed(&c->engine);
+  if (e != NULL) {
+    struct slc__mq *q = slc__mq_new(e, s);
+    if (q == NULL) {
+      pthread_mutex_unlock(&c->streams_mu);
+      return slc__fail(LDG_ENOMEM, "slc_stream_create", "marker ring");
+    }
+    slc__mq_attach(e, s, q);
   }
-  q->s = s;
-  q->cap = e->cfg.markers_per_stream;
-  q->ring = ring;
-  atomic_init(&q->last_ns, slc__now_ns());
-  atomic_init(&q->refs, 1); /* the engine's list */
-  slc__consumer_take(e);
-  q->next = e->streams;
-  e->streams = q;
-  s->mq = q;
-  slc__consumer_drop(e);
+  slc__streams_link(c, s);
+  pthread_mutex_unlock(&c->streams_mu);
   return LDG_OK;
 }
 
 void slc__engine_unregister(slc_stream *s) {
-  struct slc__mq *q = s->mq;
-  if (q == NULL) return;
-  struct slc__engine *e = s->c->engine;
+  slc_context *c = s->c;
+  pthread_mutex_lock(&c->streams_mu);
+  slc__streams_unlink(c, s);
+  /* Relaxed: written under streams_mu. */
+  struct slc__mq *q = slc__load_relaxed(&s->mq);
+  if (q == NULL) {
+    pthread_mutex_unlock(&c->streams_mu);
+    return;
+  }
+  struct slc__engine *e = slc__load_relaxed(&c->engine);
   slc__consumer_take(e);
   for (struct slc__mq **p = &e->streams; *p != NULL; p = &(*p)->next) {
     if (*p == q) {
@@ -687,20 +873,29 @@ void slc__engine_unregister(slc_stream *s) {
     }
   }
   slc__consumer_drop(e);
-  /* Nobody else reaches q now (see REGISTRATION). */
+  atomic_store_explicit(&s->mq, NULL, memory_order_relaxed);
+  pthread_mutex_unlock(&c->streams_mu);
+  /* Nobody else reaches q's ring now (see REGISTRATION). */
   uint64_t left = slc__load_relaxed(&q->tail) - slc__load_relaxed(&q->head);
   atomic_fetch_sub_explicit(&e->n.pending, left, memory_order_relaxed);
-  bool current = slc__make_current(s->c, s->device, "slc_stream_unref") ==
-                 LDG_OK;
+  /* The context made current if it can be, but the events are destroyed
+   * either way: cuEventDestroy needs no current context (skipping them
+   * when it could not be made current leaked them: the fault sweep). A
+   * failed destroy is tried once more; an event whose destroy fails twice
+   * is left to the driver's context teardown and stays counted in
+   * events_live (nothing of the ledger depends on it). */
+  (void)slc__engine_current(s);
+  const slc_driver *d = &s->c->drv;
   for (unsigned i = 0; i < q->cap; i++) {
-    if (q->ring[i].ev == NULL) continue;
-    if (current) (void)s->c->drv.pfn_cuEventDestroy(q->ring[i].ev);
-    atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
+    CUevent ev = q->ring[i].ev;
+    if (ev == NULL) continue;
+    if (d->pfn_cuEventDestroy(ev) == CUDA_SUCCESS ||
+        d->pfn_cuEventDestroy(ev) == CUDA_SUCCESS)
+      atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
   }
   free(q->ring);
   q->ring = NULL;
   q->s = NULL;
-  s->mq = NULL;
   slc__mq_unref(q); /* a releaser still running frees it when done */
 }
 
@@ -727,6 +922,11 @@ int slc_engine_stats_get(slc_context *c, slc_engine_stats *out) {
   out->thread_wakes_by_issuers = slc__load_relaxed(&e->n.kicks);
   out->thread_sleeps = slc__load_relaxed(&e->n.sleeps);
   out->thread_parks = slc__load_relaxed(&e->n.parks);
+  out->keeps_run = 0;
+  for (int i = 0; i < SLC_CAUSE_COUNT; i++) {
+    out->keeps_by_cause[i] = slc__load_relaxed(&c->keeps_by[i]);
+    out->keeps_run += out->keeps_by_cause[i];
+  }
   return LDG_OK;
 }
 
@@ -737,7 +937,7 @@ int slc_stream_progress_get(slc_stream *s, slc_stream_progress *out) {
   out->stream_id = ldg_stream_id(s->ls);
   out->enqueued_mark = ldg_mark(s->ls);
   out->pending = ldg_pending_count(s->ls);
-  struct slc__mq *q = s->mq;
+  struct slc__mq *q = slc__load_acquire(&s->mq); /* as after_issue */
   out->engine_driven = q != NULL;
   if (q == NULL) return LDG_OK;
   out->released_mark = slc__load_relaxed(&q->released);
@@ -760,8 +960,9 @@ int slc_stream_progress_get(slc_stream *s, slc_stream_progress *out) {
 int slc_stream_engine_error(const slc_stream *s, CUresult *cu) {
   if (s == NULL)
     return slc__fail(LDG_EINVAL, "slc_stream_engine_error", "stream is NULL");
-  const struct slc__mq *q = s->mq;
-  int err = q != NULL ? slc__load_acquire(&((struct slc__mq *)q)->err) : 0;
+  struct slc__mq *q =
+      slc__load_acquire(&((slc_stream *)s)->mq); /* as after_issue */
+  int err = q != NULL ? slc__load_acquire(&q->err) : 0;
   if (cu != NULL) *cu = (CUresult)err;
   return err != 0 ? SLC_EDRIVER : LDG_OK;
 }

@@ -106,7 +106,12 @@ static int slc__event_complete(slc_event *e, slc_stream *s, ldg_seq m,
   pthread_mutex_unlock(&e->mu);
   int rc = LDG_OK;
   if (same) {
+    /* c read first: a keep may destroy e (and free s's handle). */
+    slc_context *c = e->c;
+    struct slc__keeps_frame kf;
+    slc__keeps_begin(&kf);
     rc = ldg_release(s->ls, m);
+    slc__keeps_end(c, &kf, SLC_CAUSE_EVENT);
     if (rc == LDG_EDESTROYED) rc = LDG_OK; /* its destroy released all */
     if (rc != LDG_OK) rc = slc__fail(rc, "ldg_release", NULL);
   }
@@ -190,6 +195,10 @@ int slc_stream_wait_event(slc_stream *b, slc_event *e) {
   if (!waits) return LDG_OK; /* never recorded, or recorded on nothing */
   /* Issue, then enqueue: the wait is recorded once the driver has it.
    * Unlocked: ldg_add_wait may run keeps. */
+  /* c read first: a keep may drop b's last reference. */
+  slc_context *c = b->c;
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   rc = ldg_add_wait(b->ls, a->ls, m, NULL);
   if (rc == LDG_EDESTROYED) {
     /* b was destroyed after the wait was issued: its destroy synchronised
@@ -197,6 +206,7 @@ int slc_stream_wait_event(slc_stream *b, slc_event *e) {
     rc = ldg_release(a->ls, m);
     if (rc == LDG_EDESTROYED) rc = LDG_OK;
   }
+  slc__keeps_end(c, &kf, SLC_CAUSE_EVENT);
   slc_stream_unref(a);
   if (rc == LDG_ENOMEM)
     return slc__fail(rc, "ldg_add_wait",

@@ -25,7 +25,14 @@
 
 struct hd_ctx {
   int device;
-  int refs; /* primary context retains */
+  int refs;          /* primary context retains */
+  unsigned peers_on; /* bit p: cuCtxEnablePeerAccess to device p's context;
+                      * cleared when the last retain goes (the driver resets
+                      * a primary context then) */
+  /* Its legacy default stream (NULL or CU_STREAM_LEGACY while this context
+   * is current), made on first use and joined by hd_shutdown; see
+   * hd_find_stream. */
+  struct hd_stream *legacy;
 };
 
 struct hd_alloc {
@@ -33,6 +40,7 @@ struct hd_alloc {
   uintptr_t base;
   size_t size;
   bool host; /* pinned host memory (cuMemHostAlloc) vs device memory */
+  int device; /* the device whose context allocated it (host: -1) */
 };
 
 struct hd_record {
@@ -83,6 +91,7 @@ struct hd_stream {
   struct hd_task *head, *tail;
   unsigned long submitted, completed;
   bool stop;
+  bool legacy; /* a context's legacy default stream: never destroyed */
 };
 
 struct hd_event {
@@ -135,6 +144,8 @@ static struct {
   CUresult nth_code;
   long nth_fired;
   long early_frees;
+  unsigned no_peer[HD_MAX_DEVICES]; /* bit p: device d cannot access p */
+  long unpeered_copies;             /* hd_unpeered_copies */
 } hd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* Registered kernels: written before any launch, read-only afterwards. */
@@ -483,7 +494,35 @@ long hd_early_frees(void) {
 
 /* ---- Lookups (under hd.mu) ---------------------------------------------- */
 
+static void *hd_worker(void *arg);
+
+/* NULL and CU_STREAM_LEGACY name the current context's legacy default
+ * stream, as in the driver: a worker like any blocking stream, made on
+ * first use and linked in hd.streams (so context syncs and the synchronous
+ * copies wait for it). Not modelled: its implicit barriers with the other
+ * blocking streams (fewer orderings than the driver, so a test passing here
+ * does not rely on them). CU_STREAM_PER_THREAD is not modelled: an invalid
+ * handle. */
+static struct hd_stream *hd_legacy_stream(void) {
+  if (hd_current == NULL) return NULL;
+  if (hd_current->legacy != NULL) return hd_current->legacy;
+  struct hd_stream *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  s->ctx = hd_current;
+  s->flags = CU_STREAM_DEFAULT;
+  s->legacy = true;
+  if (pthread_create(&s->thread, NULL, hd_worker, s) != 0) {
+    free(s);
+    return NULL;
+  }
+  s->next = hd.streams;
+  hd.streams = s;
+  hd_current->legacy = s;
+  return s;
+}
+
 static struct hd_stream *hd_find_stream(CUstream h) {
+  if (h == NULL || h == CU_STREAM_LEGACY) return hd_legacy_stream();
   for (struct hd_stream *s = hd.streams; s != NULL; s = s->next)
     if ((CUstream)s == h) return s;
   return NULL;
@@ -559,6 +598,11 @@ static const struct {
      "too many resources requested for launch"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
      "operation not supported"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+     "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -693,9 +737,71 @@ static CUresult CUDAAPI hd_cuDevicePrimaryCtxRelease(CUdevice dev) {
   hd_lock();
   CUresult r =
       hd.ctxs[dev].refs > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
-  if (r == CUDA_SUCCESS) hd.ctxs[dev].refs--;
+  if (r == CUDA_SUCCESS && --hd.ctxs[dev].refs == 0)
+    hd.ctxs[dev].peers_on = 0;
   hd_unlock();
   return r;
+}
+
+/* Peer access: every pair of distinct devices unless hd_set_peer_access
+ * said otherwise (an HGX H200 board: NVLink between all eight). */
+static CUresult CUDAAPI hd_cuDeviceCanAccessPeer(int *canAccessPeer,
+                                                 CUdevice dev,
+                                                 CUdevice peerDev) {
+  HD_ENTRY(cuDeviceCanAccessPeer);
+  if (canAccessPeer == NULL) return CUDA_ERROR_INVALID_VALUE;
+  if (!hd_device_ok(dev) || !hd_device_ok(peerDev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  hd_lock();
+  *canAccessPeer = dev != peerDev && !(hd.no_peer[dev] >> peerDev & 1u);
+  hd_unlock();
+  return CUDA_SUCCESS;
+}
+
+/* The current context may access peerContext's memory from now on. */
+static CUresult CUDAAPI hd_cuCtxEnablePeerAccess(CUcontext peerContext,
+                                                 unsigned int Flags) {
+  HD_ENTRY(cuCtxEnablePeerAccess);
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct hd_ctx *cur = hd_current;
+  if (cur == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+  hd_lock();
+  struct hd_ctx *peer = NULL;
+  for (int i = 0; i < hd.n_devices; i++)
+    if (peerContext == (CUcontext)&hd.ctxs[i] && hd.ctxs[i].refs > 0)
+      peer = &hd.ctxs[i];
+  CUresult r = CUDA_SUCCESS;
+  if (peer == NULL || cur->refs == 0)
+    r = CUDA_ERROR_INVALID_CONTEXT;
+  else if (peer == cur)
+    r = CUDA_ERROR_INVALID_DEVICE;
+  else if (hd.no_peer[cur->device] >> peer->device & 1u)
+    r = CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  else if (cur->peers_on >> peer->device & 1u)
+    r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  else
+    cur->peers_on |= 1u << peer->device;
+  hd_unlock();
+  return r;
+}
+
+void hd_set_peer_access(int device, int peer, bool can) {
+  if (device < 0 || device >= HD_MAX_DEVICES || peer < 0 ||
+      peer >= HD_MAX_DEVICES)
+    return;
+  hd_lock();
+  if (can)
+    hd.no_peer[device] &= ~(1u << peer);
+  else
+    hd.no_peer[device] |= 1u << peer;
+  hd_unlock();
+}
+
+long hd_unpeered_copies(void) {
+  hd_lock();
+  long n = hd.unpeered_copies;
+  hd_unlock();
+  return n;
 }
 
 static CUresult CUDAAPI hd_cuCtxSetCurrent(CUcontext ctx) {
@@ -791,7 +897,8 @@ static CUresult CUDAAPI hd_cuStreamDestroy(CUstream hStream) {
   hd_lock();
   struct hd_stream *s = hd_find_stream(hStream);
   CUresult r = CUDA_SUCCESS;
-  if (s == NULL) {
+  if (s == NULL || s->legacy) { /* the default stream cannot be destroyed */
+    s = NULL;
     r = CUDA_ERROR_INVALID_HANDLE;
   } else if (s->ctx != hd_current) {
     /* Stricter than the driver, as for issues: the layer must make the
@@ -1006,6 +1113,7 @@ static CUresult hd_alloc(void **out, size_t bytes, bool host) {
   a->base = (uintptr_t)p;
   a->size = bytes;
   a->host = host;
+  a->device = host ? -1 : hd_current->device;
   hd_lock();
   a->next = hd.allocs;
   hd.allocs = a;
@@ -1136,6 +1244,27 @@ static CUresult CUDAAPI hd_cuMemPoolSetAttribute(CUmemoryPool pool,
                                        : CUDA_SUCCESS;
 }
 
+/* The device of the live device allocation holding p, or -1. */
+static int hd_device_of_locked(uintptr_t p) {
+  for (struct hd_alloc *a = hd.allocs; a != NULL; a = a->next)
+    if (!a->host && p >= a->base && p - a->base < a->size) return a->device;
+  return -1;
+}
+
+/* A device-to-device copy on s touching another device's memory without
+ * peer access from s's context to that device (the driver would stage it
+ * through host memory itself; counted, not refused). */
+static bool hd_unpeered_locked(const struct hd_stream *s, const void *dst,
+                               const void *src) {
+  const int devs[2] = {hd_device_of_locked((uintptr_t)dst),
+                       hd_device_of_locked((uintptr_t)src)};
+  for (int i = 0; i < 2; i++)
+    if (devs[i] >= 0 && devs[i] != s->ctx->device &&
+        !(s->ctx->peers_on >> devs[i] & 1u))
+      return true;
+  return false;
+}
+
 /* Queues a copy or memset on hStream after checking its device ranges. */
 static CUresult hd_queue_mem(CUstream hStream, enum hd_task_kind kind,
                              void *dst, const void *src, size_t n,
@@ -1152,6 +1281,9 @@ static CUresult hd_queue_mem(CUstream hStream, enum hd_task_kind kind,
       ((dst_dev && !hd_range_ok((uintptr_t)dst, n, false)) ||
        (src_dev && !hd_range_ok((uintptr_t)src, n, false))))
     r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && dst_dev && src_dev &&
+      hd_unpeered_locked(s, dst, src))
+    hd.unpeered_copies++;
   if (r == CUDA_SUCCESS && !hd_fault_take(HD_FAULT_COPY, &r)) {
     t->kind = kind;
     t->dst = dst;
@@ -1495,7 +1627,10 @@ int hd_install(slc_driver *table, const hd_config *cfg) {
   hd.nth_left = 0;
   hd.nth_fired = 0;
   hd.early_frees = 0;
-  for (int i = 0; i < HD_MAX_DEVICES; i++) hd.ctxs[i] = (struct hd_ctx){i, 0};
+  hd.unpeered_copies = 0;
+  memset(hd.no_peer, 0, sizeof(hd.no_peer));
+  for (int i = 0; i < HD_MAX_DEVICES; i++)
+    hd.ctxs[i] = (struct hd_ctx){.device = i};
   hd_unlock();
   hd_current = NULL;
 
@@ -1522,7 +1657,7 @@ long hd_shutdown(void) {
   hd.streams = NULL;
   for (struct hd_stream *s = streams; s != NULL; s = s->next) {
     s->stop = true;
-    leaked++;
+    leaked += !s->legacy; /* the default streams are the driver's */
   }
   hd_wake();
   hd_unlock();
@@ -1563,6 +1698,8 @@ long hd_shutdown(void) {
   for (int i = 0; i < HD_MAX_DEVICES; i++) {
     leaked += hd.ctxs[i].refs;
     hd.ctxs[i].refs = 0;
+    hd.ctxs[i].peers_on = 0;
+    hd.ctxs[i].legacy = NULL; /* joined above, with the other streams */
   }
   hd.installed = false;
   hd_unlock();

@@ -38,6 +38,11 @@
  *     time of the call; cuEventQuery/Synchronize see the last record (a
  *     never-recorded event is complete). Stream/context synchronise wait for
  *     the workers to drain what was submitted before the call.
+ *   - NULL and CU_STREAM_LEGACY name the current context's legacy default
+ *     stream: a blocking stream made on first use, never destroyed
+ *     (cuStreamDestroy: CUDA_ERROR_INVALID_HANDLE), not a leak. Its implicit
+ *     barriers with the other blocking streams are not modelled (fewer
+ *     orderings than the driver). CU_STREAM_PER_THREAD: an invalid handle.
  *   - cuStreamDestroy returns without waiting: queued work still runs (a
  *     context sync waits for it; hd_shutdown joins the worker). It, like
  *     the issues, requires the stream's context to be current.
@@ -71,6 +76,10 @@
 #include <stddef.h>
 
 #include "cuda/driver.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define HD_MAX_DEVICES 8
 #define HD_MAX_PARAMS 8
@@ -172,6 +181,25 @@ long hd_early_frees(void);
  * issue returns `code`. CUDA_SUCCESS clears it; hd_shutdown too. */
 void hd_set_sticky(CUresult code);
 
+/* ---- Several devices ----------------------------------------------------
+ * Up to HD_MAX_DEVICES devices. cuDeviceCanAccessPeer says yes for every
+ * pair of distinct devices (an HGX H200 board, NVLink all to all) unless
+ * turned off here; cuCtxEnablePeerAccess enables the current context's
+ * access to a peer's memory (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED where
+ * turned off, _ALREADY_ENABLED the second time; a primary context released
+ * to zero forgets its peers, as the driver resets it). Device allocations
+ * remember their device. A device-to-device copy between two devices'
+ * memory on a stream whose context has no peer access to the other device
+ * runs (the driver stages such a copy through host memory itself) and is
+ * counted: a layer that meant to copy peer to peer only where it enabled
+ * peer access checks that the count stayed 0. */
+
+/* From now on (until hd_shutdown), whether `device` can access `peer`. */
+void hd_set_peer_access(int device, int peer, bool can);
+
+/* Device-to-device copies queued without peer access (see above). */
+long hd_unpeered_copies(void);
+
 /* The delay before each copy, memset or kernel, from now on. */
 void hd_set_delay_us(unsigned us);
 
@@ -192,5 +220,9 @@ int hd_register_kernel(const char *name, hd_kernel_fn fn, size_t n_params,
 
 /* Operations the workers ran so far (copies, memsets, kernels). */
 unsigned long hd_ops_executed(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* STREAMLEDGER_CUDA_HOST_EXECUTOR_H */

@@ -10,6 +10,7 @@
 
 #include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
+#include "cuda/sl_engine.h"
 
 /* Named atomic operations (as ledger/atomics.h): every shared access of the
  * layer goes through one of these; none is implicitly seq_cst. */
@@ -35,6 +36,10 @@ struct slc__device {
   CUcontext ctx;           /* written once under init_mu, before `ready` */
   atomic_int ready;        /* 1 once ctx is retained (release/acquire) */
   pthread_mutex_t init_mu; /* first use only: retaining the primary ctx */
+  /* Bit p: this device's context has access to device p's memory
+   * (slc_device_enable_peer_access; peers 0..63). Set with release after
+   * cuCtxEnablePeerAccess succeeded, read with acquire (peer.c). */
+  atomic_uint_fast64_t peers_on;
 };
 
 struct slc_context {
@@ -48,6 +53,9 @@ struct slc_context {
    * slc_context_destroy refuses while non-zero. */
   atomic_long live_handles;
   _Atomic(struct slc__engine *) engine; /* engine.c; NULL until enabled */
+  /* Keeps run by the layer's calls, by cause (slc_keep_cause; engine.c,
+   * slc__keeps_end). Relaxed counters: statistics only. */
+  atomic_uint_fast64_t keeps_by[SLC_CAUSE_COUNT];
   /* Streams whose last reference went but whose teardown could not finish
    * (the destroy's synchronisation failed, or cuStreamDestroy did): kept,
    * with their ledger streams and what those hold, until
@@ -56,6 +64,13 @@ struct slc_context {
    * context's destroy. */
   pthread_mutex_t limbo_mu;
   slc_stream *limbo;
+  /* Every stream from its creation to its last unref (a doubly linked
+   * list), so that slc_engine_enable drives the streams that exist already
+   * (engine.c, REGISTRATION). streams_mu guards the list and each stream's
+   * joining or leaving the engine: taken by stream creation, the last
+   * unref and slc_engine_enable, never on an issuing or release path. */
+  pthread_mutex_t streams_mu;
+  slc_stream *streams;
 };
 
 /* The stream's gate word: bit 63 "destroying" (no new calls), bit 62
@@ -89,10 +104,13 @@ struct slc_stream {
   atomic_int destroyed;   /* 1 once cuStreamDestroy succeeded (adopted: once
                            * it would have; the CUstream is not ours) */
   slc_stream *limbo_next; /* in c->limbo (under c->limbo_mu) */
-  /* engine.c's marker ring; NULL if not driven. Freed at the last unref
-   * (slc__engine_unregister), not by the finalizer: see engine.c,
-   * REGISTRATION. */
-  struct slc__mq *mq;
+  /* engine.c's marker ring; NULL if not driven. Set (release) under
+   * c->streams_mu when the stream joins the engine — at its creation, or
+   * later by slc_engine_enable while issuers run (they load it acquire) —
+   * and freed at the last unref (slc__engine_unregister), not by the
+   * finalizer: see engine.c, REGISTRATION. */
+  _Atomic(struct slc__mq *) mq;
+  slc_stream *streams_prev, *streams_next; /* c->streams, under streams_mu */
   bool adopted; /* slc_stream_adopt: the driver stream is not ours */
 };
 
@@ -167,6 +185,25 @@ void slc__test_hook(enum slc__hook_point point);
 #define SLC__HOOK(point) ((void)0)
 #endif
 
+/* ---- Operations on layer buffers (bufops.c, peer.c) ---- */
+
+#define SLC__INLINE_IDS 8
+
+/* The caller's hold plus the given buffers; `owned` must be freed after. */
+struct slc__xhold {
+  slc_hold h;
+  uint64_t ids_inline[SLC__INLINE_IDS];
+  ldg_range ranges_inline[SLC__INLINE_IDS];
+  void *owned;
+};
+
+/* x = hold (may be NULL) + the ids of bufs[0..n) and, for host buffers,
+ * their bytes [offs[i], +lens[i]). LDG_EINVAL (bad hold) or LDG_ENOMEM,
+ * with the record set. */
+int slc__extend_hold(struct slc__xhold *x, const slc_hold *hold,
+                     slc_buffer *const *bufs, const size_t *offs,
+                     const size_t *lens, size_t n, const char *call);
+
 /* ---- Devices (context.c) ---- */
 
 /* Retains the primary context on first use and makes it current. On error
@@ -196,15 +233,45 @@ int slc__limbo_finish(slc_context *c);
 
 /* ---- The progress engine (engine.c) ---- */
 
-/* slc_stream_create: joins the engine (if enabled). LDG_OK or LDG_ENOMEM. */
+/* slc_stream_create: joins the context's list of streams and the engine (if
+ * enabled). LDG_OK or LDG_ENOMEM (then s is in neither). */
 int slc__engine_register(slc_stream *s);
 /* The last slc_stream_unref, whether the stream was destroyed or goes to
- * the limbo list: leaves the engine, destroying the marker events. */
+ * the limbo list: leaves the list and the engine, destroying the marker
+ * events. */
 void slc__engine_unregister(slc_stream *s);
 /* After an operation was enqueued on s: maybe a marker; wakes the engine. */
 void slc__engine_after_issue(slc_stream *s);
 /* slc_context_destroy, before it finishes limbo streams: stops (joins) the
  * thread and frees the engine. Idempotent (a retried destroy). */
 void slc__engine_stop(slc_context *c);
+
+/* Counting keeps by cause (slc_engine_stats.keeps_by_cause). A layer call
+ * that may run keeps takes a frame before the ledger call and ends it
+ * after: the keeps the ledger ran on this thread in between
+ * (ldg_thread_ops_released), less those that nested frames (keeps calling
+ * the layer) already counted, go to `cause`. Thread-local reads and one
+ * relaxed add when some ran. */
+struct slc__keeps_frame {
+  uint64_t ran0, counted0;
+};
+extern _Thread_local uint64_t slc__keeps_counted; /* engine.c */
+void slc__keeps_count(slc_context *c, const struct slc__keeps_frame *f,
+                      uint64_t ran, slc_keep_cause cause);
+/* Inline: on the issuing path (the overtaken enqueue) a frame costs two
+ * thread-local reads and a compare when no keep ran. */
+static inline void slc__keeps_begin(struct slc__keeps_frame *f) {
+  f->ran0 = ldg_thread_ops_released();
+  f->counted0 = slc__keeps_counted;
+}
+static inline void slc__keeps_end(slc_context *c,
+                                  const struct slc__keeps_frame *f,
+                                  slc_keep_cause cause) {
+  uint64_t ran = ldg_thread_ops_released() - f->ran0;
+  if (ran != 0) slc__keeps_count(c, f, ran, cause);
+}
+/* Runs a keep the ledger refused (its stream was destroyed, so the work is
+ * complete) on this thread, and counts it under `cause`. */
+void slc__keeps_run_here(slc_context *c, ldg_keep keep, slc_keep_cause cause);
 
 #endif /* STREAMLEDGER_CUDA_INTERNAL_H */

@@ -147,7 +147,8 @@
  *   the asynchronous operations (a release overtook the enqueue, or the
  *   stream was destroyed between the issue and the record),
  *   slc_stream_record_external and the slc_buf_* operations (likewise:
- *   they issue through the asynchronous operations), the progress engine's
+ *   they issue through the asynchronous operations; slc_buf_copy_peer_async
+ *   too), the progress engine's
  *   thread and slc_engine_poll (cuda/sl_engine.h: releases to completed
  *   markers) and slc_context_destroy (kept streams). Keeps may block and
  *   may call any slc_ function — on any stream, event or buffer, their own
@@ -157,7 +158,8 @@
  *   freeing, the event slc_event_destroy is destroying, the stream whose
  *   last reference is going). Keeps run by slc_context_destroy must not
  *   call into its context. (tests/cuda: cuda_suite --keep-reentry runs each
- *   such call, slc_engine_poll, slc_buf_memset_async and
+ *   such call, slc_engine_poll, slc_buf_memset_async,
+ *   slc_buf_copy_peer_async (staged, from device 1 when there are two) and
  *   slc_stream_record_external included, from a keep on each of these
  *   paths; the engine's through slc_engine_poll, whose release code the
  *   engine thread shares; slc_stream_record_external's and the slc_buf_*
@@ -325,10 +327,24 @@ void slc_stream_unref(slc_stream *s);
  * kept after a failed sync) never destroy the CUstream. The owner must
  * keep it alive until then. Its device is found from its context, which
  * must be a device's primary context; non-blocking if created so.
- * LDG_EINVAL: c or out NULL, a default stream (NULL, CU_STREAM_LEGACY,
- * CU_STREAM_PER_THREAD), another context's stream, a handle the driver
- * does not know (cuStreamGetCtx: CUDA_ERROR_INVALID_HANDLE). */
+ * LDG_EINVAL: c or out NULL, a default stream (NULL, CU_STREAM_LEGACY:
+ * use slc_stream_adopt_legacy; CU_STREAM_PER_THREAD), another context's
+ * stream, a handle the driver does not know (cuStreamGetCtx:
+ * CUDA_ERROR_INVALID_HANDLE). */
 int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out);
+
+/* Adopts device's legacy default stream (the runtime's stream 0, which
+ * PyTorch uses by default) as a blocking stream whose handle is
+ * CU_STREAM_LEGACY: every driver call on it runs with the device's primary
+ * context current (as on every stream), so it always names that device's
+ * legacy stream. As slc_stream_adopt otherwise: never destroyed by the
+ * layer. Its implicit barriers with the device's other blocking streams
+ * are not told to the ledger: a sync or event on it releases only what was
+ * recorded on this object (adopt.c argues it). Each call makes a new object
+ * with its own ledger stream (keep one per device). LDG_EINVAL: c or out
+ * NULL, device out of range. May block (retains the primary context on
+ * first use). */
+int slc_stream_adopt_legacy(slc_context *c, int device, slc_stream **out);
 bool slc_stream_is_adopted(const slc_stream *s);
 
 
@@ -527,6 +543,69 @@ int slc_buf_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
                    unsigned shared_bytes, void **params,
                    slc_buffer *const *buffers, size_t n_buffers,
                    const slc_hold *hold);
+
+/* ---- Several devices: peer access, copies between devices ---------------
+ * Ordering across devices needs nothing more than events: record an event
+ * on a stream of device i, make a stream of device j wait on it
+ * (slc_stream_wait_event); j's completion past that wait (its sync, an
+ * event, a query, the engine's marker, a device sync of j) releases i's
+ * stream up to the event, and along chains of waits through any number of
+ * devices (tests/cuda: chain_all_devices). What follows moves data.
+ *
+ *   function                        may block     lock taken  runs keeps
+ *   ------------------------------  ------------  ----------  ----------
+ *   slc_device_can_access_peer      no (driver)   none        no
+ *   slc_device_enable_peer_access   driver call   device's    no
+ *                                                 init mutex
+ *                                                 (first use)
+ *   slc_device_peer_access          no            none        no
+ *   slc_buf_copy_peer_async         as the async  none        as the async
+ *                                   operations                operations */
+
+/* *can: whether `device` can access `peer`'s memory directly
+ * (cuDeviceCanAccessPeer; false when device == peer). LDG_EINVAL: c or can
+ * NULL, a device out of range. */
+int slc_device_can_access_peer(slc_context *c, int device, int peer,
+                               bool *can);
+
+/* Gives `device`'s primary context access to `peer`'s memory
+ * (cuCtxEnablePeerAccess, retaining both primary contexts; leaves device's
+ * current). Idempotent: enabled before, by the layer or the application
+ * (CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), is LDG_OK. One direction only:
+ * peer's kernels and copies reaching device's memory need the call the
+ * other way round. Where the driver cannot (no P2P path:
+ * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) it returns SLC_EDRIVER with that
+ * result and changes nothing; copies between the two then go staged (see
+ * slc_buf_copy_peer_async). LDG_EINVAL: c NULL, device == peer, a device
+ * out of range. Peers with ordinals above 63 are enabled but not
+ * remembered: slc_device_peer_access says false for them and copies stage. */
+int slc_device_enable_peer_access(slc_context *c, int device, int peer);
+
+/* Whether slc_device_enable_peer_access(c, device, peer) succeeded. */
+bool slc_device_peer_access(const slc_context *c, int device, int peer);
+
+/* dst[dst_offset..+bytes) = src[src_offset..+bytes) for device buffers of
+ * any two devices, on s, a stream of dst's or src's device. DIRECT (one
+ * cuMemcpyDtoDAsync; *staged = false) when both are on s's device or s's
+ * device has peer access to the other one (slc_device_enable_peer_access).
+ * Otherwise STAGED (*staged = true) through `staging`, a pinned host buffer
+ * of the context: for each piece of at most staging's size, a copy of src
+ * into staging and a copy of staging into dst, both on s (stream order
+ * makes reusing staging safe). Each operation holds src, dst and staging
+ * (its bytes too), as slc_buf_copy_async does; the caller's hold (may be
+ * NULL) goes with the last one, which completes last. staged may be NULL;
+ * staging may be NULL when the direct path is certain.
+ * LDG_EINVAL (nothing issued): s, dst or src NULL, a host buffer as dst or
+ * src, another context's buffer, ranges outside the buffers, s on neither
+ * device, or staging needed and NULL, not a host buffer, or empty.
+ * Other errors as slc_copy_dtod_async. A staged copy that fails after its
+ * first piece was issued returns the error with the pieces already issued
+ * recorded (they hold the buffers until complete; dst is partly written)
+ * and the caller's keep not called. */
+int slc_buf_copy_peer_async(slc_stream *s, slc_buffer *dst, size_t dst_offset,
+                            slc_buffer *src, size_t src_offset, size_t bytes,
+                            slc_buffer *staging, const slc_hold *hold,
+                            bool *staged);
 
 /* ---- Modules and kernels ------------------------------------------------ */
 

@@ -4,9 +4,11 @@
  * opens with the argument; this header is the contract.
  *
  * WHAT IT DOES
- *   Once enabled on a context, every stream created afterwards gets a ring
- *   of completion markers. As work is issued on the stream (any of the
- *   asynchronous calls of sl_cuda.h), the layer records a marker — a pooled
+ *   Once enabled on a context, every stream gets a ring of completion
+ *   markers: those that exist already (their work issued before is covered
+ *   by the engine's first tail marker) and those created afterwards. As
+ *   work is issued on the stream (any of the asynchronous calls of
+ *   sl_cuda.h), the layer records a marker — a pooled
  *   driver event, cuEventRecord — after at most `marker_every_ops`
  *   operations or `marker_every_us` microseconds, whichever comes first, and
  *   only when work was enqueued since the last marker. A marker carries the
@@ -45,8 +47,27 @@
  *   slc_engine_poll is the same under both: one non-blocking pass, a tail
  *   marker as soon as none is pending.
  *
+ * PLACEMENT (config.placement; bench/RESULTS.md, "Issue 9, third round")
+ *   - SLC_ENGINE_PLACE_ISSUER (the default): as above, the issuing call
+ *     records a marker every N ops / T us (cuEventRecord on its thread).
+ *   - SLC_ENGINE_PLACE_ENGINE (with a thread; without one, as ISSUER): an
+ *     issuing call only counts and, if the thread is parked, wakes it; the
+ *     thread records every marker, one in flight per stream — at once when
+ *     the issuer waits (nothing was issued past the marker that just
+ *     completed), every poll_max_us when it streams, so one wake-up
+ *     releases up to poll_max_us of work. The cost on the issuing thread is
+ *     a counter; the price: a waiting issuer's keep waits for the thread's
+ *     next wake-up (poll_us after a release, longer as it lingers) before
+ *     its marker is recorded, and a request of several operations whose
+ *     marker was placed after its first is taken for streaming: up to
+ *     poll_max_us more for its last keep.
+ *
  * WHERE AND IN WHICH ORDER KEEPS RUN
- *   On the engine thread or the thread that called slc_engine_poll, never on
+ *   On the engine thread or the thread that called slc_engine_poll (and, as
+ *   with any release, an issuing call whose enqueue a marker's release
+ *   overtook runs that keep itself: SLC_CAUSE_ENQUEUE, sl_cuda.h; more often
+ *   with SLC_ENGINE_PLACE_ENGINE, whose thread reads marks while issuers
+ *   enqueue), never on
  *   a driver callback thread and never while the engine holds anything: the
  *   engine takes completed markers under its consumer flag (a try-flag
  *   nobody waits on, except stream creation and the last unref), drops it,
@@ -66,6 +87,9 @@
  *     fails, or the stream's ring is full because the engine is behind) is
  *     skipped: its work is covered by the next marker or by a tail marker,
  *     i.e. released later, never earlier.
+ *   - The engine's driver failures never touch the calling thread's error
+ *     record (slc_last_error): an issuing call whose marker failed, and a
+ *     poll whose query failed, succeed; the stats count the failure.
  *   - A cuEventQuery that fails releases nothing. After
  *     SLC_ENGINE_QUERY_RETRIES consecutive failures on one stream, the
  *     stream's engine error becomes sticky: the engine stops querying it,
@@ -91,22 +115,29 @@
  *   stopped. "Who holds buffer b": ldg_vector_holders(slc_context_ledger(c),
  *   slc_buffer_id(b), ...) lists every pending operation naming it, on every
  *   stream, blocking ones included, with stream id and sequence number.
- *   Not counted (yet): keeps run, and releases by the other causes (sync,
- *   event, destroy, transitive) — the engine counts its own.
+ *   Keeps run are counted by cause (slc_keep_cause: engine thread, poll,
+ *   sync, event, destroy, overtaken enqueue), exactly: the ledger counts,
+ *   per thread, the operations each call took (ldg_thread_ops_released).
  *
  * THREADING (who may call what)
  *   function                  may block       lock taken        runs keeps
  *   ------------------------  --------------  ----------------  ----------
  *   issuing calls (markers)   no              none (try-flags)  no
- *   slc_engine_enable         yes (thread)    none              no
- *   slc_engine_poll           no              consumer try-flag yes (a)
+ *   slc_engine_enable         yes (c)         streams mutex,    no
+ *                                             consumer flag
+ *   slc_engine_poll,          no              consumer try-flag yes (a)
+ *     slc_engine_poll_stream
  *   slc_engine_stats,         no              none              no
  *     slc_stream_progress,
  *     slc_stream_engine_error
- *   slc_stream_create         briefly (b)     consumer flag     no
- *   last slc_stream_unref     briefly (b)     consumer flag     yes
+ *   slc_stream_create         briefly (b)     streams mutex,    no
+ *                                             consumer flag
+ *   last slc_stream_unref     briefly (b)     streams mutex,    yes
+ *                                             consumer flag
  *   (a) after dropping the flag. (b) waits for a running poll's query phase
- *   (never for keeps).
+ *   (never for keeps), and for the context's streams mutex, which only
+ *   these three calls take (never a keep-running or issuing path). (c)
+ *   starts the thread; waits as (b).
  */
 #ifndef STREAMLEDGER_CUDA_SL_ENGINE_H
 #define STREAMLEDGER_CUDA_SL_ENGINE_H
@@ -132,6 +163,12 @@ typedef enum slc_engine_wait {
   SLC_ENGINE_WAIT_FIXED = 1,
 } slc_engine_wait;
 
+/* Who records the markers (see PLACEMENT above). */
+typedef enum slc_engine_placement {
+  SLC_ENGINE_PLACE_ISSUER = 0,
+  SLC_ENGINE_PLACE_ENGINE = 1,
+} slc_engine_placement;
+
 typedef struct slc_engine_config {
   bool thread;                 /* start an engine thread */
   unsigned marker_every_ops;   /* N: a marker after N operations (0: 8) */
@@ -146,13 +183,17 @@ typedef struct slc_engine_config {
    * or polling thread, no lock held. May be NULL. */
   void (*on_error)(void *arg, uint64_t stream_id, int device, CUresult cu);
   void *on_error_arg;
+  slc_engine_placement placement; /* who records markers (0: the issuer) */
 } slc_engine_config;
 
-/* Enables the engine on c (cfg NULL: the defaults, with a thread). Streams
- * created from now on are driven by it; streams that already exist are not.
- * LDG_EINVAL: c NULL, markers_per_stream not a power of two or > 4096.
- * LDG_EBUSY: already enabled. LDG_ENOMEM; SLC_EDRIVER is not possible (no
- * driver call). The engine ends with slc_context_destroy. */
+/* Enables the engine on c (cfg NULL: the defaults, with a thread). Every
+ * stream of c is driven by it from now on: those created later, and those
+ * that exist already (even while other threads issue on them: their next
+ * issue sees the ring; work issued before gets a tail marker).
+ * LDG_EINVAL: c NULL, markers_per_stream not a power of two or > 4096, wait
+ * or placement not one of its enum's values. LDG_EBUSY: already enabled. LDG_ENOMEM (nothing changed: no stream is
+ * driven); SLC_EDRIVER is not possible (no driver call). The engine ends
+ * with slc_context_destroy. */
 int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
 
 /* Checks every engine-driven stream of c once, without blocking: releases
@@ -163,6 +204,34 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
  * does the work). LDG_EINVAL: c NULL or no engine. */
 int slc_engine_poll(slc_context *c, size_t *released);
 
+/* slc_engine_poll for s alone: releases s to its completed markers on the
+ * calling thread (its keeps run here), places a tail marker for uncovered
+ * work. For a thread that wants the keeps of its own streams (a pool
+ * returning the blocks it freed to its own cache) without running every
+ * stream's. Non-blocking; returns at once with *released = 0 if another
+ * thread is polling. LDG_EINVAL: s NULL, or s not engine-driven (see
+ * slc_stream_progress's engine_driven). */
+int slc_engine_poll_stream(slc_stream *s, size_t *released);
+
+/* Why the layer ran a keep (slc_engine_stats.keeps_by_cause). A keep
+ * released transitively (a stream waiting on another) counts under the
+ * cause of the call whose release reached it; a keep that a keep's own
+ * layer call ran counts under that inner call's cause. */
+typedef enum slc_keep_cause {
+  SLC_CAUSE_ENGINE = 0,  /* the engine thread, from a completed marker */
+  SLC_CAUSE_POLL = 1,    /* slc_engine_poll and slc_engine_poll_stream,
+                          * from a completed marker */
+  SLC_CAUSE_SYNC = 2,    /* slc_stream_synchronize, slc_stream_query,
+                          * slc_device_synchronize, the settles (buffer
+                          * frees, slc_copy_dtoh/htod, range settles) */
+  SLC_CAUSE_EVENT = 3,   /* slc_event_synchronize/_query, and
+                          * slc_stream_wait_event (a release overtaking it) */
+  SLC_CAUSE_DESTROY = 4, /* slc_stream_destroy, the last slc_stream_unref */
+  SLC_CAUSE_ENQUEUE = 5, /* an issuing call whose entry a concurrent release
+                          * overtook (ldg_enqueue runs that keep itself) */
+  SLC_CAUSE_COUNT = 6
+} slc_keep_cause;
+
 /* Context-wide counters; a snapshot callable from any thread at any time
  * without stopping enqueuers (each counter is read atomically; they are not
  * one instant's values). */
@@ -172,19 +241,29 @@ typedef struct slc_engine_stats {
   uint64_t tail_markers;     /* of which placed by the engine */
   uint64_t markers_done;     /* markers found complete */
   uint64_t markers_skipped;  /* not placed: ring full or record failed */
-  uint64_t record_failures;  /* cuEventRecord / cuEventCreate failures */
-  uint64_t query_failures;   /* cuEventQuery failures */
+  uint64_t record_failures;  /* cuEventRecord / cuEventCreate failures, or
+                              * the context could not be made current */
+  uint64_t query_failures;   /* cuEventQuery failures, or the context could
+                              * not be made current for a poll's queries */
   uint64_t stream_errors;    /* streams whose engine error became sticky */
   uint64_t releases;         /* ldg_release calls made by the engine */
   uint64_t seqs_released;    /* sequence numbers those covered (operations
                               * and waits), each counted once; some may
                               * have been released earlier by a sync */
-  uint64_t events_live;      /* marker events in existence */
+  uint64_t events_live;      /* marker events in existence (an event whose
+                              * cuEventDestroy failed twice stays counted) */
   uint64_t markers_pending;  /* markers recorded and not yet found done */
   /* The engine thread's waits (0 without a thread): */
   uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */
   uint64_t thread_sleeps;           /* timed sleeps */
   uint64_t thread_parks;            /* untimed waits (nothing pending) */
+  /* Keeps the layer ran (operations released: one per operation, a NULL
+   * keep included), by cause, counted since the context was created —
+   * before the engine was enabled too. Keeps run by ledger calls made
+   * directly on slc_context_ledger(), not through the layer, and by
+   * slc_context_destroy, are not counted. keeps_run is their sum. */
+  uint64_t keeps_run;
+  uint64_t keeps_by_cause[SLC_CAUSE_COUNT];
 } slc_engine_stats;
 
 int slc_engine_stats_get(slc_context *c, slc_engine_stats *out);
@@ -199,7 +278,7 @@ typedef struct slc_stream_progress {
   size_t markers_pending;  /* markers recorded, not yet found done */
   uint64_t oldest_marker_age_ns; /* age of the oldest pending marker (0: none) */
   CUresult engine_error;   /* sticky engine error, CUDA_SUCCESS if none */
-  bool engine_driven;      /* the stream was created with the engine on */
+  bool engine_driven;      /* the engine is enabled (and the handle live) */
 } slc_stream_progress;
 
 /* LDG_EINVAL: s or out NULL. Callable from any thread while s is alive. */

@@ -208,7 +208,11 @@ int slc_stream_synchronize(slc_stream *s) {
   if (r != CUDA_SUCCESS)
     return slc__fail_cu(s->c, "cuStreamSynchronize", r, "stream %llu",
                         (unsigned long long)ldg_stream_id(s->ls));
+  slc_context *c = s->c; /* read first, as in slc_stream_wait_event */
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   rc = ldg_release(s->ls, m);
+  slc__keeps_end(c, &kf, SLC_CAUSE_SYNC);
   /* Destroyed since the exit: its destroy released everything. */
   if (rc != LDG_OK && rc != LDG_EDESTROYED)
     return slc__fail(rc, "ldg_release", NULL);
@@ -235,7 +239,11 @@ int slc_stream_query(slc_stream *s, bool *idle) {
     return slc__fail_cu(s->c, "cuStreamQuery", r, "stream %llu",
                         (unsigned long long)ldg_stream_id(s->ls));
   *idle = true;
+  slc_context *c = s->c; /* read first, as in slc_stream_wait_event */
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   rc = ldg_release(s->ls, m);
+  slc__keeps_end(c, &kf, SLC_CAUSE_SYNC);
   if (rc != LDG_OK && rc != LDG_EDESTROYED)
     return slc__fail(rc, "ldg_release", NULL);
   return LDG_OK;
@@ -292,7 +300,11 @@ static int slc__stream_destroy(slc_stream *s, const char *call, bool quiet) {
   slc__fetch_or_acq_rel(&s->gate, SLC__GATE_SYNCED);
   /* Releases everything the stream holds; keeps run here, and any call they
    * make on s is refused. */
+  slc_context *c = s->c; /* read first, as in slc_stream_wait_event */
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   (void)ldg_stream_destroy(s->ls); /* only LDG_EDESTROYED: already done */
+  slc__keeps_end(c, &kf, SLC_CAUSE_DESTROY);
   if (quiet) slc__error_save(&saved); /* keeps' failures stay */
   rc = slc__stream_destroy_driver(s, call);
   if (quiet) (void)slc__error_restore(&saved);
@@ -525,7 +537,10 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
     ranges = hold->ranges;
     n_ranges = hold->n_ranges;
   }
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
+  slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (rc == LDG_OK) {
     slc__engine_after_issue(s);
     return LDG_OK;
@@ -533,7 +548,7 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
   if (rc == LDG_EDESTROYED) {
     /* s was destroyed after the issue: its destroy waited for the gate and
      * then synchronised, so the operation is complete. */
-    if (keep.release != NULL) keep.release(keep.ctx);
+    slc__keeps_run_here(s->c, keep, SLC_CAUSE_DESTROY);
     return LDG_OK;
   }
   int src = slc__sync_after_failed_record(s, slc__op_call[op->kind]);
@@ -584,15 +599,18 @@ int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
   slc__stream_exit(s);
   slc_hold h = {{NULL, NULL}, NULL, 0, NULL, 0};
   if (hold != NULL) h = *hold;
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
   rc = ldg_enqueue(s->ls, h.keep, h.vec_ids, h.n_vec, h.ranges, h.n_ranges,
                    NULL);
+  slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (rc == LDG_OK) {
     slc__engine_after_issue(s);
     return LDG_OK;
   }
   if (rc == LDG_EDESTROYED) {
     /* Destroyed since the gate: its sync came after the caller's issue. */
-    if (h.keep.release != NULL) h.keep.release(h.keep.ctx);
+    slc__keeps_run_here(s->c, h.keep, SLC_CAUSE_DESTROY);
     return LDG_OK;
   }
   int src = slc__sync_after_failed_record(s, "external work");

@@ -53,6 +53,12 @@
   atomic_compare_exchange_weak_explicit((p), (expected), (desired), \
                                         memory_order_acq_rel,       \
                                         memory_order_acquire)
+/* Relaxed CAS: for a word whose own modification order is the whole
+ * argument (vindex.c). */
+#define ldg__cas_weak_relaxed(p, expected, desired)                   \
+  atomic_compare_exchange_weak_explicit((p), (expected), (desired), \
+                                        memory_order_relaxed,       \
+                                        memory_order_relaxed)
 #define ldg__cas_seq_cst(p, expected, desired)                          \
   atomic_compare_exchange_strong_explicit((p), (expected), (desired), \
                                           memory_order_seq_cst,       \

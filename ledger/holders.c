@@ -61,6 +61,7 @@ static size_t ldg__stream_holders(ldg_stream *s, uint64_t id, ldg_holder *out,
 size_t ldg_vector_holders(ldg_ledger *l, uint64_t vec_id, ldg_holder *out,
                           size_t cap) {
   if (l == NULL) return 0;
+  if (l->vindex != NULL && ldg__vindex_absent(l->vindex, vec_id)) return 0;
   if (out == NULL) cap = 0;
   size_t n = 0;
   ldg__rcu_read_lock();

@@ -191,6 +191,10 @@ struct ldg_ledger {
    * struct, segment or payload of it is still allocated. */
   _Atomic uint64_t refs;
   _Atomic bool destroying; /* ldg_ledger_destroy began: pools take nothing */
+  /* The vector index (vindex.c), or NULL: set before the first stream and
+   * fixed from then on (the registry mutex orders it before every stream's
+   * creation, hence before every enqueue); freed with the ledger. */
+  struct ldg__vindex *vindex;
   alignas(LDG__CACHE_LINE) _Atomic size_t bytes;
   /* Retired segments past their grace period, kept for reuse, one lock-free
    * stack per size (8 << class slots); see pool.c. */
@@ -321,6 +325,28 @@ void ldg__finalize(ldg_stream *s);
 /* Destroys s on behalf of ldg_stream_destroy (caller holds a reference).
  * Returns false if it was destroyed already. */
 bool ldg__destroy(ldg_stream *s);
+
+/* ---- vindex.c: the vector index ----------------------------------------------------- */
+
+struct ldg__vindex;
+
+/* A table for about `ids` distinct ids pending at once; NULL if ids is 0 or
+ * too large, or out of memory. */
+struct ldg__vindex *ldg__vindex_new(size_t ids);
+void ldg__vindex_free(struct ldg__vindex *x);
+size_t ldg__vindex_bytes(const struct ldg__vindex *x);
+
+/* One entry naming ids[0..n) becomes pending / was taken. */
+void ldg__vindex_add(struct ldg__vindex *x, const uint64_t *ids, size_t n);
+void ldg__vindex_remove(struct ldg__vindex *x, const uint64_t *ids, size_t n);
+
+/* True: no pending indexed entry names id (a definite miss). False:
+ * maybe; walk the rings. */
+bool ldg__vindex_absent(const struct ldg__vindex *x, uint64_t id);
+
+/* Operations taken by this thread's release walks and overtaken enqueues
+ * (ldg_thread_ops_released). Thread-local: never shared, no atomics. */
+extern _Thread_local uint64_t ldg__thread_ops;
 
 /* ---- registry.c ------------------------------------------------------------------- */
 

@@ -55,6 +55,7 @@
  *   ldg_stream_destroy           no (b)     none (f)           keeps
  *   ldg_stream_unref             no (b)     none (f)           keeps (e)
  *   ldg_stream_set_finalizer     no         none               no
+ *   ldg_ledger_index_vectors     yes (d)    registry mutex     no
  *   ldg_ledger_destroy           yes        registry mutex     keeps
  *
  *   (a) Only when a release overtook this enqueue or wait (see ldg_enqueue
@@ -325,7 +326,17 @@ size_t ldg_marks_count(const ldg_marks *m);
  * destroyed stream. s must not be NULL. */
 size_t ldg_pending_count(const ldg_stream *s);
 
-/* Whether some live stream of l has a pending entry naming vec_id. */
+/* Operations (entries, not waits) whose keeps the calling thread has run
+ * so far, over all ledgers: every release walk and every overtaken enqueue
+ * (ldg_enqueue) on this thread counts the operations it took, whether
+ * their keep is NULL or not. Thread-local, no atomics: a caller learns how
+ * many keeps one of its calls ran (transitive releases included) as the
+ * difference of two readings around it. */
+uint64_t ldg_thread_ops_released(void);
+
+/* Whether some live stream of l has a pending entry naming vec_id. Walks
+ * the pending entries, except on a miss of the vector index when it is on
+ * (ldg_ledger_index_vectors): then O(1). */
 bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id);
 
 /* One pending operation naming a vector (ldg_vector_holders). */
@@ -393,6 +404,20 @@ size_t ldg_ledger_bytes(ldg_ledger *l);
  * waits for pending RCU callbacks); may be called from a keep or drain.
  * NULL is ignored. */
 void ldg_ledger_trim(ldg_ledger *l);
+
+/* Turns on the vector index: from then on ldg_holds_vector,
+ * ldg_nonblocking_holding and ldg_vector_holders answer a miss (no pending
+ * entry names the id) in O(1) instead of walking every pending entry of
+ * every stream, as long as the index has room: it is sized for about `ids`
+ * distinct vector ids pending at once (8 buckets of 8 bytes per id, counted
+ * in ldg_ledger_bytes, freed with the ledger). Past that, or when two ids
+ * share a bucket, a query walks the rings as without the index: answers are
+ * exact either way, only their cost changes. The price: every enqueue and
+ * every release does one more atomic read-modify-write per vector id of
+ * each entry (ledger/vindex.c). Only before the ledger's first stream is
+ * created: LDG_EBUSY after that (or when it is on already). LDG_EINVAL: l
+ * NULL, ids 0 or over 2^25. LDG_ENOMEM. */
+int ldg_ledger_index_vectors(ldg_ledger *l, size_t ids);
 
 /* Sets the most bytes of retired segments the pool keeps (default 1 MiB);
  * 0 keeps none and empties the pool (as ldg_ledger_trim, so it may block).

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,6 +89,11 @@ size_t ldg__pool_seg_bytes(unsigned cls);
  * (head): a segment tailseg names is never retired. */
 struct ldg_stream;
 bool ldg__ring_tailseg_reachable(struct ldg_stream *s);
+
+/* Whether l's vector index (ldg_ledger_index_vectors) says no pending
+ * entry names id (a definite miss, answered without a walk). False when
+ * the index is off. */
+bool ldg__vindex_says_absent(struct ldg_ledger *l, uint64_t id);
 
 #ifdef __cplusplus
 }

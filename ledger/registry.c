@@ -75,6 +75,7 @@ void ldg__ledger_unref(ldg_ledger *l) {
    * free by whoever drops the last one (the usual reference count). */
   if (ldg__fetch_sub_acq_rel(&l->refs, 1) != 1) return;
   pthread_mutex_destroy(&l->reg_lock);
+  ldg__vindex_free(l->vindex); /* nothing can enqueue or release any more */
   ldg__free(l);
 }
 
@@ -167,6 +168,30 @@ int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes) {
   if (l == NULL) return LDG_EINVAL;
   ldg__store_relaxed(&l->pool_limit, bytes); /* a bound; publishes nothing */
   if (bytes == 0) ldg_ledger_trim(l);
+  return LDG_OK;
+}
+
+int ldg_ledger_index_vectors(ldg_ledger *l, size_t ids) {
+  if (l == NULL || ids == 0 || ids > ((size_t)1 << 25)) return LDG_EINVAL;
+  struct ldg__vindex *x = ldg__vindex_new(ids);
+  if (x == NULL) return LDG_ENOMEM;
+  /* Waits: a configuration call, before any stream (the rare paths the
+   * contract allows a lock on). Every stream creation takes its id, then
+   * links the stream under this mutex. One that locked it before us took
+   * its id before, so the load sees that id: refused. One that locks it
+   * after us happens-after the store below, and so does every enqueue on
+   * that stream (vindex.c, WHY ONLY BEFORE THE FIRST STREAM). Relaxed
+   * load: ordered by the mutex as just said. */
+  pthread_mutex_lock(&l->reg_lock);
+  bool fresh = ldg__load_relaxed(&l->next_id) == 1 && l->vindex == NULL;
+  if (fresh) l->vindex = x;
+  pthread_mutex_unlock(&l->reg_lock);
+  if (!fresh) {
+    ldg__vindex_free(x);
+    return LDG_EBUSY;
+  }
+  /* Relaxed: a statistic. */
+  ldg__fetch_add_relaxed(&l->bytes, ldg__vindex_bytes(x));
   return LDG_OK;
 }
 
@@ -551,7 +576,10 @@ static bool ldg__any_live_holds(ldg_ledger *l, ldg__entry_pred fn,
 }
 
 bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id) {
-  return l != NULL && ldg__any_live_holds(l, ldg__names_vec, &vec_id);
+  if (l == NULL) return false;
+  /* A definite miss of the index (vindex.c): no walk. */
+  if (l->vindex != NULL && ldg__vindex_absent(l->vindex, vec_id)) return false;
+  return ldg__any_live_holds(l, ldg__names_vec, &vec_id);
 }
 
 bool ldg_holds_host_range(ldg_ledger *l, uintptr_t addr, size_t bytes) {
@@ -565,6 +593,7 @@ bool ldg_holds_host_range(ldg_ledger *l, uintptr_t addr, size_t bytes) {
 size_t ldg_nonblocking_holding(ldg_ledger *l, uint64_t vec_id,
                                ldg_stream **out, size_t cap) {
   if (l == NULL) return 0;
+  if (l->vindex != NULL && ldg__vindex_absent(l->vindex, vec_id)) return 0;
   if (out == NULL) cap = 0;
   size_t n = 0;
   ldg__rcu_read_lock();

@@ -17,6 +17,23 @@
  *   empty interval. Dropping the last reference of a inside the walk destroys
  *   a in the same loop (the frame turns into a "finalize" frame), so even
  *   destruction cascades stay iterative.
+ *
+ * POPPING A FRAME
+ *   The popped wait's slot is resolved first thing in the read-side section
+ *   that takes the parent's next chunk, not in a section of its own (or, if
+ *   the parent's walk is finished, in one of its own as before). Between the
+ *   pop and that resolve the loop only tests the parent's cursor: the
+ *   order of the walk's atomic operations is unchanged, and two adjacent
+ *   read-side sections become one, which only keeps a grace period from
+ *   ending between them (the Promela model's pop, which resolves in a
+ *   section of its own, allows every behaviour of this and more). Until the
+ *   resolve the slot is taken and unresolved, so its segment stays pinned
+ *   (WHO MAY RECLAIM A SLOT, segment.c), and its stream is held by whoever
+ *   holds it for its walk (the caller, or the wait that led to it). A walk
+ *   through waits (the serving pattern: op on a, wait of b on a, ops on b)
+ *   so enters one read-side section fewer per fired wait: with liburcu's
+ *   out-of-line read_lock/read_unlock and their __tls_get_addr, ~85
+ *   instructions each (bench/RESULTS.md, "Issue 11, round 2").
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
@@ -66,6 +83,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
                               struct ldg__slot **wait,
                               struct ldg__seg **wait_seg) {
   ldg_stream *s = c->s;
+  struct ldg__vindex *vx = s->ledger->vindex; /* fixed before s existed */
   size_t n = 0;
   uint32_t taken = 0; /* resolved in g, not yet counted */
   *wait = NULL;
@@ -113,6 +131,12 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
       break;
     }
     keeps[n++] = slot->u.op.keep;
+    if (vx != NULL) { /* taken: out of the vector index (vindex.c) */
+      if (slot->aux == LDG__OP_EXT)
+        ldg__vindex_remove(vx, slot->u.op.d.ext->w, slot->u.op.d.ext->n_vec);
+      else
+        ldg__vindex_remove(vx, slot->u.op.d.in.w, slot->u.op.d.in.n_vec);
+    }
     if (slot->aux == LDG__OP_EXT) {
       /* Queries may still read it: free after a grace period. */
       ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
@@ -132,8 +156,13 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
    * tail), so a query that counts them released also sees their seqs in
    * tail. */
   if (n != 0) ldg__fetch_add_release(&s->ops_released, n);
+  ldg__thread_ops += n;
   return n;
 }
+
+_Thread_local uint64_t ldg__thread_ops;
+
+uint64_t ldg_thread_ops_released(void) { return ldg__thread_ops; }
 
 static void ldg__run_keeps(const ldg_keep *keeps, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -184,11 +213,17 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
   }
 
   ldg_keep keeps[LDG__BATCH];
+  /* A popped frame's slot, not yet counted resolved (its segment), and
+   * the stream holding it: see POPPING A FRAME. */
+  struct ldg__seg *pop_g = NULL;
+  ldg_stream *pop_s = NULL;
   for (;;) {
     if (!ldg__cursor_done(&cur)) {
       struct ldg__slot *w;
       struct ldg__seg *wg = NULL;
       ldg__rcu_read_lock();
+      if (pop_g != NULL) ldg__seg_resolve(pop_s, pop_g, 1);
+      pop_g = NULL;
       size_t n = ldg__take_chunk(&cur, keeps, &w, &wg);
       ldg__rcu_read_unlock();
       LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
@@ -224,6 +259,12 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     }
 
     /* cur's interval is finished. */
+    if (pop_g != NULL) {
+      ldg__rcu_read_lock();
+      ldg__seg_resolve(pop_s, pop_g, 1);
+      ldg__rcu_read_unlock();
+      pop_g = NULL;
+    }
     if (cur.frame == NULL) {
       if (mode == LDG__TOP_FINALIZE) {
         ldg__stream_life(cur.s, LDG__LIFE_FINALIZED);
@@ -247,15 +288,15 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     } else {
       ldg__stream_life(cur.s, LDG__LIFE_FINALIZED);
     }
-    /* Pop: resume the stream holding the wait, then resolve the wait. */
+    /* Pop: resume the stream holding the wait, then resolve the wait
+     * (first thing of the next read-side section: POPPING A FRAME). */
     struct ldg__cursor parent = {f->u.wait.parent, f->u.wait.parent_next,
                                  f->u.wait.parent_end, f->u.wait.parent_frame};
-    struct ldg__seg *fg = f->u.wait.seg;
-    /* Relaxed: as in ldg__take_chunk, ordered by the resolve below. */
+    pop_g = f->u.wait.seg;
+    pop_s = parent.s;
+    /* Relaxed: as in ldg__take_chunk, ordered by the resolve of pop_g
+     * (sequenced after this store). */
     ldg__store_relaxed(&f->state, (uint32_t)LDG__SLOT_EMPTY);
-    ldg__rcu_read_lock();
-    ldg__seg_resolve(parent.s, fg, 1);
-    ldg__rcu_read_unlock();
     cur = parent;
   }
 }

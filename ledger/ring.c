@@ -268,6 +268,11 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     return LDG_EDESTROYED;
   }
 
+  /* The vector index (vindex.c): before the publication. Plain read: set
+   * before the stream existed (registry mutex). */
+  struct ldg__vindex *vx = e->kind == LDG__KIND_OP ? s->ledger->vindex : NULL;
+  if (vx != NULL) ldg__vindex_add(vx, e->vec_ids, e->n_vec);
+
   if (e->kind == LDG__KIND_WAIT) {
     /* After the reservation: until this add, ldg_pending_count counts the
      * wait as an operation (over, never under). Release: pairs with the
@@ -296,10 +301,13 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   ldg__resolve_one(s, g);
   ldg__ext_free_now(ext);
   if (seq_out != NULL) *seq_out = seq;
+  /* Taken by us: out of the index before the keep runs. */
+  if (vx != NULL) ldg__vindex_remove(vx, e->vec_ids, e->n_vec);
   if (e->kind == LDG__KIND_OP) {
     /* Release: pairs with the acquire load in ldg_pending_count; our own
      * reservation on tail is sequenced before. */
     ldg__fetch_add_release(&s->ops_released, 1);
+    ldg__thread_ops++;
     if (e->keep.release != NULL) e->keep.release(e->keep.ctx);
   } else {
     if (e->target != NULL) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shared library exports exactly the public API:
-#   - every exported (dynamic, defined) symbol is ldg_* or slc_* with no
+#   - every exported (dynamic, defined) symbol is ldg_*, slc_* or slp_* with no
 #     second underscore, versioned STREAMLEDGER_<MAJOR>, and declared in a
 #     public header;
 #   - every function a public header declares is exported;
@@ -22,7 +22,7 @@ soname=$(readelf -d "$so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 
 # Functions the public headers declare (comments stripped first).
 declared=$(for h in "$@"; do gcc -fpreprocessed -dD -E -P -x c "$h" 2>/dev/null; done |
-  grep -oE '\b(ldg|slc)_[a-z0-9_]+[[:space:]]*\(' | grep -vE '_fn[[:space:]]*\(' |
+  grep -oE '\b(ldg|slc|slp)_[a-z0-9_]+[[:space:]]*\(' | grep -vE '_fn[[:space:]]*\(' |
   sed 's/[[:space:]]*($//' | sort -u)
 [ -n "$declared" ] || pkg_fail "no functions found in the public headers"
 
@@ -33,7 +33,7 @@ while read -r sym; do
   name=${sym%%@*}
   ver=${sym#*@}
   ver=${ver#@}
-  if ! [[ "$name" =~ ^(ldg|slc)_[a-z0-9] ]]; then
+  if ! [[ "$name" =~ ^(ldg|slc|slp)_[a-z0-9] ]]; then
     echo "not public: $sym" >&2
     bad=1
   elif ! grep -qx "$name" <<<"$declared"; then

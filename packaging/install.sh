@@ -11,7 +11,9 @@
 #                              /usr/local/cuda/include).
 # Layout (PREFIX/):
 #   include/streamledger/ledger/{ledger.h,version.h}
-#   include/streamledger/cuda/{sl_cuda.h,driver.h,host_executor.h}
+#   include/streamledger/cuda/{sl_cuda.h,driver.h,sl_engine.h,host_executor.h}
+#   include/streamledger/pool/sl_pool.h (the memory pool, in libstreamledger:
+#       pkg-config streamledger-cuda, CMake streamledger::cuda)
 #       -I PREFIX/include/streamledger, then #include "ledger/ledger.h":
 #       the same include paths as inside this repository and with Bazel.
 #   LIBDIR/libstreamledger.a, libstreamledger_host_executor.a

@@ -82,6 +82,25 @@
  *     tables and slab records are kept until the pool is destroyed, so a
  *     reader never touches freed memory.
  *
+ * THE PER-THREAD RETURN PATH
+ *   Who runs a held block's last keep puts it back. That was the engine
+ *   thread alone, for every request thread: with blocks used on a second
+ *   stream it wrote each block's line, a ledger slot, the shared list head
+ *   and the held counter that the request threads wrote too, and from 4
+ *   threads on it was the bottleneck (bench/RESULTS.md, issue 10). Now:
+ *   - a keep that returns a block on a thread with a cache of the pool
+ *     (slp__tc_peek: never creates one) pushes it there if it fits, then
+ *     stores FREE (release) as its last touch of the pool; only the
+ *     engine's keeps (no cache) and overflows take the shared path, under
+ *     p->returning as before;
+ *   - a thread whose cache runs dry after freeing blocks under pending
+ *     work releases its own streams itself (slp__poll_own, with
+ *     slc_engine_poll_stream), so those keeps run on it;
+ *   - held bytes are counted per thread and folded every 64 KiB, as the
+ *     allocated bytes are.
+ *   A block pushed to a cache before its FREE store is reached by no one
+ *   else: only its owner thread pops that cache, and it is that thread.
+ *
  * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
  * come back), then synchronise only the streams the pool saw work on that
  * still have pending entries; retry after each; then LDG_ENOMEM.
@@ -196,6 +215,17 @@ struct slp__tcache {
   /* Bytes this thread allocated minus freed (class sizes, asked sizes),
    * not yet folded into the pool's counters (see slp__acct). */
   atomic_int_fast64_t d_alloc, d_req;
+  /* Held bytes this thread added (freed under pending work) minus those
+   * its keeps returned, not yet folded into p->held (see slp__held_acct). */
+  atomic_int_fast64_t d_held;
+  /* Frees that found pending work since this thread last polled its own
+   * streams (see THE PER-THREAD RETURN PATH). */
+  unsigned held_since;
+  /* The 8 streams this thread used with the pool last, each with a
+   * reference of this cache (dropped when evicted, at a poll that finds it
+   * destroyed, at thread exit and at the pool's destroy): they are the
+   * streams slp__poll_own releases. gen: the registry's generation when
+   * the stream was registered (a stale one is registered again). */
   struct {
     slc_stream *s;
     uint64_t gen;
@@ -371,9 +401,29 @@ static void slp__counts_add(struct slp__tcounts *to,
                          slp__load_relaxed(&from->held_frees));
 }
 
+/* Moves tc's stream references into out (room for 8); returns how many.
+ * The caller drops them with no pool or registry lock held: a last
+ * reference may run keeps. */
+static size_t slp__tc_take_streams(struct slp__tcache *tc, slc_stream **out) {
+  size_t n = 0;
+  for (unsigned i = 0; i < 8; i++)
+    if (tc->seen[i].s != NULL) {
+      out[n++] = tc->seen[i].s;
+      tc->seen[i].s = NULL;
+    }
+  return n;
+}
+
+static void slp__unref_all(slc_stream **v, size_t n) {
+  for (size_t i = 0; i < n; i++) slc_stream_unref(v[i]);
+}
+
 /* Under the registry mutex: returns tc's blocks and counts to its pool (if
- * alive), unlinks it, frees it. */
-static void slp__tc_retire(struct slp__tcache *tc) {
+ * alive), unlinks it, frees it; its stream references go to drop (room for
+ * 8), *n_drop says how many. */
+static void slp__tc_retire(struct slp__tcache *tc, slc_stream **drop,
+                           size_t *n_drop) {
+  *n_drop = slp__tc_take_streams(tc, drop);
   slp_pool *p = tc->pool;
   if (p != NULL) {
     slp__tc_flush_all(p, tc);
@@ -381,6 +431,7 @@ static void slp__tc_retire(struct slp__tcache *tc) {
     slp__add(&p->allocated, &p->allocated_peak,
              slp__load_relaxed(&tc->d_alloc));
     slp__add(&p->requested, NULL, slp__load_relaxed(&tc->d_req));
+    slp__add(&p->held, &p->held_peak, slp__load_relaxed(&tc->d_held));
     if (tc->prev != NULL) tc->prev->next = tc->next;
     else p->tcaches = tc->next;
     if (tc->next != NULL) tc->next->prev = tc->prev;
@@ -390,12 +441,15 @@ static void slp__tc_retire(struct slp__tcache *tc) {
 
 static void slp__thread_exit(void *arg) {
   struct slp__tcache **slots = arg;
-  pthread_mutex_lock(&slp__reg_mu);
   for (int i = 0; i < SLP_MAX_POOLS; i++) {
-    if (slots[i] != NULL) slp__tc_retire(slots[i]);
+    slc_stream *drop[8];
+    size_t n = 0;
+    pthread_mutex_lock(&slp__reg_mu);
+    if (slots[i] != NULL) slp__tc_retire(slots[i], drop, &n);
     slots[i] = NULL;
+    pthread_mutex_unlock(&slp__reg_mu);
+    slp__unref_all(drop, n);
   }
-  pthread_mutex_unlock(&slp__reg_mu);
 }
 
 static void slp__make_key(void) {
@@ -409,8 +463,10 @@ static struct slp__tcache *slp__tc(slp_pool *p) {
   pthread_once(&slp__key_once, slp__make_key);
   struct slp__tcache *fresh = calloc(1, sizeof(*fresh));
   if (fresh == NULL) return NULL;
+  slc_stream *drop[8];
+  size_t n_drop = 0;
   pthread_mutex_lock(&slp__reg_mu);
-  if (tc != NULL) slp__tc_retire(tc); /* of a destroyed pool */
+  if (tc != NULL) slp__tc_retire(tc, drop, &n_drop); /* a destroyed pool's */
   fresh->pool = p;
   fresh->uid = p->uid;
   fresh->next = p->tcaches;
@@ -418,6 +474,7 @@ static struct slp__tcache *slp__tc(slp_pool *p) {
   p->tcaches = fresh;
   slp__tls[p->index] = fresh;
   pthread_mutex_unlock(&slp__reg_mu);
+  slp__unref_all(drop, n_drop);
   (void)pthread_setspecific(slp__key, slp__tls);
   return fresh;
 }
@@ -722,6 +779,30 @@ static void slp__prune_streams(slp_pool *p) {
 
 /* ---- Returning blocks ---------------------------------------------------- */
 
+/* This thread's cache of p if it has one (never creates one: keeps call
+ * this on any thread, the engine's included). */
+static struct slp__tcache *slp__tc_peek(const slp_pool *p) {
+  struct slp__tcache *tc = slp__tls[p->index];
+  return tc != NULL && tc->uid == p->uid ? tc : NULL;
+}
+
+/* Whether one more block of class k fits tc without a flush. */
+static bool slp__tc_room(const slp_pool *p, const struct slp__tcache *tc,
+                         int k) {
+  return tc->cls[k].n < slp__class_cap(p, k) &&
+         tc->bytes + slp__class_size(k) <= p->cfg.thread_cache_bytes;
+}
+
+static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
+  b->next = tc->cls[b->cls].head;
+  tc->cls[b->cls].head = b;
+  tc->cls[b->cls].n++;
+  tc->bytes += b->cap;
+}
+
+static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
+                           int_fast64_t d);
+
 /* The block is FREE now: to the thread's cache, or the shared list. */
 static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
                            slp_block *b) {
@@ -730,10 +811,7 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
   slp__poison(b);
   int k = b->cls;
   if (tc != NULL && slp__class_cap(p, k) > 0) {
-    b->next = tc->cls[k].head;
-    tc->cls[k].head = b;
-    tc->cls[k].n++;
-    tc->bytes += b->cap;
+    slp__tc_push(tc, b);
     if (tc->cls[k].n > slp__class_cap(p, k) ||
         tc->bytes > p->cfg.thread_cache_bytes) {
       slp__tc_flush_class(p, tc, k, tc->cls[k].n / 2);
@@ -761,14 +839,29 @@ static void slp__unuse(slp_block *b, bool cross) {
    * pairs with slp_free's CAS. */
   uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, 1);
   if (old != 1) return; /* allocated, listed, or other uses pending */
-  /* The block is ours, in the bare state 0 (live for slp_snapshot). We
+  slp_pool *p = b->pool;
+  /* The block is ours, in the bare state 0 (live for slp_snapshot). On a
+   * thread with a cache of p and room in it (a request thread releasing
+   * its own streams: THE PER-THREAD RETURN PATH), it goes there: no shared
+   * cache line is written. The release store of FREE is our last touch of
+   * p: slp_pool_destroy waits until it sees every block free (acquire). */
+  struct slp__tcache *tc = slp__tc_peek(p);
+  if (tc != NULL && slp__tc_room(p, tc, b->cls)) {
+    slp__held_acct(p, tc, -(int_fast64_t)b->cap);
+    if (p->cfg.on_recycle != NULL)
+      p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
+    slp__poison(b);
+    slp__tc_push(tc, b);
+    slp__store_release(&b->st, SLP__FREE);
+    return;
+  }
+  /* Otherwise to the shared list. We
    * announce ourselves in p->returning before the release store of FREE:
    * a destroy that sees the block free (acquire) then sees us there, and
    * waits for our release decrement, after our last touch of p and b. */
-  slp_pool *p = b->pool;
   slp__fetch_add_relaxed(&p->returning, 1);
   slp__store_release(&b->st, SLP__FREE);
-  slp__add(&p->held, NULL, -(int_fast64_t)b->cap);
+  slp__held_acct(p, NULL, -(int_fast64_t)b->cap);
   slp__give_back(p, NULL, b);
   atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
@@ -813,7 +906,7 @@ static void slp__so_release(slp_pool *p, struct slp__tcache *tc,
   if (nw == SLP__FREE)
     slp__give_back(p, tc, b);
   else
-    slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
+    slp__held_acct(p, tc, (int_fast64_t)b->cap);
 }
 
 static void slp__so_flush(slp_pool *p, struct slp__tcache *tc,
@@ -888,20 +981,42 @@ static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
   slp__store_relaxed(&tc->d_req, r);
 }
 
-/* Exact allocated and requested bytes: the shared counters plus every
+/* Held bytes likewise: added by the freeing thread, taken off by the thread
+ * whose keep returns the block (into p->held directly when that thread has
+ * no cache of p: the engine's). Every held free and every return wrote one
+ * shared line before; with 16 request threads and an engine thread that
+ * line was written ~6 M times a second (bench/RESULTS.md, issue 10). */
+static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
+                           int_fast64_t d) {
+  if (tc == NULL) {
+    slp__add(&p->held, &p->held_peak, d);
+    return;
+  }
+  int_fast64_t h = slp__load_relaxed(&tc->d_held) + d;
+  if (h >= SLP__FOLD || h <= -SLP__FOLD) {
+    slp__add(&p->held, &p->held_peak, h);
+    h = 0;
+  }
+  slp__store_relaxed(&tc->d_held, h);
+}
+
+/* Exact allocated, requested and held bytes: the shared counters plus every
  * thread's balance. Takes the registry mutex. */
 static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
-                                 int_fast64_t *req) {
+                                 int_fast64_t *req, int_fast64_t *held) {
   pthread_mutex_lock(&slp__reg_mu);
   int_fast64_t a = slp__load_relaxed(&p->allocated);
   int_fast64_t r = slp__load_relaxed(&p->requested);
+  int_fast64_t h = slp__load_relaxed(&p->held);
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
     a += slp__load_relaxed(&tc->d_alloc);
     r += slp__load_relaxed(&tc->d_req);
+    h += slp__load_relaxed(&tc->d_held);
   }
   pthread_mutex_unlock(&slp__reg_mu);
   *alloc = a;
   if (req != NULL) *req = r;
+  if (held != NULL) *held = h;
 }
 
 /* ---- Alloc and free -------------------------------------------------------- */
@@ -944,16 +1059,15 @@ static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
                             cr, msg);
   }
   slp__bump(&p->ooms);
-  int_fast64_t alloc;
-  slp__allocated_exact(p, &alloc, NULL);
+  int_fast64_t alloc, held;
+  slp__allocated_exact(p, &alloc, NULL, &held);
   return slc_set_error(
       LDG_ENOMEM, "slp_alloc",
       "%zu bytes requested (%s); allocated %lld, cached "
       "%lld, held by pending work %lld, reserved %lld bytes (limit %zu)",
       bytes, what, (long long)alloc,
-      (long long)slp__clamp(slp__load_relaxed(&p->reserved) - alloc -
-                            slp__load_relaxed(&p->held)),
-      (long long)slp__clamp(slp__load_relaxed(&p->held)),
+      (long long)slp__clamp(slp__load_relaxed(&p->reserved) - alloc - held),
+      (long long)slp__clamp(held),
       (long long)slp__load_relaxed(&p->reserved), p->cfg.limit_bytes);
 }
 
@@ -977,6 +1091,47 @@ static void slp__sync_holders(slp_pool *p) {
   free(v);
 }
 
+/* THE PER-THREAD RETURN PATH. A thread that freed blocks under pending
+ * work and finds its cache empty first releases its own streams (the ones
+ * it used with the pool lately, tc->seen) to their completed engine
+ * markers, here (slc_engine_poll_stream): the keeps of its own work run on
+ * it and put its blocks back in its own cache (slp__unuse), so block, ring
+ * slot and counter lines stay on this core, and the work scales with the
+ * request threads instead of resting on the one engine thread (whose keeps
+ * still return what it reaches first, to the shared lists). It also
+ * polls every SLP__POLL_HELD held frees, so that the thread, not the
+ * engine thread (which polls a streaming stream every poll_max_us),
+ * reaches most of its completed work first. No lock: the cache holds a
+ * reference on each of these streams. Returns whether any stream was
+ * released. */
+#define SLP__POLL_HELD 32
+
+static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
+  (void)p;
+  if (tc->held_since == 0) return false;
+  tc->held_since = 0;
+  size_t released = 0;
+  for (unsigned i = 0; i < 8; i++) {
+    slc_stream *s = tc->seen[i].s;
+    if (s == NULL) continue;
+    if (slc_stream_check_live(s) != LDG_OK) { /* destroyed: let it go */
+      tc->seen[i].s = NULL;
+      slc_stream_unref(s);
+      continue;
+    }
+    slc_stream_progress pr;
+    size_t r = 0;
+    /* A reference for the call: a keep it runs may evict s from seen. */
+    slc_stream_ref(s);
+    if (slc_stream_progress_get(s, &pr) == LDG_OK && pr.engine_driven &&
+        pr.pending > 0 && pr.engine_error == CUDA_SUCCESS &&
+        slc_engine_poll_stream(s, &r) == LDG_OK)
+      released += r;
+    slc_stream_unref(s);
+  }
+  return released != 0;
+}
+
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
                                 slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
@@ -984,7 +1139,7 @@ static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
    * completed, here (as PyTorch processes its events on malloc). Without
    * this, a request rate above the engine thread's would grow the pool
    * without bound; with it, the allocating threads help. Non-blocking. */
-  if (slp__load_relaxed(&p->held) > 0 &&
+  if ((slp__load_relaxed(&p->held) > 0 || slp__load_relaxed(&tc->d_held) > 0) &&
       slc_engine_poll(p->c, NULL) == LDG_OK) {
     slp_block *b = slp__take(p, tc, cls);
     if (b != NULL) {
@@ -1043,7 +1198,11 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
   slp__register_stream(p, tc, s);
   int cls = slp__class_of(bytes);
+  if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
   slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
+  if (b == NULL && tc->cls[cls].head == NULL && slp__poll_own(p, tc) &&
+      p->device >= 0)
+    b = slp__so_take(tc, cls, s);
   if (b == NULL) {
     b = slp__take(p, tc, cls);
     if (b != NULL) {
@@ -1125,7 +1284,8 @@ int slp_free(slp_block *b) {
     if (tc != NULL) slp__own_bump(&tc->n.held_frees);
     /* Held: the last keep returns it (it may already have run, so held
      * may dip below zero for an instant: it is read clamped). */
-    slp__add(&p->held, &p->held_peak, (int_fast64_t)b->cap);
+    slp__held_acct(p, tc, (int_fast64_t)b->cap);
+    if (tc != NULL) tc->held_since++;
   }
   return LDG_OK;
 }
@@ -1153,6 +1313,13 @@ size_t slp_block_size(const slp_block *b) {
 size_t slp_block_capacity(const slp_block *b) { return b ? b->cap : 0; }
 uint64_t slp_block_id(const slp_block *b) { return b ? b->id : 0; }
 slp_pool *slp_block_pool(const slp_block *b) { return b ? b->pool : NULL; }
+slc_stream *slp_block_stream(const slp_block *b) { return b ? b->home : NULL; }
+bool slp_block_allocated(const slp_block *b) {
+  /* Acquire: pairs with slp_alloc's release store of ALLOC (home written
+   * before it). */
+  return b != NULL &&
+         (slp__load_acquire(&((slp_block *)b)->st) & SLP__ALLOC) != 0;
+}
 bool slp_pool_is_host(const slp_pool *p) { return p != NULL && p->device < 0; }
 int slp_pool_device(const slp_pool *p) { return p != NULL ? p->device : -1; }
 
@@ -1182,9 +1349,19 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
     p->streams[p->n_streams++] = s;
   }
   pthread_mutex_unlock(&p->mu);
+  /* This cache's own reference (see seen): kept if s is listed already
+   * under an older generation, else taken, the oldest entry's dropped. */
+  for (unsigned i = 0; i < 8; i++)
+    if (tc->seen[i].s == s) {
+      tc->seen[i].gen = gen;
+      return;
+    }
+  slc_stream_ref(s);
+  slc_stream *old = tc->seen[tc->seen_next].s;
   tc->seen[tc->seen_next].s = s;
   tc->seen[tc->seen_next].gen = gen;
   tc->seen_next = (tc->seen_next + 1) % 8;
+  if (old != NULL) slc_stream_unref(old); /* may run keeps: nothing half done */
 }
 
 /* ---- Operations on blocks ------------------------------------------------- */
@@ -1249,7 +1426,13 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
                            const slc_hold *hold, slp_block *const *blocks,
                            const size_t *offs, const size_t *lens, size_t n,
                            const char *fn) {
-  memset(x, 0, sizeof(*x));
+  /* Not a memset of the whole struct (its inline arrays are ~200 bytes, a
+   * quarter of a pool_2s iteration's instructions): each field is written
+   * before it is read. */
+  x->owned = NULL;
+  x->k = NULL;
+  x->used = 0;
+  x->cross = 0;
   x->blocks = blocks;
   x->n = n;
   if (s == NULL) return slc_set_error(LDG_EINVAL, fn, "stream is NULL");
@@ -1429,19 +1612,19 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   out->frees = slp__load_relaxed(&sum.frees);
   out->reuses = slp__load_relaxed(&sum.reuses);
   out->held_frees = slp__load_relaxed(&sum.held_frees);
-  int_fast64_t alloc, req;
-  slp__allocated_exact(p, &alloc, &req);
+  int_fast64_t alloc, req, held;
+  slp__allocated_exact(p, &alloc, &req, &held);
   slp__max(&p->allocated_peak, alloc);
+  slp__max(&p->held_peak, held);
   out->allocated_bytes = slp__clamp(alloc);
   out->allocated_peak = slp__clamp(slp__load_relaxed(&p->allocated_peak));
   out->requested_bytes = slp__clamp(req);
-  out->held_bytes = slp__clamp(slp__load_relaxed(&p->held));
+  out->held_bytes = slp__clamp(held);
   out->held_peak = slp__clamp(slp__load_relaxed(&p->held_peak));
   out->reserved_bytes = slp__clamp(slp__load_relaxed(&p->reserved));
   out->reserved_peak = slp__clamp(slp__load_relaxed(&p->reserved_peak));
   out->cached_bytes =
-      slp__clamp(slp__load_relaxed(&p->reserved) - alloc -
-                 slp__load_relaxed(&p->held));
+      slp__clamp(slp__load_relaxed(&p->reserved) - alloc - held);
   out->slab_allocs = slp__load_relaxed(&p->slab_allocs);
   out->slab_frees = slp__load_relaxed(&p->slab_frees);
   out->oom_retries = slp__load_relaxed(&p->oom_retries);
@@ -1453,10 +1636,10 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
 
 void slp_stats_reset_peaks(slp_pool *p) {
   if (p == NULL) return;
-  int_fast64_t alloc;
-  slp__allocated_exact(p, &alloc, NULL);
+  int_fast64_t alloc, held;
+  slp__allocated_exact(p, &alloc, NULL, &held);
   slp__store_relaxed(&p->allocated_peak, alloc);
-  slp__store_relaxed(&p->held_peak, slp__load_relaxed(&p->held));
+  slp__store_relaxed(&p->held_peak, held);
   slp__store_relaxed(&p->reserved_peak, slp__load_relaxed(&p->reserved));
 }
 
@@ -1579,11 +1762,20 @@ int slp_pool_destroy(slp_pool *p) {
                          "%zu blocks still held by pending work after "
                          "synchronising their streams for 10 s",
                          live);
+  /* Every cache's stream references go now (the context may be destroyed
+   * next); the caches themselves are freed by their threads. */
+  size_t n_tc = 0, n_drop = 0;
   pthread_mutex_lock(&slp__reg_mu);
-  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next)
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) n_tc++;
+  slc_stream **drop = malloc((n_tc + 1) * 8 * sizeof(*drop));
+  for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
+    if (drop != NULL) n_drop += slp__tc_take_streams(tc, drop + n_drop);
     tc->pool = NULL; /* freed by its thread (exit, or its next pool) */
+  }
   slp__pools[p->index] = NULL;
   pthread_mutex_unlock(&slp__reg_mu);
+  slp__unref_all(drop, n_drop);
+  free(drop);
   struct slp__tcache *mine = slp__tls[p->index];
   if (mine != NULL && mine->uid == p->uid) {
     slp__tls[p->index] = NULL;

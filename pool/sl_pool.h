@@ -54,16 +54,22 @@
  *   The pool keeps a reference on every stream it has seen (to synchronise
  *   only those at out of memory) until the stream is destroyed
  *   (slc_stream_destroy; dropped at the next slp_trim) or the pool is: a
- *   stream the application only unreferences lives until then.
+ *   stream the application only unreferences lives until then. Each
+ *   thread's cache also references the 8 streams the thread used last
+ *   (the ones it polls, see (j)) until they leave those 8, are found
+ *   destroyed at a poll, the thread exits or the pool is destroyed.
  *   Keeps of pool operations run where the layer runs keeps (sl_cuda.h): the
- *   engine thread, slc_engine_poll callers, synchronising threads. The
+ *   engine thread, slc_engine_poll callers, synchronising threads, and
+ *   slp_alloc on a cache miss (its thread's own streams, see (j)); a block
+ *   whose last keep runs on a thread with a cache of the pool goes back to
+ *   that cache, otherwise to the shared list. The
  *   caller's own keep in a pool call's hold runs first, then the block's use
  *   is dropped.
  *
  *   function                  may block        lock taken           runs keeps
  *   ------------------------  ---------------  -------------------  ----------
- *   slp_alloc (cache hit)     no               none (g)             no
- *   slp_alloc (cache miss)    no               class take-mutex (a) no
+ *   slp_alloc (cache hit)     no               none (g)             (j)
+ *   slp_alloc (cache miss)    no               take-mutex (a)       yes (j)
  *   slp_alloc (new slab)      yes: driver (b)  pool mutex           yes (i)
  *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
@@ -85,11 +91,18 @@
  *       ones it synchronises their streams and waits for the keeps.
  *   (g) once per thread and pool, the registry mutex (its cache), and once
  *       per thread and stream (among its 8 latest), the pool mutex (the
- *       stream registry).
+ *       stream registry); the stream that leaves those 8 loses the
+ *       cache's reference, its keeps run if that was its last one.
  *   (i) while blocks are held, slc_engine_poll first (non-blocking): keeps
  *       of completed work run here, and their blocks are taken if they fit.
  *   (h) the first use of a block handed out by stream order on another
  *       stream records an event and waits on it: the event's mutex.
+ *   (j) a thread that freed 32 blocks under pending work since it last
+ *       polled, or at least one and finds its cache empty, releases its
+ *       own streams (its 8 latest, engine-driven, with pending work) to
+ *       their completed markers with slc_engine_poll_stream: their keeps
+ *       (its own work's, the caller's keeps of slp_ calls included) run
+ *       here and put its blocks back in its own cache.
  *
  * STATISTICS (slp_stats_get) use PyTorch's names where they mean the same:
  *   allocated (in use), reserved (from the driver), held (freed by the
@@ -203,6 +216,12 @@ size_t slp_block_size(const slp_block *b);      /* the bytes asked for */
 size_t slp_block_capacity(const slp_block *b);  /* its size class */
 uint64_t slp_block_id(const slp_block *b);      /* its ledger vector id */
 slp_pool *slp_block_pool(const slp_block *b);
+/* The stream given to the slp_alloc that handed it out (its home; NULL for
+ * NULL), and whether its owner has it now (allocated, not yet freed). For
+ * shims that record work on a block's streams at its free (torch_alloc/).
+ * Lock-free; the answer may change at once if other threads use b. */
+slc_stream *slp_block_stream(const slp_block *b);
+bool slp_block_allocated(const slp_block *b);
 
 /* ---- Operations on blocks: they hold the blocks they name -------------
  * As the slc_buf_* calls of sl_cuda.h, with blocks: ranges are checked
@@ -245,8 +264,9 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
 int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released);
 
 typedef struct slp_stats {
-  /* handed out, class sizes; the peak may miss up to 64 KiB per thread
-   * (threads fold their counts into the pool's every 64 KiB) */
+  /* handed out, class sizes; the peaks (and held_peak) may miss up to
+   * 64 KiB per thread (threads fold their counts into the pool's every
+   * 64 KiB); the byte counts themselves are exact */
   uint64_t allocated_bytes, allocated_peak;
   uint64_t requested_bytes;                 /* handed out, as asked */
   uint64_t held_bytes, held_peak;   /* freed, waiting for pending work */

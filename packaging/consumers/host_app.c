@@ -4,6 +4,8 @@
  * streams are worker threads). A staging buffer copied asynchronously to a
  * device buffer is released only once the stream is synchronised, after the
  * copy ran; the bytes arrive; nothing of the executor is left at the end.
+ * The memory pool, in the same library: a block freed under its pending
+ * memset is held, then comes back, and the pool is destroyed clean.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 
 #include "cuda/host_executor.h"
 #include "cuda/sl_cuda.h"
+#include "pool/sl_pool.h"
 
 #define CHECK(cond)                                                            \
   do {                                                                         \
@@ -55,6 +58,28 @@ int main(void) {
   CHECK(back[0] == 0x5a && back[4095] == 0x5a);
 
   CHECK(slc_buffer_free(dev) == LDG_OK);
+
+  slp_pool *pool;
+  CHECK(slp_pool_create_host(c, NULL, &pool) == LDG_OK);
+  slp_block *blk, *dblk;
+  CHECK(slp_alloc(pool, s, 4096, &blk) == LDG_OK);
+  memset(slp_block_host(blk), 0x3c, 4096);
+  slp_pool *dpool;
+  CHECK(slp_pool_create_device(c, 0, NULL, &dpool) == LDG_OK);
+  CHECK(slp_alloc(dpool, s, 4096, &dblk) == LDG_OK);
+  CHECK(slp_copy_async(s, dblk, 0, blk, 0, 4096, NULL) == LDG_OK);
+  CHECK(slp_free(blk) == LDG_OK); /* at once: held by the pending copy */
+  slp_stats st;
+  CHECK(slp_stats_get(pool, &st) == LDG_OK && st.held_frees == 1);
+  CHECK(slc_stream_synchronize(s) == LDG_OK);
+  CHECK(slp_stats_get(pool, &st) == LDG_OK && st.held_bytes == 0);
+  CHECK(slc_copy_dtoh_async(s, back, slp_block_dptr(dblk), sizeof back, NULL) ==
+        LDG_OK);
+  CHECK(slc_stream_synchronize(s) == LDG_OK);
+  CHECK(back[0] == 0x3c && back[4095] == 0x3c);
+  CHECK(slp_free(dblk) == LDG_OK);
+  CHECK(slp_pool_destroy(pool) == LDG_OK);
+  CHECK(slp_pool_destroy(dpool) == LDG_OK);
   CHECK(slc_stream_destroy(s) == LDG_OK);
   slc_stream_unref(s);
   CHECK(slc_context_destroy(c) == LDG_OK);

@@ -10,6 +10,7 @@
  * Scaled down under sanitizers. Exit 0 when every test passed.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,9 +188,11 @@ static int serve(loop *L, slc_stream *st, slot *slots, int k, int n,
   return wait_for(L->c, &L->released, 2L * n, poll);
 }
 
-static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
+static int run_serving(bool thread, bool free_in_keep, unsigned delay_us,
+                       slc_engine_placement placement) {
   slc_context *c;
-  slc_engine_config cfg = {.thread = thread, .marker_every_ops = 4};
+  slc_engine_config cfg = {
+      .thread = thread, .marker_every_ops = 4, .placement = placement};
   if (setup(&c, delay_us, &cfg)) return 1;
   loop L = {.c = c, .issuer = pthread_self(), .free_in_keep = free_in_keep};
   slc_stream *st;
@@ -202,8 +205,11 @@ static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
   if (serve(&L, st, slots, K, n, !thread)) return 1;
   CHECK(atomic_load(&L.mismatches) == 0);
   CHECK(atomic_load(&L.bad_status) == 0);
-  /* Thread mode: every keep ran on the engine thread, none on ours. */
-  if (thread) CHECK(atomic_load(&L.keeps_off_thread) == 0);
+  /* Thread mode: every keep ran on the engine thread, except those of
+   * enqueues a release overtook (counted under SLC_CAUSE_ENQUEUE: the
+   * enqueuer runs them; frequent with the thread placing markers, as it
+   * reads marks while we enqueue — TSan run 6 of 20 saw one). */
+  long on_ours = atomic_load(&L.keeps_off_thread);
   /* The keeps ran inside the engine's last release; its bookkeeping
    * follows when that release returns. */
   slc_stream_progress sp;
@@ -214,9 +220,15 @@ static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
   }
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  if (thread) CHECK((uint64_t)on_ours <= es.keeps_by_cause[SLC_CAUSE_ENQUEUE]);
   CHECK(es.markers_placed > 0 && es.markers_done > 0 && es.releases > 0);
   CHECK(es.seqs_released == 2u * (unsigned)n);
   CHECK(es.stream_errors == 0);
+  /* Placed by the thread: every marker is the engine's, none the issuer's.
+   * (Without a thread the issuer places them whatever placement says.) */
+  if (thread && placement == SLC_ENGINE_PLACE_ENGINE)
+    CHECK(es.tail_markers == es.markers_placed);
+  if (!thread) CHECK(es.tail_markers < es.markers_placed);
   CHECK_RC(slc_stream_progress_get(st, &sp), LDG_OK);
   CHECK(sp.engine_driven && sp.pending == 0);
   CHECK(sp.enqueued_mark == 2u * (unsigned)n);
@@ -229,9 +241,22 @@ static int run_serving(bool thread, bool free_in_keep, unsigned delay_us) {
   return teardown(c);
 }
 
-static int t_thread_serving(void) { return run_serving(true, false, 200); }
-static int t_poll_serving(void) { return run_serving(false, false, 200); }
-static int t_free_in_keep(void) { return run_serving(true, true, 300); }
+static int t_thread_serving(void) {
+  return run_serving(true, false, 200, SLC_ENGINE_PLACE_ISSUER);
+}
+static int t_poll_serving(void) {
+  return run_serving(false, false, 200, SLC_ENGINE_PLACE_ISSUER) ||
+         run_serving(false, false, 200, SLC_ENGINE_PLACE_ENGINE);
+}
+static int t_free_in_keep(void) {
+  return run_serving(true, true, 300, SLC_ENGINE_PLACE_ISSUER) ||
+         run_serving(true, true, 300, SLC_ENGINE_PLACE_ENGINE);
+}
+/* The thread places every marker: same results, the issuer records none. */
+static int t_engine_places(void) {
+  return run_serving(true, false, 200, SLC_ENGINE_PLACE_ENGINE) ||
+         run_serving(true, false, 0, SLC_ENGINE_PLACE_ENGINE);
+}
 
 /* ---- Tail markers --------------------------------------------------------- */
 
@@ -717,6 +742,409 @@ static int t_adopt_limbo(void) {
   return 0;
 }
 
+/* ---- Keeps counted by cause -------------------------------------------- */
+
+typedef struct nested {
+  slc_stream *other; /* the outer keep issues 2 ops there, then syncs it */
+  CUdeviceptr p;
+  atomic_long *count;
+  atomic_long n;
+  atomic_int fail;
+} nested;
+
+static void nested_keep(void *ctx) {
+  nested *x = ctx;
+  slc_hold h = {{count_keep, x->count}, NULL, 0, NULL, 0};
+  for (int i = 0; i < 2; i++)
+    if (slc_memset_d8_async(x->other, x->p, 6, 64, &h) != LDG_OK)
+      atomic_store(&x->fail, 1);
+  if (slc_stream_synchronize(x->other) != LDG_OK) atomic_store(&x->fail, 1);
+  atomic_fetch_add(&x->n, 1);
+}
+
+static int check_causes(slc_context *c, const uint64_t want[SLC_CAUSE_COUNT]) {
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  uint64_t sum = 0;
+  for (int i = 0; i < SLC_CAUSE_COUNT; i++) {
+    if (es.keeps_by_cause[i] != want[i])
+      fprintf(stderr, "  cause %d: %llu keeps, want %llu\n", i,
+              (unsigned long long)es.keeps_by_cause[i],
+              (unsigned long long)want[i]);
+    CHECK(es.keeps_by_cause[i] == want[i]);
+    sum += want[i];
+  }
+  CHECK(es.keeps_run == sum);
+  return 0;
+}
+
+/* Each cause releases a known number of operations, one at a time, on a
+ * polled engine with N and T too large to mark anything (so only the calls
+ * of the test release): counts must match exactly, including a keep
+ * released by a poll that synchronises another stream (counted under SYNC,
+ * not twice) and a transitive release through a wait (counted under the
+ * call that released the waiting stream). Keeps counted before the engine
+ * was enabled count too. */
+static int t_keeps_by_cause(void) {
+  hd_config hc = {1, 20};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  slc_stream *a, *b;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &a), LDG_OK);
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &b), LDG_OK);
+  slc_buffer *buf;
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf), LDG_OK);
+  CUdeviceptr p = slc_buffer_dptr(buf);
+  atomic_long n = 0;
+  slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
+  slc_hold none = {{NULL, NULL}, NULL, 0, NULL, 0};
+  uint64_t want[SLC_CAUSE_COUNT] = {0};
+  /* Before the engine: 2 released by a stream sync (one keep NULL). */
+  CHECK_RC(slc_memset_d8_async(a, p, 1, 64, &h), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(a, p, 1, 64, &none), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(a), LDG_OK);
+  want[SLC_CAUSE_SYNC] += 2;
+  slc_engine_config cfg = {.thread = false,
+                           .marker_every_ops = 1000000,
+                           .marker_every_us = 100000000};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  if (check_causes(c, want)) return 1;
+  /* Event: 3 ops before the record, released by its synchronize. */
+  slc_event *ev;
+  CHECK_RC(slc_event_create(c, 0, &ev), LDG_OK);
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(slc_memset_d8_async(a, p, 2, 64, &h), LDG_OK);
+  CHECK_RC(slc_event_record(ev, a), LDG_OK);
+  CHECK_RC(slc_event_synchronize(ev), LDG_OK);
+  want[SLC_CAUSE_EVENT] += 3;
+  if (check_causes(c, want)) return 1;
+  /* Transitive: 2 on a, b waits for them, 1 on b; syncing b releases 3. */
+  CHECK_RC(slc_memset_d8_async(a, p, 3, 64, &h), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(a, p, 3, 64, &h), LDG_OK);
+  CHECK_RC(slc_event_record(ev, a), LDG_OK);
+  CHECK_RC(slc_stream_wait_event(b, ev), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(b, p, 4, 64, &h), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(b), LDG_OK);
+  want[SLC_CAUSE_SYNC] += 3;
+  if (check_causes(c, want)) return 1;
+  /* Poll: 4 ops; the polls place a tail marker and release them. Then a
+   * keep released by a poll that issues 2 ops on b and synchronises it:
+   * 1 POLL, 2 SYNC (the nested sync's keeps are not counted twice). */
+  for (int i = 0; i < 4; i++)
+    CHECK_RC(slc_memset_d8_async(a, p, 5, 64, &h), LDG_OK);
+  long base = atomic_load(&n);
+  if (wait_for(c, &n, base + 4, true)) return 1;
+  want[SLC_CAUSE_POLL] += 4;
+  if (check_causes(c, want)) return 1;
+  nested x = {.other = b, .p = p, .count = &n};
+  slc_hold hn = {{nested_keep, &x}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_memset_d8_async(a, p, 7, 64, &hn), LDG_OK);
+  if (wait_for(c, &x.n, 1, true)) return 1;
+  CHECK(atomic_load(&x.fail) == 0);
+  want[SLC_CAUSE_POLL] += 1;
+  want[SLC_CAUSE_SYNC] += 2;
+  if (check_causes(c, want)) return 1;
+  /* Destroy: 2 pending on b when it is destroyed. */
+  CHECK_RC(slc_memset_d8_async(b, p, 8, 64, &h), LDG_OK);
+  CHECK_RC(slc_memset_d8_async(b, p, 8, 64, &h), LDG_OK);
+  CHECK_RC(slc_stream_destroy(b), LDG_OK);
+  want[SLC_CAUSE_DESTROY] += 2;
+  if (check_causes(c, want)) return 1;
+  CHECK(atomic_load(&n) == 15); /* the NULL and the nested keep aside */
+  CHECK_RC(slc_event_destroy(ev), LDG_OK);
+  CHECK_RC(slc_buffer_free(buf), LDG_OK);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return teardown(c);
+}
+
+/* Waits until keeps_run reaches want: a keep runs before the call that ran
+ * it counts it (the count is taken when the call returns from the ledger). */
+static int wait_keeps_run(slc_context *c, uint64_t want, slc_engine_stats *es) {
+  for (long i = 0; i < 200000; i++) {
+    CHECK_RC(slc_engine_stats_get(c, es), LDG_OK);
+    if (es->keeps_run >= want) return 0;
+    sleep_us(100);
+  }
+  fprintf(stderr, "  gave up waiting: keeps_run %llu of %llu\n",
+          (unsigned long long)es->keeps_run, (unsigned long long)want);
+  return 1;
+}
+
+/* The engine thread's releases count under SLC_CAUSE_ENGINE (or, rarely,
+ * under ENQUEUE: an issue whose entry the thread's release overtook). */
+static int t_keeps_by_engine(void) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .marker_every_ops = 1};
+  if (setup(&c, 20, &cfg)) return 1;
+  slc_stream *a;
+  CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
+  slc_buffer *buf;
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf), LDG_OK);
+  atomic_long n = 0;
+  slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
+  for (int i = 0; i < 5; i++)
+    CHECK_RC(slc_memset_d8_async(a, slc_buffer_dptr(buf), 1, 64, &h), LDG_OK);
+  if (wait_for(c, &n, 5, false)) return 1;
+  slc_engine_stats es;
+  if (wait_keeps_run(c, 5, &es)) return 1;
+  CHECK(es.keeps_run == 5 && es.keeps_by_cause[SLC_CAUSE_ENGINE] +
+                                     es.keeps_by_cause[SLC_CAUSE_ENQUEUE] ==
+                                 5);
+  CHECK(es.keeps_by_cause[SLC_CAUSE_ENGINE] >= 1);
+  CHECK_RC(slc_buffer_free(buf), LDG_OK);
+  slc_stream_unref(a);
+  return teardown(c);
+}
+
+/* ---- Streams created before the engine is enabled are driven ----------- */
+
+/* Work issued before slc_engine_enable, on a stream created before it, is
+ * released by the engine (a tail marker: placed_mark starts at 0), and that
+ * stream's later work gets the issuer's markers; under both driving modes
+ * and with the stream still issuing from another thread while the engine
+ * is enabled (TSan: the ring's publication to issuers). */
+typedef struct early {
+  slc_context *c;
+  slc_stream *st;
+  slc_buffer *buf;
+  slc_buffer *churn_buf; /* the churn's own: its streams are not ordered
+                          * with st (each is ordered with the next by its
+                          * destroy's sync) */
+  atomic_long n;
+  atomic_int go, fail;
+  int ops;
+} early;
+
+/* Streams created and dropped while the engine is enabled (the streams
+ * mutex): each gets an op (no keep) and is destroyed by its last unref. */
+static void *early_churn(void *arg) {
+  early *E = arg;
+  while (!atomic_load(&E->go)) sched_yield();
+  for (int i = 0; i < 20; i++) {
+    slc_stream *t;
+    if (slc_stream_create(E->c, 0, 0, &t) != LDG_OK) {
+      atomic_store(&E->fail, 1);
+      return NULL;
+    }
+    if (slc_memset_d8_async(t, slc_buffer_dptr(E->churn_buf), 2, 64, NULL) !=
+        LDG_OK)
+      atomic_store(&E->fail, 1);
+    slc_stream_unref(t);
+  }
+  return NULL;
+}
+
+static void *early_issuer(void *arg) {
+  early *E = arg;
+  slc_hold h = {{count_keep, &E->n}, NULL, 0, NULL, 0};
+  while (!atomic_load(&E->go)) sched_yield();
+  for (int i = 0; i < E->ops; i++)
+    if (slc_memset_d8_async(E->st, slc_buffer_dptr(E->buf), 1, 64, &h) !=
+        LDG_OK)
+      atomic_store(&E->fail, 1);
+  return NULL;
+}
+
+static int existing_streams(bool thread) {
+  hd_config hc = {1, 50};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  early E = {.c = c, .ops = SANITIZED ? 50 : 200};
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &E.st), LDG_OK);
+  slc_stream *gone; /* created and gone before: not driven, nothing left */
+  CHECK_RC(slc_stream_create(c, 0, 0, &gone), LDG_OK);
+  slc_stream_unref(gone);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &E.buf), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &E.churn_buf), LDG_OK);
+  slc_hold h = {{count_keep, &E.n}, NULL, 0, NULL, 0};
+  for (int i = 0; i < 3; i++)
+    CHECK_RC(slc_memset_d8_async(E.st, slc_buffer_dptr(E.buf), 1, 64, &h),
+             LDG_OK);
+  slc_stream_progress sp;
+  CHECK_RC(slc_stream_progress_get(E.st, &sp), LDG_OK);
+  CHECK(!sp.engine_driven);
+  pthread_t th, churn;
+  CHECK(pthread_create(&th, NULL, early_issuer, &E) == 0);
+  CHECK(pthread_create(&churn, NULL, early_churn, &E) == 0);
+  atomic_store(&E.go, 1);
+  slc_engine_config cfg = {.thread = thread, .marker_every_ops = 4};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  CHECK_RC(slc_stream_progress_get(E.st, &sp), LDG_OK);
+  CHECK(sp.engine_driven);
+  pthread_join(th, NULL);
+  pthread_join(churn, NULL);
+  CHECK(atomic_load(&E.fail) == 0);
+  /* Nobody synchronises: only the engine can release these. */
+  if (wait_for(c, &E.n, 3 + E.ops, !thread)) return 1;
+  slc_engine_stats es;
+  if (wait_keeps_run(c, (uint64_t)(3 + E.ops + 20), &es)) return 1;
+  /* ENQUEUE: an issue overtaken by the engine's release (rare, possible). */
+  /* + the churn's 20 ops (NULL keeps: counted too), released by their
+   * stream's destroy, or by the engine or an overtaken enqueue. */
+  CHECK(es.keeps_run == (uint64_t)(3 + E.ops + 20));
+  CHECK(es.keeps_by_cause[SLC_CAUSE_SYNC] == 0 &&
+        es.keeps_by_cause[SLC_CAUSE_EVENT] == 0);
+  CHECK(es.keeps_by_cause[thread ? SLC_CAUSE_ENGINE : SLC_CAUSE_POLL] +
+            es.keeps_by_cause[SLC_CAUSE_ENQUEUE] +
+            es.keeps_by_cause[SLC_CAUSE_DESTROY] ==
+        (uint64_t)(3 + E.ops + 20));
+  CHECK(es.keeps_by_cause[SLC_CAUSE_DESTROY] <= 20);
+  CHECK(es.markers_done >= 1);
+  CHECK_RC(slc_buffer_free(E.buf), LDG_OK);
+  CHECK_RC(slc_buffer_free(E.churn_buf), LDG_OK);
+  slc_stream_unref(E.st);
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0 && es.markers_pending == 0);
+  return teardown(c);
+}
+
+static int t_existing_streams(void) {
+  return existing_streams(true) || existing_streams(false);
+}
+
+
+/* The legacy default stream (PyTorch's stream 0) adopted per device: work a
+ * "runtime" issues on NULL is recorded and released by the engine, by a
+ * stream sync and by a device sync; the layer's own calls on it reach the
+ * same driver stream (data checked); events order another stream after
+ * it; destroying the object leaves the driver's stream alone. */
+static int t_adopt_legacy(void) {
+  slc_context *c;
+  /* No engine thread: releases happen only where this test polls or
+   * synchronises, so each step's release is this thread's, deterministic. */
+  slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+  if (setup(&c, 200, &cfg)) return 1;
+  const slc_driver *d = slc_context_driver(c);
+  slc_stream *s, *s0;
+  CHECK_RC(slc_stream_adopt_legacy(c, 1, &s), LDG_OK);
+  CHECK_RC(slc_stream_adopt_legacy(c, 0, &s0), LDG_OK);
+  CHECK(slc_stream_is_adopted(s) && slc_stream_device(s) == 1);
+  CHECK(slc_stream_device(s0) == 0 && s0 != s);
+  CHECK(slc_stream_handle(s) == CU_STREAM_LEGACY);
+  CHECK(!ldg_stream_is_nonblocking(slc_stream_ledger(s)));
+  slc_buffer *staging, *back, *dev;
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &staging), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_host(c, WORDS * 4, &back), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(c, 1, WORDS * 4, &dev), LDG_OK);
+  unsigned *in = slc_buffer_host(staging), *out = slc_buffer_host(back);
+  for (unsigned i = 0; i < WORDS; i++) in[i] = 7u * i + 1;
+  /* "The runtime" copies on stream 0 of device 1, then we record it. */
+  hd_hold(true);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuMemcpyHtoDAsync(slc_buffer_dptr(dev), in, WORDS * 4, NULL) ==
+        CUDA_SUCCESS);
+  atomic_long kept = 0;
+  uint64_t ids[] = {slc_buffer_id(staging)};
+  slc_hold h = {{count_keep, &kept}, ids, 1, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_EBUSY);
+  hd_hold(false);
+  if (wait_for(c, &kept, 1, true)) return 1; /* the engine's marker */
+  CHECK(!slc_buffer_held(staging));
+  /* The layer's own copy on the object runs after it (same driver stream). */
+  CHECK_RC(slc_buf_copy_async(s, back, 0, dev, 0, WORDS * 4, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(s), LDG_OK);
+  CHECK(!slc_buffer_held(back));
+  for (unsigned i = 0; i < WORDS; i++) CHECK(out[i] == 7u * i + 1);
+  /* A device sync covers it as any stream of the device. */
+  hd_hold(true);
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK(atomic_load(&kept) == 1);
+  hd_hold(false);
+  CHECK_RC(slc_device_synchronize(c, 1), LDG_OK);
+  CHECK(atomic_load(&kept) == 2);
+  /* An event orders another stream after it; that stream's sync releases
+   * it transitively. */
+  slc_stream *other;
+  slc_event *ev;
+  CHECK_RC(slc_stream_create(c, 1, SLC_STREAM_NONBLOCKING, &other), LDG_OK);
+  CHECK_RC(slc_event_create(c, 1, &ev), LDG_OK);
+  hd_hold(true);
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK);
+  CHECK_RC(slc_event_record(ev, s), LDG_OK);
+  CHECK_RC(slc_stream_wait_event(other, ev), LDG_OK);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(other), LDG_OK);
+  CHECK(atomic_load(&kept) == 3);
+  CHECK_RC(slc_event_destroy(ev), LDG_OK);
+  slc_stream_unref(other);
+  /* Destroyed in the layer; the driver's stream 0 goes on. */
+  CHECK_RC(slc_stream_destroy(s), LDG_OK);
+  CHECK_RC(slc_stream_record_external(s, NULL), LDG_EDESTROYED);
+  slc_stream_unref(s);
+  slc_stream_unref(s0);
+  CHECK_RC(slc_device_make_current(c, 1), LDG_OK);
+  CHECK(d->pfn_cuStreamSynchronize(NULL) == CUDA_SUCCESS);
+  CHECK_RC(slc_buffer_try_free(staging), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(back), LDG_OK);
+  CHECK_RC(slc_buffer_try_free(dev), LDG_OK);
+  /* Bad input. */
+  slc_stream *x = NULL;
+  CHECK_RC(slc_stream_adopt_legacy(NULL, 0, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt_legacy(c, 0, NULL), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt_legacy(c, -1, &x), LDG_EINVAL);
+  CHECK_RC(slc_stream_adopt_legacy(c, 2, &x), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "device 2 of 2") != NULL);
+  CHECK_RC(slc_stream_adopt(c, NULL, &x), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "slc_stream_adopt_legacy") != NULL);
+  CHECK_RC(slc_stream_adopt(c, CU_STREAM_PER_THREAD, &x), LDG_EINVAL);
+  CHECK(x == NULL);
+  return teardown(c);
+}
+
+/* ---- One stream polled ---------------------------------------------------- */
+
+/* slc_engine_poll_stream releases its stream only, on the calling thread
+ * (no engine thread here), and refuses a NULL or not engine-driven stream. */
+static int t_poll_stream(void) {
+  hd_config hc = {2, 0};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_context *c;
+  CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
+  slc_stream *undriven; /* no engine on the context yet */
+  CHECK_RC(slc_stream_create(c, 0, 0, &undriven), LDG_OK);
+  CHECK_RC(slc_engine_poll_stream(undriven, NULL), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "not engine-driven") != NULL);
+  slc_engine_config cfg = {.thread = false};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  size_t released = 99;
+  CHECK_RC(slc_engine_poll_stream(NULL, &released), LDG_EINVAL);
+  CHECK(released == 0);
+  slc_stream *a, *b;
+  CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
+  CHECK_RC(slc_stream_create(c, 0, 0, &b), LDG_OK);
+  atomic_long na = 0, nb = 0;
+  slc_hold ha = {{count_keep, &na}, NULL, 0, NULL, 0};
+  slc_hold hb = {{count_keep, &nb}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_stream_record_external(a, &ha), LDG_OK);
+  CHECK_RC(slc_stream_record_external(b, &hb), LDG_OK);
+  CHECK_RC(slc_device_make_current(c, 0), LDG_OK);
+  /* Polls place a tail marker, then find it done (the raw sync lets the
+   * executor reach it without releasing anything). */
+  for (int i = 0; i < 20000 && atomic_load(&na) == 0; i++) {
+    CHECK_RC(slc_engine_poll_stream(a, &released), LDG_OK);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(a)) ==
+          CUDA_SUCCESS);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) ==
+          CUDA_SUCCESS);
+  }
+  CHECK(atomic_load(&na) == 1);
+  CHECK(atomic_load(&nb) == 0); /* b was not polled, so not released */
+  CHECK_RC(slc_stream_synchronize(b), LDG_OK);
+  CHECK(atomic_load(&nb) == 1);
+  /* Counted by cause: a's keep under POLL, b's under SYNC. */
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.keeps_by_cause[SLC_CAUSE_POLL] == 1 &&
+        es.keeps_by_cause[SLC_CAUSE_SYNC] == 1 && es.keeps_run == 2);
+  slc_stream_unref(undriven);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return teardown(c);
+}
 /* ---- Bad input -------------------------------------------------------------- */
 
 static int t_bad_input(void) {
@@ -740,16 +1168,20 @@ static int t_bad_input(void) {
   bad.wait = (slc_engine_wait)7;
   CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
   CHECK(strstr(slc_last_error_message(), "wait policy 7") != NULL);
+  bad.wait = SLC_ENGINE_WAIT_ADAPTIVE;
+  bad.placement = (slc_engine_placement)3;
+  CHECK_RC(slc_engine_enable(c, &bad), LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "placement 3") != NULL);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_OK);
   CHECK_RC(slc_engine_enable(c, NULL), LDG_EBUSY);
   CHECK_RC(slc_engine_stats_get(c, NULL), LDG_EINVAL);
   CHECK_RC(slc_engine_poll(NULL, NULL), LDG_EINVAL);
   CHECK_RC(slc_stream_progress_get(NULL, NULL), LDG_EINVAL);
   CHECK_RC(slc_stream_engine_error(NULL, NULL), LDG_EINVAL);
-  /* A stream that existed before is not driven. */
+  /* A stream that existed before is driven too (t_existing_streams). */
   slc_stream_progress sp;
   CHECK_RC(slc_stream_progress_get(before, &sp), LDG_OK);
-  CHECK(!sp.engine_driven);
+  CHECK(sp.engine_driven && sp.enqueued_mark == 0);
   slc_stream *after;
   CHECK_RC(slc_stream_create(c, 0, 0, &after), LDG_OK);
   CHECK_RC(slc_stream_progress_get(after, &sp), LDG_OK);
@@ -824,9 +1256,10 @@ static void *snapshot_thread(void *arg) {
   return NULL;
 }
 
-static int t_torture(void) {
+static int run_torture(slc_engine_placement placement) {
   slc_context *c;
-  slc_engine_config cfg = {.thread = true, .marker_every_ops = 2};
+  slc_engine_config cfg = {
+      .thread = true, .marker_every_ops = 2, .placement = placement};
   if (setup(&c, 20, &cfg)) return 1;
   torture T = {.c = c, .iters = SANITIZED ? 6 : 25};
   T.L.c = c;
@@ -848,6 +1281,11 @@ static int t_torture(void) {
   return teardown(c);
 }
 
+static int t_torture(void) {
+  return run_torture(SLC_ENGINE_PLACE_ISSUER) ||
+         run_torture(SLC_ENGINE_PLACE_ENGINE);
+}
+
 /* ---- Main -------------------------------------------------------------------- */
 
 static const struct {
@@ -859,6 +1297,8 @@ static const struct {
      "engine thread recycles staging buffers, no sync, data checked"},
     {"poll_serving", t_poll_serving,
      "slc_engine_poll from the request loop does the same"},
+    {"engine_places", t_engine_places,
+     "SLC_ENGINE_PLACE_ENGINE: the thread records every marker, data checked"},
     {"free_in_keep", t_free_in_keep,
      "keeps free their staging buffer (ASan: any early release)"},
     {"tail_marker", t_tail_marker,
@@ -873,9 +1313,19 @@ static const struct {
      "failed records and transient query failures only delay releases"},
     {"sticky_error", t_sticky_error,
      "a device error is reported once, releases nothing, keeps told"},
+    {"keeps_by_cause", t_keeps_by_cause,
+     "keeps counted exactly by cause: sync, event, poll, destroy, nested"},
+    {"keeps_by_engine", t_keeps_by_engine,
+     "the engine thread's releases count under SLC_CAUSE_ENGINE"},
+    {"existing_streams", t_existing_streams,
+     "streams created before slc_engine_enable are driven, issuing meanwhile"},
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
+    {"poll_stream", t_poll_stream,
+     "slc_engine_poll_stream releases its stream only, on the caller"},
     {"adopt_external", t_adopt_external,
      "an adopted stream, work issued by others recorded, never destroyed"},
+    {"adopt_legacy", t_adopt_legacy,
+     "the legacy default stream adopted per device: recorded, released"},
     {"adopt_limbo", t_adopt_limbo,
      "an adopted stream kept after a failed sync: finished, never destroyed"},
     {"buffer_ops_hold", t_buffer_ops_hold,

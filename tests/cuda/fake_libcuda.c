@@ -14,6 +14,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/driver.h"
@@ -24,8 +25,11 @@ static slc_driver fake_table;
 static pthread_once_t fake_once = PTHREAD_ONCE_INIT;
 static int fake_ok;
 
+/* Two devices, or SLC_FAKE_CUDA_DEVICES (1..HD_MAX_DEVICES): a dry run
+ * of bench/multigpu_run.sh on 8 "GPUs" (bench/multigpu_run_smoke.sh). */
 static void fake_init(void) {
-  hd_config cfg = {2, 20};
+  const char *env = getenv("SLC_FAKE_CUDA_DEVICES");
+  hd_config cfg = {env != NULL ? atoi(env) : 2, 20};
   fake_ok = hd_install(&fake_table, &cfg) == 0;
   slc_test_register_host_kernels();
 }

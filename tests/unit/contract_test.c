@@ -208,6 +208,8 @@ static void rows_that_run_no_callbacks(void) {
   g_call = "ldg_stream_unref (not the last)";
   ldg_stream_ref(c);
   ldg_stream_unref(c);
+  g_call = "ldg_ledger_index_vectors (refused: streams exist)";
+  CHECK_RC(ldg_ledger_index_vectors(l, 8), LDG_EBUSY);
   CHECK_EQ(sa.runs + sb.runs + sc.runs, 0);
   /* Now they may run. */
   sa.allowed = sb.allowed = sc.allowed = true;
@@ -222,10 +224,38 @@ static void rows_that_run_no_callbacks(void) {
   PASS("rows with no callbacks ran none");
 }
 
+/* ldg_ledger_index_vectors' row (may block: the registry mutex, briefly;
+ * runs no callbacks), and the queries' rows with the index on: a keep
+ * pending on an indexed ledger never runs from them. */
+static void index_rows_run_no_callbacks(void) {
+  ldg_ledger *l = new_ledger();
+  g_call = "ldg_ledger_index_vectors";
+  CHECK_OK(ldg_ledger_index_vectors(l, 16));
+  ldg_stream *a = new_stream(l, 0, true);
+  sentinel sa = {0, false};
+  uint64_t vec = 9;
+  CHECK_OK(ldg_enqueue(a, (ldg_keep){sentinel_release, &sa}, &vec, 1, NULL, 0,
+                       NULL));
+  g_call = "the queries, vector index on";
+  CHECK(ldg_holds_vector(l, vec));
+  CHECK(!ldg_holds_vector(l, vec + 1));
+  CHECK_EQ(ldg_vector_holders(l, vec + 1, NULL, 0), 0);
+  CHECK_EQ(ldg_nonblocking_holding(l, vec + 1, NULL, 0), 0);
+  CHECK_OK(ldg_settle_vector(l, vec + 1)); /* holds nothing: no drain */
+  CHECK_EQ(sa.runs, 0);
+  sa.allowed = true;
+  g_call = NULL;
+  ldg_stream_unref(a);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(sa.runs, 1);
+  PASS("index rows ran no callbacks");
+}
+
 int main(void) {
   rows_that_run_keeps_on_own_stream();
   rows_that_run_keeps_dropping_last_reference();
   rows_that_run_no_callbacks();
+  index_rows_run_no_callbacks();
   PASS("ledger.h's table, row by row");
   return 0;
 }

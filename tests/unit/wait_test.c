@@ -314,11 +314,55 @@ static void test_chain(void) {
   PASS("chain of streams destroyed by the last unref (small stack)");
 }
 
+/* Every fired wait's slot is counted resolved, whether the walk of the
+ * stream holding it ends right at the wait or goes on past it (release.c,
+ * POPPING A FRAME: the two paths that count it): b's rings give their
+ * segments back once everything is released. With the pool off, what the
+ * ledger holds after a grace period is its streams and their newest
+ * segments; a wait slot left unresolved pins its segment and every later
+ * one of b (thousands of entries, far over the bound). */
+static void test_fired_waits_give_memory_back(void) {
+  ldg_ledger *l = new_ledger();
+  CHECK_OK(ldg_ledger_set_pool_limit(l, 0)); /* no pool, no spare */
+  ldg_stream *a = new_stream(l, 0, false);
+  ldg_stream *b = new_stream(l, 0, false);
+  ldg_quiesce();
+  const size_t base = ldg_ledger_bytes(l);
+  const int rounds = UNDER_SANITIZER ? 1500 : 4000;
+  long released = 0;
+  for (int i = 0; i < rounds; i++) {
+    CHECK_OK(ldg_enqueue(a, count_keep(&released), NULL, 0, NULL, 0, NULL));
+    ldg_seq w = wait_on(b, a);
+    if (i % 2 == 0) {
+      /* b's walk ends at the wait: its slot is counted after the pop,
+       * alone. */
+      CHECK_OK(ldg_release(b, w));
+    } else {
+      /* b's walk goes on past the wait: its slot is counted with the
+       * next chunk. */
+      CHECK_OK(
+          ldg_enqueue(b, count_keep(&released), NULL, 0, NULL, 0, NULL));
+      CHECK_OK(ldg_release(b, ldg_mark(b)));
+    }
+  }
+  CHECK_EQ(released, rounds + rounds / 2);
+  CHECK_EQ(ldg_pending_count(a), 0);
+  CHECK_EQ(ldg_pending_count(b), 0);
+  ldg_quiesce();
+  /* Two newest segments of at most 1024 slots, with their headers. */
+  CHECK_LE(ldg_ledger_bytes(l), base + 2 * (1024 * 64 + 1024));
+  ldg_stream_unref(a);
+  ldg_stream_unref(b);
+  ldg_ledger_destroy(l);
+  PASS("fired waits' slots resolved: memory comes back");
+}
+
 int main(void) {
   test_copy_record_wait_sync();
   test_wait_bounds();
   test_destroyed_and_references();
   test_cycles();
   test_chain();
+  test_fired_waits_give_memory_back();
   return 0;
 }

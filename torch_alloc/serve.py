@@ -1,0 +1,208 @@
+"""Serving a randomly initialised transformer from several Python threads,
+on PyTorch's caching allocator or on streamledger's pool (issue 14).
+
+    python3 serve.py --allocator pool  --threads 4 --out pool4.json
+    python3 serve.py --allocator torch --threads 1 --out ref.json --save ref.pt
+    python3 serve.py --allocator pool  --threads 4 --check ref.pt
+
+The model: a Llama of a transformers config, weights from torch.manual_seed
+(no download), float32 (TF32 off) so both allocators' runs compute the same
+numbers. Each request is a batch of --batch sequences of --seq tokens drawn
+from a generator seeded by the request id; a thread takes the next id, runs
+the forward pass on its own CUDA stream (thread 0 on the default stream, as
+a plain PyTorch program does), and copies the last position's logits back.
+The first --keep requests' outputs are saved (--save) or compared (--check)
+against a file written by another process (PyTorch's allocator there).
+Printed and written (--out, JSON): requests/s, p50/p99 latency, peak
+reserved and allocated memory, host CPU per request (the whole process:
+Python, PyTorch, and the pool's engine thread if SL_TORCH_ENGINE=thread,
+labelled "pool+thr").
+"""
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+p = argparse.ArgumentParser()
+p.add_argument("--allocator", choices=["torch", "pool"], required=True)
+p.add_argument("--so", default=None, help="libsl_torch.so (pool)")
+p.add_argument("--threads", type=int, default=4)
+p.add_argument("--seconds", type=float, default=5.0,
+               help="serving time after the warm-up")
+p.add_argument("--requests", type=int, default=0,
+               help="stop after this many requests (0: --seconds)")
+p.add_argument("--batch", type=int, default=8)
+p.add_argument("--seq", type=int, default=128)
+p.add_argument("--keep", type=int, default=32,
+               help="requests whose outputs are saved or checked")
+p.add_argument("--save", default=None)
+p.add_argument("--check", default=None)
+p.add_argument("--out", default=None)
+args = p.parse_args()
+
+import torch  # noqa: E402
+
+if args.allocator == "pool":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sl_torch  # noqa: E402
+    sl_torch.install(args.so)  # before any CUDA allocation
+
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+cfg = LlamaConfig(vocab_size=8000, hidden_size=512, intermediate_size=1408,
+                  num_hidden_layers=4, num_attention_heads=8,
+                  num_key_value_heads=8, max_position_embeddings=512)
+torch.manual_seed(0)
+model = LlamaForCausalLM(cfg).eval()
+model = model.to("cuda")
+
+
+def request_input(rid):
+    g = torch.Generator().manual_seed(1000 + rid)
+    return torch.randint(0, cfg.vocab_size, (args.batch, args.seq),
+                         generator=g)
+
+
+lock = threading.Lock()
+next_id = [0]
+stop_at = [None]  # time.perf_counter() deadline, set after the warm-up
+lat = []
+outputs = {}
+errors = []
+
+
+def take():
+    with lock:
+        rid = next_id[0]
+        if args.requests and rid >= args.requests:
+            return None
+        if stop_at[0] is not None and time.perf_counter() >= stop_at[0]:
+            return None
+        next_id[0] += 1
+        return rid
+
+
+def serve_one(rid):
+    ids = request_input(rid).to("cuda", non_blocking=False)
+    with torch.inference_mode():
+        logits = model(ids).logits  # (batch, seq, vocab)
+        last = logits[:, -1, :].float()
+    return last.cpu()  # synchronises this thread's stream
+
+
+def worker(tid, warm):
+    try:
+        stream = None if tid == 0 else torch.cuda.Stream()
+        ctx = torch.cuda.stream(stream) if stream is not None else None
+        if ctx is not None:
+            ctx.__enter__()
+        for _ in range(warm):
+            serve_one(0)
+        warmed.wait()  # every thread warmed up
+        go.wait()      # the main thread started the clock
+        while True:
+            rid = take()
+            if rid is None:
+                break
+            t0 = time.perf_counter()
+            out = serve_one(rid)
+            dt = time.perf_counter() - t0
+            with lock:
+                lat.append(dt)
+                if rid < args.keep:
+                    outputs[rid] = out
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+    except Exception as e:  # reported, and the run fails
+        errors.append(f"thread {tid}: {type(e).__name__}: {e}")
+        warmed.abort()
+
+
+warmed = threading.Barrier(args.threads + 1)
+go = threading.Event()
+threads = [threading.Thread(target=worker, args=(t, 2))
+           for t in range(args.threads)]
+for t in threads:
+    t.start()
+try:
+    warmed.wait()  # every thread ran two requests (kernels, cuBLAS, caches)
+except threading.BrokenBarrierError:
+    pass
+torch.cuda.synchronize()
+if args.allocator == "pool":
+    sl_torch.reset_peak_memory_stats(0)
+else:
+    torch.cuda.reset_peak_memory_stats(0)
+cpu0, t0 = time.process_time(), time.perf_counter()
+if not args.requests:
+    stop_at[0] = t0 + args.seconds
+go.set()
+for t in threads:
+    t.join()
+wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+torch.cuda.synchronize()
+
+if args.allocator == "pool":
+    st = sl_torch.memory_stats(0)
+    reserved_peak = st["reserved_bytes.all.peak"]
+    allocated_peak = st["allocated_bytes.all.peak"]
+    extra = {k: v for k, v in st.items() if k.startswith("sl_torch.")}
+else:
+    reserved_peak = torch.cuda.max_memory_reserved(0)
+    allocated_peak = torch.cuda.max_memory_allocated(0)
+    s = torch.cuda.memory_stats(0)
+    extra = {"num_alloc_retries": s.get("num_alloc_retries", 0),
+             "allocation.all.allocated": s.get("allocation.all.allocated", 0)}
+
+n = len(lat)
+lat.sort()
+
+
+def pct(q):
+    return lat[min(n - 1, int(q * n))] * 1e3 if n else float("nan")
+
+
+label = args.allocator
+if args.allocator == "pool" and os.environ.get("SL_TORCH_ENGINE") == "thread":
+    label = "pool+thr"  # the engine thread instead of the hooks' polls
+res = {
+    "allocator": label, "threads": args.threads,
+    "batch": args.batch, "seq": args.seq, "requests": n,
+    "seconds": round(wall, 3),
+    "req_per_s": round(n / wall, 2) if wall > 0 else 0,
+    "p50_ms": round(pct(0.50), 3), "p99_ms": round(pct(0.99), 3),
+    "reserved_peak_mib": round(reserved_peak / 2**20, 1),
+    "allocated_peak_mib": round(allocated_peak / 2**20, 1),
+    "cpu_ms_per_req": round(cpu * 1e3 / n, 3) if n else None,
+    "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
+    "errors": errors, "extra": extra,
+}
+
+rc = 1 if errors else 0
+if args.save:
+    torch.save({k: outputs[k] for k in sorted(outputs)}, args.save)
+if args.check:
+    ref = torch.load(args.check)
+    common = sorted(set(ref) & set(outputs))
+    worst, exact = 0.0, 0
+    for k in common:
+        d = (outputs[k] - ref[k]).abs().max().item()
+        worst = max(worst, d)
+        exact += int(torch.equal(outputs[k], ref[k]))
+    ok = len(common) > 0 and all(
+        torch.allclose(outputs[k], ref[k], rtol=1e-4, atol=1e-4)
+        for k in common)
+    res["check"] = {"compared": len(common), "bit_exact": exact,
+                    "max_abs_diff": worst, "ok": ok}
+    if not ok:
+        rc = 1
+print(json.dumps(res))
+if args.out:
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=1)
+sys.exit(rc)
