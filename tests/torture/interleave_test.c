@@ -477,6 +477,14 @@ static ldg_stream *full_first_segment(ldg_ledger *l) {
 
 static void do_trim(void *arg) { ldg_ledger_trim(arg); }
 
+/* P enqueues on W (extending it), read the pool's top segment and is
+ * parked before reading its link, inside its read-side section. */
+static void park_popper(struct worker *p, ldg_stream *w) {
+  worker_start(p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
+               w);
+  worker_reached(p);
+}
+
 static void trim_vs_pop(void) {
   begin("ldg_ledger_trim empties the pool under a parked popper");
   ldg_ledger *l;
@@ -489,9 +497,7 @@ static void trim_vs_pop(void) {
                l);
   worker_reached(&t);
   /* P (on W) read top == g, parked before reading g->next (in RCU). */
-  worker_start(&p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
-               w);
-  worker_reached(&p);
+  park_popper(&p, w);
   size_t bytes = ldg_ledger_bytes(l);
   worker_go(&t);
   worker_join(&t);
@@ -530,9 +536,7 @@ static void spare_drop_vs_pop(void) {
   ldg_stream *s = half_used_second(l); /* before g is pooled */
   ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
   struct worker p, t;
-  worker_start(&p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
-               w);
-  worker_reached(&p);
+  park_popper(&p, w);
   /* A release of s pops g (P's top) as its spare. */
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
   CHECK_EQ_U(ldg__pool_count(l, 3), 0);
@@ -615,9 +619,7 @@ static void spare_aside_vs_pop(void) {
   enq_to(s, 137);
   ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
   struct worker p;
-  worker_start(&p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
-               w);
-  worker_reached(&p);
+  park_popper(&p, w);
   /* A release of s to 133 prepares a spare for a backlog of 4: g, the one
    * pooled segment, P's top. (S's first two segments, retired by it, wait
    * for P's grace period: not pooled yet.) */
