@@ -158,8 +158,8 @@ struct ldg_stream {
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
   /* The next segment, zeroed, prepared by a release once tail passes
-   * spare_at (half of the newest segment) and taken by the extender with an
-   * exchange (segment.c, THE SPARE). */
+   * spare_at (half of the newest segment), one release at a time (a claim),
+   * and taken by the extender with a CAS (segment.c, THE SPARE). */
   _Atomic(struct ldg__seg *) spare;
   _Atomic ldg_seq spare_at;
 
@@ -283,12 +283,14 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
 int ldg__ring_extend(ldg_stream *s, ldg_seq end);
 
 /* After a release: once the newest segment is half used and no spare
- * waits, prepares the next segment (pool or fresh, zeroed) outside any
+ * waits or is being prepared (a CAS claims it: no lock, no wait), prepares
+ * the next segment (pool or fresh, zeroed) outside any
  * read-side section. Best effort: out of memory leaves no spare. Not under
  * RCU. */
 void ldg__ring_prepare_spare(ldg_stream *s);
 
-/* Retires s's spare, if any, through a grace period. */
+/* Retires s's parked spare, if any, through a grace period (one still being
+ * prepared is left to its preparer). */
 void ldg__ring_drop_spare(ldg_stream *s);
 
 /* ---- pool.c: the retired-segment pool --------------------------------------------- */

@@ -398,7 +398,9 @@ size_t ldg_ledger_bytes(ldg_ledger *l);
 /* Gives back the pooled segments, including those retired before the call
  * and still in their grace period, and every stream's prepared next
  * segment: they are freed after a grace period, so ldg_ledger_trim(l) then
- * ldg_quiesce() leaves nothing pooled or prepared. Blocks (it
+ * ldg_quiesce() leaves nothing pooled or prepared (a release running
+ * meanwhile, or one still preparing a segment when trim looks, may prepare
+ * or park one again, as after any later release). Blocks (it
  * waits for pending RCU callbacks); may be called from a keep or drain.
  * NULL is ignored. */
 void ldg_ledger_trim(ldg_ledger *l);

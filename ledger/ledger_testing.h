@@ -55,6 +55,16 @@ enum ldg__hook_point {
                                      unlinked) */
   LDG__HOOK_LEDGER_DESTROY_PICK,  /* ldg_ledger_destroy found s at the head
                                      of the registry, mutex released */
+  LDG__HOOK_SPARE_READY,          /* a release claimed s's spare and got a
+                                     segment (popped or allocated), not yet
+                                     parked */
+  LDG__HOOK_SPARE_DROPPED,        /* ldg_ledger_trim took s's parked spare
+                                     and retired it */
+  LDG__HOOK_POOL_DRAIN,           /* ldg_ledger_trim, past its rcu_barrier,
+                                     about to empty the pools (s: NULL) */
+  LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
+                                     enqueuer has not published), before
+                                     the CAS that abandons it */
 };
 
 struct ldg_stream;

@@ -91,6 +91,7 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
 }
 
 void ldg__pools_drain(ldg_ledger *l, bool now) {
+  if (!now) LDG__HOOK(LDG__HOOK_POOL_DRAIN, NULL);
   for (unsigned c = 0; c < LDG__POOL_CLASSES; c++) {
     /* Acquire half: pairs with the pushing CASes (each acquired the one
      * before it), so every link below is read as pushed. */

@@ -111,6 +111,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
      * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
      * keeps its entry in hand) and the CAS alone decides the race. */
     uint32_t st = ldg__load_acquire(&slot->state);
+    if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
     if (st == LDG__SLOT_EMPTY &&
         ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
       c->next++; /* the enqueuer releases it (PUBLICATION above) */

@@ -59,20 +59,37 @@
  *   one, of the size an extension would choose then (or a pooled one down
  *   to the backlog's size): pops it from the pool or allocates and zeroes
  *   it — outside any read-side section — and parks it in s->spare. The
- *   extender takes it with one exchange, sets its base and links it as
- *   before; when there is no spare, or it is smaller than the backlog has
- *   grown to (it goes to the pool), the extender gets one itself
- *   (ldg__seg_get), after looking once more whether another extender
- *   linked one meanwhile. The spare is just where a clean segment comes
- *   from: it is never reachable from head or tailseg, no reader can see it,
- *   and the exchange hands it to exactly one thread. A preparer that
- *   displaces another's spare, and ldg_ledger_trim, which drops every
- *   spare, retire it through a grace period like a loser's segment (it may
- *   have come from the pool); the stream's free, past its own grace period,
- *   hands its spare to the pool (or frees it). Memory: at most one segment (64 KiB) per
- *   stream on top of the newest, and only on streams past their first
- *   segment whose last release found the newest segment half used; none
- *   with a pool limit of 0 (the ledger keeps nothing ahead of need).
+ *   extender takes it, sets its base and links it as before; when there is
+ *   no spare, or it is smaller than the backlog has grown to (it goes to
+ *   the pool), the extender gets one itself (ldg__seg_get), after looking
+ *   once more whether another extender linked one meanwhile. The spare is
+ *   just where a clean segment comes from: it is never reachable from head
+ *   or tailseg, and no reader can see it.
+ *   One preparer per stream at a time. s->spare is NULL, CLAIMED or a
+ *   parked segment. A release that finds NULL claims it with a CAS
+ *   (NULL -> CLAIMED) before it pops or allocates anything; a release
+ *   that finds CLAIMED or a segment, or loses the CAS, returns at once: no
+ *   lock and no wait, and racing releases of a shared stream no longer
+ *   each allocate a segment only to throw all but one away (issue 11: 24 079
+ *   allocated for 5 094 taken). The claimer then parks its segment with a
+ *   plain release store over CLAIMED (or, out of memory, stores NULL).
+ *   That store overwrites nothing because only the claimer ever changes
+ *   CLAIMED: takers (the extender, and ldg_ledger_trim, which drops every
+ *   parked spare) move a parked segment to NULL with a CAS and leave
+ *   NULL and CLAIMED alone. So each segment parked is taken by exactly one
+ *   thread, and none is lost: an extension that meets a claim gets its own
+ *   segment, and the claimer's spare waits for the next extension. A
+ *   taken spare that is not linked (set aside as too small, dropped by
+ *   trim) is retired through a grace period like a loser's segment: it may
+ *   have come from the pool, where a popper may still be reading its link.
+ *   The stream's free, past its own grace period, hands its spare to the
+ *   pool (or frees it); no claim is left then, since a preparer runs inside
+ *   a release, on its caller's reference. Memory: at most one segment (64
+ *   KiB) per stream on top of the newest, and only on streams past their
+ *   first segment whose last release found the newest segment half used;
+ *   none with a pool limit of 0 (the ledger keeps nothing ahead of need).
+ *   Model: ledger/model/spare.pml (claim, park, take, drop, pool, grace
+ *   periods).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (here, and in liburcu's headers on aarch64) */
 #include <stdlib.h>
@@ -85,6 +102,11 @@
 #define LDG__SEG_FIRST 8u
 #define LDG__SEG_MIN 64u
 #define LDG__SEG_MAX 1024u
+
+/* s->spare while a release prepares one: claimed, nothing parked yet. Only
+ * its claimer changes it; takers leave it alone. Never dereferenced. */
+static struct ldg__seg ldg__spare_claim;
+#define LDG__SPARE_CLAIMED (&ldg__spare_claim)
 
 /* ---- Segments ------------------------------------------------------------------ */
 
@@ -183,7 +205,11 @@ void ldg__ring_free_all(ldg_stream *s) {
    * parked: no popper that saw it in the pool is still reading it, so it
    * may go back to the pool now (or be freed), as after its own. */
   struct ldg__seg *spare = ldg__load_acquire(&s->spare);
-  if (spare != NULL) ldg__seg_pool_cb(&spare->rcu);
+  /* Never LDG__SPARE_CLAIMED here: a preparer runs inside a release, on a
+   * reference of its caller; a stream is freed only after its last
+   * reference was dropped. */
+  if (spare != NULL && spare != LDG__SPARE_CLAIMED)
+    ldg__seg_pool_cb(&spare->rcu);
   /* In the stream's free callback, after its grace period (every access
    * to the ring happens-before it); acquire as any walk. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
@@ -220,6 +246,27 @@ static void ldg__ring_advance_head(ldg_stream *s) {
 void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k) {
   uint32_t before = ldg__fetch_add_seq_cst(&g->resolved, k);
   if (before + k == g->size) ldg__ring_advance_head(s);
+}
+
+/* ---- The spare: claim, park, take ------------------------------------------- */
+
+/* Takes s's parked spare, if there is one: the caller owns it, unpublished
+ * (never reachable from head or tailseg). NULL when none is parked, or while
+ * a release is still preparing one (its claim stays; it parks the segment
+ * afterwards, for a later extension). */
+static struct ldg__seg *ldg__spare_take(ldg_stream *s) {
+  /* Acquire: pairs with the preparer's release store (ldg__ring_prepare_
+   * spare), after the spare's zeroed slots and header; a stale value only
+   * makes the CAS fail and look again. */
+  struct ldg__seg *g = ldg__load_acquire(&s->spare);
+  for (;;) {
+    if (g == NULL || g == LDG__SPARE_CLAIMED) return NULL;
+    /* acq_rel (acquire needed, as above, also on failure, which reads the
+     * value parked meanwhile; the release half publishes nothing): one
+     * taker wins, the others see NULL, a claim or a later spare. ABA is
+     * harmless: a taker reads g only after its CAS found g parked. */
+    if (ldg__cas_acq_rel(&s->spare, &g, (struct ldg__seg *)NULL)) return g;
+  }
 }
 
 /* ---- Growth ------------------------------------------------------------------------ */
@@ -280,11 +327,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   if (next == NULL) {
     uint64_t now = ldg__now_ns();
     ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
-    /* Acquire: pairs with the preparer's exchange (ldg__spare_put), after
-     * the spare's zeroed slots and header. Only this thread has it now,
-     * unpublished; the release half publishes nothing (NULL). */
-    struct ldg__seg *fresh =
-        ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
+    struct ldg__seg *fresh = ldg__spare_take(s);
     if (fresh != NULL && fresh->size < ldg__backlog_seg_size(s, t)) {
       /* Smaller than the backlog has grown to: to the pool (which is per
        * size), and one large enough from there. */
@@ -330,29 +373,26 @@ link:;
   return LDG_OK;
 }
 
-/* ---- The spare ----------------------------------------------------------------- */
-
-/* Parks g as s's spare; a spare it displaces (a racing preparer's) is
- * retired through a grace period: it may have come from the pool. */
-static void ldg__spare_put(ldg_stream *s, struct ldg__seg *g) {
-  /* Release: the spare's zeroed slots and header before it can be taken
-   * (the extender's exchange, acquire); acquire: the displaced spare's
-   * header, which its retirement reads. */
-  struct ldg__seg *old = ldg__exchange_acq_rel(&s->spare, g);
-  if (old != NULL) ldg__seg_retire(old);
-}
+/* ---- The spare: preparing and dropping ---------------------------------------- */
 
 void ldg__ring_prepare_spare(ldg_stream *s) {
   /* Two relaxed loads on the common path: nothing to do until the newest
-   * segment is half used, or while a spare waits. All four are hints
-   * (relaxed): the exchange in ldg__spare_put decides who parks a spare,
-   * and a spare left on a stream destroyed meanwhile is freed with it. */
+   * segment is half used, or while a spare waits or is being prepared. All
+   * four are hints (relaxed): the claim below decides who prepares, and a
+   * spare left on a stream destroyed meanwhile is freed with it. */
   ldg_seq t = ldg__load_relaxed(&s->tail);
   if (t < ldg__load_relaxed(&s->spare_at) ||
       ldg__load_relaxed(&s->spare) != NULL ||
       ldg__load_relaxed(&s->destroyed) ||
       ldg__load_relaxed(&s->ledger->pool_limit) == 0) /* keep nothing ahead */
     return;
+  /* The claim: one preparer per stream at a time, before any allocation
+   * (racing releases of a shared stream each allocated one, and all but
+   * one were thrown away). A CAS, not a lock: a loser returns at once.
+   * acq_rel where relaxed would do: the claim publishes nothing (the
+   * segment is published by the release store below). */
+  struct ldg__seg *none = NULL;
+  if (!ldg__cas_acq_rel(&s->spare, &none, LDG__SPARE_CLAIMED)) return;
   uint64_t now = ldg__now_ns();
   ldg__rcu_read_lock(); /* tailseg may be retired under us */
   /* Acquire: pairs with the swinging CAS, after the header we read. */
@@ -367,23 +407,35 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
     spare = ldg__pool_pop(s, z);
   ldg__rcu_read_unlock();
   if (spare != NULL) {
-    /* Relaxed: published by the exchange in ldg__spare_put. */
+    /* Relaxed: published by the release store below. */
     ldg__store_relaxed(&spare->resolved, 0);
     ldg__store_relaxed(&spare->next, (struct ldg__seg *)NULL);
   } else {
     /* Outside the read-side section: this is the slow part. Out of memory
      * is no error here: the extender will try (and report) itself. */
     spare = ldg__seg_alloc(s->ledger, 0, size);
-    if (spare == NULL) return;
+    if (spare == NULL) {
+      /* Give the claim back. Relaxed: publishes nothing. */
+      ldg__store_relaxed(&s->spare, (struct ldg__seg *)NULL);
+      return;
+    }
   }
-  /* A racing preparer may get here too; ldg__spare_put keeps one. */
-  ldg__spare_put(s, spare);
+  LDG__HOOK(LDG__HOOK_SPARE_READY, s);
+  /* Park it. A plain store: while claimed, nobody else writes s->spare
+   * (takers and trim leave a claim alone). Release: the zeroed slots and
+   * header before the spare can be taken (acquire in ldg__spare_take). */
+  ldg__store_release(&s->spare, spare);
 }
 
 void ldg__ring_drop_spare(ldg_stream *s) {
-  /* Acquire: pairs with ldg__spare_put (the header the retirement reads). */
-  struct ldg__seg *g = ldg__exchange_acq_rel(&s->spare, (struct ldg__seg *)NULL);
-  if (g != NULL) ldg__seg_retire(g);
+  /* A spare still being prepared is left to its preparer (parked after
+   * this trim: as if prepared by a release after it). */
+  struct ldg__seg *g = ldg__spare_take(s);
+  if (g == NULL) return;
+  /* It may have come from the pool, where a popper may still be reading
+   * its link: through a grace period, like a loser's segment. */
+  ldg__seg_retire(g);
+  LDG__HOOK(LDG__HOOK_SPARE_DROPPED, s);
 }
 
 /* ---- Inspection (ledger_testing.h) ------------------------------------------ */

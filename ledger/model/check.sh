@@ -2,7 +2,8 @@
 # Model-checks the ring protocol of ledger/ with Spin (ring.pml, wait.pml,
 # ring_common.pml; destroy_sb.pml, unlink_sb.pml and extend_mp.pml for the
 # memory orders of the destroy handshake, the registry's deferred unlink and
-# a growing ring's publication, beside this script), exhaustively, for small
+# a growing ring's publication, and spare.pml for the spare of segment.c,
+# beside this script), exhaustively, for small
 # bounds. Three kinds of run, each its own spin -a / gcc / pan:
 #   pass   a configuration of the real protocol: no assertion violation, no
 #          invalid end state, search complete;
@@ -50,7 +51,7 @@ done
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/ring_model.XXXXXX")
 cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
-for f in ring_common.pml ring.pml wait.pml destroy_sb.pml unlink_sb.pml extend_mp.pml; do
+for f in ring_common.pml ring.pml wait.pml destroy_sb.pml unlink_sb.pml extend_mp.pml spare.pml; do
   cp -L "$here/$f" "$work/$f"
 done
 
@@ -76,6 +77,7 @@ pass  ring.pml  -DCFG_EET
 pass  destroy_sb.pml
 pass  unlink_sb.pml
 pass  extend_mp.pml
+pass  spare.pml
 fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
 fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
@@ -99,6 +101,10 @@ fail  unlink_sb.pml  -DBUG_SETTLE_NO_FENCE
 fail  unlink_sb.pml  -DBUG_PUSHER_NO_FENCE
 fail  unlink_sb.pml  -DBUG_HOLDER_NO_FENCE
 fail  extend_mp.pml  -DBUG_MP_TAIL_END
+fail  spare.pml  -DBUG_SPARE_NO_CLAIM
+fail  spare.pml  -DBUG_SPARE_TAKE_CLAIM
+fail  spare.pml  -DBUG_SPARE_DROP_NOW
+fail  spare.pml  -DBUG_SPARE_ASIDE_NOW
 reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
 reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
@@ -127,6 +133,8 @@ reach destroy_sb.pml  -DPROBE_SB_ABANDON
 reach unlink_sb.pml  -DPROBE_UL_HANDOFF
 reach unlink_sb.pml  -DPROBE_UL_STALE
 reach extend_mp.pml  -DPROBE_MP_STALE
+reach spare.pml  -DPROBE_SPARE_CLAIM_SEEN
+reach spare.pml  -DPROBE_SPARE_POOLED_HELD
 EOF
 )
 if [ "$deep" = 1 ]; then
@@ -153,7 +161,7 @@ one() {
   # minutes to optimise and its searches are small; mutants and probes stop
   # early.
   local opt=-O0 memlim=3072
-  if [ "$expect" = pass ] && [ "$model" = ring.pml ]; then opt=-O1; fi
+  if [ "$expect" = pass ] && { [ "$model" = ring.pml ] || [ "$model" = spare.pml ]; }; then opt=-O1; fi
   if [ "$deep" = 1 ]; then memlim=14336; fi
   local t0 t1 verdict=BAD why=''
   t0=$(date +%s)

@@ -17,11 +17,11 @@
  *   inline seg_get           ldg__seg_get: ldg__pool_pop, else ldg__seg_alloc;
  *                            or the stream's spare (THE SPARE): a clean,
  *                            unreachable segment from the same pool
- *                            (popped under RCU) or allocation, handed to
- *                            the one extender by an exchange, a displaced
- *                            one retired like a loser's; prepared by
- *                            releases outside the ring protocol, so not
- *                            modelled apart
+ *                            (popped under RCU) or allocation, taken by
+ *                            one extender; prepared by one release at a
+ *                            time outside the ring protocol: spare.pml
+ *                            checks that it stays clean, unreachable and
+ *                            owned by one thread, so not modelled here
  *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) of a segment
  *                            unlinked from its ring + the grace period of
  *                            liburcu (RCU_RETIRE)

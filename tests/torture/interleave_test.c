@@ -58,6 +58,31 @@
  *                        stream's first segment is clean (a mutant that did
  *                        not mark it dirty pooled it, and the next stream's
  *                        8th entry was "overtaken" and released at once).
+ *   snapshot-vs-finalize a stream's last unref is parked before marking it
+ *                        destroyed (count 0, still registered): device_marks
+ *                        and nonblocking_holding skip it (mutants chk-tryref,
+ *                        chk-tryref-nb took a reference 0 -> 1).
+ *   trim-vs-pop          ldg_ledger_trim, parked past its rcu_barrier, empties
+ *                        the pool while a popper that read the top segment is
+ *                        parked: the segment is not freed under it (gp-trim).
+ *   spare-drop-vs-pop    a release pops the popper's top segment as its
+ *                        stream's spare; trim drops the spare: not freed
+ *                        under the popper (gp-spare-drop).
+ *   spare-one-preparer   a release parked with its claimed spare ready: a
+ *                        second release of the stream allocates nothing, and
+ *                        the next extension takes the parked spare
+ *                        (spare-no-claim: every racing release allocated).
+ *   spare-claim-vs-extend an extension and releases of the stream complete
+ *                        while a release is parked holding the spare's claim
+ *                        (no lock or wait added); the claimer's spare is
+ *                        parked afterwards and nothing is lost.
+ *   spare-aside-vs-pop   the same pooled spare, smaller than the backlog when
+ *                        the extension comes, is set aside: through a grace
+ *                        period, into the pool (gp-spare-aside).
+ *   abandon-vs-publish   a release reads a slot EMPTY and is parked before its
+ *                        abandoning CAS; the enqueuer publishes; the CAS
+ *                        fails and the release takes the entry (a plain
+ *                        store, mutant slot-abandon-store, lost it).
  * Exit 0: every case passed. `interleave_test CASE` runs one.
  */
 #include <errno.h>
@@ -390,6 +415,260 @@ static void extend_linked(void) {
 }
 
 
+/* ---- snapshot-vs-finalize (mutation sweep: chk-tryref) -------------------- */
+
+static int drain_ok(void *ctx);
+
+static void snapshot_vs_finalize(void) {
+  begin("snapshots and holder queries skip a stream being finalised");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *t = mk(l), *s;
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_NONBLOCKING, drain_ok, NULL, &s),
+           LDG_OK);
+  uint64_t vec = 41;
+  int k = atomic_fetch_add(&g_nk, 1);
+  atomic_store(&g_runs[k], 0);
+  CHECK_RC(ldg_enqueue(s, (ldg_keep){keep_run, &g_runs[k]}, &vec, 1, NULL, 0,
+                       NULL),
+           LDG_OK);
+  (void)enq(t);
+  /* U drops s's only reference and is parked before marking it destroyed:
+   * s is still registered, not destroyed, its count 0. */
+  struct worker u;
+  worker_start(&u, "the finalising unref", LDG__HOOK_FINALIZE, s, false,
+               do_unref, s);
+  worker_reached(&u);
+  /* Neither may take a reference on s (0 -> 1 revives a stream whose
+   * finaliser will free it): both skip it. */
+  ldg_marks *m;
+  CHECK_RC(ldg_device_marks(l, 0, &m), LDG_OK);
+  CHECK_EQ_U(ldg_marks_count(m), 1); /* t only */
+  ldg_stream *out[2] = {NULL, NULL};
+  CHECK_EQ_U(ldg_nonblocking_holding(l, vec, out, 2), 0);
+  CHECK(out[0] == NULL);
+  worker_go(&u);
+  worker_join(&u);
+  expect_runs(k, k + 1, 1, "s's keep, by its finaliser");
+  CHECK_RC(ldg_release_marks(m), LDG_OK); /* t's entry, to its mark */
+  CHECK_EQ_U(ldg_pending_count(t), 0);
+  finish(l, &t, 1);
+}
+
+/* ---- trim-vs-pop (mutation sweep: gp-trim) --------------------------------- */
+
+/* Puts exactly one 64-slot segment (class 3) in l's pool; returns the
+ * stream it came from (its second segment). */
+static ldg_stream *pool_one_64(ldg_ledger *l) {
+  ldg_stream *y = mk(l);
+  for (int i = 0; i < 8 + 64 + 1; i++) (void)enq(y);
+  CHECK_RC(ldg_release_all(y), LDG_OK);
+  ldg_quiesce();
+  CHECK_EQ_U(ldg__pool_count(l, 3), 1);
+  return y;
+}
+
+/* W's first segment full: its next enqueue extends it, popping class 3. */
+static ldg_stream *full_first_segment(ldg_ledger *l) {
+  ldg_stream *w = mk(l);
+  for (int i = 0; i < 8; i++) (void)enq(w);
+  return w;
+}
+
+static void do_trim(void *arg) { ldg_ledger_trim(arg); }
+
+/* P enqueues on W (extending it), read the pool's top segment and is
+ * parked before reading its link, inside its read-side section. */
+static void park_popper(struct worker *p, ldg_stream *w) {
+  worker_start(p, "P popping for W", LDG__HOOK_POOL_POP, w, false, do_enqueue,
+               w);
+  worker_reached(p);
+}
+
+static void trim_vs_pop(void) {
+  begin("ldg_ledger_trim empties the pool under a parked popper");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
+  /* T is past trim's rcu_barrier (which waits for readers), about to empty
+   * the pools. */
+  struct worker t, p;
+  worker_start(&t, "T trimming", LDG__HOOK_POOL_DRAIN, NULL, false, do_trim,
+               l);
+  worker_reached(&t);
+  /* P (on W) read top == g, parked before reading g->next (in RCU). */
+  park_popper(&p, w);
+  size_t bytes = ldg_ledger_bytes(l);
+  worker_go(&t);
+  worker_join(&t);
+  CHECK_EQ_U(ldg__pool_count(l, 3), 0);
+  /* g left the pool but is not freed: P may still read it. */
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes);
+  worker_go(&p); /* reads g->next, its CAS fails, it allocates */
+  worker_join(&p);
+  finish(l, (ldg_stream *[]){y, w}, 2);
+}
+
+/* ---- The spare (mutation sweep: gp-spare-drop, spare-no-claim,
+ * gp-spare-aside) ------------------------------------------------------------- */
+
+/* Enqueues on s until its mark is upto. */
+static void enq_to(ldg_stream *s, ldg_seq upto) {
+  while (ldg_mark(s) < upto) (void)enq(s);
+}
+
+static void do_release_mark(void *arg) {
+  CHECK_RC(ldg_release(arg, ldg_mark(arg)), LDG_OK);
+}
+
+/* A fresh stream with its 64-slot second segment (seqs 9..72) half used:
+ * its next release prepares a spare (THE SPARE, segment.c: from seq 41). */
+static ldg_stream *half_used_second(ldg_ledger *l) {
+  ldg_stream *s = mk(l);
+  enq_to(s, 41);
+  return s;
+}
+
+static void spare_drop_vs_pop(void) {
+  begin("ldg_ledger_trim drops a pooled spare under a parked popper");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = half_used_second(l); /* before g is pooled */
+  ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
+  struct worker p, t;
+  park_popper(&p, w);
+  /* A release of s pops g (P's top) as its spare. */
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  CHECK_EQ_U(ldg__pool_count(l, 3), 0);
+  size_t bytes = ldg_ledger_bytes(l);
+  /* T's trim drops g, then waits in rcu_barrier for P. */
+  worker_start(&t, "T trimming", LDG__HOOK_SPARE_DROPPED, s, true, do_trim, l);
+  worker_reached(&t);
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes); /* dropped, not freed: P reads it */
+  worker_go(&p);
+  worker_join(&p);
+  worker_join(&t);
+  finish(l, (ldg_stream *[]){s, y, w}, 3);
+}
+
+static void spare_one_preparer(void) {
+  begin("one release prepares a stream's spare at a time");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = half_used_second(l);
+  /* A claimed s's spare and got a segment (the pool is empty: allocated). */
+  struct worker a;
+  worker_start(&a, "A preparing s's spare", LDG__HOOK_SPARE_READY, s, false,
+               do_release_mark, s);
+  worker_reached(&a);
+  size_t bytes = ldg_ledger_bytes(l);
+  /* Another release finds the claim and prepares nothing. */
+  (void)enq(s);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes);
+  worker_go(&a);
+  worker_join(&a);
+  CHECK_EQ_U(ldg_ledger_bytes(l), bytes); /* A's spare was counted already */
+  /* The next extension (seq 73) takes A's spare: nothing allocated. */
+  enq_to(s, 72);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  size_t before_ext = ldg_ledger_bytes(l);
+  (void)enq(s);
+  CHECK_EQ_U(ldg_ledger_bytes(l), before_ext);
+  finish(l, &s, 1);
+}
+
+static void do_extend_past_73(void *arg) {
+  enq_to(arg, 80); /* seq 73 opens the third segment */
+  CHECK_RC(ldg_release(arg, ldg_mark(arg)), LDG_OK);
+}
+
+static void spare_claim_vs_extend(void) {
+  begin("an extension and releases beside a parked spare preparer");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = half_used_second(l);
+  struct worker a, e;
+  worker_start(&a, "A preparing s's spare", LDG__HOOK_SPARE_READY, s, false,
+               do_release_mark, s);
+  worker_reached(&a);
+  /* The extension meets the claim: it waits for nothing, gets its own
+   * segment; the releases after it find the claim and return. */
+  worker_start(&e, "enqueues across the segment end, a release", 0, NULL,
+               false, do_extend_past_73, s);
+  worker_join(&e);
+  CHECK(ldg__ring_tailseg_reachable(s));
+  CHECK_EQ_U(ldg_pending_count(s), 0);
+  /* A parks its spare for a later extension; trim (in finish) drops it:
+   * every byte comes back. */
+  worker_go(&a);
+  worker_join(&a);
+  enq_to(s, 300);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  finish(l, &s, 1);
+}
+
+static void spare_aside_vs_pop(void) {
+  begin("an extender sets a small pooled spare aside under a parked popper");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  /* S: segments of 8 (seqs 1..8), 64 (9..72) and, the backlog being 72 at
+   * seq 73, 128 (73..200); its spare is prepared from seq 137. The pool is
+   * empty meanwhile: all allocated. */
+  ldg_stream *s = mk(l);
+  enq_to(s, 137);
+  ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
+  struct worker p;
+  park_popper(&p, w);
+  /* A release of s to 133 prepares a spare for a backlog of 4: g, the one
+   * pooled segment, P's top. (S's first two segments, retired by it, wait
+   * for P's grace period: not pooled yet.) */
+  CHECK_RC(ldg_release(s, 133), LDG_OK);
+  CHECK_EQ_U(ldg__pool_count(l, 3), 0);
+  /* Seq 201 finds a backlog of 68 > 64: g is set aside (through a grace
+   * period: P still reads it) and a 128-slot one got instead. */
+  enq_to(s, 201);
+  worker_go(&p);
+  worker_join(&p);
+  ldg_quiesce();
+  /* In the pool now: S's 64-slot second segment and g. */
+  CHECK_EQ_U(ldg__pool_count(l, 3), 2);
+  finish(l, (ldg_stream *[]){s, y, w}, 3);
+}
+
+/* ---- abandon-vs-publish (mutation sweep: slot-abandon-store) -------------- */
+
+static void abandon_vs_publish(void) {
+  begin("a release that saw a slot EMPTY races its enqueuer's publication");
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s = mk(l);
+  int k0 = enq(s);
+  /* E reserved seq 2 and is parked before publishing. */
+  struct worker e, r;
+  int k1 = atomic_load(&g_nk);
+  worker_start(&e, "E enqueueing seq 2", LDG__HOOK_ENQUEUE_RESERVED, s, false,
+               do_enqueue, s);
+  worker_reached(&e);
+  CHECK_EQ_U(ldg_mark(s), 2);
+  /* R releases to 2: takes seq 1, reads seq 2's slot EMPTY, is parked
+   * before abandoning it (in RCU). */
+  worker_start(&r, "R releasing to 2", LDG__HOOK_RELEASE_SAW_EMPTY, s, false,
+               do_release_mark, s);
+  worker_reached(&r);
+  /* E publishes: its CAS EMPTY -> FULL wins; it returns, the entry held. */
+  worker_go(&e);
+  worker_join(&e);
+  expect_runs(k1, k1 + 1, 0, "seq 2's keep, published, before R goes on");
+  /* R's abandoning CAS must fail and take the FULL slot: its keep runs
+   * once, now (a plain store of ABANDONED lost it: nobody ran it). */
+  worker_go(&r);
+  worker_join(&r);
+  expect_runs(k0, k1 + 1, 1, "seq 1's and seq 2's keeps, taken by R");
+  CHECK_EQ_U(ldg_pending_count(s), 0);
+  finish(l, &s, 1);
+}
+
 /* ---- add_wait overtaken: its keeps re-enter the ledger (defect 3) -------- */
 
 /* What the keep on a does when the overtaken add_wait(b, a) fires it. */
@@ -718,6 +997,13 @@ static const struct {
     {"enqueue-reenter", enqueue_reenter},
     {"lock-holders", lock_holders},
     {"retracted-not-pooled", retracted_not_pooled},
+    {"snapshot-vs-finalize", snapshot_vs_finalize},
+    {"trim-vs-pop", trim_vs_pop},
+    {"spare-drop-vs-pop", spare_drop_vs_pop},
+    {"spare-one-preparer", spare_one_preparer},
+    {"spare-aside-vs-pop", spare_aside_vs_pop},
+    {"spare-claim-vs-extend", spare_claim_vs_extend},
+    {"abandon-vs-publish", abandon_vs_publish},
 };
 
 int main(int argc, char **argv) {

@@ -1,4 +1,4 @@
-/* Proves memory follows the work: ldg_ledger_bytes grows with 1 000 000 pending entries and, once they are released and a grace period passed, holds at most the newest segment plus the bounded segment pool, and after ldg_ledger_trim drops below 1/50 of the peak and below 1 MiB (twice in a row); with a pool limit of 0 nothing released stays past a grace period, and the pool holds its limit exactly; short-lived streams reuse pooled first segments; id/range arrays and destroyed streams are given back too. */
+/* Proves memory follows the work: ldg_ledger_bytes grows with 1 000 000 pending entries and, once they are released and a grace period passed, holds at most the newest segment plus the bounded segment pool, and after ldg_ledger_trim drops below 1/50 of the peak and below 1 MiB (twice in a row); with a pool limit of 0 nothing released stays past a grace period, and the pool holds its limit exactly; short-lived streams reuse pooled first segments; the extender that links a successor to a done newest segment retires it; id/range arrays and destroyed streams are given back too. */
 #include "ledger/ledger_testing.h"
 #include "tests/unit/check.h"
 
@@ -212,7 +212,31 @@ static void pool_limit_exact(void) {
   ldg_ledger_destroy(l);
 }
 
+/* A done segment with no successor stays (it is the newest); the extender
+ * that links one must retire it, not leave it to the next segment's last
+ * resolver (mutant grow-no-advance: it stayed in the ring until then). */
+static void extender_retires_done_tail(void) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long released = 0;
+  enqueue_n(s, 8, &released);
+  CHECK_OK(ldg_release_all(s)); /* the 8-slot first segment is done */
+  CHECK_EQ(released, 8);
+  ldg_quiesce();
+  CHECK_EQ(ldg__pool_count(l, 0), 0); /* still the newest: kept */
+  enqueue_n(s, 1, &released);         /* seq 9 links a 64-slot successor */
+  CHECK_OK(ldg_release_all(s));       /* 1 of its 64 slots: not done */
+  ldg_quiesce();
+  CHECK_EQ(ldg__pool_count(l, 0), 1); /* the first went to the pool */
+  CHECK_EQ(ldg_pending_count(s), 0);
+  ldg_stream_unref(s);
+  give_back(l);
+  CHECK_EQ(ldg_ledger_bytes(l), 0);
+  ldg_ledger_destroy(l);
+}
+
 int main(void) {
+  extender_retires_done_tail();
   strict_round();
   short_lived_streams();
   pool_limit_exact();
