@@ -14,6 +14,10 @@ enum slc__hook_point {
    * destroy's synchronisation. Runs once per such wait, on the waiting
    * thread, holding nothing. */
   SLC__HOOK_DRAIN_WAITS = 1,
+  /* slc_engine_enable gave one stream that existed before it its marker
+   * ring; the next streams are not attached yet. Runs on the enabling
+   * thread, holding the context's stream-list mutex. */
+  SLC__HOOK_ENGINE_ATTACHED = 2,
 };
 
 typedef void (*slc__hook_fn)(enum slc__hook_point point, void *arg);

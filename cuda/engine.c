@@ -334,10 +334,11 @@ out_gate:
 
 /* On the issuing path, after an operation was enqueued on s. */
 void slc__engine_after_issue(slc_stream *s) {
-  /* Acquire pairs with slc__mq_attach's release: q is initialised. */
+  /* Acquire pairs with slc__mq_attach's release: q is initialised, and
+   * c->engine (stored before any attach) is set. */
   struct slc__mq *q = slc__load_acquire(&s->mq);
   if (q == NULL) return;
-  struct slc__engine *e = s->c->engine;
+  struct slc__engine *e = slc__load_relaxed(&s->c->engine);
   uint64_t n = slc__fetch_add_relaxed(&q->since, 1) + 1;
   /* SLC_ENGINE_PLACE_ENGINE: the thread places every marker; the issuer
    * only wakes it if it is parked. */
@@ -805,15 +806,22 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
     pthread_mutex_unlock(&c->streams_mu);
     return slc__fail(LDG_ENOMEM, fn, "%zu marker rings or the thread", n);
   }
+  /* Published before any ring is attached. Release: the engine's fields
+   * happen-before a poll or stats call that sees it (their acquire loads);
+   * and an issuer that finds a ring (acquire of s->mq, which the attach's
+   * release store orders after this store) finds the engine too: published
+   * after the rings, an issuer between two attaches read NULL here. A poll
+   * that sees the engine before every ring is attached simply does not poll
+   * those streams yet. */
+  slc__store_release(&c->engine, e);
   i = 0;
-  for (slc_stream *s = c->streams; s != NULL; s = s->streams_next, i++)
+  for (slc_stream *s = c->streams; s != NULL; s = s->streams_next, i++) {
     slc__mq_attach(e, s, qs[i]);
+    SLC__HOOK(SLC__HOOK_ENGINE_ATTACHED);
+  }
   free(qs);
   /* Their work may be uncovered: a thread that parked meanwhile looks. */
   slc__engine_kick(e);
-  /* Release: the engine's fields happen-before a poll or stats call that
-   * sees it (their acquire loads). */
-  slc__store_release(&c->engine, e);
   pthread_mutex_unlock(&c->streams_mu);
   return LDG_OK;
 }

@@ -2329,6 +2329,45 @@ static void dis_drain_waits(enum slc__hook_point point, void *arg) {
   hd_hold(false); /* the pending work may run now: the destroy's sync ends */
 }
 
+/* An issuer racing slc_engine_enable: a stream that existed before the
+ * engine gets its marker ring while the enable is still attaching others.
+ * The issue lands between (the hook) and must find the engine (it once read
+ * the context's engine pointer as NULL there: published after the rings). */
+typedef struct {
+  slc_stream *s;
+  slc_buffer *b;
+  int calls, rc;
+} attach_issue;
+
+static void ai_hook(enum slc__hook_point point, void *arg) {
+  attach_issue *a = arg;
+  if (point != SLC__HOOK_ENGINE_ATTACHED || a->calls++ != 0) return;
+  a->rc = slc_memset_d8_async(a->s, slc_buffer_dptr(a->b), 1, 64, NULL);
+}
+
+static int t_enable_issue_while_attaching(suite *S) {
+  SKIP_IF(!S->hooks, "needs the hooks build (cuda_suite_hooks_test)");
+  attach_issue a = {NULL, NULL, 0, -1};
+  slc_stream *other;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &other));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &a.s));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 64, &a.b));
+  CHECK(slc__set_test_hook(ai_hook, &a));
+  slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+  int rc = slc_engine_enable(S->c, &cfg);
+  slc__set_test_hook(NULL, NULL);
+  CHECK_OK(rc);
+  CHECK(a.calls == 2 && a.rc == LDG_OK);
+  slc_stream_progress p;
+  CHECK_OK(slc_stream_progress_get(a.s, &p));
+  CHECK(p.engine_driven);
+  CHECK_OK(slc_stream_synchronize(a.s));
+  CHECK_OK(slc_buffer_free(a.b));
+  slc_stream_unref(a.s);
+  slc_stream_unref(other);
+  return PASS;
+}
+
 static int t_copy_waits_for_destroy(suite *S) {
   SKIP_IF(!S->host, "needs the host executor's hold");
   SKIP_IF(!S->hooks, "needs the hooks build (cuda_suite_hooks_test)");
@@ -3633,6 +3672,9 @@ static const test tests[] = {
      "a keep run by a settle drops the next drained stream's last reference", 0},
     {"failed_unref_kept_for_waits", t_failed_unref_kept_for_waits,
      "a failed sync as the last reference goes: the stream stays drainable", 0},
+    {"enable_issue_while_attaching", t_enable_issue_while_attaching,
+     "an issue between two streams' attach by slc_engine_enable finds it",
+     T_HOOKS},
     {"copy_waits_for_destroy", t_copy_waits_for_destroy,
      "a sync copy waits for a destroy's sync of a stream holding the buffer",
      T_HOOKS},
