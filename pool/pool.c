@@ -860,9 +860,14 @@ static void slp__unuse(slp_block *b, bool cross) {
    * a destroy that sees the block free (acquire) then sees us there, and
    * waits for our release decrement, after our last touch of p and b. */
   slp__fetch_add_relaxed(&p->returning, 1);
+  /* Read first: once listed, b may be taken, trimmed and its slab re-carved
+   * (b->cap rewritten) by other threads. */
+  int_fast64_t cap = (int_fast64_t)b->cap;
   slp__store_release(&b->st, SLP__FREE);
-  slp__held_acct(p, NULL, -(int_fast64_t)b->cap);
   slp__give_back(p, NULL, b);
+  /* Uncounted after it is listed: a reader that sees no bytes held finds
+   * the block on a list (a trim after waiting for held == 0 returns it). */
+  slp__held_acct(p, NULL, -cap);
   atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
@@ -1132,6 +1137,8 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
   return released != 0;
 }
 
+#define SLP__OOM_WAIT_ROUNDS 2000 /* 100 ms */
+
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
                                 slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1170,6 +1177,31 @@ static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
     }
     cr = slp__carve(p, tc, cls, out);
     if (cr == CUDA_SUCCESS) return cr;
+    if (cr != CUDA_ERROR_OUT_OF_MEMORY) return cr;
+  }
+  /* Last: keeps in flight on other threads. The sync of step 3 proves the
+   * work complete, but a release on another thread (the engine thread's)
+   * may have taken those entries first and still be returning their
+   * blocks: the sync found nothing to run and the take came too early.
+   * Wait for them, briefly (at most SLP__OOM_WAIT_ROUNDS x 50 us), while
+   * bytes are held or a shared list of the class has blocks; never when
+   * nothing is held (a plain out of memory fails at once). */
+  for (int i = 0; i < SLP__OOM_WAIT_ROUNDS; i++) {
+    int_fast64_t alloc, held;
+    slp__allocated_exact(p, &alloc, NULL, &held);
+    if (held <= 0 && slp__load_relaxed(&p->shared[cls].head) == NULL) break;
+    struct timespec ts = {0, 50 * 1000};
+    nanosleep(&ts, NULL);
+    slp_block *b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      *out = b;
+      *reused = true;
+      return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&p->trim_mu);
+    slp__trim_locked(p, 0);
+    pthread_mutex_unlock(&p->trim_mu);
+    cr = slp__carve(p, tc, cls, out);
     if (cr != CUDA_ERROR_OUT_OF_MEMORY) return cr;
   }
   return cr;

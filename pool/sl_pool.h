@@ -191,7 +191,9 @@ int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
  * or limit_bytes): 1. trims the caches; 2. slc_engine_poll (if the engine
  * is enabled), so that held blocks whose work completed come back;
  * 3. synchronises the streams that have pending pool work (and only them),
- * which returns every held block; retrying after each step. Then
+ * which returns every held block; 4. while bytes are still held (keeps
+ * of that work running on another thread, e.g. the engine's), waits for
+ * them, at most 100 ms; retrying after each step. Then
  * LDG_ENOMEM with "out of memory: N bytes requested; allocated A, cached C,
  * held H, reserved R (limit L)". LDG_EINVAL: p, s or out NULL, bytes 0 or
  * > SLP_MAX_BYTES, s of another device (device pools). LDG_EDESTROYED: s

@@ -88,6 +88,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
@@ -550,6 +551,23 @@ static void slt__sync_pending(void) {
   }
 }
 
+/* After the syncs: a keep of that work may still be running on another
+ * thread (the engine thread took the completed entries first), its block
+ * not listed yet. Waits, at most 100 ms, until no pool counts held bytes
+ * (the pool uncounts a block only after listing it). */
+static void slt__wait_unheld(void) {
+  for (int i = 0; i < slt.n_dev; i++) {
+    slp_pool *p = slt__load_acquire(&slt.dev[i].pool);
+    slp_stats st;
+    for (int r = 0; p != NULL && r < 2000 && slp_stats_get(p, &st) == LDG_OK &&
+                    st.held_bytes > 0;
+         r++) {
+      struct timespec ts = {0, 50 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
 /* As PyTorch's emptyCache (which synchronises its pending events first):
  * trim (this thread's stream-ordered blocks leave its cache: held if their
  * work is pending), let the pending work land, trim again. */
@@ -559,6 +577,7 @@ void sl_torch_empty_cache(void) {
   CUcontext was = slt__save(c);
   slt__trim_all();
   slt__sync_pending();
+  slt__wait_unheld();
   slt__trim_all();
   slt__restore(c, was);
 }

@@ -127,7 +127,8 @@ int sl_torch_record_stream_checked(void *ptr, CUstream stream);
  * slabs; other threads' caches stay). Like PyTorch's, which synchronises
  * its pending events first, it synchronises the adopted streams that have
  * pending recorded uses between two trims, so blocks freed under work that
- * has since been issued come back too. */
+ * has since been issued come back too; before the second trim it waits (at
+ * most 100 ms) for keeps of that work still running on another thread. */
 void sl_torch_empty_cache(void);
 
 /* init_fn: makes the process-wide state now (else the first alloc does).
