@@ -95,7 +95,8 @@
  *     p->returning as before;
  *   - a thread whose cache runs dry after freeing blocks under pending
  *     work releases its own streams itself (slp__poll_own, with
- *     slc_engine_poll_stream), so those keeps run on it;
+ *     slc_engine_poll_stream), so those keeps run on it (while the shared
+ *     list has blocks, only every SLP__POLL_DRY held frees);
  *   - held bytes are counted per thread and folded every 64 KiB, as the
  *     allocated bytes are.
  *   A block pushed to a cache before its FREE store is reached by no one
@@ -1097,7 +1098,9 @@ static void slp__sync_holders(slp_pool *p) {
 }
 
 /* THE PER-THREAD RETURN PATH. A thread that freed blocks under pending
- * work and finds its cache empty first releases its own streams (the ones
+ * work and finds its cache empty (and the shared list too, or
+ * SLP__POLL_DRY held frees since its last poll) first releases its own
+ * streams (the ones
  * it used with the pool lately, tc->seen) to their completed engine
  * markers, here (slc_engine_poll_stream): the keeps of its own work run on
  * it and put its blocks back in its own cache (slp__unuse), so block, ring
@@ -1110,6 +1113,16 @@ static void slp__sync_holders(slp_pool *p) {
  * reference on each of these streams. Returns whether any stream was
  * released. */
 #define SLP__POLL_HELD 32
+/* A thread whose cache ran dry polls only after this many held frees
+ * since its last poll, while the shared list of the class has blocks
+ * (with an empty shared list it polls at once, before the slow path).
+ * Issue 10: polling on any held free, a serving thread at one thread,
+ * whose blocks the engine thread returns to the shared lists, polled on
+ * about every request (a cuEventQuery and the engine's shared lines each
+ * time) and ran its checks on the thread that limits the rate
+ * (bench/RESULTS.md, "Where the request thread's extra CPU at 1 thread
+ * goes"). */
+#define SLP__POLL_DRY 8
 
 static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
   (void)p;
@@ -1232,8 +1245,12 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   int cls = slp__class_of(bytes);
   if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
   slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
-  if (b == NULL && tc->cls[cls].head == NULL && slp__poll_own(p, tc) &&
-      p->device >= 0)
+  /* Dry: poll own streams, unless few frees were held since the last poll
+   * and the shared list has blocks (slp__take below; a peek, as its own). */
+  if (b == NULL && tc->cls[cls].head == NULL &&
+      (tc->held_since >= SLP__POLL_DRY ||
+       slp__load_relaxed(&p->shared[cls].head) == NULL) &&
+      slp__poll_own(p, tc) && p->device >= 0)
     b = slp__so_take(tc, cls, s);
   if (b == NULL) {
     b = slp__take(p, tc, cls);

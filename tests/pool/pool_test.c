@@ -609,6 +609,27 @@ static int t_trim(void) {
   return teardown(&e);
 }
 
+/* The return path's tests: an engine without a thread and two
+ * engine-driven streams (created after the enable). */
+static int own_setup(env *e, const slp_config *cfg, slc_stream **a,
+                     slc_stream **b) {
+  if (setup(e, 0, cfg, false)) return 1;
+  slc_engine_config ec = {.thread = false};
+  CHECK_RC(slc_engine_enable(e->c, &ec), LDG_OK);
+  CHECK_RC(slc_stream_create(e->c, 0, SLC_STREAM_NONBLOCKING, a), LDG_OK);
+  CHECK_RC(slc_stream_create(e->c, 0, SLC_STREAM_NONBLOCKING, b), LDG_OK);
+  CHECK_RC(slc_device_make_current(e->c, 0), LDG_OK);
+  return 0;
+}
+
+static int own_teardown(env *e, slc_stream *a, slc_stream *b) {
+  CHECK_RC(slc_stream_destroy(a), LDG_OK);
+  CHECK_RC(slc_stream_destroy(b), LDG_OK);
+  slc_stream_unref(a);
+  slc_stream_unref(b);
+  return teardown(e);
+}
+
 /* The per-thread return path: a thread that freed blocks under pending
  * work releases its own streams when its cache runs dry, so its held
  * blocks come back on it, into its cache, with no engine thread, no other
@@ -619,13 +640,8 @@ static int t_trim(void) {
 static int t_own_return(void) {
   env e;
   slp_config cfg = {.poison_device = true, .thread_cache_bytes = 16384};
-  if (setup(&e, 0, &cfg, false)) return 1;
-  slc_engine_config ec = {.thread = false};
-  CHECK_RC(slc_engine_enable(e.c, &ec), LDG_OK);
-  slc_stream *a, *b; /* engine-driven: created after the enable */
-  CHECK_RC(slc_stream_create(e.c, 0, SLC_STREAM_NONBLOCKING, &a), LDG_OK);
-  CHECK_RC(slc_stream_create(e.c, 0, SLC_STREAM_NONBLOCKING, &b), LDG_OK);
-  CHECK_RC(slc_device_make_current(e.c, 0), LDG_OK);
+  slc_stream *a, *b;
+  if (own_setup(&e, &cfg, &a, &b)) return 1;
   long before = recycled_here;
   for (int i = 0; i < 300; i++) {
     slp_block *x;
@@ -641,11 +657,44 @@ static int t_own_return(void) {
   CHECK(st.slab_allocs == 1);         /* never reached the slow path */
   CHECK(recycled_here - before >= 50); /* returned here, by its own polls */
   CHECK(st.held_bytes <= 300 * 4096);
-  CHECK_RC(slc_stream_destroy(a), LDG_OK);
-  CHECK_RC(slc_stream_destroy(b), LDG_OK);
-  slc_stream_unref(a);
-  slc_stream_unref(b);
-  return teardown(&e);
+  return own_teardown(&e, a, b);
+}
+
+/* Issue 10: a thread whose cache ran dry while the shared list of the class
+ * has blocks takes from that list and polls its own streams only after
+ * SLP__POLL_DRY (8) held frees since its last poll, not after every one (a
+ * serving thread at one thread polled on about every request, its
+ * cuEventQuery and checks on the thread that limits the rate). Engine
+ * without a thread; a one-block cache (4 KiB blocks: the slab's others are
+ * in the shared list). Watched fail on main: "first own poll at alloc 1,
+ * expected 8". */
+static int t_own_poll_cadence(void) {
+  env e;
+  slp_config cfg = {.poison_device = true, .thread_cache_bytes = 4096};
+  slc_stream *a, *b;
+  if (own_setup(&e, &cfg, &a, &b)) return 1;
+  slc_engine_stats s0, s1;
+  CHECK_RC(slc_engine_stats_get(e.c, &s0), LDG_OK);
+  long before = recycled_here;
+  int first_poll = -1;
+  for (int i = 0; i < 12; i++) {
+    slp_block *x;
+    CHECK_RC(slp_alloc(e.dev, a, 4096, &x), LDG_OK);
+    CHECK_RC(slc_engine_stats_get(e.c, &s1), LDG_OK);
+    if (first_poll < 0 && s1.polls != s0.polls) first_poll = i;
+    CHECK_RC(slp_record_use(b, &x, 1, NULL), LDG_OK);
+    CHECK_RC(slp_free(x), LDG_OK); /* held: its use on b is pending */
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
+  }
+  /* Alloc i follows i held frees: the first poll is at the 8th. */
+  if (first_poll != 8)
+    fprintf(stderr, "first own poll at alloc %d, expected 8\n", first_poll);
+  CHECK(first_poll == 8);
+  CHECK(recycled_here - before >= 1); /* and that poll returned them here */
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.slab_allocs == 1); /* the shared list served the others */
+  return own_teardown(&e, a, b);
 }
 
 /* ---- Torture ------------------------------------------------------------- */
@@ -792,6 +841,8 @@ static const struct {
     {"trim", t_trim, "free slabs go back to the driver, threshold and demand"},
     {"own_return", t_own_return,
      "a thread's held blocks come back on it when its cache runs dry"},
+    {"own_poll_cadence", t_own_poll_cadence,
+     "a dry cache polls own streams every 8 held frees, shared list first"},
     {"torture", t_torture,
      "request threads, random delays, cross-stream uses, injected OOM"},
     {"asan_reports_untracked_use", t_asan_reports_untracked_use,
