@@ -508,7 +508,26 @@ static int t_sticky_error(void) {
   if (request(&L, st, &s, 7)) return 1;
   hd_set_sticky(CUDA_ERROR_LAUNCH_FAILED);
   hd_hold(false);
-  if (wait_for(c, &g_err_calls, 1, false)) return 1;
+  if (wait_for(c, &g_err_calls, 1, false)) {
+    /* Seen once in ~40 TSan runs: no marker ever placed, every record
+     * failing (1.5 M); printed to find why. */
+    slc_engine_stats d;
+    if (slc_engine_stats_get(c, &d) == LDG_OK)
+      fprintf(stderr,
+              "  engine: placed %llu (tails %llu) skipped %llu pending %llu "
+              "done %llu; record failures %llu, query failures %llu, "
+              "stream errors %llu; polls %llu, parks %llu\n",
+              (unsigned long long)d.markers_placed,
+              (unsigned long long)d.tail_markers,
+              (unsigned long long)d.markers_skipped,
+              (unsigned long long)d.markers_pending,
+              (unsigned long long)d.markers_done,
+              (unsigned long long)d.record_failures,
+              (unsigned long long)d.query_failures,
+              (unsigned long long)d.stream_errors,
+              (unsigned long long)d.polls, (unsigned long long)d.thread_parks);
+    return 1;
+  }
   sleep_us(20000); /* the engine keeps polling; no more reports, no release */
   CHECK(atomic_load(&g_err_calls) == 1);
   CHECK(g_err_stream == ldg_stream_id(slc_stream_ledger(st)));
@@ -1238,6 +1257,15 @@ static void *torture_thread(void *arg) {
     if (slc_stream_destroy(st) != LDG_OK) goto fail;
     slc_stream_unref(st);
   }
+  /* A destroy's sync returns once every entry's release began: a keep may
+   * still be running on the engine thread (ldg_release: concurrent releases
+   * split the work). Wait for each slot's keeps before freeing its
+   * buffers and leaving (the slots live on this stack). */
+  for (int i = 0; i < K; i++)
+    for (long w = 0; atomic_load(&slots[i].busy); w++) {
+      sleep_us(10);
+      if (w > 2000000) goto fail;
+    }
   for (int i = 0; i < K; i++)
     if (slot_fini(&slots[i])) goto fail;
   return NULL;
