@@ -120,6 +120,7 @@ struct slc__mq {
   atomic_uint_fast64_t released; /* highest mark released to */
   atomic_long refs;              /* the list's, and each pending releaser's */
   atomic_int err;  /* sticky CUresult; 0 = none */
+  atomic_int err_unreported; /* err set by a placer, on_error not called */
   int query_fails; /* consecutive; consumer only */
   unsigned misses; /* queries of the oldest marker that found it not done;
                     * consumer only */
@@ -265,6 +266,28 @@ static void slc__engine_kick(struct slc__engine *e) {
 
 /* ---- Placing a marker (producer) ---------------------------------------- */
 
+/* Errors that the driver reports from then on for every call on the
+ * context (the CUDA documentation's "sticky" errors: the context must be
+ * destroyed). A record failing with one proves the stream's work will never
+ * be known complete through markers, as a failed query does. */
+static bool slc__sticky_code(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /* Records one marker on q's stream if work was enqueued since the last one
  * and the ring has room. `tail_marker`: placed by the engine. Never waits. */
 static void slc__mq_place(struct slc__engine *e, struct slc__mq *q,
@@ -306,11 +329,26 @@ static void slc__mq_place(struct slc__engine *e, struct slc__mq *q,
     }
     slc__count(&e->n.events_live, 1);
   }
-  if (d->pfn_cuEventRecord(slot->ev, s->cu) != CUDA_SUCCESS) {
+  CUresult rr = d->pfn_cuEventRecord(slot->ev, s->cu);
+  if (rr != CUDA_SUCCESS) {
     /* Released later: the next marker covers this work. The event keeps
      * its previous (completed) record, which nobody reads again. */
     slc__count(&e->n.record_failures, 1);
     slc__count(&e->n.skipped, 1);
+    /* A sticky-class error: no marker will ever be recorded on this
+     * context, so none would be queried and the error never seen. The
+     * stream's engine error becomes sticky here, as after failed queries;
+     * the next poll reports it (on_error: the consumer's side). Only the
+     * first setter reports. Release: err before the unreported flag, which
+     * the poll takes with an acquire exchange. */
+    int none = 0;
+    if (slc__sticky_code(rr) &&
+        atomic_compare_exchange_strong_explicit(&q->err, &none, (int)rr,
+                                                memory_order_release,
+                                                memory_order_relaxed)) {
+      slc__count(&e->n.stream_errors, 1);
+      slc__store_release(&q->err_unreported, 1);
+    }
     goto out_gate;
   }
   slc__stream_exit(s);
@@ -383,7 +421,16 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
                             struct slc__release *rel, size_t *n_rel,
                             struct slc__report *rep, size_t *n_rep,
                             struct slc__poll *p, uint64_t now) {
-  if (slc__load_relaxed(&q->err) != 0) return;
+  if (slc__load_relaxed(&q->err) != 0) {
+    /* Set by a placer whose record failed with a sticky error: reported
+     * once, here. Acquire pairs with its release store. */
+    if (atomic_exchange_explicit(&q->err_unreported, 0,
+                                 memory_order_acquire) != 0)
+      rep[(*n_rep)++] = (struct slc__report){
+          ldg_stream_id(q->s->ls), q->s->device,
+          (CUresult)slc__load_relaxed(&q->err)};
+    return;
+  }
   slc_stream *s = q->s;
   const slc_driver *d = &s->c->drv;
   uint64_t head = slc__load_relaxed(&q->head);
@@ -405,8 +452,11 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
     }
     if (r != CUDA_SUCCESS) {
       slc__count(&e->n.query_failures, 1);
-      if (++q->query_fails >= SLC_ENGINE_QUERY_RETRIES) {
-        atomic_store_explicit(&q->err, (int)r, memory_order_release);
+      int none = 0;
+      if (++q->query_fails >= SLC_ENGINE_QUERY_RETRIES &&
+          atomic_compare_exchange_strong_explicit(&q->err, &none, (int)r,
+                                                  memory_order_release,
+                                                  memory_order_relaxed)) {
         slc__count(&e->n.stream_errors, 1);
         rep[(*n_rep)++] = (struct slc__report){ldg_stream_id(s->ls),
                                                 s->device, r};

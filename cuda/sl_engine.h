@@ -86,7 +86,13 @@
  *   - A marker that cannot be recorded (cuEventRecord or cuEventCreate
  *     fails, or the stream's ring is full because the engine is behind) is
  *     skipped: its work is covered by the next marker or by a tail marker,
- *     i.e. released later, never earlier.
+ *     i.e. released later, never earlier. A cuEventRecord failing with a
+ *     sticky-class error (CUDA_ERROR_LAUNCH_FAILED, _ILLEGAL_ADDRESS,
+ *     _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE,
+ *     _INVALID_PC, _HARDWARE_STACK_ERROR, _ASSERT, _LAUNCH_TIMEOUT,
+ *     _ECC_UNCORRECTABLE: every later record would fail too, so no marker
+ *     would ever be queried) makes the stream's engine error sticky at
+ *     once, as failed queries do below; the next poll reports it.
  *   - The engine's driver failures never touch the calling thread's error
  *     record (slc_last_error): an issuing call whose marker failed, and a
  *     poll whose query failed, succeed; the stats count the failure.

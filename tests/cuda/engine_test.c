@@ -558,6 +558,51 @@ static int t_sticky_error(void) {
   return teardown(c); /* finishes the kept stream */
 }
 
+/* A marker whose record fails with a sticky-class error (the context is
+ * broken: every later record fails too, so no marker would ever be queried)
+ * makes the stream's engine error sticky and is reported once, by the next
+ * poll; nothing is released without proof; a transient record failure
+ * (failed_records_queries) is not sticky. */
+static int t_sticky_record(void) {
+  slc_context *c;
+  atomic_store(&g_err_calls, 0);
+  g_err_cu = CUDA_SUCCESS;
+  slc_engine_config cfg = {
+      .thread = false, .marker_every_ops = 1, .on_error = on_error};
+  if (setup(&c, 0, &cfg)) return 1;
+  slc_stream *st;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &st), LDG_OK);
+  slc_buffer *buf;
+  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &buf), LDG_OK);
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  hd_hold(true);
+  hd_fail_next(HD_FAULT_EVENT_RECORD, CUDA_ERROR_LAUNCH_FAILED, 1);
+  /* The operation is issued; its marker's record fails. */
+  CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(buf), 1, 64, &h), LDG_OK);
+  CHECK(atomic_load(&g_err_calls) == 0); /* reported by a poll, not here */
+  CHECK_RC(slc_engine_poll(c, NULL), LDG_OK);
+  CHECK(atomic_load(&g_err_calls) == 1);
+  CHECK(g_err_cu == CUDA_ERROR_LAUNCH_FAILED);
+  CHECK(g_err_stream == ldg_stream_id(slc_stream_ledger(st)));
+  CUresult cu = CUDA_SUCCESS;
+  CHECK_RC(slc_stream_engine_error(st, &cu), SLC_EDRIVER);
+  CHECK(cu == CUDA_ERROR_LAUNCH_FAILED);
+  hd_hold(false);
+  /* The engine queries nothing more on it: no release without proof. */
+  for (int i = 0; i < 5; i++) CHECK_RC(slc_engine_poll(c, NULL), LDG_OK);
+  CHECK(atomic_load(&g_err_calls) == 1); /* once */
+  CHECK(atomic_load(&kept) == 0);
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.stream_errors == 1 && es.record_failures == 1);
+  CHECK_RC(slc_stream_synchronize(st), LDG_OK); /* the proof */
+  CHECK(atomic_load(&kept) == 1);
+  CHECK_RC(slc_buffer_free(buf), LDG_OK);
+  slc_stream_unref(st);
+  return teardown(c);
+}
+
 /* ---- Operations on layer buffers hold them by themselves ------------------ */
 
 static int t_buffer_ops_hold(void) {
@@ -1347,6 +1392,8 @@ static const struct {
      "the engine thread's releases count under SLC_CAUSE_ENGINE"},
     {"existing_streams", t_existing_streams,
      "streams created before slc_engine_enable are driven, issuing meanwhile"},
+    {"sticky_record", t_sticky_record,
+     "a record failing with a sticky error is reported once, by a poll"},
     {"bad_input", t_bad_input, "every new call refuses bad arguments"},
     {"poll_stream", t_poll_stream,
      "slc_engine_poll_stream releases its stream only, on the caller"},
