@@ -1152,6 +1152,22 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
 
 #define SLP__OOM_WAIT_ROUNDS 2000 /* 100 ms */
 
+/* One retry at out of memory: a block that came back, else trim every
+ * cache to 0 and carve a new slab. */
+static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
+                           slp_block **out, bool *reused) {
+  slp_block *b = slp__take(p, tc, cls);
+  if (b != NULL) {
+    *out = b;
+    *reused = true;
+    return CUDA_SUCCESS;
+  }
+  pthread_mutex_lock(&p->trim_mu);
+  slp__trim_locked(p, 0);
+  pthread_mutex_unlock(&p->trim_mu);
+  return slp__carve(p, tc, cls, out);
+}
+
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
                                 slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1177,19 +1193,8 @@ static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
     } else if (step == 3) {
       slp__sync_holders(p);
     }
-    if (step > 0) {
-      slp_block *b = slp__take(p, tc, cls);
-      if (b != NULL) {
-        *out = b;
-        *reused = true;
-        return CUDA_SUCCESS;
-      }
-      pthread_mutex_lock(&p->trim_mu);
-      slp__trim_locked(p, 0);
-      pthread_mutex_unlock(&p->trim_mu);
-    }
-    cr = slp__carve(p, tc, cls, out);
-    if (cr == CUDA_SUCCESS) return cr;
+    cr = step > 0 ? slp__retry(p, tc, cls, out, reused)
+                  : slp__carve(p, tc, cls, out);
     if (cr != CUDA_ERROR_OUT_OF_MEMORY) return cr;
   }
   /* Last: keeps in flight on other threads. The sync of step 3 proves the
@@ -1205,16 +1210,7 @@ static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
     if (held <= 0 && slp__load_relaxed(&p->shared[cls].head) == NULL) break;
     struct timespec ts = {0, 50 * 1000};
     nanosleep(&ts, NULL);
-    slp_block *b = slp__take(p, tc, cls);
-    if (b != NULL) {
-      *out = b;
-      *reused = true;
-      return CUDA_SUCCESS;
-    }
-    pthread_mutex_lock(&p->trim_mu);
-    slp__trim_locked(p, 0);
-    pthread_mutex_unlock(&p->trim_mu);
-    cr = slp__carve(p, tc, cls, out);
+    cr = slp__retry(p, tc, cls, out, reused);
     if (cr != CUDA_ERROR_OUT_OF_MEMORY) return cr;
   }
   return cr;
