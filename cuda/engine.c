@@ -63,8 +63,9 @@
  *   it leaves at its last unref. Joining and leaving also take the
  *   consumer flag (waited for: a poll holds it only for queries and
  *   records). A stream that joins late may have issuers running: they load
- *   s->mq with acquire (a release store after the ring was initialised),
- *   and until they see it they place no marker — their work, like the work
+ *   s->mq with acquire (a release store after the ring was initialised,
+ *   and after enable published c->engine, which an issuer that sees the
+ *   ring then reads), and until they see it they place no marker — their work, like the work
  *   issued before, is above placed_mark (0 at first), so the engine's next
  *   poll covers it with a tail marker (enable wakes a parked thread for
  *   that). After that nobody else touches the ring: the
