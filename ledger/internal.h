@@ -131,6 +131,10 @@ struct ldg_stream {
   ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
+  /* The ledger's vector index (vindex.c) or NULL, copied at creation
+   * (ldg__registry_link): read by every enqueue and taken chunk, beside
+   * tailseg rather than on the ledger's line that l->refs shares. */
+  struct ldg__vindex *vindex;
 
   /* Registry links: written under ledger.reg_lock; reg_next is read by
    * lock-free readers under RCU. */
@@ -193,7 +197,10 @@ struct ldg_ledger {
   _Atomic bool destroying; /* ldg_ledger_destroy began: pools take nothing */
   /* The vector index (vindex.c), or NULL: set before the first stream and
    * fixed from then on (the registry mutex orders it before every stream's
-   * creation, hence before every enqueue); freed with the ledger. */
+   * creation, hence before every enqueue); freed with the ledger. Each
+   * stream keeps a copy (ldg_stream.vindex): the enqueue and release paths
+   * never read this line, which refs (written by every segment and payload
+   * allocation) shares. */
   struct ldg__vindex *vindex;
   alignas(LDG__CACHE_LINE) _Atomic size_t bytes;
   /* Retired segments past their grace period, kept for reuse, one lock-free

@@ -83,7 +83,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
                               struct ldg__slot **wait,
                               struct ldg__seg **wait_seg) {
   ldg_stream *s = c->s;
-  struct ldg__vindex *vx = s->ledger->vindex; /* fixed before s existed */
+  struct ldg__vindex *vx = s->vindex; /* fixed before s was linked */
   size_t n = 0;
   uint32_t taken = 0; /* resolved in g, not yet counted */
   *wait = NULL;

@@ -268,9 +268,9 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     return LDG_EDESTROYED;
   }
 
-  /* The vector index (vindex.c): before the publication. Plain read: set
-   * before the stream existed (registry mutex). */
-  struct ldg__vindex *vx = e->kind == LDG__KIND_OP ? s->ledger->vindex : NULL;
+  /* The vector index (vindex.c): before the publication. Plain read: the
+   * stream's copy, set before it was linked (registry mutex). */
+  struct ldg__vindex *vx = e->kind == LDG__KIND_OP ? s->vindex : NULL;
   if (vx != NULL) ldg__vindex_add(vx, e->vec_ids, e->n_vec);
 
   if (e->kind == LDG__KIND_WAIT) {
