@@ -65,8 +65,8 @@ enum ldg__hook_point {
   LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
                                      enqueuer has not published), before
                                      its spin (ring.c, OVERTAKING) */
-  LDG__HOOK_ENQUEUE_STORED,       /* the publishing store done, `over` not
-                                     yet read */
+  LDG__HOOK_ENQUEUE_STORED,       /* (rcu) the publishing store done,
+                                     `over` not yet read */
   LDG__HOOK_RELEASE_ASKED,        /* (rcu) a release still found the slot
                                      EMPTY after its spin and stored
                                      ASKED; asymmetric fence not yet made */

@@ -68,7 +68,11 @@
  *
  * PUBLICATION, AND A RELEASE THAT OVERTAKES AN ENQUEUE
  *   Enqueue: reserve seq (CAS tail), write the slot, store state = FULL
- *   (release), then read slot->over. One locked operation per enqueue: the
+ *   (release), then read slot->over, the store and the read inside a
+ *   read-side section (once FULL, the slot may be taken and resolved and
+ *   its segment retired; liburcu's memb read side is a compiler barrier
+ *   and two thread-local accesses, no locked operation). One locked
+ *   operation per enqueue: the
  *   publication is a plain store because only the enqueuer ever writes a
  *   slot's state before it is published (and the resolver after it is
  *   taken); a release that must decide against the enqueuer does so
@@ -140,8 +144,9 @@
  *   tailseg reached the segment covering seq), so it may read it without
  *   RCU; if tailseg has already moved past seq's segment, the enqueuer finds
  *   it by walking from head under rcu_read_lock (head may be retired under
- *   it). Only extending the ring and resolving a slot (which may retire
- *   segments) enter a read-side section.
+ *   it). Only extending the ring, resolving a slot (which may retire
+ *   segments) and the publication (the read of over after the store of
+ *   FULL, PUBLICATION above) enter a read-side section.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
@@ -341,6 +346,10 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
   ldg__fill_slot(slot, e, ext);
+  /* Once FULL, a release may take the entry and resolve the slot, and its
+   * segment may be retired: our read of over after the store needs the
+   * read-side section (PUBLICATION above). */
+  ldg__rcu_read_lock();
   /* Publishes the payload written above (release; acquire in the release
    * walk and in the queries). A plain store: nobody else writes state
    * before it (PUBLICATION above). */
@@ -352,8 +361,11 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
    * back our own entry; nothing to acquire. */
   ldg__asym_light();
   uint16_t over = ldg__load_relaxed(&slot->over);
-  if (__builtin_expect(over == LDG__OVER_NONE, 1) ||
-      !ldg__overtaken_take_back(slot, over)) {
+  bool ours = __builtin_expect(over != LDG__OVER_NONE, 0) &&
+              ldg__overtaken_take_back(slot, over);
+  /* Given back, the slot is ours again (taken, unresolved: pinned). */
+  ldg__rcu_read_unlock();
+  if (!ours) {
     LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     if (seq_out != NULL) *seq_out = seq;
     return LDG_OK;
