@@ -145,6 +145,8 @@ static void ldg__asym_pick(void) {
 
 void ldg__asym_init(void) { (void)pthread_once(&ldg__asym_once, ldg__asym_pick); }
 
+void ldg__asym_fence(void) { atomic_thread_fence(memory_order_seq_cst); }
+
 void ldg__asym_heavy(void) {
   /* The fences order this thread's own store before the call and its load
    * after it, for the compiler and for C11 (the syscall is a full barrier

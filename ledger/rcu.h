@@ -52,6 +52,9 @@ void ldg__rcu_barrier(void);
  * mode once per process. */
 void ldg__asym_init(void);
 void ldg__asym_heavy(void);
+/* The light side's seq_cst fence, without membarrier (out of line: gcc
+ * refuses atomic_thread_fence in inline code under -fsanitize=thread). */
+void ldg__asym_fence(void);
 
 /* 1 when membarrier is in use (set once by ldg__asym_init, before the first
  * stream of any ledger exists, hence before any ldg__asym_light). */
@@ -64,7 +67,7 @@ static inline void ldg__asym_light(void) {
           1))
     atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
   else
-    atomic_thread_fence(memory_order_seq_cst);
+    ldg__asym_fence();
 }
 
 #endif /* STREAMLEDGER_RCU_H */
