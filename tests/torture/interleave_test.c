@@ -724,17 +724,22 @@ static void overtake_gives_back(void) {
   finish(l, &s, 1);
 }
 
+/* overtake_setup, then E stores FULL and parks before reading over. */
+static void overtake_stored(ldg_ledger **l, ldg_stream **s, struct worker *e,
+                            struct worker *r, int *k0, int *k1) {
+  overtake_setup(l, s, e, r, k0, k1);
+  worker_rearm(e, LDG__HOOK_ENQUEUE_STORED);
+  worker_go(e);
+  worker_reached(e);
+}
+
 static void overtake_enq_answers(void) {
   begin("the enqueuer answers an asking release before the release's CAS");
   ldg_ledger *l;
   ldg_stream *s;
   struct worker e, r;
   int k0, k1;
-  overtake_setup(&l, &s, &e, &r, &k0, &k1);
-  /* E stores FULL and parks before reading over. */
-  worker_rearm(&e, LDG__HOOK_ENQUEUE_STORED);
-  worker_go(&e);
-  worker_reached(&e);
+  overtake_stored(&l, &s, &e, &r, &k0, &k1);
   /* R: fence, reads FULL, parks before its CAS ASKED -> RELEASE. */
   worker_rearm(&r, LDG__HOOK_RELEASE_RECHECKED);
   worker_go(&r);
@@ -757,10 +762,7 @@ static void overtake_rel_wins(void) {
   ldg_stream *s;
   struct worker e, r;
   int k0, k1;
-  overtake_setup(&l, &s, &e, &r, &k0, &k1);
-  worker_rearm(&e, LDG__HOOK_ENQUEUE_STORED);
-  worker_go(&e);
-  worker_reached(&e);
+  overtake_stored(&l, &s, &e, &r, &k0, &k1);
   /* R: fence, reads FULL, wins ASKED -> RELEASE, runs the keep. */
   worker_go(&r);
   worker_join(&r);
