@@ -293,7 +293,8 @@ typedef struct slc_engine_stats {
   uint64_t thread_sleeps;           /* timed sleeps */
   uint64_t thread_parks;            /* untimed waits (nothing pending) */
   /* The thread's pacing (see PACING): streams that entered and left the
-   * batching state (the difference: streams batching now). */
+   * batching state (the difference: streams batching now, or destroyed
+   * while batching). */
   uint64_t batch_enters;
   uint64_t batch_exits;
   /* Keeps the layer ran (operations released: one per operation, a NULL
