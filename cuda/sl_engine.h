@@ -70,7 +70,10 @@
  *   in the first window of its batching (it issued < 4 while waiting), one
  *   keep is delayed by at most the bound, and a batching that ended in its
  *   first window doubles the windows needed to begin the next (up to 1024;
- *   one that went on resets them). Counters: slc_engine_stats's
+ *   one that went on resets them). The price of the margin: a stream
+ *   issuing slower than that (below 80 k ops/s at the default) whose
+ *   operations each complete before the next issue still costs about one
+ *   wake-up per operation, as before pacing. Counters: slc_engine_stats's
  *   batch_enters and batch_exits, thread_sleeps + thread_parks (the
  *   wake-ups), polls, markers_placed.
  *
