@@ -40,6 +40,7 @@ sum=$out/SUMMARY.txt
   [ -f "$before/BUILD_INFO.txt" ] && sed 's/^/before: /' "$before/BUILD_INFO.txt"
 } >"$sum"
 rc=0
+: >"$out/rows.txt"
 run() { # name, binary, args...
   local name=$1
   shift
