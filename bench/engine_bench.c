@@ -32,12 +32,15 @@
  *            and while one operation waits behind a --idle-ms kernel.
  *   counters the engine's slc_engine_stats per operation in the latency and
  *            rate scenarios: markers, tail markers, polls, the thread's
- *            timed sleeps and parks, and futex wake-ups made by issuers.
+ *            timed sleeps and parks, and futex wake-ups made by issuers;
+ *            wake-ups (sleeps + parks) and the streams that began batching
+ *            (sl_engine.h, PACING).
  *   contention (--contention, once, before the modes) slc_launch's issue
  *            cost alone and while a second thread does one thing the
  *            engine thread does (see scenario_contention).
- * ENGINE OPTIONS --wait adaptive|fixed, --placement issuer|engine (who
- *   records the markers: sl_engine.h, PLACEMENT), --poll-us, --poll-max-us,
+ * ENGINE OPTIONS --wait adaptive|fixed, --placement engine|issuer (who
+ *   records the markers: sl_engine.h, PLACEMENT; the engine thread by
+ *   default since issue 9's pacing, the issuer before), --poll-us, --poll-max-us,
  *   --linger-us, --every-ops, --every-us (0 or absent: the defaults of
  *   sl_engine.h); --modes picks modes.
  *
@@ -238,6 +241,8 @@ typedef struct result {
   double lat_markers, lat_tails, lat_polls, lat_sleeps, lat_parks, lat_kicks;
   double rate_markers, rate_tails, rate_polls, rate_sleeps, rate_parks,
       rate_kicks;
+  /* Streams that began batching (sl_engine.h, PACING): counts, not per op. */
+  double lat_batches, rate_batches;
 } result;
 
 static void engine_counts(bctx *b, slc_engine_stats *st) {
@@ -249,13 +254,14 @@ static void engine_counts(bctx *b, slc_engine_stats *st) {
 static void engine_per_op(const slc_engine_stats *a, const slc_engine_stats *z,
                           unsigned n, double *markers, double *tails,
                           double *polls, double *sleeps, double *parks,
-                          double *kicks) {
+                          double *kicks, double *batches) {
   *markers = (double)(z->markers_placed - a->markers_placed) / n;
   *tails = (double)(z->tail_markers - a->tail_markers) / n;
   *polls = (double)(z->polls - a->polls) / n;
   *sleeps = (double)(z->thread_sleeps - a->thread_sleeps) / n;
   *parks = (double)(z->thread_parks - a->thread_parks) / n;
   *kicks = (double)(z->thread_wakes_by_issuers - a->thread_wakes_by_issuers) / n;
+  *batches = (double)(z->batch_enters - a->batch_enters);
 }
 
 static void scenario_latency(int mode, result *o) {
@@ -277,7 +283,7 @@ static void scenario_latency(int mode, result *o) {
   }
   engine_counts(&b, &st1);
   engine_per_op(&st0, &st1, n, &o->lat_markers, &o->lat_tails, &o->lat_polls,
-                &o->lat_sleeps, &o->lat_parks, &o->lat_kicks);
+                &o->lat_sleeps, &o->lat_parks, &o->lat_kicks, &o->lat_batches);
   for (unsigned i = 0; i < n; i++) {
     int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
                   g_offset;
@@ -329,7 +335,7 @@ static void scenario_rate(int mode, result *o) {
   engine_counts(&b, &st1);
   engine_per_op(&st0, &st1, n, &o->rate_markers, &o->rate_tails,
                 &o->rate_polls, &o->rate_sleeps, &o->rate_parks,
-                &o->rate_kicks);
+                &o->rate_kicks, &o->rate_batches);
   if (atomic_load(&b.kept) != (long)n) {
     fprintf(stderr, "engine_bench: %ld keeps of %u\n", atomic_load(&b.kept), n);
     _exit(1);
@@ -632,18 +638,22 @@ int main(int argc, char **argv) {
            o->waiting_pct);
     fflush(stdout);
   }
+  /* (Wake-ups = sleeps + parks: each ends in one. "batches": streams that
+   * began batching in the scenario, a count. Columns after kicks are new
+   * since 7856fa6; scripts read the first six of each side by position.) */
   printf("engine, per operation | latency scenario: markers tails polls "
          "sleeps parks kicks | rate scenario: markers tails polls sleeps "
-         "parks kicks\n");
+         "parks kicks | wake-ups lat rate | batches lat rate\n");
   for (int m = MODE_ENGINE; m < N_MODES; m++) {
     const result *o = &res[m];
     if (!run_mode[m]) continue;
     printf("%-7s | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %5.2f %5.2f %5.2f "
-           "%5.2f %5.2f %5.2f\n",
+           "%5.2f %5.2f %5.2f | %5.2f %5.2f | %3.0f %3.0f\n",
            mode_names[m], o->lat_markers, o->lat_tails, o->lat_polls,
            o->lat_sleeps, o->lat_parks, o->lat_kicks, o->rate_markers,
            o->rate_tails, o->rate_polls, o->rate_sleeps, o->rate_parks,
-           o->rate_kicks);
+           o->rate_kicks, o->lat_sleeps + o->lat_parks,
+           o->rate_sleeps + o->rate_parks, o->lat_batches, o->rate_batches);
   }
   if (opt.json != NULL) {
     FILE *f = fopen(opt.json, "w");
@@ -665,12 +675,17 @@ int main(int argc, char **argv) {
               "\"rate_tails_per_op\": %.3f, \"rate_polls_per_op\": %.3f, "
               "\"rate_sleeps_per_op\": %.3f, \"rate_parks_per_op\": %.3f, "
               "\"rate_kicks_per_op\": %.3f, \"lat_kicks_per_op\": %.3f, "
+              "\"lat_markers_per_op\": %.3f, \"lat_polls_per_op\": %.3f, "
+              "\"lat_wakeups_per_op\": %.3f, \"rate_wakeups_per_op\": "
+              "%.3f, \"lat_batches\": %.0f, \"rate_batches\": %.0f, "
               "\"ran\": %s}%s\n",
               mode_names[m], o->issue_p50, o->lat_p50, o->lat_p99,
               o->lat_p999, o->cpu_per_op_ns, o->req_cpu_per_op_ns, o->kops,
               o->idle_pct, o->waiting_pct, o->rate_markers, o->rate_tails,
               o->rate_polls, o->rate_sleeps, o->rate_parks, o->rate_kicks,
-              o->lat_kicks, run_mode[m] ? "true" : "false",
+              o->lat_kicks, o->lat_markers, o->lat_polls,
+              o->lat_sleeps + o->lat_parks, o->rate_sleeps + o->rate_parks,
+              o->lat_batches, o->rate_batches, run_mode[m] ? "true" : "false",
               m + 1 < N_MODES ? "," : "");
     }
     fprintf(f, "]}\n");

@@ -46,6 +46,39 @@
  *   flag; the holder stores the flag free then re-reads target: one of them
  *   sees the other.
  *
+ * PACING: WHY THE ISSUE RATE (sl_engine.h has the rule and the bound)
+ *   The engine thread's CPU is its wake-ups: ~4.5-5 us of process CPU each
+ *   on the H200 KVM guest (nanosleep, hrtimer, the vCPU's halt and wake),
+ *   against ~430 instructions for the poll itself (bench/RESULTS.md, issue
+ *   9, third round). So <= 1 us per released operation at 100 k ops/s
+ *   needs <= ~0.2 wake-ups per operation, i.e. one per >= 50 us of issued
+ *   work, while a waiting issuer's keep must come within ~10 us of its
+ *   operation's completion. The two cannot be told apart at a marker's
+ *   completion: an empty kernel completes in ~5 us, before the next issue
+ *   10 us later, so the streaming issuer too has issued nothing past each
+ *   marker, and "work issued past the marker" (the first rounds' signal)
+ *   made one wake-up per operation (1.07-1.14 polls per op on the H200,
+ *   either placement). What differs is the rate: the latency scenario's
+ *   issuer, which waits for each keep, issues every ~25 us (kernel, keep
+ *   latency, issue); the streaming one every 10 us. The thread counts the
+ *   stream's mark over windows of poll_max_us, which it needs no extra
+ *   wake-up for (it polls at least that often while the stream has work)
+ *   and which costs the issuer nothing (the mark is the ledger's). The
+ *   threshold, 8 per poll_max_us (12.5 us apart at the default), sits
+ *   between the two with margin both ways; a waiting issuer that does
+ *   cross it is found out by the same count one window later — it issued
+ *   nothing while its keep was held — and backs off (doubling the windows
+ *   needed), so such mistakes cost one delayed keep each and grow rare.
+ *   The decision is causal only in the direction that matters for
+ *   latency: batching never holds a keep past the bound, and leaving it is
+ *   immediate. tests/cuda/engine_pace_test.c runs the policy on a
+ *   simulated clock and counts wake-ups, markers and delays for each
+ *   pattern.
+ *   A batched release does not make the thread poll again at once (a
+ *   prompt release does: its issuer may issue right away), and a batching
+ *   stream's tail or engine-placed marker is placed at the batch's wake-up
+ *   (up to poll_us early counts: the wake-up's truncation to whole us).
+ *
  * WAKING THE ENGINE THREAD
  *   It parks (futex on `gen`) only when a poll found nothing pending and
  *   nothing uncovered (adaptive wait: for linger_us; until then it naps and
@@ -95,6 +128,14 @@
 
 #define SLC__MAX_RING 4096
 #define SLC__BATCH 64 /* stream releases collected per poll */
+/* PACING: a stream that issues at least SLC__PACE_OPS sequence numbers per
+ * poll_max_us, SLC__PACE_NEED0 windows in a row, is batched; fewer than
+ * half as many in one window ends it. A batching that ended in its first
+ * window (the issuer was waiting after all) doubles the windows needed
+ * next time, up to SLC__PACE_NEED_MAX; one that went on resets them. */
+#define SLC__PACE_OPS 8u
+#define SLC__PACE_NEED0 2u
+#define SLC__PACE_NEED_MAX 1024u
 
 struct slc__mslot {
   CUevent ev; /* created on first use, destroyed with the ring */
@@ -125,6 +166,15 @@ struct slc__mq {
   int query_fails; /* consecutive; consumer only */
   unsigned misses; /* queries of the oldest marker that found it not done;
                     * consumer only */
+  /* PACING (the adaptive thread's; consumer only): the current window of
+   * the issue rate, and the stream's state. */
+  bool win_open;     /* win_ns, win_mark are set */
+  bool batching;     /* taken for a streaming issuer */
+  bool confirmed;    /* a window went on streaming since batching began */
+  unsigned fast;     /* consecutive fast windows, while not batching */
+  unsigned need;     /* fast windows needed to begin batching */
+  uint64_t win_ns;   /* when the window began */
+  ldg_seq win_mark;  /* the stream's mark then */
 };
 
 struct slc__engine {
@@ -140,10 +190,16 @@ struct slc__engine {
   atomic_uint gen;    /* futex word of the parked thread */
   atomic_int parked;
   uint64_t pred_ns; /* predicted marker completion age; consumer only */
+#ifdef SLC_TEST_HOOKS
+  /* Driven by slc__engine_sim_step (cuda_testing.h): no thread, the
+   * thread's policy, the test's clock. */
+  bool sim;
+  atomic_uint_fast64_t sim_ns;
+#endif
   struct {
     atomic_uint_fast64_t polls, placed, tails, done, skipped, record_failures,
         query_failures, stream_errors, releases, seqs_released, events_live,
-        pending, kicks, sleeps, parks;
+        pending, kicks, sleeps, parks, batch_enters, batch_exits;
   } n;
 };
 
@@ -198,6 +254,16 @@ static uint64_t slc__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The engine's clock: CLOCK_MONOTONIC, or a simulated engine's (tests). */
+static uint64_t slc__engine_now(const struct slc__engine *e) {
+#ifdef SLC_TEST_HOOKS
+  if (e->sim) return slc__load_relaxed(&((struct slc__engine *)e)->sim_ns);
+#else
+  (void)e;
+#endif
+  return slc__now_ns();
 }
 
 static void slc__count(atomic_uint_fast64_t *ctr, uint64_t n) {
@@ -353,7 +419,7 @@ static void slc__mq_place(struct slc__engine *e, struct slc__mq *q,
     goto out_gate;
   }
   slc__stream_exit(s);
-  uint64_t now = slc__now_ns();
+  uint64_t now = slc__engine_now(e);
   slot->mark = m;
   atomic_store_explicit(&slot->placed_ns, now, memory_order_relaxed);
   slc__store_release(&q->placed_mark, m);
@@ -378,14 +444,17 @@ void slc__engine_after_issue(slc_stream *s) {
   struct slc__mq *q = slc__load_acquire(&s->mq);
   if (q == NULL) return;
   struct slc__engine *e = slc__load_relaxed(&s->c->engine);
-  uint64_t n = slc__fetch_add_relaxed(&q->since, 1) + 1;
-  /* SLC_ENGINE_PLACE_ENGINE: the thread places every marker; the issuer
-   * only wakes it if it is parked. */
-  if (!e->by_engine &&
-      (n >= e->cfg.marker_every_ops ||
-       slc__now_ns() - slc__load_relaxed(&q->last_ns) >=
-           (uint64_t)e->cfg.marker_every_us * 1000u))
-    slc__mq_place(e, q, false);
+  /* SLC_ENGINE_PLACE_ENGINE: the thread places every marker (it sees the
+   * work in the stream's mark); the issuer only wakes it if it is parked.
+   * Nothing else here: no read-modify-write of a line the thread writes,
+   * no clock. */
+  if (!e->by_engine) {
+    uint64_t n = slc__fetch_add_relaxed(&q->since, 1) + 1;
+    if (n >= e->cfg.marker_every_ops ||
+        slc__engine_now(e) - slc__load_relaxed(&q->last_ns) >=
+            (uint64_t)e->cfg.marker_every_us * 1000u)
+      slc__mq_place(e, q, false);
+  }
   slc__engine_kick(e);
 }
 
@@ -408,6 +477,7 @@ struct slc__poll {
   bool pending;   /* some marker still pending (not errored) */
   bool uncovered; /* some stream has work no marker covers */
   bool more;      /* the batch filled up: poll again */
+  bool prompt;    /* a release of a stream whose issuer may be waiting */
   bool thread;    /* polled by the engine thread (its wait policy applies) */
   uint64_t due_ns; /* adaptive: when the next marker should be done or a
                     * tail marker is due (0: nothing known) */
@@ -415,6 +485,46 @@ struct slc__poll {
 
 static void slc__due(struct slc__poll *p, uint64_t t) {
   if (p->due_ns == 0 || t < p->due_ns) p->due_ns = t;
+}
+
+/* PACING (see sl_engine.h): updates q's issue-rate window at `now`, the
+ * stream's mark being m. Windows close at the first poll at least
+ * poll_max_us (less poll_us: a wake-up due at the end of a batch may come
+ * that much early) after they opened. Consumer only. */
+static void slc__mq_pace(struct slc__engine *e, struct slc__mq *q, ldg_seq m,
+                         uint64_t now) {
+  uint64_t win = (uint64_t)e->cfg.poll_max_us * 1000u;
+  uint64_t slack = (uint64_t)e->cfg.poll_us * 1000u;
+  if (!q->win_open || m < q->win_mark) {
+    q->win_open = true;
+    q->win_ns = now;
+    q->win_mark = m;
+    if (q->need == 0) q->need = SLC__PACE_NEED0;
+    return;
+  }
+  uint64_t elapsed = now - q->win_ns;
+  if (elapsed + slack < win) return;
+  uint64_t ops = m - q->win_mark;
+  q->win_ns = now;
+  q->win_mark = m;
+  /* ops / elapsed against SLC__PACE_OPS / win, without dividing. */
+  if (!q->batching) {
+    bool fast = ops * win >= SLC__PACE_OPS * elapsed;
+    q->fast = fast ? q->fast + 1 : 0;
+    if (q->fast >= q->need) {
+      q->batching = true;
+      q->confirmed = false;
+      q->fast = 0;
+      slc__count(&e->n.batch_enters, 1);
+    }
+  } else if (2 * ops * win >= SLC__PACE_OPS * elapsed) {
+    q->confirmed = true;
+  } else {
+    q->batching = false;
+    slc__count(&e->n.batch_exits, 1);
+    if (q->confirmed) q->need = SLC__PACE_NEED0;
+    else if (q->need < SLC__PACE_NEED_MAX) q->need *= 2;
+  }
 }
 
 /* Under the consumer flag: the completed markers of q. */
@@ -439,6 +549,7 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
    * are filled. */
   uint64_t tail = slc__load_acquire(&q->tail);
   ldg_seq done = 0;
+  bool collected = false;
   if (head != tail && !slc__engine_current(s)) {
     slc__count(&e->n.query_failures, 1); /* counted, not sticky */
     tail = head;                          /* try again next poll */
@@ -487,24 +598,33 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
     ldg_stream_ref(s->ls);
     slc__fetch_add_relaxed(&q->refs, 1); /* the list's keeps q alive now */
     rel[(*n_rel)++] = (struct slc__release){q, s->ls};
+    collected = true;
   }
-  if (slc__load_relaxed(&q->err) != 0) return;
+  if (slc__load_relaxed(&q->err) != 0) {
+    if (collected) p->prompt = true;
+    return;
+  }
   bool ring_empty = head == slc__load_acquire(&q->tail);
   bool adaptive = p->thread && e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
   uint64_t period = (uint64_t)e->cfg.marker_every_us * 1000u;
   ldg_seq m = ldg_mark(s->ls);
+  if (adaptive) slc__mq_pace(e, q, m, now);
+  /* A batching stream's keeps wait for its next batch anyway: the thread
+   * need not look again at once (slc__engine_next). */
+  if (collected && !q->batching) p->prompt = true;
   uint64_t poll_ns = (uint64_t)e->cfg.poll_us * 1000u;
   uint64_t max_ns = (uint64_t)e->cfg.poll_max_us * 1000u;
   /* The adaptive thread's tail delay: T, at most poll_max_us. */
   uint64_t tail_ns = period < max_ns ? period : max_ns;
   const struct slc__mslot *oldest =
       ring_empty ? NULL : &q->ring[head & (q->cap - 1)];
-  /* Streaming: work was issued past the marker that just completed or past
-   * the oldest pending one, so the issuer is not waiting on those keeps:
-   * batch them, one wake-up per poll_max_us (the issuer places the next
-   * markers itself). Otherwise someone may be waiting: wake up when the
-   * oldest marker should be done. */
-  bool streaming = (done != 0 && m > done) || (oldest && m > oldest->mark);
+  /* Streaming: the issue rate says so (PACING), or work was issued past
+   * the marker that just completed or past the oldest pending one, so the
+   * issuer is not waiting on those keeps: batch them, one wake-up per
+   * poll_max_us. Otherwise someone may be waiting: wake up when the oldest
+   * marker should be done. */
+  bool streaming = (adaptive && q->batching) || (done != 0 && m > done) ||
+                   (oldest && m > oldest->mark);
   if (streaming) slc__due(p, now + max_ns);
   if (oldest != NULL) {
     p->pending = true;
@@ -531,7 +651,9 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
      * per poll_max_us releases one marker's worth and places the next
      * (due above: now + poll_max_us). */
     uint64_t last = slc__load_relaxed(&q->last_ns);
-    if (ring_empty && (!streaming || now - last >= max_ns))
+    /* (A batch's wake-up, due at last + poll_max_us, may come up to a
+     * poll_us early: the truncation to whole us, a simulated clock.) */
+    if (ring_empty && (!streaming || now - last + poll_ns >= max_ns))
       slc__mq_place(e, q, true);
     if (m > slc__load_acquire(&q->placed_mark)) {
       p->uncovered = true;
@@ -557,7 +679,7 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       if (!streaming) slc__due(p, last + (adaptive ? tail_ns : period));
     } else {
       p->pending = true; /* our tail marker, due as any other */
-      slc__due(p, now + e->pred_ns);
+      if (!streaming) slc__due(p, now + e->pred_ns);
     }
   }
 }
@@ -606,7 +728,7 @@ static void slc__engine_poll(struct slc__engine *e, struct slc__poll *p,
   struct slc__release rel[SLC__BATCH];
   struct slc__report rep[SLC__BATCH];
   size_t n_rel = 0, n_rep = 0;
-  uint64_t now = slc__now_ns();
+  uint64_t now = slc__engine_now(e);
   for (struct slc__mq *q = e->streams; q != NULL; q = q->next) {
     if (n_rel == SLC__BATCH || n_rep == SLC__BATCH) {
       p->more = true;
@@ -666,7 +788,7 @@ int slc_engine_poll_stream(slc_stream *s, size_t *released) {
   size_t n_rel = 0, n_rep = 0;
   struct slc__poll p;
   memset(&p, 0, sizeof(p));
-  slc__mq_consume(e, q, rel, &n_rel, rep, &n_rep, &p, slc__now_ns());
+  slc__mq_consume(e, q, rel, &n_rel, rep, &n_rep, &p, slc__engine_now(e));
   slc__consumer_drop(e);
   if (n_rep != 0 && e->cfg.on_error != NULL)
     e->cfg.on_error(e->cfg.on_error_arg, rep[0].stream_id, rep[0].device,
@@ -685,10 +807,56 @@ int slc_engine_poll_stream(slc_stream *s, size_t *released) {
 
 /* ---- The engine thread -------------------------------------------------- */
 
-static void slc__sleep_us(struct slc__engine *e, unsigned us) {
-  slc__count(&e->n.sleeps, 1);
-  struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000};
-  nanosleep(&ts, NULL);
+/* What the thread does after a poll (slc__engine_next). */
+enum slc__next { SLC__AGAIN, SLC__SLEEP, SLC__PARK, SLC__STOP };
+
+/* The thread's memory between polls. */
+struct slc__wait {
+  uint64_t last_work; /* when a poll last found work */
+  unsigned nap;       /* the next lingering nap, us */
+};
+
+/* The thread's wait policy (sl_engine.h, WAITING): after poll p, at `now`,
+ * poll again at once, sleep *us, park, or stop. Pure decision: the caller
+ * (the thread, or a simulated one in tests) does it. */
+static enum slc__next slc__engine_next(struct slc__engine *e,
+                                       struct slc__wait *w,
+                                       const struct slc__poll *p,
+                                       uint64_t now, unsigned *us) {
+  const bool adaptive = e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
+  const unsigned poll = e->cfg.poll_us, poll_max = e->cfg.poll_max_us;
+  if (p->released != 0 || p->more) {
+    w->last_work = now;
+    w->nap = poll;
+    /* At once after a prompt release (its issuer may issue again right
+     * away) or a full batch; a batching stream's release waits for its
+     * next batch like the rest of its work (PACING). */
+    if (p->more || p->prompt || !adaptive) return SLC__AGAIN;
+  }
+  bool stopping = slc__load_acquire(&e->stop) != 0;
+  if (p->uncovered && !p->pending && !p->busy && stopping)
+    return SLC__STOP; /* streams are gone before the context */
+  if (p->pending || p->busy || p->uncovered) {
+    *us = poll;
+    if (adaptive && !p->busy) {
+      /* Until the oldest marker should be done, a tail or a batch is
+       * due. */
+      uint64_t wait = p->due_ns > now ? (p->due_ns - now) / 1000u : 0;
+      *us = wait < poll ? poll : wait > poll_max ? poll_max : (unsigned)wait;
+      w->last_work = now;
+      w->nap = poll;
+    }
+    return SLC__SLEEP;
+  }
+  if (stopping) return SLC__STOP;
+  if (adaptive && now - w->last_work < (uint64_t)e->cfg.linger_us * 1000u) {
+    /* Lingers, so that the next issue needs no wake-up (no syscall on
+     * the issuing thread), napping longer and longer. */
+    *us = w->nap;
+    w->nap = w->nap * 2 > poll_max ? poll_max : w->nap * 2;
+    return SLC__SLEEP;
+  }
+  return SLC__PARK;
 }
 
 static void *slc__engine_main(void *arg) {
@@ -696,42 +864,24 @@ static void *slc__engine_main(void *arg) {
   /* Sleep as long as asked (the default slack of 50 us would triple a 5 us
    * poll period). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-  const bool adaptive = e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
-  const unsigned poll = e->cfg.poll_us, poll_max = e->cfg.poll_max_us;
-  uint64_t last_work = slc__now_ns();
-  unsigned nap = poll;
+  struct slc__wait w = {slc__now_ns(), e->cfg.poll_us};
   for (;;) {
     struct slc__poll p;
+    unsigned us = 0;
     slc__engine_poll(e, &p, true);
-    if (p.released != 0 || p.more) {
-      last_work = slc__now_ns();
-      nap = poll;
-      continue;
-    }
-    bool stopping = slc__load_acquire(&e->stop) != 0;
-    if (p.uncovered && !p.pending && !p.busy && stopping)
-      break; /* streams are gone before the context */
-    if (p.pending || p.busy || p.uncovered) {
-      unsigned us = poll;
-      if (adaptive && !p.busy) {
-        /* Until the oldest marker should be done, or a tail is due. */
-        uint64_t now = slc__now_ns();
-        uint64_t wait = p.due_ns > now ? (p.due_ns - now) / 1000u : 0;
-        us = wait < poll ? poll : wait > poll_max ? poll_max : (unsigned)wait;
-        last_work = now;
-        nap = poll;
+    switch (slc__engine_next(e, &w, &p, slc__now_ns(), &us)) {
+      case SLC__AGAIN:
+        continue;
+      case SLC__STOP:
+        return NULL;
+      case SLC__SLEEP: {
+        slc__count(&e->n.sleeps, 1);
+        struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000};
+        nanosleep(&ts, NULL);
+        continue;
       }
-      slc__sleep_us(e, us);
-      continue;
-    }
-    if (stopping) break;
-    if (adaptive && slc__now_ns() - last_work <
-                        (uint64_t)e->cfg.linger_us * 1000u) {
-      /* Lingers, so that the next issue needs no wake-up (no syscall on
-       * the issuing thread), napping longer and longer. */
-      slc__sleep_us(e, nap);
-      nap = nap * 2 > poll_max ? poll_max : nap * 2;
-      continue;
+      case SLC__PARK:
+        break;
     }
     /* Park (see the argument at the top). */
     unsigned g = slc__load_acquire(&e->gen);
@@ -745,8 +895,35 @@ static void *slc__engine_main(void *arg) {
     }
     atomic_store_explicit(&e->parked, 0, memory_order_relaxed);
   }
-  return NULL;
 }
+
+#ifdef SLC_TEST_HOOKS
+/* ---- A simulated thread (cuda_testing.h) --------------------------------- */
+
+static struct slc__wait slc__sim_wait; /* one simulated engine at a time */
+
+void slc__engine_sim_clock(slc_context *c, uint64_t ns) {
+  struct slc__engine *e = slc__load_acquire(&c->engine);
+  slc__store_release(&e->sim_ns, ns);
+}
+
+long slc__engine_sim_step(slc_context *c) {
+  struct slc__engine *e = slc__load_acquire(&c->engine);
+  struct slc__poll p;
+  unsigned us = 0;
+  slc__engine_poll(e, &p, true);
+  switch (slc__engine_next(e, &slc__sim_wait, &p, slc__engine_now(e), &us)) {
+    case SLC__AGAIN:
+      return 0;
+    case SLC__SLEEP:
+      slc__count(&e->n.sleeps, 1);
+      return us != 0 ? (long)us : 1;
+    default:
+      slc__count(&e->n.parks, 1);
+      return -1;
+  }
+}
+#endif
 
 /* ---- Enable, stop, registration ------------------------------------------ */
 
@@ -763,7 +940,7 @@ static struct slc__mq *slc__mq_new(struct slc__engine *e, slc_stream *s) {
   q->s = s;
   q->cap = e->cfg.markers_per_stream;
   q->ring = ring;
-  atomic_init(&q->last_ns, slc__now_ns());
+  atomic_init(&q->last_ns, slc__engine_now(e));
   atomic_init(&q->refs, 1); /* the engine's list */
   return q;
 }
@@ -796,7 +973,10 @@ static void slc__streams_unlink(slc_context *c, slc_stream *s) {
   s->streams_prev = s->streams_next = NULL;
 }
 
-int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
+/* slc_engine_enable; `sim`: a simulated thread (tests: no thread started,
+ * the thread's policy run by slc__engine_sim_step on the test's clock). */
+static int slc__engine_enable(slc_context *c, const slc_engine_config *cfg,
+                              bool sim, uint64_t sim_ns) {
   static const char fn[] = "slc_engine_enable";
   if (c == NULL) return slc__fail(LDG_EINVAL, fn, "context is NULL");
   slc_engine_config k = {.thread = true};
@@ -834,6 +1014,12 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   e->c = c;
   e->cfg = k;
   e->by_engine = k.thread && k.placement == SLC_ENGINE_PLACE_ENGINE;
+#ifdef SLC_TEST_HOOKS
+  e->sim = sim;
+  atomic_init(&e->sim_ns, sim_ns);
+#else
+  (void)sim_ns;
+#endif
   /* The streams that exist already join too (REGISTRATION): every ring is
    * allocated first, so a failure leaves nothing half done. */
   size_t n = 0;
@@ -843,7 +1029,7 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   size_t i = 0;
   for (slc_stream *s = c->streams; ok && s != NULL; s = s->streams_next, i++)
     ok = (qs[i] = slc__mq_new(e, s)) != NULL;
-  if (ok && k.thread) {
+  if (ok && k.thread && !sim) {
     ok = pthread_create(&e->thread, NULL, slc__engine_main, e) == 0;
     e->has_thread = ok;
   }
@@ -876,6 +1062,20 @@ int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
   pthread_mutex_unlock(&c->streams_mu);
   return LDG_OK;
 }
+
+int slc_engine_enable(slc_context *c, const slc_engine_config *cfg) {
+  return slc__engine_enable(c, cfg, false, 0);
+}
+
+#ifdef SLC_TEST_HOOKS
+int slc__engine_enable_sim(slc_context *c, const slc_engine_config *cfg,
+                           uint64_t now_ns) {
+  slc__sim_wait = (struct slc__wait){now_ns, cfg != NULL && cfg->poll_us != 0
+                                                 ? cfg->poll_us
+                                                 : 5};
+  return slc__engine_enable(c, cfg, true, now_ns);
+}
+#endif
 
 /* slc_context_destroy, first: every stream left the list at its last unref
  * (limbo streams included), so nothing is pending; the join waits out a
@@ -981,6 +1181,8 @@ int slc_engine_stats_get(slc_context *c, slc_engine_stats *out) {
   out->thread_wakes_by_issuers = slc__load_relaxed(&e->n.kicks);
   out->thread_sleeps = slc__load_relaxed(&e->n.sleeps);
   out->thread_parks = slc__load_relaxed(&e->n.parks);
+  out->batch_enters = slc__load_relaxed(&e->n.batch_enters);
+  out->batch_exits = slc__load_relaxed(&e->n.batch_exits);
   out->keeps_run = 0;
   for (int i = 0; i < SLC_CAUSE_COUNT; i++) {
     out->keeps_by_cause[i] = slc__load_relaxed(&c->keeps_by[i]);
@@ -1009,7 +1211,7 @@ int slc_stream_progress_get(slc_stream *s, slc_stream_progress *out) {
    * crash: the slot array lives as long as the stream). */
   if (tail != head) {
     uint64_t placed = slc__load_relaxed(&q->ring[head & (q->cap - 1)].placed_ns);
-    uint64_t now = slc__now_ns();
+    uint64_t now = slc__engine_now(slc__load_acquire(&s->c->engine));
     out->oldest_marker_age_ns = now > placed ? now - placed : 0;
   }
   out->engine_error = (CUresult)slc__load_acquire(&q->err);

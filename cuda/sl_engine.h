@@ -8,14 +8,16 @@
  *   markers: those that exist already (their work issued before is covered
  *   by the engine's first tail marker) and those created afterwards. As
  *   work is issued on the stream (any of the asynchronous calls of
- *   sl_cuda.h), the layer records a marker — a pooled
- *   driver event, cuEventRecord — after at most `marker_every_ops`
- *   operations or `marker_every_us` microseconds, whichever comes first, and
- *   only when work was enqueued since the last marker. A marker carries the
- *   ledger mark read just before its record (mark, then record: SPEC.md
- *   section 2). The engine checks the oldest pending markers of each stream
- *   with cuEventQuery; a completed one releases its stream up to its mark
- *   (ldg_release: in order, and transitively through waits). Work not yet
+ *   sl_cuda.h), the layer records markers — pooled driver events,
+ *   cuEventRecord — only when work was enqueued since the last one: the
+ *   engine thread, as its PACING says (the default, PLACEMENT), or the
+ *   issuing call after at most `marker_every_ops` operations or
+ *   `marker_every_us` microseconds, whichever comes first. A marker
+ *   carries the ledger mark read just before its record (mark, then
+ *   record: SPEC.md section 2). The engine checks the oldest pending
+ *   markers of each stream with cuEventQuery; a completed one releases its
+ *   stream up to its mark (ldg_release: in order, and transitively through
+ *   waits). Work not yet
  *   covered by a marker when issuing stops gets a "tail" marker from the
  *   engine itself. Why events: bench/RESULTS.md, "Completion markers".
  *
@@ -32,35 +34,63 @@
  *   Each wake-up costs the thread ~5 us of CPU on the H200 host whatever it
  *   finds, so the policy is about how many there are.
  *   - SLC_ENGINE_WAIT_ADAPTIVE (the default): a stream whose issuer waits
- *     (nothing issued past its oldest pending marker) gets a wake-up when
- *     that marker should complete (predicted from earlier markers), then
- *     after a quarter of its age, between poll_us and poll_max_us; a
- *     streaming one (work issued past it) one wake-up per poll_max_us, its
- *     markers placed by its issuer (a tail marker once none is pending and
- *     min(T, poll_max_us) passed). With nothing pending it lingers for
- *     linger_us, napping up to poll_max_us, before parking, so that an
- *     issue right after a release needs no futex wake-up (a syscall, ~1-4
- *     us, on the issuing thread).
+ *     gets a wake-up when its oldest marker should complete (predicted
+ *     from earlier markers), then after a quarter of its age, between
+ *     poll_us and poll_max_us; a streaming one (PACING) one wake-up per
+ *     poll_max_us. With nothing pending the thread lingers for linger_us,
+ *     napping up to poll_max_us, before parking, so that an issue right
+ *     after a release needs no futex wake-up (a syscall, ~1-4 us, on the
+ *     issuing thread).
  *   - SLC_ENGINE_WAIT_FIXED (the first version, kept for comparison): a
  *     poll every poll_us while anything is pending or uncovered, a tail
- *     marker as soon as none is pending, parks at once when idle.
+ *     marker as soon as none is pending, parks at once when idle; no
+ *     pacing.
  *   slc_engine_poll is the same under both: one non-blocking pass, a tail
- *   marker as soon as none is pending.
+ *   marker as soon as none is pending, no pacing.
  *
- * PLACEMENT (config.placement; bench/RESULTS.md, "Issue 9, third round")
- *   - SLC_ENGINE_PLACE_ISSUER (the default): as above, the issuing call
- *     records a marker every N ops / T us (cuEventRecord on its thread).
- *   - SLC_ENGINE_PLACE_ENGINE (with a thread; without one, as ISSUER): an
- *     issuing call only counts and, if the thread is parked, wakes it; the
- *     thread records every marker, one in flight per stream — at once when
- *     the issuer waits (nothing was issued past the marker that just
- *     completed), every poll_max_us when it streams, so one wake-up
- *     releases up to poll_max_us of work. The cost on the issuing thread is
- *     a counter; the price: a waiting issuer's keep waits for the thread's
- *     next wake-up (poll_us after a release, longer as it lingers) before
- *     its marker is recorded, and a request of several operations whose
- *     marker was placed after its first is taken for streaming: up to
- *     poll_max_us more for its last keep.
+ * PACING (the adaptive thread's: streaming or waiting, per stream)
+ *   A stream is streaming when its issuer does not wait for its keeps: it
+ *   issued past a marker still pending or just completed, or it issues
+ *   fast — at least 8 sequence numbers (operations, waits) per poll_max_us,
+ *   over 2 consecutive windows of poll_max_us each. The second test is the
+ *   one that matters when the GPU finishes each operation before the next
+ *   is issued (100 k empty kernels/s on an H200): then every marker
+ *   completes with nothing past it, and only the rate tells the issuer
+ *   from one that waits for each keep. A streaming stream is batched: one
+ *   wake-up per poll_max_us releases what the previous one covered and
+ *   (PLACE_ENGINE) places one marker over all work issued since, so
+ *   <= 1 wake-up and 1 marker per poll_max_us of work. It stops batching
+ *   once a window of poll_max_us saw fewer than 4; its keeps are then
+ *   prompt again.
+ *   THE BOUND: a batched operation's keep runs at most
+ *   2 x poll_max_us + poll_us after the operation completed (plus the
+ *   thread's own scheduling delay): 205 us at the defaults. A waiting
+ *   issuer is never batched unless it issues that fast (a request of many
+ *   operations, or operations that complete at once); then it is found out
+ *   in the first window of its batching (it issued < 4 while waiting), one
+ *   keep is delayed by at most the bound, and a batching that ended in its
+ *   first window doubles the windows needed to begin the next (up to 1024;
+ *   one that went on resets them). The price of the margin: a stream
+ *   issuing slower than that (below 80 k ops/s at the default) whose
+ *   operations each complete before the next issue still costs about one
+ *   wake-up per operation, as before pacing. Counters: slc_engine_stats's
+ *   batch_enters and batch_exits, thread_sleeps + thread_parks (the
+ *   wake-ups), polls, markers_placed.
+ *
+ * PLACEMENT (config.placement; bench/RESULTS.md, "Issue 9, third round"
+ * and "fourth round")
+ *   - SLC_ENGINE_PLACE_ENGINE (the default, with a thread; without one, as
+ *     ISSUER): an issuing call only loads two pointers and, if the thread
+ *     is parked, wakes it (a lingering thread sees the work at its next
+ *     nap); the thread records every marker, one in flight per stream — at
+ *     once for a waiting issuer, once per poll_max_us for a streaming one.
+ *     The cost on the issuing thread is a fence and a load; the price: a
+ *     waiting issuer's marker is recorded at the thread's next wake-up
+ *     (poll_us after its last release, longer as it lingers), usually
+ *     while its operation still runs.
+ *   - SLC_ENGINE_PLACE_ISSUER: the issuing call records a marker every N
+ *     ops / T us (cuEventRecord on its thread, 0.3-0.6 us on the H200);
+ *     the thread places tail markers and paces its wake-ups alike.
  *
  * WHERE AND IN WHICH ORDER KEEPS RUN
  *   On the engine thread or the thread that called slc_engine_poll (and, as
@@ -171,8 +201,8 @@ typedef enum slc_engine_wait {
 
 /* Who records the markers (see PLACEMENT above). */
 typedef enum slc_engine_placement {
-  SLC_ENGINE_PLACE_ISSUER = 0,
-  SLC_ENGINE_PLACE_ENGINE = 1,
+  SLC_ENGINE_PLACE_ENGINE = 0, /* the default */
+  SLC_ENGINE_PLACE_ISSUER = 1,
 } slc_engine_placement;
 
 typedef struct slc_engine_config {
@@ -182,14 +212,16 @@ typedef struct slc_engine_config {
   unsigned poll_us;            /* engine thread's poll period (0: 5) */
   unsigned markers_per_stream; /* ring size, a power of two <= 4096 (0: 64) */
   slc_engine_wait wait;        /* the thread's wait policy (0: adaptive) */
-  unsigned poll_max_us;        /* adaptive: longest sleep (0: 100) */
+  unsigned poll_max_us;        /* adaptive: longest sleep, and the batch
+                                * period of PACING (0: 100) */
   unsigned linger_us;          /* adaptive: awake this long after work
                                 * before parking (0: 2000) */
   /* Called once per stream whose engine error became sticky, on the engine
    * or polling thread, no lock held. May be NULL. */
   void (*on_error)(void *arg, uint64_t stream_id, int device, CUresult cu);
   void *on_error_arg;
-  slc_engine_placement placement; /* who records markers (0: the issuer) */
+  slc_engine_placement placement; /* who records markers (0: the engine
+                                   * thread, if there is one) */
 } slc_engine_config;
 
 /* Enables the engine on c (cfg NULL: the defaults, with a thread). Every
@@ -263,6 +295,11 @@ typedef struct slc_engine_stats {
   uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */
   uint64_t thread_sleeps;           /* timed sleeps */
   uint64_t thread_parks;            /* untimed waits (nothing pending) */
+  /* The thread's pacing (see PACING): streams that entered and left the
+   * batching state (the difference: streams batching now, or destroyed
+   * while batching). */
+  uint64_t batch_enters;
+  uint64_t batch_exits;
   /* Keeps the layer ran (operations released: one per operation, a NULL
    * keep included), by cause, counted since the context was created —
    * before the engine was enabled too. Keeps run by ledger calls made

@@ -399,9 +399,13 @@ static void stall_keep(void *ctx) {
 
 static int t_stalled_engine(void) {
   slc_context *c;
-  /* A ring of 4 markers, one per op: it fills while the engine is stuck. */
-  slc_engine_config cfg = {
-      .thread = true, .marker_every_ops = 1, .markers_per_stream = 4};
+  /* A ring of 4 markers, one per op placed by the issuer: it fills while
+   * the engine is stuck. (With the thread placing them, the default, a
+   * stuck thread places none: nothing to fill.) */
+  slc_engine_config cfg = {.thread = true,
+                           .marker_every_ops = 1,
+                           .markers_per_stream = 4,
+                           .placement = SLC_ENGINE_PLACE_ISSUER};
   if (setup(&c, 0, &cfg)) return 1;
   slc_stream *a, *b;
   CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
