@@ -67,14 +67,15 @@ static int wait_for(atomic_long *v, long want) {
 
 static void count_keep(void *ctx) { atomic_fetch_add((atomic_long *)ctx, 1); }
 
-/* A context on DEVICES devices, with `per` streams and one buffer per
- * device. Streams are created round-robin over the devices, so that
- * neighbours on any list of them differ in device. */
+/* A context on DEVICES devices, with `per` streams per device, each with
+ * its own buffer (two unordered streams must not write one block). Streams
+ * are created round-robin over the devices, so that neighbours on any list
+ * of them differ in device. */
 typedef struct rig {
   slc_context *c;
   int per;
   slc_stream *s[2 * DEVICES];
-  slc_buffer *b[DEVICES];
+  slc_buffer *b[2 * DEVICES];
 } rig;
 
 static int rig_open(rig *r, int per, const slc_engine_config *cfg) {
@@ -84,19 +85,19 @@ static int rig_open(rig *r, int per, const slc_engine_config *cfg) {
   CHECK(hd_install(&g_drv, &hc) == 0);
   CHECK_RC(slc_context_create(&g_drv, &r->c), LDG_OK);
   CHECK_RC(slc_engine_enable(r->c, cfg), LDG_OK);
-  for (int i = 0; i < per * DEVICES; i++)
+  for (int i = 0; i < per * DEVICES; i++) {
     CHECK_RC(slc_stream_create(r->c, i % DEVICES, SLC_STREAM_NONBLOCKING,
                                &r->s[i]),
              LDG_OK);
-  for (int d = 0; d < DEVICES; d++)
-    CHECK_RC(slc_buffer_alloc_device(r->c, d, 64, &r->b[d]), LDG_OK);
+    CHECK_RC(slc_buffer_alloc_device(r->c, i % DEVICES, 64, &r->b[i]), LDG_OK);
+  }
   return 0;
 }
 
 static int rig_issue(rig *r, int i, void (*fn)(void *), void *arg) {
   slc_hold h = {{fn, arg}, NULL, 0, NULL, 0};
-  return slc_memset_d8_async(r->s[i], slc_buffer_dptr(r->b[i % DEVICES]), 1,
-                             64, &h) == LDG_OK
+  return slc_memset_d8_async(r->s[i], slc_buffer_dptr(r->b[i]), 1, 64, &h) ==
+                 LDG_OK
              ? 0
              : 1;
 }
@@ -105,8 +106,8 @@ static int rig_close(rig *r) {
   for (int i = 0; i < r->per * DEVICES; i++) {
     CHECK_RC(slc_stream_synchronize(r->s[i]), LDG_OK);
     slc_stream_unref(r->s[i]);
+    CHECK_RC(slc_buffer_free(r->b[i]), LDG_OK);
   }
-  for (int d = 0; d < DEVICES; d++) CHECK_RC(slc_buffer_free(r->b[d]), LDG_OK);
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(r->c, &es), LDG_OK);
   CHECK(es.events_live == 0 && es.markers_pending == 0);
