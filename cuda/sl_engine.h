@@ -237,7 +237,8 @@ typedef enum slc_engine_placement {
 } slc_engine_placement;
 
 typedef struct slc_engine_config {
-  bool thread;                 /* start an engine thread */
+  bool thread;                 /* start engine threads: one per device
+                                * (one_thread: one for all) */
   unsigned marker_every_ops;   /* N: a marker after N operations (0: 8) */
   unsigned marker_every_us;    /* T: or after T us since the last (0: 20) */
   unsigned poll_us;            /* engine thread's poll period (0: 5) */
