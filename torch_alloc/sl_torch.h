@@ -175,6 +175,13 @@ const char *sl_torch_last_error(void);
  * environment: SL_TORCH_LIMIT_BYTES (every device). */
 int sl_torch_set_limit(int device, size_t bytes);
 
+/* SL_TORCH_TRACE=path (read when the state is made): every successful
+ * alloc and free appends "a|f TID STREAM SIZE PTR" to path, at most
+ * SL_TORCH_TRACE_MAX events (default 200000), flushed line by line, under
+ * a mutex (only then); bench/torch_trace.c replays such a trace on the
+ * host executor (sl_torch.c, THE TRACE). An unwritable path: one line on
+ * stderr, no trace, the hooks unharmed. */
+
 /* Before any other call: use `driver` (copied; e.g. the host executor)
  * instead of libcuda.so.1. LDG_EBUSY once the state exists. */
 int sl_torch_use_driver(const slc_driver *driver);

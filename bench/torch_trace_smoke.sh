@@ -1,0 +1,58 @@
+#!/bin/sh
+# Smoke test of torch_trace_bench (issue 14): replays a small trace of the
+# serving model (torch_trace_smoke.trace: torch_alloc/llama_trace.py
+# --threads 2 --requests 1 --batch 1 --seq 16) and checks that it exits 0,
+# that its requested peak is the trace's own (recomputed here with awk),
+# that the breakdown at the reserved peak adds up to the reserved bytes,
+# and that bad arguments and bad traces exit 2 with a message. No timing.
+set -eu
+bench=$1
+trace=$2
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+out=$tmp/replay.txt
+
+if ! "$bench" "$trace" --classes >"$out" 2>&1; then
+  echo "FAIL: torch_trace_bench exited non-zero" >&2
+  cat "$out" >&2
+  exit 1
+fi
+cat "$out"
+val() { awk -v k="$1" '$1 == k {print $2}' "$out"; }
+fail=0
+want=$(awk '$1 == "a" {live += $4; if (live > peak) peak = live}
+            $1 == "f" {live -= $4} END {print peak}' "$trace")
+if [ "$(val requested_peak)" != "$want" ]; then
+  echo "FAIL: requested_peak $(val requested_peak), the trace says $want" >&2
+  fail=1
+fi
+sum=$(($(val at_peak.requested) + $(val at_peak.rounding) + $(val at_peak.held) + $(val at_peak.cached)))
+if [ "$sum" != "$(val at_peak.reserved)" ] || [ "$(val at_peak.reserved)" != "$(val reserved_peak)" ]; then
+  echo "FAIL: the breakdown ($sum) is not the reserved peak ($(val reserved_peak))" >&2
+  fail=1
+fi
+if [ "$(val reserved_peak)" -lt "$want" ] || ! grep -q '^events .* 2 threads, 1 streams' "$out" ||
+   ! grep -q '^ *33554432 ' "$out"; then
+  echo "FAIL: reserved below requested, or the threads/streams/classes missing" >&2
+  fail=1
+fi
+bad() { # what, expected message, args...
+  what=$1 msg=$2
+  shift 2
+  if "$bench" "$@" >"$tmp/bad.txt" 2>&1; then rc=0; else rc=$?; fi
+  if [ "$rc" != 2 ] || ! grep -q -- "$msg" "$tmp/bad.txt"; then
+    echo "FAIL: $what: exit $rc, wanted 2 and '$msg'" >&2
+    cat "$tmp/bad.txt" >&2
+    fail=1
+  fi
+}
+bad "no trace" "usage" 
+bad "unknown option" "usage" "$trace" --nope
+bad "missing file" "cannot read" "$tmp/none.trace"
+printf 'a 1 0 4096 0x1000\nx 1 0 4096 0x1000\n' >"$tmp/bad.trace"
+bad "bad line" "bad.trace:2: not a trace line" "$tmp/bad.trace"
+printf 'a 1 0 0 0x1000\n' >"$tmp/zero.trace"
+bad "zero size" "not a trace line" "$tmp/zero.trace"
+printf '# nothing\n' >"$tmp/empty.trace"
+bad "no events" "no events" "$tmp/empty.trace"
+[ $fail -eq 0 ] && echo "torch_trace_smoke: all passed"
+exit $fail
