@@ -280,6 +280,8 @@ struct slp_pool {
   } shared[SLP__NCLASS];
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
+  /* allocated and held when reserved last set its peak (slp_stats) */
+  atomic_int_fast64_t at_peak_allocated, at_peak_held;
   atomic_uint_fast64_t slab_allocs, slab_frees, oom_retries, ooms, trims;
   /* Keeps between making a held block free and their last touch of the
    * pool: slp_pool_destroy waits for 0 (see slp__unuse). */
@@ -605,6 +607,19 @@ static int slp__current(slp_pool *p) {
   return slc_device_make_current(p->c, p->device < 0 ? 0 : p->device);
 }
 
+/* A new reserved total v: the peak, and if v set it, what was allocated
+ * and held then (the shared counters: relaxed, approximate, see
+ * slp_stats; two threads setting peaks at once may pair one's reserved
+ * with the other's counts). */
+static void slp__note_reserved_peak(slp_pool *p, int_fast64_t v) {
+  int_fast64_t cur = slp__load_relaxed(&p->reserved_peak);
+  if (v < cur) return;
+  slp__max(&p->reserved_peak, v);
+  slp__store_relaxed(&p->at_peak_allocated,
+                     slp__load_relaxed(&p->allocated));
+  slp__store_relaxed(&p->at_peak_held, slp__load_relaxed(&p->held));
+}
+
 /* One driver allocation of `bytes`; CUDA_ERROR_OUT_OF_MEMORY past the
  * pool's limit. */
 static CUresult slp__driver_alloc(slp_pool *p, size_t bytes, uintptr_t *out) {
@@ -631,7 +646,7 @@ static CUresult slp__driver_alloc(slp_pool *p, size_t bytes, uintptr_t *out) {
     slp__fetch_add_relaxed(&p->reserved, -(int_fast64_t)bytes);
     return cr;
   }
-  slp__max(&p->reserved_peak, r + (int_fast64_t)bytes);
+  slp__note_reserved_peak(p, r + (int_fast64_t)bytes);
   slp__bump(&p->slab_allocs);
   return CUDA_SUCCESS;
 }
@@ -1822,6 +1837,8 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   out->ooms = slp__load_relaxed(&p->ooms);
   out->trims = slp__load_relaxed(&p->trims);
   out->live_blocks = slp_snapshot(p, NULL, 0);
+  out->peak_allocated = slp__clamp(slp__load_relaxed(&p->at_peak_allocated));
+  out->peak_held = slp__clamp(slp__load_relaxed(&p->at_peak_held));
   return LDG_OK;
 }
 
@@ -1832,6 +1849,8 @@ void slp_stats_reset_peaks(slp_pool *p) {
   slp__store_relaxed(&p->allocated_peak, alloc);
   slp__store_relaxed(&p->held_peak, held);
   slp__store_relaxed(&p->reserved_peak, slp__load_relaxed(&p->reserved));
+  slp__store_relaxed(&p->at_peak_allocated, alloc);
+  slp__store_relaxed(&p->at_peak_held, held);
 }
 
 size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {

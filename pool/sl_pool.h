@@ -293,6 +293,12 @@ typedef struct slp_stats {
   uint64_t ooms;               /* allocs that failed with LDG_ENOMEM */
   uint64_t trims;              /* trims that released something */
   uint64_t live_blocks;        /* allocated or held */
+  /* When reserved_bytes last reached reserved_peak (the driver allocation
+   * that set it, for a block not yet counted as allocated): the allocated
+   * and held bytes then, as the shared counters had them (each may miss
+   * up to 64 KiB per thread, see above). reserved_peak minus both is what
+   * was cached at the peak, the new block's slab included. */
+  uint64_t peak_allocated, peak_held;
 } slp_stats;
 
 /* Callable from any thread at any time; counters are read atomically, not
