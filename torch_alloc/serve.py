@@ -40,7 +40,14 @@ p.add_argument("--keep", type=int, default=32,
 p.add_argument("--save", default=None)
 p.add_argument("--check", default=None)
 p.add_argument("--out", default=None)
+p.add_argument("--label", default=None,
+               help="the allocator's name in the output (default: torch, "
+                    "pool, or pool+thr with SL_TORCH_ENGINE=thread)")
 args = p.parse_args()
+if args.threads < 1 or args.seconds <= 0 or args.requests < 0 or \
+        args.batch < 1 or args.seq < 1 or args.keep < 0:
+    p.error("threads, batch, seq must be >= 1, seconds > 0, "
+            "requests and keep >= 0")
 
 import torch  # noqa: E402
 
@@ -170,6 +177,8 @@ def pct(q):
 label = args.allocator
 if args.allocator == "pool" and os.environ.get("SL_TORCH_ENGINE") == "thread":
     label = "pool+thr"  # the engine thread instead of the hooks' polls
+if args.label:
+    label = args.label
 res = {
     "allocator": label, "threads": args.threads,
     "batch": args.batch, "seq": args.seq, "requests": n,
