@@ -15,9 +15,10 @@
 #      outputs of its first 32 requests and every pool cell checks its own
 #      against them;
 #   3. if time is left: serve.py on BIN's library with SL_TORCH_TRACE at 1
-#      and 4 threads (40 requests), the traces gzipped, and BIN's
+#      and 4 threads (40 requests), the traces gzipped, BIN's
 #      torch_trace_bench replaying them on the host executor (where the
-#      reserved bytes go at the peak, per size class: no GPU needed there).
+#      reserved bytes go at the peak, per size class: no GPU needed there)
+#      and torch_alloc/caching_sim.py (PyTorch's allocator's rules) on them.
 # SUMMARY.txt: every step, then per cell requests/s, p50/p99 latency, peak
 # reserved and allocated MiB, host CPU ms per request (the whole process),
 # the output check; then the mean of the two rounds per allocator with the
@@ -109,6 +110,8 @@ for t in 1 4; do
       step "replay_t$t" 30 "$bin_abs/torch_trace_bench" "$out/trace_t$t.txt" --classes
       [ -f "$out/replay_t$t.log" ] && sed -n '3,11s/^/    /p' "$out/replay_t$t.log" | tee -a "$sum"
     fi
+    step "caching_sim_t$t" 30 python3 "$py/caching_sim.py" "$out/trace_t$t.txt"
+    [ -f "$out/caching_sim_t$t.log" ] && sed 's/^/    /' "$out/caching_sim_t$t.log" | tee -a "$sum"
     gzip -f "$out/trace_t$t.txt"
   fi
 done

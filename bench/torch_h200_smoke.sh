@@ -89,7 +89,8 @@ if ! grep -qE '^after +1 \| +300.0 \(1.000\) .* 190.0 \(0.979\)' "$tmp/out/SUMMA
   echo "FAIL: the means, ratios or the at-peak columns are wrong" >&2
   fail=1
 fi
-if [ ! -s "$tmp/out/trace_t1.txt.gz" ] || ! grep -q 'requested_peak .* 33558528' "$tmp/out/replay_t1.log"; then
+if [ ! -s "$tmp/out/trace_t1.txt.gz" ] || ! grep -q 'requested_peak .* 33558528' "$tmp/out/replay_t1.log" ||
+   ! grep -q 'reserved_peak .* 35651584' "$tmp/out/caching_sim_t1.log"; then
   echo "FAIL: no gzipped trace or no replay of it" >&2
   fail=1
 fi

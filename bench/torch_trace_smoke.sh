@@ -8,6 +8,7 @@
 set -eu
 bench=$1
 trace=$2
+sim=${3:-}
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 out=$tmp/replay.txt
 
@@ -54,5 +55,22 @@ printf 'a 1 0 0 0x1000\n' >"$tmp/zero.trace"
 bad "zero size" "not a trace line" "$tmp/zero.trace"
 printf '# nothing\n' >"$tmp/empty.trace"
 bad "no events" "no events" "$tmp/empty.trace"
+# PyTorch's rules on the same trace: the same requested peak, whole
+# segments (2 MiB small, 20 MiB or 2 MiB-rounded large) reserved.
+if [ -n "$sim" ]; then
+  python3 "$sim" "$trace" >"$tmp/sim.txt"
+  cat "$tmp/sim.txt"
+  sval() { awk -v k="$1" '$1 == k {print $2}' "$tmp/sim.txt"; }
+  if [ "$(sval requested_peak)" != "$want" ] || [ $(($(sval reserved_peak) % 2097152)) != 0 ] ||
+     [ "$(sval reserved_peak)" -lt "$(sval allocated_peak)" ]; then
+    echo "FAIL: caching_sim.py: requested $(sval requested_peak) (want $want), reserved $(sval reserved_peak)" >&2
+    fail=1
+  fi
+  printf 'a 1 0 4096 0x1000\nq\n' >"$tmp/bad2.trace"
+  if python3 "$sim" "$tmp/bad2.trace" >/dev/null 2>"$tmp/bad2.txt" || ! grep -q 'bad2.trace:2: not a trace line' "$tmp/bad2.txt"; then
+    echo "FAIL: caching_sim.py accepted a bad line" >&2
+    fail=1
+  fi
+fi
 [ $fail -eq 0 ] && echo "torch_trace_smoke: all passed"
 exit $fail
