@@ -80,9 +80,10 @@
  *     keeps that return held blocks, and popped under the class's take-mutex
  *     only (a single popper makes the pops ABA-free), a batch at a time.
  *   - The pool mutex: slab lists, segments and their page bitmaps, the
- *     address map's writers, the stream registry. Never held across a driver call that may block for long,
- *     nor while keeps run. The registry mutex (process-wide): creating and
- *     retiring thread caches, pool slots.
+ *     address map's writers, the stream registry. Never held across a
+ *     driver call that may block for long, nor while keeps run. The
+ *     registry mutex (process-wide): creating and retiring thread caches,
+ *     pool slots.
  *   - Trim takes the trim mutex, then one class at a time that class's
  *     take-mutex: pops its shared list, unlinks each slab all of whose
  *     blocks it holds (a slab serves one class), and pushes the rest back;
@@ -839,7 +840,9 @@ static int_fast64_t slp__cached(slp_pool *p) {
 /* Under trim_mu and class k's take-mutex: pops the class's shared list,
  * unlinks each slab all of whose blocks it holds (while more than keep
  * stays cached), pushes the other blocks back. Returns the slabs to free,
- * their bytes in *unlinked (still counted as reserved until freed). */
+ * their bytes in *unlinked (still counted as reserved until freed; a
+ * small class's slab frees driver memory only when its segment empties,
+ * so a trim to keep > 0 may stop with more than keep cached). */
 static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
                                          size_t *unlinked) {
   slp_block *popped = NULL, *b;
@@ -892,7 +895,6 @@ static size_t slp__trim_locked(slp_pool *p, size_t keep) {
     pthread_mutex_lock(&p->shared[k].take_mu);
     struct slp__slab *done = slp__trim_class(p, k, keep, &unlinked);
     pthread_mutex_unlock(&p->shared[k].take_mu);
-    (void)unlinked;
     while (done != NULL) {
       struct slp__slab *sl = done;
       done = sl->next;
