@@ -24,13 +24,18 @@
 # the output check; then the mean of the two rounds per allocator with the
 # ratios to PyTorch's. Every step runs under timeout; a step that would
 # pass the budget (TORCH_H200_BUDGET seconds, default 235) is skipped and
-# says so. Exit 0 when every step that ran passed.
+# says so. TORCH_H200_PROCS=N (default off: the budget has no room for it)
+# adds per round the three allocators with serve.py --procs N (N processes
+# of one thread each, no GIL between them; rows "torch N proc" etc.).
+# Exit 0 when every step that ran passed.
 set -uo pipefail
 bin=${1:?usage: torch_h200.sh BIN BEFORE OUT [SECONDS]}
 before=${2:?usage: torch_h200.sh BIN BEFORE OUT [SECONDS]}
 out=${3:?usage: torch_h200.sh BIN BEFORE OUT [SECONDS]}
 secs=${4:-3}
 budget=${TORCH_H200_BUDGET:-235}
+procs=${TORCH_H200_PROCS:-0}
+case $procs in '' | *[!0-9]*) echo "TORCH_H200_PROCS must be a number" >&2; exit 2 ;; esac
 case $secs in '' | *[!0-9.]*) echo "SECONDS must be a number" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=$root/torch_alloc
@@ -78,9 +83,13 @@ say "tree:   $(git -C "$root" log --oneline -1 2>/dev/null || echo '?')"
 
 step torch_gpu_test 45 python3 "$py/torch_gpu_test.py" --so "$so_after"
 
-cell() { # round, allocator label, threads
-  local r=$1 label=$2 t=$3 name=serve_r$1_$2_t$3
+cell() { # round, allocator label, threads, [processes]
+  local r=$1 label=$2 t=$3 np=${4:-1} name=serve_r$1_$2_t$3
   local args=(--threads "$t" --seconds "$secs" --out "$out/$name.json" --label "$label")
+  if [ "$np" -gt 1 ]; then
+    name=serve_r$1_$2_p$np
+    args=(--threads 1 --procs "$np" --seconds "$secs" --out "$out/$name.json" --label "$label")
+  fi
   case $label in
     torch)
       if [ ! -f "$out/ref.pt" ]; then args+=(--save "$out/ref.pt"); fi
@@ -96,9 +105,15 @@ cell() { # round, allocator label, threads
 for t in 1 4; do
   for a in torch before after; do cell 1 $a $t; done
 done
+if [ "$procs" -gt 1 ]; then
+  for a in torch before after; do cell 1 $a 1 "$procs"; done
+fi
 for t in 1 4; do
   for a in after before torch; do cell 2 $a $t; done
 done
+if [ "$procs" -gt 1 ]; then
+  for a in after before torch; do cell 2 $a 1 "$procs"; done
+fi
 
 # The traces (after), and their replay on the host executor.
 for t in 1 4; do
@@ -124,9 +139,13 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "serve_r*.json"))):
     with open(f) as h:
         r = json.load(h)
     r["round"] = int(os.path.basename(f).split("_")[1][1:])
+    n = r.get("procs", 1)
+    r["par"] = f"{n}p" if n > 1 else f"{r['threads']}t"
+    r["par_key"] = (n > 1, n, r["threads"])
     rows.append(r)
 order = {"torch": 0, "before": 1, "after": 2}
-rows.sort(key=lambda r: (r["threads"], r["round"], order.get(r["allocator"], 3)))
+rows.sort(key=lambda r: (r["par_key"], r["round"], order.get(r["allocator"], 3)))
+print("(thr: 1t, 4t = threads of one process; Np = N processes of one thread)")
 print("allocator rnd thr | req/s    p50 ms   p99 ms | resv MiB  alloc MiB | at resv peak: alloc  held | cpu ms/req | check")
 for r in rows:
     c = r.get("check")
@@ -136,14 +155,14 @@ for r in rows:
         at = f"{x['sl_torch.peak_allocated_bytes'] / 2**20:8.1f} {x['sl_torch.peak_held_bytes'] / 2**20:6.1f}"
     else:
         at = f"{'-':>8} {'-':>6}"
-    print(f"{r['allocator']:9} {r['round']:3} {r['threads']:3} | {r['req_per_s']:7.1f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} | "
+    print(f"{r['allocator']:9} {r['round']:3} {r['par']:>3} | {r['req_per_s']:7.1f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} | "
           f"{r['reserved_peak_mib']:8.1f} {r['allocated_peak_mib']:10.1f} |           {at} | {r['cpu_ms_per_req']:10.3f} | {chk}")
 print()
 print("mean of the rounds   thr | req/s (x torch) | p99 ms | resv MiB (x torch) | cpu ms/req (x torch) | cells")
-for t in sorted({r["threads"] for r in rows}):
+for key, t in sorted({(r["par_key"], r["par"]) for r in rows}):
     mean = {}
     for a in ("torch", "before", "after"):
-        cs = [r for r in rows if r["threads"] == t and r["allocator"] == a]
+        cs = [r for r in rows if r["par"] == t and r["allocator"] == a]
         if cs:
             mean[a] = {k: sum(c[k] for c in cs) / len(cs)
                        for k in ("req_per_s", "p99_ms", "reserved_peak_mib", "cpu_ms_per_req")}
@@ -152,7 +171,7 @@ for t in sorted({r["threads"] for r in rows}):
     for a, m in mean.items():
         def x(k):
             return f"{m[k] / ref[k]:.3f}" if ref and ref[k] else "-"
-        print(f"{a:20} {t:3} | {m['req_per_s']:7.1f} ({x('req_per_s')}) | {m['p99_ms']:6.2f} | "
+        print(f"{a:20} {t:>3} | {m['req_per_s']:7.1f} ({x('req_per_s')}) | {m['p99_ms']:6.2f} | "
               f"{m['reserved_peak_mib']:8.1f} ({x('reserved_peak_mib')}) | {m['cpu_ms_per_req']:7.3f} ({x('cpu_ms_per_req')}) | {m['n']}")
 if rows:
     r = rows[0]

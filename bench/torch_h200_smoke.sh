@@ -28,12 +28,13 @@ case "\${1:-}" in
   *serve.py)
     shift
     echo "serve.py \$*" >>"$tmp/calls.txt"
-    out= thr=1 label=x so=none
+    out= thr=1 label=x so=none procs=1
     while [ \$# -gt 0 ]; do
       case \$1 in
         --out) out=\$2; shift ;; --threads) thr=\$2; shift ;;
         --label) label=\$2; shift ;; --so) so=\$2; shift ;;
         --save) : >"\$2"; shift ;;
+        --procs) procs=\$2; shift ;;
       esac
       shift
     done
@@ -45,7 +46,7 @@ case "\${1:-}" in
     case \$so in */bin/*) extra='{"sl_torch.peak_allocated_bytes": 167772160, "sl_torch.peak_held_bytes": 1048576}' ;; esac
     check=null
     [ "\$label" != torch ] && check='{"compared": 32, "bit_exact": 32, "max_abs_diff": 0.0, "ok": true}'
-    json="{\"allocator\": \"\$label\", \"threads\": \$thr, \"batch\": 8, \"seq\": 128, \"requests\": 900, \"seconds\": 3.0, \"req_per_s\": 300.0, \"p50_ms\": 3.0, \"p99_ms\": 5.0, \"reserved_peak_mib\": \$resv, \"allocated_peak_mib\": 166.0, \"cpu_ms_per_req\": 3.2, \"torch\": \"fake\", \"gpu\": \"fake\", \"errors\": [], \"extra\": \$extra, \"check\": \$check}"
+    json="{\"allocator\": \"\$label\", \"threads\": \$thr, \"procs\": \$procs, \"batch\": 8, \"seq\": 128, \"requests\": 900, \"seconds\": 3.0, \"req_per_s\": 300.0, \"p50_ms\": 3.0, \"p99_ms\": 5.0, \"reserved_peak_mib\": \$resv, \"allocated_peak_mib\": 166.0, \"cpu_ms_per_req\": 3.2, \"torch\": \"fake\", \"gpu\": \"fake\", \"errors\": [], \"extra\": \$extra, \"check\": \$check}"
     echo "\$json"
     [ -n "\$out" ] && echo "\$json" >"\$out"
     exit 0 ;;
@@ -76,22 +77,31 @@ if [ "$(grep -c -- '--save' "$tmp/calls.txt")" != 1 ] ||
   fail=1
 fi
 for a in torch before after; do
-  for t in 1 4; do
+  for t in 1t 4t; do
     if [ "$(grep -cE "^$a +[12] +$t \|" "$tmp/out/SUMMARY.txt")" != 2 ]; then
       echo "FAIL: not two rows for $a at $t threads" >&2
       fail=1
     fi
   done
 done
-if ! grep -qE '^after +1 \| +300.0 \(1.000\) .* 190.0 \(0.979\)' "$tmp/out/SUMMARY.txt" ||
-   ! grep -qE '^before +4 \| .* 215.0 \(1.108\)' "$tmp/out/SUMMARY.txt" ||
-   ! grep -qE '^after +1 +1 .* 160.0 +1.0 ' "$tmp/out/SUMMARY.txt"; then
+if ! grep -qE '^after +1t \| +300.0 \(1.000\) .* 190.0 \(0.979\)' "$tmp/out/SUMMARY.txt" ||
+   ! grep -qE '^before +4t \| .* 215.0 \(1.108\)' "$tmp/out/SUMMARY.txt" ||
+   ! grep -qE '^after +1 +1t .* 160.0 +1.0 ' "$tmp/out/SUMMARY.txt"; then
   echo "FAIL: the means, ratios or the at-peak columns are wrong" >&2
   fail=1
 fi
 if [ ! -s "$tmp/out/trace_t1.txt.gz" ] || ! grep -q 'requested_peak .* 33558528' "$tmp/out/replay_t1.log" ||
    ! grep -q 'reserved_peak .* 35651584' "$tmp/out/caching_sim_t1.log"; then
   echo "FAIL: no gzipped trace or no replay of it" >&2
+  fail=1
+fi
+# TORCH_H200_PROCS=3: three more cells per round, serve.py --procs 3.
+: >"$tmp/calls.txt"
+TORCH_H200_PROCS=3 "$script" "$tmp/bin" "$tmp/before" "$tmp/out3" 1 >/dev/null 2>&1 || fail=1
+if [ "$(grep -c -- '--procs 3' "$tmp/calls.txt")" != 6 ] ||
+   [ "$(grep -cE '^(torch|before|after) +[12] +3p \|' "$tmp/out3/SUMMARY.txt")" != 6 ] ||
+   ! grep -qE '^after +3p \| +300.0 \(1.000\)' "$tmp/out3/SUMMARY.txt"; then
+  echo "FAIL: TORCH_H200_PROCS=3 did not add the process cells" >&2
   fail=1
 fi
 # A budget too small for any step: each is skipped, and says so.
