@@ -26,7 +26,10 @@
 # pass the budget (TORCH_H200_BUDGET seconds, default 235) is skipped and
 # says so. TORCH_H200_PROCS=N (default off: the budget has no room for it)
 # adds per round the three allocators with serve.py --procs N (N processes
-# of one thread each, no GIL between them; rows "torch N proc" etc.).
+# of one thread each, no GIL between them; rows "torch Np" etc.);
+# TORCH_H200_THREADS (default "1 4") the thread counts, TORCH_H200_TRACES=0
+# no traces: TORCH_H200_THREADS= TORCH_H200_TRACES=0 TORCH_H200_PROCS=4
+# runs only the test and the process cells (about 130 s).
 # Exit 0 when every step that ran passed.
 set -uo pipefail
 bin=${1:?usage: torch_h200.sh BIN BEFORE OUT [SECONDS]}
@@ -35,6 +38,8 @@ out=${3:?usage: torch_h200.sh BIN BEFORE OUT [SECONDS]}
 secs=${4:-3}
 budget=${TORCH_H200_BUDGET:-235}
 procs=${TORCH_H200_PROCS:-0}
+threads=${TORCH_H200_THREADS-1 4}
+traces=${TORCH_H200_TRACES:-1}
 case $procs in '' | *[!0-9]*) echo "TORCH_H200_PROCS must be a number" >&2; exit 2 ;; esac
 case $secs in '' | *[!0-9.]*) echo "SECONDS must be a number" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -102,13 +107,13 @@ cell() { # round, allocator label, threads, [processes]
         --check "$out/ref.pt" "${args[@]}" ;;
   esac
 }
-for t in 1 4; do
+for t in $threads; do
   for a in torch before after; do cell 1 $a $t; done
 done
 if [ "$procs" -gt 1 ]; then
   for a in torch before after; do cell 1 $a 1 "$procs"; done
 fi
-for t in 1 4; do
+for t in $threads; do
   for a in after before torch; do cell 2 $a $t; done
 done
 if [ "$procs" -gt 1 ]; then
@@ -116,7 +121,8 @@ if [ "$procs" -gt 1 ]; then
 fi
 
 # The traces (after), and their replay on the host executor.
-for t in 1 4; do
+[ "$traces" = 1 ] || threads=
+for t in $threads; do
   step "trace_t$t" 40 env SL_TORCH_TRACE="$out/trace_t$t.txt" SL_TORCH_TRACE_MAX=400000 \
     python3 "$py/serve.py" --allocator pool --so "$so_after" --threads "$t" \
     --requests 40 --label trace --out "$out/trace_t$t.json"

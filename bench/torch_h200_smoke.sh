@@ -95,10 +95,11 @@ if [ ! -s "$tmp/out/trace_t1.txt.gz" ] || ! grep -q 'requested_peak .* 33558528'
   echo "FAIL: no gzipped trace or no replay of it" >&2
   fail=1
 fi
-# TORCH_H200_PROCS=3: three more cells per round, serve.py --procs 3.
+# TORCH_H200_PROCS=3 alone (no thread cells, no traces): the three
+# allocators with serve.py --procs 3, per round.
 : >"$tmp/calls.txt"
-TORCH_H200_PROCS=3 "$script" "$tmp/bin" "$tmp/before" "$tmp/out3" 1 >/dev/null 2>&1 || fail=1
-if [ "$(grep -c -- '--procs 3' "$tmp/calls.txt")" != 6 ] ||
+TORCH_H200_THREADS= TORCH_H200_TRACES=0 TORCH_H200_PROCS=3 "$script" "$tmp/bin" "$tmp/before" "$tmp/out3" 1 >/dev/null 2>&1 || fail=1
+if [ "$(grep -c -- '--procs 3' "$tmp/calls.txt")" != 6 ] || [ "$(wc -l <"$tmp/calls.txt")" != 6 ] ||
    [ "$(grep -cE '^(torch|before|after) +[12] +3p \|' "$tmp/out3/SUMMARY.txt")" != 6 ] ||
    ! grep -qE '^after +3p \| +300.0 \(1.000\)' "$tmp/out3/SUMMARY.txt"; then
   echo "FAIL: TORCH_H200_PROCS=3 did not add the process cells" >&2
