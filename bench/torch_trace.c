@@ -8,7 +8,12 @@
  * use is complete at once and released at the hooks' next poll: "held"
  * bytes are what a GPU run adds on top, measured there).
  *
- *   torch_trace_bench TRACE [--classes]
+ *   torch_trace_bench TRACE [--classes] [--lag-us N]
+ *
+ * --lag-us N: pending work as on a GPU that runs behind the host: each
+ * alloc issues a one-byte memset on the block's stream (the executor's
+ * stream workers sleep N us before each), so a block freed soon after is
+ * freed under pending work and "held" shows what waiting for it costs.
  *
  * TRACE: lines "a|f TID STREAM SIZE PTR" (sl_torch.c, THE TRACE; '#' lines
  * are comments), written by a GPU run with SL_TORCH_TRACE=path, or by
@@ -72,6 +77,7 @@ static struct {
   uint64_t cls_live[MAX_CLASSES], cls_peak[MAX_CLASSES], cls_allocs[MAX_CLASSES];
   uint64_t cls_at[MAX_CLASSES]; /* live at the reserved peak */
   size_t n_cls;
+  unsigned lag_us;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static slc_driver drv;
@@ -118,6 +124,12 @@ static int run_one(const struct ev *e) {
     if (p == NULL) {
       fprintf(stderr, "alloc of %zu bytes failed: %s\n", e->size,
               sl_torch_last_error());
+      return 1;
+    }
+    if (g.lag_us != 0 &&
+        drv.pfn_cuMemsetD8Async((CUdeviceptr)(uintptr_t)p, 0, 1,
+                                stream_of(e->stream)) != CUDA_SUCCESS) {
+      fprintf(stderr, "the lag's memset failed\n");
       return 1;
     }
     size_t s = slot_of(e->ptr, true);
@@ -236,12 +248,19 @@ int main(int argc, char **argv) {
   bool classes = false;
   const char *path = NULL;
   for (int i = 1; i < argc; i++) {
+    char *end = NULL;
     if (strcmp(argv[i], "--classes") == 0)
       classes = true;
+    else if (strcmp(argv[i], "--lag-us") == 0 && i + 1 < argc &&
+             (g.lag_us = (unsigned)strtoul(argv[i + 1], &end, 10),
+              end != argv[i + 1] && *end == '\0' && g.lag_us <= 100000))
+      i++;
     else if (argv[i][0] != '-' && path == NULL)
       path = argv[i];
     else {
-      fprintf(stderr, "usage: torch_trace_bench TRACE [--classes]\n");
+      fprintf(stderr,
+              "usage: torch_trace_bench TRACE [--classes] [--lag-us N "
+              "(0..100000)]\n");
       return 2;
     }
   }
@@ -251,7 +270,7 @@ int main(int argc, char **argv) {
   }
   int rc = load(path);
   if (rc != 0) return rc;
-  hd_config hc = {1, 0};
+  hd_config hc = {1, g.lag_us};
   if (hd_install(&drv, &hc) != 0 || drv.pfn_cuInit(0) != CUDA_SUCCESS ||
       sl_torch_use_driver(&drv) != LDG_OK)
     return 1;
@@ -287,8 +306,8 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < g.n; i++) allocs += g.ev[i].op == 'a';
   printf("trace                        %s\n", path);
   printf("events                       %zu (%zu allocs, %zu threads, %zu "
-         "streams besides the default)\n",
-         g.n, allocs, n_tids, g.n_streams);
+         "streams besides the default), lag %u us\n",
+         g.n, allocs, n_tids, g.n_streams, g.lag_us);
   print_mib("reserved_peak", stat(SL_TORCH_RESERVED_PEAK));
   print_mib("allocated_peak", stat(SL_TORCH_ALLOCATED_PEAK));
   print_mib("requested_peak", g.req_peak);

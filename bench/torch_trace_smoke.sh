@@ -36,6 +36,15 @@ if [ "$(val reserved_peak)" -lt "$want" ] || ! grep -q '^events .* 2 threads, 1 
   echo "FAIL: reserved below requested, or the threads/streams/classes missing" >&2
   fail=1
 fi
+# With pending work (--lag-us): the same sequence, nothing fails, the
+# requested peak unchanged.
+if ! "$bench" "$trace" --lag-us 50 >"$tmp/lag.txt" 2>&1 ||
+   [ "$(awk '$1 == "requested_peak" {print $2}' "$tmp/lag.txt")" != "$want" ] ||
+   ! grep -q 'lag 50 us' "$tmp/lag.txt"; then
+  echo "FAIL: the replay with --lag-us 50" >&2
+  cat "$tmp/lag.txt" >&2
+  fail=1
+fi
 bad() { # what, expected message, args...
   what=$1 msg=$2
   shift 2
@@ -49,6 +58,9 @@ bad() { # what, expected message, args...
 bad "no trace" "usage" 
 bad "unknown option" "usage" "$trace" --nope
 bad "missing file" "cannot read" "$tmp/none.trace"
+bad "lag not a number" "usage" "$trace" --lag-us x
+bad "lag too large" "usage" "$trace" --lag-us 100001
+bad "lag missing" "usage" "$trace" --lag-us
 printf 'a 1 0 4096 0x1000\nx 1 0 4096 0x1000\n' >"$tmp/bad.trace"
 bad "bad line" "bad.trace:2: not a trace line" "$tmp/bad.trace"
 printf 'a 1 0 0 0x1000\n' >"$tmp/zero.trace"
