@@ -20,8 +20,9 @@
 #      reserved bytes go at the peak, per size class: no GPU needed there)
 #      and torch_alloc/caching_sim.py (PyTorch's allocator's rules) on them.
 # SUMMARY.txt: every step, then per cell requests/s, p50/p99 latency, peak
-# reserved and allocated MiB, host CPU ms per request (the whole process),
-# the output check; then the mean of the two rounds per allocator with the
+# reserved and allocated MiB, for BIN's library the requested, allocated and
+# held MiB when the reserved peak was set, host CPU ms per request (the
+# whole process), the output check; then the mean of the two rounds per allocator with the
 # ratios to PyTorch's. Every step runs under timeout; a step that would
 # pass the budget (TORCH_H200_BUDGET seconds, default 235) is skipped and
 # says so. TORCH_H200_PROCS=N (default off: the budget has no room for it)
@@ -152,17 +153,18 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "serve_r*.json"))):
 order = {"torch": 0, "before": 1, "after": 2}
 rows.sort(key=lambda r: (r["par_key"], r["round"], order.get(r["allocator"], 3)))
 print("(thr: 1t, 4t = threads of one process; Np = N processes of one thread)")
-print("allocator rnd thr | req/s    p50 ms   p99 ms | resv MiB  alloc MiB | at resv peak: alloc  held | cpu ms/req | check")
+print("allocator rnd thr | req/s    p50 ms   p99 ms | resv MiB  alloc MiB | at resv peak: req  alloc  held | cpu ms/req | check")
 for r in rows:
     c = r.get("check")
     chk = "-" if c is None else f"{'ok' if c['ok'] else 'FAILED'} {c['bit_exact']}/{c['compared']} exact, max diff {c['max_abs_diff']:.2g}"
     x = r.get("extra", {})
     if "sl_torch.peak_allocated_bytes" in x:
-        at = f"{x['sl_torch.peak_allocated_bytes'] / 2**20:8.1f} {x['sl_torch.peak_held_bytes'] / 2**20:6.1f}"
+        at = (f"{x.get('sl_torch.peak_requested_bytes', 0) / 2**20:6.1f} "
+              f"{x['sl_torch.peak_allocated_bytes'] / 2**20:6.1f} {x['sl_torch.peak_held_bytes'] / 2**20:5.1f}")
     else:
-        at = f"{'-':>8} {'-':>6}"
+        at = f"{'-':>6} {'-':>6} {'-':>5}"
     print(f"{r['allocator']:9} {r['round']:3} {r['par']:>3} | {r['req_per_s']:7.1f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} | "
-          f"{r['reserved_peak_mib']:8.1f} {r['allocated_peak_mib']:10.1f} |           {at} | {r['cpu_ms_per_req']:10.3f} | {chk}")
+          f"{r['reserved_peak_mib']:8.1f} {r['allocated_peak_mib']:10.1f} |        {at} | {r['cpu_ms_per_req']:10.3f} | {chk}")
 print()
 print("mean of the rounds   thr | req/s (x torch) | p99 ms | resv MiB (x torch) | cpu ms/req (x torch) | cells")
 for key, t in sorted({(r["par_key"], r["par"]) for r in rows}):

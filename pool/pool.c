@@ -281,8 +281,8 @@ struct slp_pool {
   } shared[SLP__NCLASS];
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
-  /* allocated and held when reserved last set its peak (slp_stats) */
-  atomic_int_fast64_t at_peak_allocated, at_peak_held;
+  /* allocated, held, requested when reserved last set its peak */
+  atomic_int_fast64_t at_peak_allocated, at_peak_held, at_peak_requested;
   atomic_uint_fast64_t slab_allocs, slab_frees, oom_retries, ooms, trims;
   /* Keeps between making a held block free and their last touch of the
    * pool: slp_pool_destroy waits for 0 (see slp__unuse). */
@@ -608,8 +608,8 @@ static int slp__current(slp_pool *p) {
   return slc_device_make_current(p->c, p->device < 0 ? 0 : p->device);
 }
 
-/* A new reserved total v: the peak, and if v set it, what was allocated
- * and held then (the shared counters: relaxed, approximate, see
+/* A new reserved total v: the peak, and if v set it, what was allocated,
+ * held and requested then (the shared counters: relaxed, approximate, see
  * slp_stats; two threads setting peaks at once may pair one's reserved
  * with the other's counts). */
 static void slp__note_reserved_peak(slp_pool *p, int_fast64_t v) {
@@ -619,6 +619,8 @@ static void slp__note_reserved_peak(slp_pool *p, int_fast64_t v) {
   slp__store_relaxed(&p->at_peak_allocated,
                      slp__load_relaxed(&p->allocated));
   slp__store_relaxed(&p->at_peak_held, slp__load_relaxed(&p->held));
+  slp__store_relaxed(&p->at_peak_requested,
+                     slp__load_relaxed(&p->requested));
 }
 
 /* One driver allocation of `bytes`; CUDA_ERROR_OUT_OF_MEMORY past the
@@ -1841,18 +1843,20 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   out->live_blocks = slp_snapshot(p, NULL, 0);
   out->peak_allocated = slp__clamp(slp__load_relaxed(&p->at_peak_allocated));
   out->peak_held = slp__clamp(slp__load_relaxed(&p->at_peak_held));
+  out->peak_requested = slp__clamp(slp__load_relaxed(&p->at_peak_requested));
   return LDG_OK;
 }
 
 void slp_stats_reset_peaks(slp_pool *p) {
   if (p == NULL) return;
-  int_fast64_t alloc, held;
-  slp__allocated_exact(p, &alloc, NULL, &held);
+  int_fast64_t alloc, req, held;
+  slp__allocated_exact(p, &alloc, &req, &held);
   slp__store_relaxed(&p->allocated_peak, alloc);
   slp__store_relaxed(&p->held_peak, held);
   slp__store_relaxed(&p->reserved_peak, slp__load_relaxed(&p->reserved));
   slp__store_relaxed(&p->at_peak_allocated, alloc);
   slp__store_relaxed(&p->at_peak_held, held);
+  slp__store_relaxed(&p->at_peak_requested, req);
 }
 
 size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {

@@ -294,11 +294,12 @@ typedef struct slp_stats {
   uint64_t trims;              /* trims that released something */
   uint64_t live_blocks;        /* allocated or held */
   /* When reserved_bytes last reached reserved_peak (the driver allocation
-   * that set it, for a block not yet counted as allocated): the allocated
-   * and held bytes then, as the shared counters had them (each may miss
+   * that set it, for a block not yet counted as allocated): the allocated,
+   * held and requested bytes then, as the shared counters had them (each may miss
    * up to 64 KiB per thread, see above). reserved_peak minus both is what
-   * was cached at the peak, the new block's slab included. */
-  uint64_t peak_allocated, peak_held;
+   * was cached at the peak, the new block's slab included;
+   * peak_allocated - peak_requested the rounding then. */
+  uint64_t peak_allocated, peak_held, peak_requested;
 } slp_stats;
 
 /* Callable from any thread at any time; counters are read atomically, not

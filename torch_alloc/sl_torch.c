@@ -648,7 +648,7 @@ static const char *const slt__names[SL_TORCH_NSTATS] = {
     "slab_allocs",     "slab_frees",           "oom_retries",
     "ooms",            "trims",                "live_blocks",
     "bad_calls",       "recorded_uses",        "peak_allocated_bytes",
-    "peak_held_bytes",
+    "peak_held_bytes", "peak_requested_bytes",
 };
 
 const char *sl_torch_stat_name(int i) {
@@ -676,6 +676,7 @@ int sl_torch_memory_stats(int device, uint64_t *out, size_t n) {
     memcpy(v, w, sizeof(w));
     v[SL_TORCH_PEAK_ALLOCATED] = st.peak_allocated;
     v[SL_TORCH_PEAK_HELD] = st.peak_held;
+    v[SL_TORCH_PEAK_REQUESTED] = st.peak_requested;
   }
   v[SL_TORCH_BAD_CALLS] = slt__load_relaxed(&slt.bad_calls);
   v[SL_TORCH_RECORDED_USES] = slt__load_relaxed(&slt.recorded_uses);

@@ -360,33 +360,34 @@ static int t_threads_carve_and_trim(void) {
   return teardown(&e);
 }
 
-/* slp_stats' peak_allocated / peak_held: what was allocated and held when
- * the reserved bytes set their peak (the block that needed the driver
+/* slp_stats' peak_allocated / peak_held / peak_requested: what was
+ * allocated, held and asked for when the reserved bytes set their peak (the block that needed the driver
  * allocation not yet counted); reset with the peaks. */
 static int t_stats_at_peak(void) {
   env e;
   if (setup(&e, NULL)) return 1;
   const size_t a_sz = 1536 << 10, b_sz = 3 * MIB;
   slp_block *a, *b, *c;
-  CHECK_RC(slp_alloc(e.dev, e.s, a_sz, &a), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s, a_sz - 4096, &a), LDG_OK);
   slp_stats st = stats(e.dev);
   CHECK(st.reserved_peak == a_sz && st.peak_allocated == 0);
   CHECK_RC(slp_alloc(e.dev, e.s, b_sz, &b), LDG_OK);
   st = stats(e.dev);
   CHECK(st.reserved_peak == a_sz + b_sz && st.peak_allocated == a_sz);
-  CHECK(st.peak_held == 0);
+  CHECK(st.peak_held == 0 && st.peak_requested == a_sz - 4096);
   CHECK_RC(slp_free(a), LDG_OK); /* cached: no new peak below */
   CHECK_RC(slp_alloc(e.dev, e.s, a_sz, &a), LDG_OK);
   CHECK(stats(e.dev).peak_allocated == a_sz);
   CHECK_RC(slp_alloc(e.dev, e.s, 5 * MIB, &c), LDG_OK);
   st = stats(e.dev);
   CHECK(st.reserved_peak == a_sz + b_sz + 5 * MIB);
-  CHECK(st.peak_allocated == a_sz + b_sz);
+  CHECK(st.peak_allocated == a_sz + b_sz && st.peak_requested == a_sz + b_sz);
   CHECK_RC(slp_free(c), LDG_OK);
   slp_stats_reset_peaks(e.dev);
   st = stats(e.dev);
   CHECK(st.reserved_peak == st.reserved_bytes);
   CHECK(st.peak_allocated == a_sz + b_sz && st.peak_held == 0);
+  CHECK(st.peak_requested == a_sz + b_sz);
   CHECK_RC(slp_free(a), LDG_OK);
   CHECK_RC(slp_free(b), LDG_OK);
   return teardown(&e);
