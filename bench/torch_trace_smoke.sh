@@ -78,6 +78,12 @@ if [ -n "$sim" ]; then
     echo "FAIL: caching_sim.py: requested $(sval requested_peak) (want $want), reserved $(sval reserved_peak)" >&2
     fail=1
   fi
+  if ! python3 "$sim" "$trace" --large-segments exact >"$tmp/sim2.txt" ||
+     [ "$(awk '$1 == "requested_peak" {print $2}' "$tmp/sim2.txt")" != "$want" ] ||
+     python3 "$sim" "$trace" --large-segments 1 >/dev/null 2>&1; then
+    echo "FAIL: caching_sim.py --large-segments" >&2
+    fail=1
+  fi
   printf 'a 1 0 4096 0x1000\nq\n' >"$tmp/bad2.trace"
   if python3 "$sim" "$tmp/bad2.trace" >/dev/null 2>"$tmp/bad2.txt" || ! grep -q 'bad2.trace:2: not a trace line' "$tmp/bad2.txt"; then
     echo "FAIL: caching_sim.py accepted a bad line" >&2

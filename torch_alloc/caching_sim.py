@@ -2,7 +2,7 @@
 (SL_TORCH_TRACE or llama_trace.py), to compare its reserved peak with the
 pool's replay (bench/torch_trace.c) on the same sequence (issue 14).
 
-    python3 caching_sim.py TRACE
+    python3 caching_sim.py TRACE [--large-segments pytorch|exact|MiB]
 
 The rules, as c10/cuda/CUDACachingAllocator.cpp states them (read, not
 copied; defaults: no max_split_size, no expandable segments, no
@@ -18,6 +18,10 @@ free neighbours of its segment. Nothing is ever returned to the driver
 (no out of memory in a trace). Printed: the reserved peak (the sum of the
 segments), the allocated peak (rounded sizes), the requested peak, and the
 reserved bytes held per stream at the end.
+--large-segments changes one rule, to ask whether splitting large blocks
+would help the pool: "exact" gives every large request below 10 MiB a
+segment of its own size (rounded to 2 MiB) instead of 20 MiB, a number N
+makes those segments N MiB (at least the request).
 """
 import sys
 
@@ -29,12 +33,18 @@ def round_size(n):
     return max(MIN_BLOCK, (n + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK)
 
 
+LARGE_SEGMENTS = "pytorch"  # or "exact", or a size in MiB
+
+
 def segment_size(n):
     if n <= SMALL:
         return SMALL_BUF
-    if n < MIN_LARGE:
+    rounded = (n + ROUND_LARGE - 1) // ROUND_LARGE * ROUND_LARGE
+    if n < MIN_LARGE and LARGE_SEGMENTS == "pytorch":
         return LARGE_BUF
-    return (n + ROUND_LARGE - 1) // ROUND_LARGE * ROUND_LARGE
+    if n < MIN_LARGE and LARGE_SEGMENTS != "exact":
+        return max(int(LARGE_SEGMENTS) << 20, rounded)
+    return rounded
 
 
 class Block:
@@ -113,8 +123,17 @@ class Sim:
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: caching_sim.py TRACE")
+    global LARGE_SEGMENTS
+    argv = sys.argv[1:]
+    if len(argv) == 3 and argv[1] == "--large-segments" and (
+            argv[2] in ("pytorch", "exact") or
+            (argv[2].isdigit() and 2 <= int(argv[2]) <= 4096)):
+        LARGE_SEGMENTS = argv[2]
+        argv = argv[:1]
+    if len(argv) != 1:
+        sys.exit("usage: caching_sim.py TRACE "
+                 "[--large-segments pytorch|exact|MiB (2..4096)]")
+    sys.argv[1] = argv[0]
     sim = Sim()
     try:
         f = open(sys.argv[1])
