@@ -77,7 +77,8 @@ step() {
   local r=$?
   [ $r -eq 0 ] || rc=1
   say "--- $name: exit $r ($((SECONDS - t0)) s): ${*##*/}"
-  grep -E '^(PASS|FAIL|INFO)|passed|Error|error|SKIP' "$out/$name.log" | tail -12 | sed 's/^/    /' | tee -a "$sum"
+  grep -E '^(PASS|FAIL|INFO)|passed|Error|error|SKIP' "$out/$name.log" | grep -v '^{' | tail -12 |
+    sed 's/^/    /' | tee -a "$sum"
 }
 
 say "=== torch_h200 $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), $(nproc) CPUs, ${secs} s per cell"
