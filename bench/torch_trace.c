@@ -133,6 +133,12 @@ static int run_one(const struct ev *e) {
       return 1;
     }
     size_t s = slot_of(e->ptr, true);
+    if (g.key[s] == e->ptr) {
+      fprintf(stderr, "the trace allocates %#" PRIx64 " again before freeing it\n",
+              e->ptr);
+      (void)sl_torch_free_checked(p, e->size, 0, stream_of(e->stream));
+      return 1;
+    }
     g.key[s] = e->ptr;
     g.val[s].p = p;
     g.val[s].size = e->size;

@@ -65,6 +65,11 @@ printf 'a 1 0 4096 0x1000\nx 1 0 4096 0x1000\n' >"$tmp/bad.trace"
 bad "bad line" "bad.trace:2: not a trace line" "$tmp/bad.trace"
 printf 'a 1 0 0 0x1000\n' >"$tmp/zero.trace"
 bad "zero size" "not a trace line" "$tmp/zero.trace"
+printf 'a 1 0 4096 0x1000\na 1 0 4096 0x1000\n' >"$tmp/twice.trace"
+if "$bench" "$tmp/twice.trace" >"$tmp/twice.txt" 2>&1 || ! grep -q 'allocates 0x1000 again' "$tmp/twice.txt"; then
+  echo "FAIL: an alloc of a live pointer was not refused" >&2
+  fail=1
+fi
 printf '# nothing\n' >"$tmp/empty.trace"
 bad "no events" "no events" "$tmp/empty.trace"
 # PyTorch's rules on the same trace: the same requested peak, whole

@@ -190,7 +190,9 @@ static size_t slt__env_limit(void) {
  * call, STREAM is PyTorch's CUstream (0: the legacy default stream), SIZE
  * the bytes PyTorch asked for, PTR the block (hex). At most
  * SL_TORCH_TRACE_MAX events (default 200000), flushed line by line (the
- * process may exit without sl_torch_shutdown). For the allocator's memory
+ * process may exit without sl_torch_shutdown). A free's line is written
+ * just before its slp_free and an alloc's just after its slp_alloc, so a
+ * block's free always comes before its next alloc in the file. For the allocator's memory
  * evidence (issue 14): bench/torch_trace.c replays a trace on the host
  * executor. Costs one relaxed load per call when off. */
 static void slt__trace_open_locked(void) {
@@ -498,8 +500,12 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
   for (size_t i = 0; r != NULL && rc == LDG_OK && i < r->n; i++)
     if (r->s[i] != home && r->s[i] != s) rc = slt__use(r->s[i], b);
   free(r);
-  if (rc == LDG_OK) rc = slp_free(b);
-  if (rc == LDG_OK && slt.trace != NULL) slt__trace('f', stream, size, ptr);
+  if (rc == LDG_OK) {
+    /* THE TRACE: the line goes before the free, so that it precedes the
+     * line of the block's next alloc (another thread may get it at once). */
+    if (slt.trace != NULL) slt__trace('f', stream, size, ptr);
+    rc = slp_free(b);
+  }
   /* No engine thread: every so many frees, this thread polls (as PyTorch
    * processes its events on malloc). Non-blocking; the keeps of completed
    * uses run here and return held blocks to the free lists. */
