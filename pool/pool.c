@@ -57,25 +57,39 @@
  *   tests check it by contents, in stream order).
  *
  * WHERE BLOCKS LIVE AND WHO TAKES WHICH LOCK
- *   Size classes: 512 B, then two per power of two (2^k and 1.5 * 2^k), up
- *   to SLP_MAX_BYTES: rounding wastes at most a third. Classes below 1 MiB
- *   are carved from 2 MiB slabs; larger classes get one driver allocation
- *   per block (a slab of one). No splitting or coalescing across classes:
- *   simpler than PyTorch's best-fit splitting, at the cost of memory cached
- *   in one class not serving another until a trim returns whole slabs.
+ *   Size classes: 512 B, then two per power of two (2^k and 1.5 * 2^k) up
+ *   to 1 MiB (rounding wastes at most a third), then eight per power of two
+ *   (steps of 2^(k-3)) up to SLP_MAX_BYTES (at most an eighth). A class
+ *   below 1 MiB is carved from slabs of about four blocks (64 KiB to
+ *   2 MiB, whole 64 KiB pages) and every such slab is a run of pages of a
+ *   2 MiB segment that all small classes share (first fit, a page bitmap
+ *   under the pool mutex): a class in use costs its slab, not a 2 MiB
+ *   driver allocation of its own (issue 14: 8 small classes of the serving
+ *   benchmark held 16 MiB for 0.4 MiB in use). Larger classes get one
+ *   driver allocation per block (a slab of one). A trimmed slab's pages go
+ *   back to their segment, where any class carves them again; the segment
+ *   goes back to the driver once empty. No splitting or coalescing of
+ *   blocks across classes: simpler than PyTorch's best-fit splitting, at
+ *   the cost of memory cached in one class not serving another until a
+ *   trim returns its slabs (bench/RESULTS.md, issue 14, measures what that
+ *   costs the serving benchmark).
  *   - Thread caches: one per (thread, pool), per class a short stack, owned
  *     by its thread; alloc and free touch only it on the common path.
  *   - Shared lists: per class, a stack pushed lock-free (CAS on the head;
  *     ABA-safe for pushes) by frees that overflow a thread cache and by the
  *     keeps that return held blocks, and popped under the class's take-mutex
  *     only (a single popper makes the pops ABA-free), a batch at a time.
- *   - The pool mutex: slab lists, the address map's writers, the stream
- *     registry. Never held across a driver call that may block for long,
- *     nor while keeps run. The registry mutex (process-wide): creating and
- *     retiring thread caches, pool slots.
+ *   - The pool mutex: slab lists, segments and their page bitmaps, the
+ *     address map's writers, the stream registry. Never held across a
+ *     driver call that may block for long, nor while keeps run. The
+ *     registry mutex (process-wide): creating and retiring thread caches,
+ *     pool slots.
  *   - Trim takes the trim mutex, then one class at a time that class's
- *     take-mutex: pops its shared list, frees each slab all of whose blocks
- *     it holds (a slab serves one class), and pushes the rest back.
+ *     take-mutex: pops its shared list, unlinks each slab all of whose
+ *     blocks it holds (a slab serves one class), and pushes the rest back;
+ *     then, with only the trim mutex, it frees each unlinked slab (its own
+ *     driver allocation) or gives its pages back to its segment, freeing
+ *     the segment once empty (the pool mutex for the bitmap).
  *   - free by pointer: an open-addressing map from block address to block,
  *     written under the pool mutex, read lock-free (key with acquire, value
  *     with acquire); a grown table is published with release, and old
@@ -144,8 +158,9 @@
                                         memory_order_acquire)
 
 #define SLP__MIN_SHIFT 9
-#define SLP__NCLASS (2 * (40 - SLP__MIN_SHIFT) + 1)
-#define SLP__SLAB ((size_t)2 << 20)
+#define SLP__NCLASS (2 * (20 - SLP__MIN_SHIFT) + 1 + 8 * (40 - 20))
+#define SLP__SLAB ((size_t)2 << 20) /* a segment of small-class slabs */
+#define SLP__PAGE ((size_t)64 << 10) /* its unit: 32 pages */
 #define SLP__MAGIC 0x736c7062u /* "slpb" */
 
 #define SLP__ALLOC (UINT64_C(1) << 63)
@@ -154,10 +169,19 @@
 #define SLP__COUNT (SLP__STREAM - 1)
 #define SLP__SO_CAP 16 /* stream-ordered blocks per thread and class */
 
+/* A 2 MiB driver allocation whose pages small-class slabs share (see
+ * WHERE BLOCKS LIVE). Under the pool mutex. */
+struct slp__seg {
+  uintptr_t base;
+  uint32_t used; /* bit i: page i belongs to a slab */
+  struct slp__seg *next;
+};
+
 struct slp__slab {
   uintptr_t base;
   size_t bytes, n;
   int cls;
+  struct slp__seg *seg; /* small classes: its segment; NULL: its own */
   size_t scratch; /* trim's count of its blocks found free; trim mutex */
   slp_block *blocks;
   struct slp__slab *next; /* pool's live list or its class's retired list */
@@ -240,8 +264,9 @@ struct slp_pool {
   int index;
   uint64_t uid;
   slp_config cfg;
-  pthread_mutex_t mu; /* slabs, map writers, stream registry */
+  pthread_mutex_t mu; /* slabs, segments, map writers, stream registry */
   struct slp__slab *slabs;
+  struct slp__seg *segs;
   struct slp__slab *retired[SLP__NCLASS];
   _Atomic(struct slp__map *) map;
   struct slp__tcache *tcaches; /* registry mutex */
@@ -256,6 +281,8 @@ struct slp_pool {
   } shared[SLP__NCLASS];
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
+  /* allocated, held, requested when reserved last set its peak */
+  atomic_int_fast64_t at_peak_allocated, at_peak_held, at_peak_requested;
   atomic_uint_fast64_t slab_allocs, slab_frees, oom_retries, ooms, trims;
   /* Keeps between making a held block free and their last touch of the
    * pool: slp_pool_destroy waits for 0 (see slp__unuse). */
@@ -307,8 +334,20 @@ static uint64_t slp__clamp(int_fast64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
 /* ---- Size classes --------------------------------------------------------- */
 
+/* Classes 0..SLP__NSMALL-1: 512 B, then two per power of two up to 1 MiB
+ * (2^k and 1.5 * 2^k); above 1 MiB eight per power of two (2^k + i *
+ * 2^(k-3), i = 1..8): a large block wastes at most 1/8 of its size, as
+ * the sizes of the tensors a model allocates (2.75 MiB, 5.5 MiB) fall on
+ * or near those steps (issue 14: the serving benchmark's weights wasted
+ * 3 MiB in 1.5 * 2^k classes). */
+#define SLP__NSMALL (2 * (20 - SLP__MIN_SHIFT) + 1)
+
 static size_t slp__class_size(int c) {
   if (c == 0) return (size_t)1 << SLP__MIN_SHIFT;
+  if (c >= SLP__NSMALL) {
+    int o = (c - SLP__NSMALL) / 8, i = (c - SLP__NSMALL) % 8;
+    return ((size_t)1 << (20 + o)) + (size_t)(i + 1) * ((size_t)1 << (17 + o));
+  }
   int j = (c - 1) / 2;
   if (c & 1) return (size_t)3 << (SLP__MIN_SHIFT + j - 1);
   return (size_t)1 << (SLP__MIN_SHIFT + 1 + j);
@@ -317,12 +356,29 @@ static size_t slp__class_size(int c) {
 static int slp__class_of(size_t bytes) {
   if (bytes <= ((size_t)1 << SLP__MIN_SHIFT)) return 0;
   int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < b */
+  if (k >= 20) /* the step of 2^(k-3) that holds bytes */
+    return SLP__NSMALL + 8 * (k - 20) +
+           (int)((bytes - ((size_t)1 << k) - 1) >> (k - 3));
   int j = k - SLP__MIN_SHIFT;
   return bytes <= ((size_t)3 << (k - 1)) ? 2 * j + 1 : 2 * j + 2;
 }
 
+size_t slp_round_size(size_t bytes) {
+  if (bytes == 0 || (uint64_t)bytes > SLP_MAX_BYTES) return 0;
+  return slp__class_size(slp__class_of(bytes));
+}
+
+/* Small classes (below 1 MiB) are carved from slabs of about four blocks
+ * (at least one page, at most a segment), which share 2 MiB segments;
+ * larger classes get a driver allocation per block (a slab of one). */
+static bool slp__small(size_t cap) { return cap < ((size_t)1 << 20); }
+
 static size_t slp__slab_bytes(size_t cap) {
-  return cap < ((size_t)1 << 20) ? SLP__SLAB : cap;
+  if (!slp__small(cap)) return cap;
+  size_t want = 4 * cap < SLP__PAGE ? SLP__PAGE : 4 * cap;
+  if (want > SLP__SLAB) want = SLP__SLAB;
+  size_t n = want / cap; /* >= 2: cap < 1 MiB */
+  return (n * cap + SLP__PAGE - 1) / SLP__PAGE * SLP__PAGE;
 }
 
 /* ---- Poisoning ------------------------------------------------------------ */
@@ -552,6 +608,21 @@ static int slp__current(slp_pool *p) {
   return slc_device_make_current(p->c, p->device < 0 ? 0 : p->device);
 }
 
+/* A new reserved total v: the peak, and if v set it, what was allocated,
+ * held and requested then (the shared counters: relaxed, approximate, see
+ * slp_stats; two threads setting peaks at once may pair one's reserved
+ * with the other's counts). */
+static void slp__note_reserved_peak(slp_pool *p, int_fast64_t v) {
+  int_fast64_t cur = slp__load_relaxed(&p->reserved_peak);
+  if (v < cur) return;
+  slp__max(&p->reserved_peak, v);
+  slp__store_relaxed(&p->at_peak_allocated,
+                     slp__load_relaxed(&p->allocated));
+  slp__store_relaxed(&p->at_peak_held, slp__load_relaxed(&p->held));
+  slp__store_relaxed(&p->at_peak_requested,
+                     slp__load_relaxed(&p->requested));
+}
+
 /* One driver allocation of `bytes`; CUDA_ERROR_OUT_OF_MEMORY past the
  * pool's limit. */
 static CUresult slp__driver_alloc(slp_pool *p, size_t bytes, uintptr_t *out) {
@@ -578,7 +649,7 @@ static CUresult slp__driver_alloc(slp_pool *p, size_t bytes, uintptr_t *out) {
     slp__fetch_add_relaxed(&p->reserved, -(int_fast64_t)bytes);
     return cr;
   }
-  slp__max(&p->reserved_peak, r + (int_fast64_t)bytes);
+  slp__note_reserved_peak(p, r + (int_fast64_t)bytes);
   slp__bump(&p->slab_allocs);
   return CUDA_SUCCESS;
 }
@@ -596,15 +667,105 @@ static void slp__driver_free(slp_pool *p, uintptr_t base, size_t bytes) {
   slp__bump(&p->slab_frees);
 }
 
+/* ---- Segments: small-class slabs share 2 MiB driver allocations ------- */
+
+/* Under p->mu: `pages` free pages in a row of some segment (first fit),
+ * marked used; 0 if none has room. */
+static uintptr_t slp__seg_take(slp_pool *p, unsigned pages,
+                               struct slp__seg **seg) {
+  uint32_t run = pages >= 32 ? UINT32_MAX : (UINT32_C(1) << pages) - 1;
+  for (struct slp__seg *g = p->segs; g != NULL; g = g->next)
+    for (unsigned i = 0; i + pages <= 32; i++)
+      if ((g->used & (run << i)) == 0) {
+        g->used |= run << i;
+        *seg = g;
+        return g->base + i * SLP__PAGE;
+      }
+  return 0;
+}
+
+/* Under p->mu: gives a slab's pages back to its segment. Returns the
+ * segment, unlinked, if that left it empty and `unlink_empty` (the caller
+ * frees it with no lock held), else NULL. */
+static struct slp__seg *slp__seg_put(slp_pool *p, struct slp__seg *g,
+                                     uintptr_t base, size_t bytes,
+                                     bool unlink_empty) {
+  unsigned first = (unsigned)((base - g->base) / SLP__PAGE);
+  unsigned pages = (unsigned)(bytes / SLP__PAGE);
+  uint32_t run = pages >= 32 ? UINT32_MAX : (UINT32_C(1) << pages) - 1;
+  g->used &= ~(run << first);
+  if (g->used != 0 || !unlink_empty) return NULL;
+  for (struct slp__seg **l = &p->segs; *l != NULL; l = &(*l)->next)
+    if (*l == g) {
+      *l = g->next;
+      return g;
+    }
+  return NULL;
+}
+
+/* Memory for a slab of `bytes`: pages of a segment (small classes, *seg
+ * set; a new segment from the driver if none has room) or a driver
+ * allocation of its own (*seg NULL). On success p->mu is held. */
+static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool small,
+                              uintptr_t *base, struct slp__seg **seg) {
+  *seg = NULL;
+  if (small) {
+    pthread_mutex_lock(&p->mu);
+    *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
+    if (*base != 0) return CUDA_SUCCESS;
+    pthread_mutex_unlock(&p->mu);
+  }
+  size_t want = small ? SLP__SLAB : bytes;
+  uintptr_t mem = 0;
+  CUresult cr = slp__driver_alloc(p, want, &mem);
+  if (cr != CUDA_SUCCESS) return cr;
+  if (!small) {
+    *base = mem;
+    pthread_mutex_lock(&p->mu);
+    return CUDA_SUCCESS;
+  }
+  struct slp__seg *g = calloc(1, sizeof(*g));
+  if (g == NULL) {
+    slp__driver_free(p, mem, want);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  g->base = mem;
+  pthread_mutex_lock(&p->mu);
+  g->next = p->segs;
+  p->segs = g;
+  /* g is first and empty: the take cannot fail. */
+  *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
+  return CUDA_SUCCESS;
+}
+
+/* A slab unlinked from the pool (trim): its memory goes back, to its
+ * segment (freed to the driver once empty) or to the driver. Returns the
+ * bytes given to the driver. No lock held. */
+static size_t slp__slab_release(slp_pool *p, struct slp__slab *sl) {
+  if (sl->seg == NULL) {
+    slp__driver_free(p, sl->base, sl->bytes);
+    return sl->bytes;
+  }
+  pthread_mutex_lock(&p->mu);
+  struct slp__seg *g = slp__seg_put(p, sl->seg, sl->base, sl->bytes, true);
+  pthread_mutex_unlock(&p->mu);
+  sl->seg = NULL;
+  if (g == NULL) return 0;
+  slp__driver_free(p, g->base, SLP__SLAB);
+  free(g);
+  return SLP__SLAB;
+}
+
 /* A new slab of class cls: block 0 is returned (not poisoned, state 0), the
  * others are poisoned, FREE, and pushed to tc's cache or the shared list. */
 static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
                            slp_block **out) {
   size_t cap = slp__class_size(cls), bytes = slp__slab_bytes(cap);
   uintptr_t base = 0;
-  CUresult cr = slp__driver_alloc(p, bytes, &base);
+  struct slp__seg *seg = NULL;
+  CUresult cr = slp__slab_mem(p, bytes, slp__small(cap), &base, &seg);
   if (cr != CUDA_SUCCESS) return cr;
-  pthread_mutex_lock(&p->mu);
+  /* p->mu held. */
   struct slp__slab *sl = p->retired[cls];
   if (sl != NULL) {
     p->retired[cls] = sl->next;
@@ -624,10 +785,13 @@ static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
       sl->next = p->retired[cls];
       p->retired[cls] = sl;
     }
+    /* The pages stay with their segment (cached), or the memory goes. */
+    if (seg != NULL) (void)slp__seg_put(p, seg, base, bytes, false);
     pthread_mutex_unlock(&p->mu);
-    slp__driver_free(p, base, bytes);
+    if (seg == NULL) slp__driver_free(p, base, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  sl->seg = seg;
   sl->base = base;
   sl->bytes = bytes;
   sl->cls = cls;
@@ -678,7 +842,9 @@ static int_fast64_t slp__cached(slp_pool *p) {
 /* Under trim_mu and class k's take-mutex: pops the class's shared list,
  * unlinks each slab all of whose blocks it holds (while more than keep
  * stays cached), pushes the other blocks back. Returns the slabs to free,
- * their bytes in *unlinked (still counted as reserved until freed). */
+ * their bytes in *unlinked (still counted as reserved until freed; a
+ * small class's slab frees driver memory only when its segment empties,
+ * so a trim to keep > 0 may stop with more than keep cached). */
 static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
                                          size_t *unlinked) {
   slp_block *popped = NULL, *b;
@@ -731,11 +897,10 @@ static size_t slp__trim_locked(slp_pool *p, size_t keep) {
     pthread_mutex_lock(&p->shared[k].take_mu);
     struct slp__slab *done = slp__trim_class(p, k, keep, &unlinked);
     pthread_mutex_unlock(&p->shared[k].take_mu);
-    released += unlinked;
     while (done != NULL) {
       struct slp__slab *sl = done;
       done = sl->next;
-      slp__driver_free(p, sl->base, sl->bytes);
+      released += slp__slab_release(p, sl);
       pthread_mutex_lock(&p->mu);
       sl->next = p->retired[sl->cls];
       p->retired[sl->cls] = sl;
@@ -1676,16 +1841,22 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   out->ooms = slp__load_relaxed(&p->ooms);
   out->trims = slp__load_relaxed(&p->trims);
   out->live_blocks = slp_snapshot(p, NULL, 0);
+  out->peak_allocated = slp__clamp(slp__load_relaxed(&p->at_peak_allocated));
+  out->peak_held = slp__clamp(slp__load_relaxed(&p->at_peak_held));
+  out->peak_requested = slp__clamp(slp__load_relaxed(&p->at_peak_requested));
   return LDG_OK;
 }
 
 void slp_stats_reset_peaks(slp_pool *p) {
   if (p == NULL) return;
-  int_fast64_t alloc, held;
-  slp__allocated_exact(p, &alloc, NULL, &held);
+  int_fast64_t alloc, req, held;
+  slp__allocated_exact(p, &alloc, &req, &held);
   slp__store_relaxed(&p->allocated_peak, alloc);
   slp__store_relaxed(&p->held_peak, held);
   slp__store_relaxed(&p->reserved_peak, slp__load_relaxed(&p->reserved));
+  slp__store_relaxed(&p->at_peak_allocated, alloc);
+  slp__store_relaxed(&p->at_peak_held, held);
+  slp__store_relaxed(&p->at_peak_requested, req);
 }
 
 size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
@@ -1829,9 +2000,15 @@ int slp_pool_destroy(slp_pool *p) {
   while (p->slabs != NULL) {
     struct slp__slab *sl = p->slabs;
     p->slabs = sl->next;
-    slp__driver_free(p, sl->base, sl->bytes);
+    if (sl->seg == NULL) slp__driver_free(p, sl->base, sl->bytes);
     free(sl->blocks);
     free(sl);
+  }
+  while (p->segs != NULL) {
+    struct slp__seg *g = p->segs;
+    p->segs = g->next;
+    slp__driver_free(p, g->base, SLP__SLAB);
+    free(g);
   }
   for (int k = 0; k < SLP__NCLASS; k++)
     while (p->retired[k] != NULL) {

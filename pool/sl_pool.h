@@ -81,7 +81,10 @@
  *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
  *   (a) one per size class, taken once per batch of blocks moved from the
  *       shared free list to the thread's cache; never held across a driver
- *       call or a keep. (b) cuMemAlloc / cuMemHostAlloc of a slab.
+ *       call or a keep. (b) cuMemAlloc / cuMemHostAlloc of a slab (classes of 1 MiB and more)
+ *       or of a 2 MiB segment whose pages the small classes' slabs share
+ *       (pool.c, WHERE BLOCKS LIVE); a slab that fits in a segment's free
+ *       pages takes only the pool mutex.
  *   (c) trim, slc_engine_poll, then slc_stream_synchronize of the streams
  *       with pending pool work (see slp_alloc). (d) the thread cache's
  *       overflow goes to the shared list lock-free; above the release
@@ -182,8 +185,9 @@ int slp_pool_destroy(slp_pool *p);
 bool slp_pool_is_host(const slp_pool *p);
 int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
 
-/* A block of at least `bytes` for work on s (its home stream: see REUSE
- * RULES; the block may be used on any stream of the pool's device, or of
+/* A block of at least `bytes` (slp_round_size(bytes): 512 B, two classes
+ * per power of two up to 1 MiB, eight above) for work on s (its home
+ * stream: see REUSE RULES; the block may be used on any stream of the pool's device, or of
  * any device for host blocks). Served from the thread's blocks listed for
  * s (device pools), its cache, the shared free list of its size class,
  * then — after an slc_engine_poll if blocks are held — a new slab. At out
@@ -211,6 +215,10 @@ slp_block *slp_block_find(slp_pool *p, uintptr_t addr);
 /* slp_free(slp_block_find(p, addr)), with "no block of this pool starts at
  * 0x..." for a foreign address. For allocator shims that free by pointer. */
 int slp_free_ptr(slp_pool *p, uintptr_t addr);
+
+/* The capacity slp_alloc gives a block of `bytes` (its size class, as
+ * PyTorch's round_size): 0 for 0 or more than SLP_MAX_BYTES. Pure. */
+size_t slp_round_size(size_t bytes);
 
 CUdeviceptr slp_block_dptr(const slp_block *b); /* 0 for host blocks */
 void *slp_block_host(const slp_block *b);       /* NULL for device blocks */
@@ -260,9 +268,12 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
 
 /* Returns cached memory to the driver until at most keep_bytes stay cached:
  * the calling thread's cache, then every slab all of whose blocks are in
- * the shared free lists. Other threads' caches (at most thread_cache_bytes
- * each) stay until those threads allocate, free past their cap, or exit.
- * *released (may be NULL): bytes given back. */
+ * the shared free lists (a small class's slab gives its pages back to its
+ * 2 MiB segment, which other classes carve again; the segment goes back
+ * once all its pages are free). Other threads' caches (at most
+ * thread_cache_bytes each) stay until those threads allocate, free past
+ * their cap, or exit. *released (may be NULL): bytes given back to the
+ * driver. */
 int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released);
 
 typedef struct slp_stats {
@@ -272,7 +283,7 @@ typedef struct slp_stats {
   uint64_t allocated_bytes, allocated_peak;
   uint64_t requested_bytes;                 /* handed out, as asked */
   uint64_t held_bytes, held_peak;   /* freed, waiting for pending work */
-  uint64_t reserved_bytes, reserved_peak; /* slabs from the driver */
+  uint64_t reserved_bytes, reserved_peak; /* slabs, segments: driver's */
   uint64_t cached_bytes; /* reserved - allocated - held: in free lists */
   uint64_t allocs, frees;      /* successful slp_alloc / slp_free */
   uint64_t reuses;             /* allocs served from a free list */
@@ -282,6 +293,13 @@ typedef struct slp_stats {
   uint64_t ooms;               /* allocs that failed with LDG_ENOMEM */
   uint64_t trims;              /* trims that released something */
   uint64_t live_blocks;        /* allocated or held */
+  /* When reserved_bytes last reached reserved_peak (the driver allocation
+   * that set it, for a block not yet counted as allocated): the allocated,
+   * held and requested bytes then, as the shared counters had them (each may miss
+   * up to 64 KiB per thread, see above). reserved_peak minus both is what
+   * was cached at the peak, the new block's slab included;
+   * peak_allocated - peak_requested the rounding then. */
+  uint64_t peak_allocated, peak_held, peak_requested;
 } slp_stats;
 
 /* Callable from any thread at any time; counters are read atomically, not
