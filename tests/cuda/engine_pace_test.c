@@ -219,6 +219,31 @@ static int t_streaming(void) {
          run_streaming(SLC_ENGINE_PLACE_ISSUER);
 }
 
+/* One op i of a waiting issuer on m->s: `kernel_us` of simulated GPU time,
+ * then its keep is waited for, and 2 us later the issuer goes on. Its
+ * completion-to-keep delay raises *worst and counts in *late if over
+ * 50 us. */
+static int waiting_op(sim *m, unsigned i, unsigned kernel_us, uint64_t *worst,
+                      unsigned *late) {
+  if (kernel_us != 0) {
+    hd_hold(true);
+    m->held = true;
+  }
+  if (issue(m, i)) return 1;
+  if (kernel_us != 0) {
+    if (run_until(m, m->now + kernel_us * US)) return 1;
+    hd_hold(false);
+    m->held = false;
+  }
+  if (gpu_idle(m)) return 1;
+  m->done_at[i] = m->now;
+  if (drain(m, (long)i + 1, 10 * batch_bound)) return 1;
+  uint64_t d = m->kept_at[i] - m->done_at[i];
+  if (d > *worst) *worst = d;
+  if (d > 50 * US) ++*late;
+  return run_until(m, m->now + 2 * US);
+}
+
 /* One op at a time: `kernel_us` of simulated GPU time, the next issued 2 us
  * after the keep ran. Returns the worst completion-to-keep delay and the
  * count over 50 us in *worst, *late. */
@@ -230,25 +255,8 @@ static int run_waiting(slc_engine_placement placement, unsigned kernel_us,
   if (sim_open(m, placement)) return 1;
   *worst = 0;
   *late = 0;
-  for (unsigned i = 0; i < n; i++) {
-    if (kernel_us != 0) {
-      hd_hold(true);
-      m->held = true;
-    }
-    if (issue(m, i)) return 1;
-    if (kernel_us != 0) {
-      if (run_until(m, m->now + kernel_us * US)) return 1;
-      hd_hold(false);
-      m->held = false;
-    }
-    if (gpu_idle(m)) return 1;
-    m->done_at[i] = m->now;
-    if (drain(m, (long)i + 1, 10 * batch_bound)) return 1;
-    uint64_t d = m->kept_at[i] - m->done_at[i];
-    if (d > *worst) *worst = d;
-    if (d > 50 * US) ++*late;
-    if (run_until(m, m->now + 2 * US)) return 1;
-  }
+  for (unsigned i = 0; i < n; i++)
+    if (waiting_op(m, i, kernel_us, worst, late)) return 1;
   CHECK_RC(slc_engine_stats_get(m->c, st), LDG_OK);
   if (sim_close(m)) return 1;
   free(m);
@@ -318,23 +326,10 @@ static int t_slow_device(void) {
   const unsigned n = 40;
   uint64_t worst = 0;
   unsigned late = 0;
-  for (unsigned i = 1; i <= n; i++) {
-    /* A 10 us kernel, as t_waiting's (ops that complete at once are taken
-     * for a streaming issuer at times: t_fast_waiting). */
-    hd_hold(true);
-    m->held = true;
-    if (issue(m, i)) return 1;
-    if (run_until(m, m->now + 10 * US)) return 1;
-    hd_hold(false);
-    m->held = false;
-    if (gpu_idle(m)) return 1;
-    m->done_at[i] = m->now;
-    if (drain(m, (long)i + 1, 10 * batch_bound)) return 1;
-    uint64_t d = m->kept_at[i] - m->done_at[i];
-    if (d > worst) worst = d;
-    if (d > 50 * US) late++;
-    if (run_until(m, m->now + 2 * US)) return 1;
-  }
+  /* 10 us kernels, as t_waiting's (ops that complete at once are taken
+   * for a streaming issuer at times: t_fast_waiting). */
+  for (unsigned i = 1; i <= n; i++)
+    if (waiting_op(m, i, 10, &worst, &late)) return 1;
   printf("  device 0's marker done after %llu us; device 1's %u waiting "
          "ops: worst keep delay %llu us, %u over 50 us\n",
          (unsigned long long)((m->kept_at[0] - m->issued_at[0]) / US), n,
