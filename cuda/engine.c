@@ -207,10 +207,15 @@ struct slc__mq {
   ldg_seq win_mark;  /* the stream's mark then */
 };
 
+/* Each device's engine and each thread's waiter on cache lines of its own
+ * (two lines: the adjacent-line prefetch), so that one device's thread and
+ * issuers, which write its flag and counters, do not slow another's. */
+#define SLC__LINE 128
+
 /* One device's engine (DEVICES): its streams, its consumer flag, its
  * counters, and the thread that polls it. */
 struct slc__dev_engine {
-  slc_context *c;
+  _Alignas(SLC__LINE) slc_context *c;
   struct slc__engine *en; /* the context's */
   int device;
   slc_engine_config cfg;  /* a copy of the context's; read-only */
@@ -232,7 +237,7 @@ struct slc__dev_engine {
  * turn and waits as WAITING says. One per device; one for all with
  * config.one_thread, or simulated (tests). */
 struct slc__waiter {
-  struct slc__engine *en;
+  _Alignas(SLC__LINE) struct slc__engine *en;
   int first, count;
   bool started; /* thread is running (not simulated) */
   pthread_t thread;
@@ -1093,6 +1098,13 @@ static void slc__streams_unlink(slc_context *c, slc_stream *s) {
   s->streams_prev = s->streams_next = NULL;
 }
 
+/* n zeroed elements of `size` (a multiple of SLC__LINE), aligned to it. */
+static void *slc__lines_alloc(size_t n, size_t size) {
+  void *p = aligned_alloc(SLC__LINE, n * size);
+  if (p != NULL) memset(p, 0, n * size);
+  return p;
+}
+
 /* The context's engine: one slc__dev_engine per device and the threads'
  * waiters (one per device, or one for all with one_thread or simulated),
  * no thread started yet. NULL: out of memory. */
@@ -1111,9 +1123,9 @@ static struct slc__engine *slc__engine_new(slc_context *c,
   (void)sim_ns;
 #endif
   en->n_waiters = !k->thread ? 0 : k->one_thread || sim ? 1 : en->n_dev;
-  en->dev = calloc((size_t)en->n_dev, sizeof(*en->dev));
-  en->waiters = calloc(en->n_waiters != 0 ? (size_t)en->n_waiters : 1,
-                       sizeof(*en->waiters));
+  en->dev = slc__lines_alloc((size_t)en->n_dev, sizeof(*en->dev));
+  en->waiters = slc__lines_alloc(
+      en->n_waiters != 0 ? (size_t)en->n_waiters : 1, sizeof(*en->waiters));
   if (en->dev == NULL || en->waiters == NULL) {
     free(en->dev);
     free(en->waiters);
