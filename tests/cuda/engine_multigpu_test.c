@@ -168,8 +168,11 @@ static int ctx_switches_thread(bool one_thread) {
     sleep_us(100);
   }
   CHECK(a.markers_pending == 2 * DEVICES);
-  hd_calls_reset();
+  /* The counts are read before the last stats: every switch counted
+   * belongs to a poll counted in z (a poll is counted before it switches),
+   * or to the one poll of each thread under way when a was read. */
   CHECK_RC(slc_engine_stats_get(r.c, &a), LDG_OK);
+  hd_calls_reset();
   for (int i = 0; i < 200000; i++) {
     CHECK_RC(slc_engine_stats_get(r.c, &z), LDG_OK);
     if (z.polls - a.polls >= 400) break;
@@ -177,6 +180,7 @@ static int ctx_switches_thread(bool one_thread) {
   }
   long sets = hd_calls("cuCtxSetCurrent"), gets = hd_calls("cuCtxGetCurrent");
   long queries = hd_calls("cuEventQuery");
+  CHECK_RC(slc_engine_stats_get(r.c, &z), LDG_OK);
   double polls = (double)(z.polls - a.polls);
   printf("  %s, %.0f polls (each of one device's engine): %ld "
          "cuCtxSetCurrent, %ld cuCtxGetCurrent, %ld cuEventQuery\n",
@@ -186,7 +190,7 @@ static int ctx_switches_thread(bool one_thread) {
   CHECK(atomic_load(&n) == 0);
   if (one_thread) {
     /* One switch per device per poll, not per stream. */
-    CHECK(sets <= (long)(z.polls - a.polls) + DEVICES);
+    CHECK(sets <= (long)(z.polls - a.polls) + 1);
   } else {
     /* At most the first make-current of each thread (already done while
      * placing, so none is expected): never one per stream or per poll. */
