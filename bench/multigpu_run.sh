@@ -11,8 +11,9 @@
 #   3. the serving benchmark at 1, 2, ..., N GPUs (threads per GPU: TPG),
 #      grouped (a thread per GPU) then spread (every thread over all the
 #      GPUs of the cell): pool_bench --devices (the pool: its engine
-#      threads, one per GPU, and each request thread releasing its own streams while it
-#      waits for a slot; and cuMemAllocAsync) and pool_torch --devices
+#      threads, one per GPU, and each request thread releasing its own
+#      streams while it waits for a slot; and cuMemAllocAsync) and
+#      pool_torch --devices
 #      (PyTorch's caching allocators), one after the other on the same GPUs;
 #      then (ENGINE_ONE=1, the default with 2 GPUs or more) the pool cells
 #      again with one engine thread for all GPUs (pool_bench

@@ -2,9 +2,8 @@
  * multigpu_serving_test: request threads on 8 simulated devices (the host
  * executor), with a device pool and a pinned pool per device and the
  * progress engine (an engine and thread per device), as bench/pool_bench.c
- * --devices runs on
- * a GPU node (issue 13), here with every result checked and every block
- * accounted for, under ASan and TSan too:
+ * --devices runs on a GPU node (issue 13), here with every result checked
+ * and every block accounted for, under ASan and TSan too:
  *   grouped  16 threads, thread i serving device i % 8 on its own stream;
  *   spread   8 threads, each with a stream on every device, sending its
  *            requests to the devices in turn (a context switch each).
