@@ -39,7 +39,9 @@
  * 3. SEVERAL GPUS (--devices LIST, e.g. 1,2,4,8; issue 13): the serving
  *    cells only, at each GPU count g of LIST, with --threads request
  *    threads PER GPU (T x g in all), one device pool and one pinned pool
- *    per GPU, one context and its engine thread for all of them. Thread
+ *    per GPU, one context and its engine threads (one per GPU: the
+ *    engine is per device; --engine-threads one: one for all, as before
+ *    issue 13's per-device engines, for a side-by-side). Thread
  *    placement: grouped (default: thread i serves GPU i % g, on a stream of
  *    that GPU) or --spread (every thread has a stream on each of the g GPUs
  *    and sends its requests to them in turn; its wait polls all of them).
@@ -88,6 +90,7 @@ static struct {
   const char *only; /* "overhead", "serving", one mode or NULL: all */
   unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
   bool spread;
+  bool one_engine_thread; /* --engine-threads one */
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
 
 static slc_driver drv;
@@ -665,7 +668,8 @@ static int usage(void) {
           "[--only overhead|serving|MODE]\n"
           "  [--iters N (overhead: N iterations per thread, not --ms)]\n"
           "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
-          "per GPU)] [--spread]\n");
+          "per GPU)] [--spread]\n"
+          "  [--engine-threads device|one (one per GPU, or one for all)]\n");
   return 2;
 }
 
@@ -715,6 +719,12 @@ int main(int argc, char **argv) {
       if ((devices = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--spread") == 0) {
       opt.spread = true;
+    } else if (strcmp(a, "--engine-threads") == 0) {
+      const char *ev = VAL();
+      if (ev == NULL) return usage();
+      if (strcmp(ev, "one") == 0) opt.one_engine_thread = true;
+      else if (strcmp(ev, "device") == 0) opt.one_engine_thread = false;
+      else return usage();
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -785,7 +795,8 @@ int main(int argc, char **argv) {
   printf("device: %s, %s\n", name, drv.origin);
   slc_engine_config ecfg = {.thread = true,
                             .marker_every_ops = opt.every_ops,
-                            .marker_every_us = opt.every_us};
+                            .marker_every_us = opt.every_us,
+                            .one_thread = opt.one_engine_thread};
   CK(slc_engine_enable(ctx, &ecfg));
   int visible = slc_device_count(ctx);
   if (all_gpus)
@@ -818,10 +829,12 @@ int main(int argc, char **argv) {
   (opt.only == NULL || strcmp(opt.only, bench) == 0 || strcmp(opt.only, mode) == 0)
   if (devices != NULL) { /* several GPUs: the serving cells only */
     printf("several GPUs: %u ms per cell, %u bytes, %u in flight per thread, "
-           "threads per GPU, %s\n",
+           "threads per GPU, %s, %s\n",
            opt.ms, opt.bytes, opt.inflight,
            opt.spread ? "each thread spread over all GPUs"
-                      : "each thread on one GPU");
+                      : "each thread on one GPU",
+           opt.one_engine_thread ? "one engine thread for all GPUs"
+                                 : "an engine thread per GPU");
     printf("multigpu %-9s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
            "| %9s %9s\n",
            "mode", "gpus", "thr", "placing", "req/s", "cpu/req", "req-thr",

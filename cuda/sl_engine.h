@@ -22,12 +22,37 @@
  *   engine itself. Why events: bench/RESULTS.md, "Completion markers".
  *
  * TWO WAYS TO DRIVE IT (both may be used at once)
- *   - an engine thread (config.thread): waits as WAITING says, parks (no
- *     CPU) when nothing was pending or uncovered for a while, and is then
- *     woken by the next issue; stopped with the context
+ *   - engine threads (config.thread), one per device (DEVICES): each
+ *     waits as WAITING says, parks (no CPU) when nothing was pending or
+ *     uncovered on its device for a while, and is then woken by the next
+ *     issue on that device; stopped with the context
  *     (slc_context_destroy);
  *   - slc_engine_poll, which any thread may call from its own loop (as
  *     PyTorch's allocator processes its events on malloc): non-blocking.
+ *
+ * DEVICES (issue 13; bench/RESULTS.md, "Several GPUs")
+ *   The engine is one engine per device of the context: each has its own
+ *   list of the streams of its device, its own consumer flag, its own
+ *   wait and pacing state (the predicted completion of its markers among
+ *   them) and its own thread. A stream joins its device's engine. So on a
+ *   node of several GPUs:
+ *   - a thread switches contexts once (its device's), not per stream (a
+ *     single thread polling every device's streams called cuCtxSetCurrent
+ *     per stream whose device differed from the previous one's);
+ *   - a poll of one device's streams never makes another device's
+ *     slc_engine_poll_stream return empty-handed (one consumer flag for
+ *     all made it "busy");
+ *   - a keep that blocks on one device's thread holds up no release of
+ *     another device, and a long kernel on one device does not delay the
+ *     keeps of another (whose markers were predicted as slow as its).
+ *   config.one_thread keeps one thread for all (it polls each device's
+ *   engine in turn: one context switch per device per poll, and a keep
+ *   blocking it holds up every device, as before): for a process that
+ *   drives many GPUs from few cores, where one thread's wake-ups serve
+ *   every device at once; each device's thread otherwise wakes up to once
+ *   per poll_max_us while its device streams (~5 us of CPU each on the
+ *   H200 host, WAITING). A thread whose device has no stream stays parked
+ *   (no CPU).
  *
  * WAITING (the engine thread's policy, config.wait; bench/RESULTS.md,
  * issue 9, has the measurements)
@@ -93,7 +118,8 @@
  *     the thread places tail markers and paces its wake-ups alike.
  *
  * WHERE AND IN WHICH ORDER KEEPS RUN
- *   On the engine thread or the thread that called slc_engine_poll (and, as
+ *   On the engine thread of the stream's device, or the thread that called
+ *   slc_engine_poll (and, as
  *   with any release, an issuing call whose enqueue a marker's release
  *   overtook runs that keep itself: SLC_CAUSE_ENQUEUE, sl_cuda.h; more often
  *   with SLC_ENGINE_PLACE_ENGINE, whose thread reads marks while issuers
@@ -105,8 +131,9 @@
  *   overlap (a per-stream hand-over: a thread that finds the stream being
  *   released leaves its mark to the releasing thread), so its keeps of a
  *   stream run in sequence order, and a keep that blocks holds up only its
- *   own stream's later keeps (other streams go on, by the thread or by
- *   polls). A synchronisation on another thread may release the same stream
+ *   own stream's later keeps (the other streams of its device go on by
+ *   polls, those of other devices by their threads too; with one_thread,
+ *   every other stream by polls only). A synchronisation on another thread may release the same stream
  *   at the same time (the ledger splits the entries): a serving loop should
  *   recycle a buffer from the keep of the operation that used it last, not
  *   from a later operation's keep. A keep may call any slc_ function
@@ -145,7 +172,8 @@
  *     proof, so slc_keep_status(), called inside a keep, says LDG_OK.
  *
  * OBSERVABILITY
- *   slc_engine_stats_get (context-wide counters) and slc_stream_progress_get
+ *   slc_engine_stats_get (context-wide counters: the sum over devices),
+ *   slc_engine_device_stats_get (one device's) and slc_stream_progress_get
  *   (one stream: marks, pending count, markers pending, age of the oldest,
  *   sticky error) read atomics only: any thread, any time, no enqueuer
  *   stopped. "Who holds buffer b": ldg_vector_holders(slc_context_ledger(c),
@@ -160,20 +188,23 @@
  *   ------------------------  --------------  ----------------  ----------
  *   issuing calls (markers)   no              none (try-flags)  no
  *   slc_engine_enable         yes (c)         streams mutex,    no
- *                                             consumer flag
- *   slc_engine_poll,          no              consumer try-flag yes (a)
- *     slc_engine_poll_stream
+ *                                             consumer flags
+ *   slc_engine_poll,          no              consumer try-     yes (a)
+ *     slc_engine_poll_stream                  flags
  *   slc_engine_stats,         no              none              no
+ *     slc_engine_device_stats,
  *     slc_stream_progress,
  *     slc_stream_engine_error
  *   slc_stream_create         briefly (b)     streams mutex,    no
  *                                             consumer flag
  *   last slc_stream_unref     briefly (b)     streams mutex,    yes
  *                                             consumer flag
- *   (a) after dropping the flag. (b) waits for a running poll's query phase
- *   (never for keeps), and for the context's streams mutex, which only
- *   these three calls take (never a keep-running or issuing path). (c)
- *   starts the thread; waits as (b).
+ *   (a) after dropping the flag; each device's flag in turn
+ *   (slc_engine_poll), never two at once. (b) waits for a running poll's
+ *   query phase of the stream's device (never for keeps), and for the
+ *   context's streams mutex, which only these three calls take (never a
+ *   keep-running or issuing path). (c) starts the threads (one per device,
+ *   or one); waits as (b), for each device's flag in turn.
  */
 #ifndef STREAMLEDGER_CUDA_SL_ENGINE_H
 #define STREAMLEDGER_CUDA_SL_ENGINE_H
@@ -206,7 +237,8 @@ typedef enum slc_engine_placement {
 } slc_engine_placement;
 
 typedef struct slc_engine_config {
-  bool thread;                 /* start an engine thread */
+  bool thread;                 /* start engine threads: one per device
+                                * (one_thread: one for all) */
   unsigned marker_every_ops;   /* N: a marker after N operations (0: 8) */
   unsigned marker_every_us;    /* T: or after T us since the last (0: 20) */
   unsigned poll_us;            /* engine thread's poll period (0: 5) */
@@ -222,24 +254,33 @@ typedef struct slc_engine_config {
   void *on_error_arg;
   slc_engine_placement placement; /* who records markers (0: the engine
                                    * thread, if there is one) */
+  bool one_thread; /* with thread: one engine thread polls every device's
+                    * engine in turn, instead of one thread per device
+                    * (DEVICES says when to) */
 } slc_engine_config;
 
-/* Enables the engine on c (cfg NULL: the defaults, with a thread). Every
- * stream of c is driven by it from now on: those created later, and those
- * that exist already (even while other threads issue on them: their next
- * issue sees the ring; work issued before gets a tail marker).
+/* Enables the engine on c (cfg NULL: the defaults, with a thread per
+ * device). Every stream of c is driven by its device's engine from now on:
+ * those created later, and those that exist already (even while other
+ * threads issue on them: their next issue sees the ring; work issued
+ * before gets a tail marker).
  * LDG_EINVAL: c NULL, markers_per_stream not a power of two or > 4096, wait
- * or placement not one of its enum's values. LDG_EBUSY: already enabled. LDG_ENOMEM (nothing changed: no stream is
- * driven); SLC_EDRIVER is not possible (no driver call). The engine ends
- * with slc_context_destroy. */
+ * or placement not one of its enum's values. LDG_EBUSY: already enabled.
+ * LDG_ENOMEM: memory, or a thread that could not start (nothing changed:
+ * no stream is driven, the threads started are stopped); SLC_EDRIVER is
+ * not possible (no driver call). The engine ends with
+ * slc_context_destroy. */
 int slc_engine_enable(slc_context *c, const slc_engine_config *cfg);
 
-/* Checks every engine-driven stream of c once, without blocking: releases
- * streams to their completed markers (keeps run here, after the engine's
- * flag is dropped), places tail markers for uncovered work, reports sticky
- * errors. *released (may be NULL): how many stream releases it made. If
- * another thread is polling, returns at once with *released = 0 (that one
- * does the work). LDG_EINVAL: c NULL or no engine. */
+/* Checks every engine-driven stream of c once, without blocking, device
+ * by device: releases streams to their completed markers (keeps run here,
+ * after that device's flag is dropped), places tail markers for uncovered
+ * work, reports sticky errors. *released (may be NULL): how many stream
+ * releases it made. A device that another thread is polling is skipped
+ * (that one does its work); if every device is, returns with
+ * *released = 0. The calling thread's current context is left as one of
+ * the devices' (as by any call of the layer). LDG_EINVAL: c NULL or no
+ * engine. */
 int slc_engine_poll(slc_context *c, size_t *released);
 
 /* slc_engine_poll for s alone: releases s to its completed markers on the
@@ -247,7 +288,8 @@ int slc_engine_poll(slc_context *c, size_t *released);
  * work. For a thread that wants the keeps of its own streams (a pool
  * returning the blocks it freed to its own cache) without running every
  * stream's. Non-blocking; returns at once with *released = 0 if another
- * thread is polling. LDG_EINVAL: s NULL, or s not engine-driven (see
+ * thread is polling s's device (a poll of another device does not stop
+ * it). LDG_EINVAL: s NULL, or s not engine-driven (see
  * slc_stream_progress's engine_driven). */
 int slc_engine_poll_stream(slc_stream *s, size_t *released);
 
@@ -270,11 +312,13 @@ typedef enum slc_keep_cause {
   SLC_CAUSE_COUNT = 6
 } slc_keep_cause;
 
-/* Context-wide counters; a snapshot callable from any thread at any time
+/* Context-wide counters (the sum of every device's engine's; keeps are
+ * counted per context); a snapshot callable from any thread at any time
  * without stopping enqueuers (each counter is read atomically; they are not
  * one instant's values). */
 typedef struct slc_engine_stats {
-  uint64_t polls;            /* engine polls that ran (thread and callers) */
+  uint64_t polls;            /* engine polls that ran (thread and callers;
+                              * one per device with streams polled) */
   uint64_t markers_placed;   /* markers recorded, tail markers included */
   uint64_t tail_markers;     /* of which placed by the engine */
   uint64_t markers_done;     /* markers found complete */
@@ -291,7 +335,7 @@ typedef struct slc_engine_stats {
   uint64_t events_live;      /* marker events in existence (an event whose
                               * cuEventDestroy failed twice stays counted) */
   uint64_t markers_pending;  /* markers recorded and not yet found done */
-  /* The engine thread's waits (0 without a thread): */
+  /* The engine threads' waits (0 without a thread): */
   uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */
   uint64_t thread_sleeps;           /* timed sleeps */
   uint64_t thread_parks;            /* untimed waits (nothing pending) */
@@ -310,6 +354,16 @@ typedef struct slc_engine_stats {
 } slc_engine_stats;
 
 int slc_engine_stats_get(slc_context *c, slc_engine_stats *out);
+
+/* The counters of one device's engine (DEVICES): its streams' markers,
+ * releases and polls, and its thread's waits (with one_thread: the one
+ * thread's, the same for every device). keeps_run and keeps_by_cause are
+ * 0: keeps are counted per context only (slc_engine_stats_get). The
+ * context's stats are the sum over its devices. Same snapshot rules.
+ * LDG_EINVAL: c or out NULL, the engine not enabled, device not in
+ * [0, slc_device_count(c)). */
+int slc_engine_device_stats_get(slc_context *c, int device,
+                                slc_engine_stats *out);
 
 /* One stream's progress, for a user debugging a stuck buffer. */
 typedef struct slc_stream_progress {

@@ -40,6 +40,9 @@
 #define CHECK_RC(call, want) CHECK((call) == (want))
 
 static slc_driver g_drv;
+/* Simulated devices of the tests that use two or more (--devices=N: 8 in
+ * engine_8dev_test, one engine and thread per device). */
+static int g_devices = 2;
 
 static void sleep_us(unsigned us) {
   struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
@@ -48,7 +51,7 @@ static void sleep_us(unsigned us) {
 
 static int setup(slc_context **c, unsigned delay_us,
                  const slc_engine_config *cfg) {
-  hd_config hc = {2, delay_us};
+  hd_config hc = {g_devices, delay_us};
   CHECK(hd_install(&g_drv, &hc) == 0);
   CHECK_RC(slc_context_create(&g_drv, c), LDG_OK);
   CHECK_RC(slc_engine_enable(*c, cfg), LDG_OK);
@@ -1154,8 +1157,10 @@ static int t_adopt_legacy(void) {
   CHECK_RC(slc_stream_adopt_legacy(NULL, 0, &x), LDG_EINVAL);
   CHECK_RC(slc_stream_adopt_legacy(c, 0, NULL), LDG_EINVAL);
   CHECK_RC(slc_stream_adopt_legacy(c, -1, &x), LDG_EINVAL);
-  CHECK_RC(slc_stream_adopt_legacy(c, 2, &x), LDG_EINVAL);
-  CHECK(strstr(slc_last_error_message(), "device 2 of 2") != NULL);
+  CHECK_RC(slc_stream_adopt_legacy(c, g_devices, &x), LDG_EINVAL);
+  char msg[32];
+  snprintf(msg, sizeof(msg), "device %d of %d", g_devices, g_devices);
+  CHECK(strstr(slc_last_error_message(), msg) != NULL);
   CHECK_RC(slc_stream_adopt(c, NULL, &x), LDG_EINVAL);
   CHECK(strstr(slc_last_error_message(), "slc_stream_adopt_legacy") != NULL);
   CHECK_RC(slc_stream_adopt(c, CU_STREAM_PER_THREAD, &x), LDG_EINVAL);
@@ -1168,7 +1173,7 @@ static int t_adopt_legacy(void) {
 /* slc_engine_poll_stream releases its stream only, on the calling thread
  * (no engine thread here), and refuses a NULL or not engine-driven stream. */
 static int t_poll_stream(void) {
-  hd_config hc = {2, 0};
+  hd_config hc = {g_devices, 0};
   CHECK(hd_install(&g_drv, &hc) == 0);
   slc_context *c;
   CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
@@ -1416,6 +1421,15 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strncmp(argv[1], "--devices=", 10) == 0) {
+    g_devices = atoi(argv[1] + 10);
+    if (g_devices < 2 || g_devices > HD_MAX_DEVICES) {
+      fprintf(stderr, "--devices: 2 .. %d\n", HD_MAX_DEVICES);
+      return 2;
+    }
+    argc--;
+    argv++;
+  }
   const char *only = argc > 1 ? argv[1] : NULL;
   int failed = 0;
   for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
