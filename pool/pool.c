@@ -1597,7 +1597,12 @@ static void slp__opkeep_run(void *ctx) {
  * waits for it (an event recorded on home, cuStreamWaitEvent on s). A home
  * stream destroyed meanwhile was synchronised: nothing to wait for. */
 static int slp__order_fresh(slp_block *b, slc_stream *s) {
-  if (!atomic_exchange_explicit(&b->fresh, false, memory_order_relaxed))
+  /* A load first: the exchange is a locked RMW on every cross-stream use,
+   * and fresh is set only by the owner's slp_alloc (slp__so_take), before
+   * the block reaches any other thread; only a block still fresh pays the
+   * exchange, which decides which of two racing users orders s. */
+  if (!slp__load_relaxed(&b->fresh) ||
+      !atomic_exchange_explicit(&b->fresh, false, memory_order_relaxed))
     return LDG_OK;
   slc_event *ev;
   int rc = slc_event_create(b->pool->c, slc_stream_device(b->home), &ev);
@@ -1801,7 +1806,16 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
   int rc = slp__xhold_make(&x, s, hold, blocks, NULL, NULL, n_blocks,
                            "slp_record_use");
   if (rc != LDG_OK) return rc;
-  rc = slc_stream_record_external(s, &x.h);
+  /* No marker of its own (issue 10): a stream used only through
+   * record_use (a block's second user) needs one only when someone waits
+   * for its blocks: this thread's own poll (slp__poll_own, which places
+   * one when none is pending), another operation's, or the engine
+   * thread's tail marker. One cuEventRecord per 8 uses was the request
+   * thread's largest driver cost and, summed over 16 threads, the
+   * driver's ceiling (bench/RESULTS.md, "What pool_2s pays per
+   * iteration"). Later, never earlier: the ledger still holds the blocks
+   * until s is known complete past this point. */
+  rc = slc_stream_record_deferred(s, &x.h);
   return slp__xhold_done(&x, rc);
 }
 

@@ -259,8 +259,12 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
 
 /* Work on the blocks that something else already issued on s (a library
  * call, a raw slc_ call, a CUDA graph): holds them until s is known
- * complete past this point (slc_stream_record_external). The pool's
- * record_stream, except that it must come after the work was issued. */
+ * complete past this point. The pool's record_stream, except that it must
+ * come after the work was issued. It places no engine marker itself
+ * (slc_stream_record_deferred): the blocks come back once the stream's
+ * next marker completes — a later operation's, the engine thread's tail
+ * marker, or the one the freeing thread's own poll places (j) — or at a
+ * synchronisation of s. */
 int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
                    const slc_hold *hold);
 
