@@ -104,9 +104,10 @@
  *   threads on it was the bottleneck (bench/RESULTS.md, issue 10). Now:
  *   - a keep that returns a block on a thread with a cache of the pool
  *     (slp__tc_peek: never creates one) pushes it there if it fits, then
- *     stores FREE (release) as its last touch of the pool; only the
- *     engine's keeps (no cache) and overflows take the shared path, under
- *     p->returning as before;
+ *     stores FREE (release) as its last touch of the pool; the engine's
+ *     keeps (no cache) and overflows take the other path, under
+ *     p->returning as before, to the inbox of the thread that freed the
+ *     block (below) or the shared list;
  *   - a thread whose cache runs dry after freeing blocks under pending
  *     work releases its own streams itself (slp__poll_own, with
  *     slc_engine_poll_stream), so those keeps run on it (while the shared
@@ -115,6 +116,27 @@
  *     allocated bytes are.
  *   A block pushed to a cache before its FREE store is reached by no one
  *   else: only its owner thread pops that cache, and it is that thread.
+ *
+ * THE OWNER'S INBOX
+ *   The keeps the engine thread still wins (at 16 request threads about
+ *   half) pushed their blocks to the class's shared list, and every request
+ *   thread whose cache ran dry popped that list under its take-mutex, one
+ *   CAS per block while the engine pushed: on the H200 the request threads
+ *   waited in futex ~70 % of the time (bench/RESULTS.md, issue 10). Now
+ *   slp_free records the freeing thread's inbox in the block (b->inbox,
+ *   before its CAS, which the returning keep's decrement reads), and a keep
+ *   on a thread without a cache pushes the FREE, poisoned block there
+ *   (slp__give_back_to). The owner takes its whole inbox with one CAS when
+ *   a class of its cache is empty, before any poll or the shared list. A
+ *   block in an inbox is FREE with no pending use: the first rule holds
+ *   whoever takes it, so anyone may: before carving a slab, trimming or an
+ *   out-of-memory retry, a thread moves every inbox to the shared lists
+ *   (slp__inboxes_flush), so blocks freed by a thread that no longer
+ *   allocates do not make the others grow the pool. An exiting thread
+ *   closes its inbox (SLP__CLOSED: pushers then use the shared list) and
+ *   moves what was in it to the shared lists; inboxes are freed only with
+ *   the pool, so a late pusher never touches freed memory, and a later
+ *   thread reopens a closed one.
  *
  * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
  * come back), then synchronise only the streams the pool saw work on that
@@ -200,6 +222,12 @@ struct slp_block {
   slc_stream *home; /* the stream of slp_alloc; its owner's */
   atomic_bool fresh; /* handed out by stream order, not yet used elsewhere */
   slp_block *next; /* free-list link; written before the push that publishes */
+  /* The inbox of the thread that freed it last (NULL: none), where a keep
+   * on a thread without a cache returns it (THE OWNER'S INBOX). Written by
+   * slp_free before the CAS that may make the block held; read by the keep
+   * whose decrement returns it, after that CAS. Atomic (relaxed): a double
+   * free writes it while a keep may read it (the CASes order the rest). */
+  _Atomic(struct slp__inbox *) inbox;
   /* Written by the owner at alloc; atomic for snapshots. */
   atomic_size_t bytes;
   atomic_uint_fast64_t stream_id, alloc_ns;
@@ -214,6 +242,20 @@ struct slp__map {
   size_t cap, used;
   struct slp__mslot *slots;
   struct slp__map *retired;
+};
+
+/* THE OWNER'S INBOX: a stack of free blocks that other threads returned
+ * for this thread. Pushed by CAS (release), taken whole by CAS to NULL
+ * (acquire) by anyone: its owner when a class of its cache is empty, any
+ * thread before carving a slab or trimming; no pop of one node, so no ABA.
+ * SLP__CLOSED: its thread exited; pushers go to the shared list. Inboxes
+ * live until the pool is destroyed (p->inboxes) and are reused by later
+ * threads (p->inbox_free). */
+#define SLP__CLOSED ((slp_block *)1)
+struct slp__inbox {
+  _Alignas(64) _Atomic(slp_block *) head;
+  struct slp__inbox *next_all;  /* p->inboxes; fixed once published */
+  struct slp__inbox *next_free; /* p->inbox_free; registry mutex */
 };
 
 /* Counters of one thread cache: written by its thread only. */
@@ -237,6 +279,7 @@ struct slp__tcache {
     unsigned n;
   } so[SLP__NCLASS];
   struct slp__tcounts n;
+  struct slp__inbox *inbox; /* this thread's (THE OWNER'S INBOX) */
   /* Bytes this thread allocated minus freed (class sizes, asked sizes),
    * not yet folded into the pool's counters (see slp__acct). */
   atomic_int_fast64_t d_alloc, d_req;
@@ -270,6 +313,8 @@ struct slp_pool {
   struct slp__slab *retired[SLP__NCLASS];
   _Atomic(struct slp__map *) map;
   struct slp__tcache *tcaches; /* registry mutex */
+  _Atomic(struct slp__inbox *) inboxes; /* every inbox, pushed by CAS */
+  struct slp__inbox *inbox_free;        /* closed ones; registry mutex */
   struct slp__tcounts gone;    /* counts of exited threads' caches */
   slc_stream **streams;        /* registry for OOM syncs: a ref each */
   size_t n_streams, cap_streams;
@@ -419,6 +464,53 @@ static slp_block *slp__shared_pop(slp_pool *p, int cls) {
   return b;
 }
 
+/* ---- Inboxes (THE OWNER'S INBOX) ----------------------------------------- */
+
+/* Pushes b (FREE, poisoned) to in; false if in is closed. Release: as
+ * slp__shared_push, b's history and link before the taker's acquire. */
+static bool slp__inbox_push(struct slp__inbox *in, slp_block *b) {
+  slp_block *old = slp__load_relaxed(&in->head);
+  do {
+    if (old == SLP__CLOSED) return false;
+    b->next = old;
+  } while (!slp__cas_weak_acq_rel(&in->head, &old, b));
+  return true;
+}
+
+/* Takes in's whole chain (NULL if empty or closed). A CAS of the head seen
+ * to NULL, not a pop: the chain is read only after it succeeded, so a head
+ * taken and pushed again meanwhile (ABA) hands over the current chain, which
+ * is just as valid. Acquire pairs with the pushers' release CASes (every
+ * write of head but a reopen, on an empty closed inbox, is an RMW: one
+ * release sequence). `close`: leaves SLP__CLOSED instead of NULL. */
+static slp_block *slp__inbox_take(struct slp__inbox *in, bool close) {
+  slp_block *old = slp__load_acquire(&in->head);
+  while (old != SLP__CLOSED && (old != NULL || close) &&
+         !slp__cas_weak_acq_rel(&in->head, &old,
+                                close ? SLP__CLOSED : NULL)) {
+  }
+  return old == SLP__CLOSED ? NULL : old;
+}
+
+/* Every inbox's blocks to the shared lists (before a new slab, a trim, an
+ * out-of-memory retry: blocks returned for a thread that does not allocate
+ * again must not make the others grow the pool). Returns how many. */
+static size_t slp__inboxes_flush(slp_pool *p) {
+  size_t n = 0;
+  /* Acquire pairs with the release CAS that published each inbox. */
+  for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
+       in = in->next_all) {
+    if (slp__load_relaxed(&in->head) == NULL) continue;
+    for (slp_block *b = slp__inbox_take(in, false), *nx; b != NULL; b = nx) {
+      nx = b->next;
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+      n++;
+    }
+  }
+  return n;
+}
+
 /* ---- Thread caches ---------------------------------------------------- */
 
 static unsigned slp__class_cap(const slp_pool *p, int cls) {
@@ -484,6 +576,17 @@ static void slp__tc_retire(struct slp__tcache *tc, slc_stream **drop,
   slp_pool *p = tc->pool;
   if (p != NULL) {
     slp__tc_flush_all(p, tc);
+    /* Closed first: a keep that returns a block this thread freed goes to
+     * the shared list from now on; what was pushed before goes there too.
+     * The inbox waits in p->inbox_free for a later thread. */
+    for (slp_block *b = slp__inbox_take(tc->inbox, true), *nx; b != NULL;
+         b = nx) {
+      nx = b->next;
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+    }
+    tc->inbox->next_free = p->inbox_free;
+    p->inbox_free = tc->inbox;
     slp__counts_add(&p->gone, &tc->n);
     slp__add(&p->allocated, &p->allocated_peak,
              slp__load_relaxed(&tc->d_alloc));
@@ -519,11 +622,36 @@ static struct slp__tcache *slp__tc(slp_pool *p) {
   if (tc != NULL && tc->uid == p->uid) return tc;
   pthread_once(&slp__key_once, slp__make_key);
   struct slp__tcache *fresh = calloc(1, sizeof(*fresh));
-  if (fresh == NULL) return NULL;
+  /* A new inbox, unless a closed one waits (then this one is dropped). */
+  size_t in_bytes = (sizeof(struct slp__inbox) + 63) / 64 * 64;
+  struct slp__inbox *in = aligned_alloc(64, in_bytes);
+  if (fresh == NULL || in == NULL) {
+    free(fresh);
+    free(in);
+    return NULL;
+  }
+  memset(in, 0, in_bytes);
   slc_stream *drop[8];
   size_t n_drop = 0;
   pthread_mutex_lock(&slp__reg_mu);
   if (tc != NULL) slp__tc_retire(tc, drop, &n_drop); /* a destroyed pool's */
+  if (p->inbox_free != NULL) {
+    free(in);
+    in = p->inbox_free;
+    p->inbox_free = in->next_free;
+    /* Reopened: closed inboxes are empty and nobody writes a closed head
+     * (pushers and takers leave it), so a store. Relaxed: the blocks later
+     * pushed publish themselves with their CASes. */
+    slp__store_relaxed(&in->head, NULL);
+  } else {
+    /* Published with release: next_all is fixed before (the flushers'
+     * acquire load). */
+    struct slp__inbox *old = slp__load_relaxed(&p->inboxes);
+    do {
+      in->next_all = old;
+    } while (!slp__cas_weak_acq_rel(&p->inboxes, &old, in));
+  }
+  fresh->inbox = in;
   fresh->pool = p;
   fresh->uid = p->uid;
   fresh->next = p->tcaches;
@@ -891,6 +1019,7 @@ static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
  * one class at a time (a slab belongs to one class). */
 static size_t slp__trim_locked(slp_pool *p, size_t keep) {
   size_t released = 0;
+  (void)slp__inboxes_flush(p); /* their slabs may be whole again */
   for (int k = 0; k < SLP__NCLASS; k++) {
     if (slp__load_relaxed(&p->shared[k].head) == NULL) continue;
     size_t unlinked = 0;
@@ -969,6 +1098,20 @@ static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
 static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
                            int_fast64_t d);
 
+/* tc's inbox into tc's cache (what does not fit: the shared lists). */
+static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
+  for (slp_block *b = slp__inbox_take(tc->inbox, false), *nx; b != NULL;
+       b = nx) {
+    nx = b->next;
+    if (slp__tc_room(p, tc, b->cls)) {
+      slp__tc_push(tc, b);
+    } else {
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+    }
+  }
+}
+
 /* The block is FREE now: to the thread's cache, or the shared list. */
 static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
                            slp_block *b) {
@@ -991,6 +1134,19 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
   }
   b->next = NULL;
   slp__shared_push(p, k, b, b);
+}
+
+/* A block FREE now, returned by a keep on a thread without room in a cache
+ * of the pool: to `in` (the inbox of the thread that freed it), or the
+ * shared list if there is none or it is closed. */
+static void slp__give_back_to(slp_pool *p, struct slp__inbox *in,
+                              slp_block *b) {
+  if (p->cfg.on_recycle != NULL)
+    p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
+  slp__poison(b);
+  if (in != NULL && slp__inbox_push(in, b)) return;
+  b->next = NULL;
+  slp__shared_push(p, b->cls, b, b);
 }
 
 /* Drops one pending use (`cross`: on a stream other than the block's home);
@@ -1021,16 +1177,21 @@ static void slp__unuse(slp_block *b, bool cross) {
     slp__store_release(&b->st, SLP__FREE);
     return;
   }
-  /* Otherwise to the shared list. We
+  /* Otherwise, from a thread without a cache of p (the engine's), to the
+   * inbox of the thread that freed it (THE OWNER'S INBOX: its next alloc of
+   * an empty class takes them all with one CAS, where 16 threads
+   * convoyed on the shared list's take-mutex, bench/RESULTS.md), else to
+   * the shared list. We
    * announce ourselves in p->returning before the release store of FREE:
    * a destroy that sees the block free (acquire) then sees us there, and
    * waits for our release decrement, after our last touch of p and b. */
+  struct slp__inbox *in = tc == NULL ? slp__load_relaxed(&b->inbox) : NULL;
   slp__fetch_add_relaxed(&p->returning, 1);
   /* Read first: once listed, b may be taken, trimmed and its slab re-carved
    * (b->cap rewritten) by other threads. */
   int_fast64_t cap = (int_fast64_t)b->cap;
   slp__store_release(&b->st, SLP__FREE);
-  slp__give_back(p, NULL, b);
+  slp__give_back_to(p, in, b);
   /* Uncounted after it is listed: a reader that sees no bytes held finds
    * the block on a list (a trim after waiting for held == 0 returns it). */
   slp__held_acct(p, NULL, -cap);
@@ -1321,6 +1482,7 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
  * cache to 0 and carve a new slab. */
 static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
                            slp_block **out, bool *reused) {
+  (void)slp__inboxes_flush(p);
   slp_block *b = slp__take(p, tc, cls);
   if (b != NULL) {
     *out = b;
@@ -1336,6 +1498,17 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
                                 slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
+  /* Before a new slab: blocks returned for other threads (their inboxes;
+   * a thread that frees and no longer allocates would otherwise make the
+   * others grow the pool). */
+  if (slp__inboxes_flush(p) != 0) {
+    slp_block *b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      *out = b;
+      *reused = true;
+      return CUDA_SUCCESS;
+    }
+  }
   /* Before a new slab: if blocks are held, let the engine release what
    * completed, here (as PyTorch processes its events on malloc). Without
    * this, a request rate above the engine thread's would grow the pool
@@ -1406,6 +1579,11 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   int cls = slp__class_of(bytes);
   if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
   slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
+  /* Blocks other threads returned for this one, before any poll (a load
+   * of a line the engine thread writes, only when the class is empty). */
+  if (b == NULL && tc->cls[cls].head == NULL &&
+      slp__load_relaxed(&tc->inbox->head) != NULL)
+    slp__inbox_drain(p, tc);
   /* Dry: poll own streams, unless few frees were held since the last poll
    * and the shared list has blocks (slp__take below; a peek, as its own). */
   if (b == NULL && tc->cls[cls].head == NULL &&
@@ -1461,6 +1639,9 @@ int slp_free(slp_block *b) {
   /* Stream order applies to device blocks whose pending uses are all on
    * their home stream (no host access can race with device memory). */
   bool stream_order = p->device >= 0 && tc != NULL;
+  /* Where a keep on another thread returns it if it becomes held: before
+   * the CAS below, which that keep's decrement reads. */
+  slp__store_relaxed(&b->inbox, tc != NULL ? tc->inbox : NULL);
   /* Acquire: a use counted in the word we read had raised xuses before
    * its CAS (slp__use), so the xuses load below sees it. */
   uint_fast64_t old = slp__load_acquire(&b->st), nw;
@@ -2036,6 +2217,11 @@ int slp_pool_destroy(slp_pool *p) {
     nx = m->retired;
     free(m->slots);
     free(m);
+  }
+  for (struct slp__inbox *in = slp__load_relaxed(&p->inboxes), *nx;
+       in != NULL; in = nx) {
+    nx = in->next_all;
+    free(in);
   }
   for (size_t i = 0; i < p->n_streams; i++) slc_stream_unref(p->streams[i]);
   free(p->streams);
