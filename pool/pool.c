@@ -1816,6 +1816,28 @@ static void slp__xhold_undo(struct slp__xhold *x) {
   free(x->k);
 }
 
+/* One block named by an operation on s: a block of a pool, the range
+ * [off, +len) inside its requested bytes (len NULL: all of them; *len_out
+ * the length), of s's device (device blocks). */
+static int slp__check_named(const slp_block *b, slc_stream *s, size_t off,
+                            const size_t *len, size_t *len_out,
+                            const char *fn) {
+  int rc = slp__check_block(b, fn);
+  if (rc != LDG_OK) return rc;
+  size_t have = slp__load_relaxed(&((slp_block *)b)->bytes);
+  size_t l = len ? *len : have;
+  if (off > have || l > have - off)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "range [%zu, +%zu) outside the block's %zu bytes",
+                         off, l, have);
+  if (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))
+    return slc_set_error(LDG_EINVAL, fn,
+                         "block of device %d, stream on device %d",
+                         b->pool->device, slc_stream_device(s));
+  *len_out = l;
+  return LDG_OK;
+}
+
 /* Checks blocks (with their ranges, lens NULL: whole), counts a use on each
  * and builds the hold. On error nothing is counted. */
 static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
@@ -1845,19 +1867,11 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
     return slc_set_error(LDG_EINVAL, fn, "bad hold");
   size_t n_hosts = 0;
   for (size_t i = 0; i < n; i++) {
-    int rc = slp__check_block(blocks[i], fn);
-    if (rc != LDG_OK) return rc;
     const slp_block *b = blocks[i];
-    size_t have = slp__load_relaxed(&((slp_block *)b)->bytes);
-    size_t off = offs ? offs[i] : 0, len = lens ? lens[i] : have;
-    if (off > have || len > have - off)
-      return slc_set_error(LDG_EINVAL, fn,
-                           "range [%zu, +%zu) outside the block's %zu bytes",
-                           off, len, have);
-    if (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))
-      return slc_set_error(LDG_EINVAL, fn,
-                           "block of device %d, stream on device %d",
-                           b->pool->device, slc_stream_device(s));
+    size_t len;
+    int rc = slp__check_named(b, s, offs ? offs[i] : 0, lens ? &lens[i] : NULL,
+                              &len, fn);
+    if (rc != LDG_OK) return rc;
     n_hosts += b->pool->device < 0 && len > 0;
     if (b->home != s) x->cross |= UINT64_C(1) << i;
   }
@@ -1981,8 +1995,34 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
   return slp__xhold_done(&x, rc);
 }
 
+/* slp_record_use of one block with no hold of the caller (a record_stream
+ * hook, pool_2s): the checks, use and hold of slp__xhold_make without
+ * building its general hold (231 of the request thread's ~1 150
+ * instructions per pool_2s iteration, bench/RESULTS.md). */
+static int slp__record_use_one(slc_stream *s, slp_block *b, const char *fn) {
+  size_t len;
+  int rc = slp__check_named(b, s, 0, NULL, &len, fn);
+  if (rc != LDG_OK) return rc;
+  bool cross = b->home != s;
+  if (cross && (rc = slp__order_fresh(b, s)) != LDG_OK) return rc;
+  if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
+  struct slp__tcache *tc = slp__tc(b->pool);
+  if (tc != NULL) slp__register_stream(b->pool, tc, s);
+  uint64_t id = b->id;
+  ldg_range r = {b->addr, len};
+  bool host = b->pool->device < 0 && len > 0; /* host blocks: their bytes */
+  slc_hold h = {{slp__unuse_keep, (void *)((uintptr_t)b | cross)},
+                &id, 1, host ? &r : NULL, host};
+  /* No marker (slp_record_use below says why). */
+  rc = slc_stream_record_deferred(s, &h);
+  if (rc != LDG_OK) slp__unuse(b, cross); /* nothing recorded */
+  return rc;
+}
+
 int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
                    const slc_hold *hold) {
+  if (s != NULL && n_blocks == 1 && blocks != NULL && hold == NULL)
+    return slp__record_use_one(s, blocks[0], "slp_record_use");
   struct slp__xhold x;
   int rc = slp__xhold_make(&x, s, hold, blocks, NULL, NULL, n_blocks,
                            "slp_record_use");

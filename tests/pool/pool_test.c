@@ -460,6 +460,12 @@ static int t_bad_input(void) {
   CHECK_RC(slp_alloc(e.host, e.s1, 100, &h), LDG_OK);
   CHECK_RC(slp_memset_async(other, b, 0, 0, 100, NULL), LDG_EINVAL);
   CHECK_MSG("device 0, stream on device 1");
+  /* slp_record_use of one block (its own path): the same refusals. */
+  CHECK_RC(slp_record_use(other, &b, 1, NULL), LDG_EINVAL);
+  CHECK_MSG("device 0, stream on device 1");
+  slp_block *none = NULL;
+  CHECK_RC(slp_record_use(e.s1, &none, 1, NULL), LDG_EINVAL);
+  CHECK_MSG("block is NULL");
   CHECK_RC(slp_memset_async(e.s1, b, 1, 0, 100, NULL), LDG_EINVAL);
   CHECK_MSG("outside");
   CHECK_RC(slp_copy_async(e.s1, h, 0, h, 0, 10, NULL), LDG_EINVAL);
@@ -485,6 +491,8 @@ static int t_bad_input(void) {
   CHECK_RC(slp_free_ptr(e.dev, (uintptr_t)slp_block_dptr(b)), LDG_EINVAL);
   CHECK_MSG("double free");
   CHECK_RC(slp_memset_async(e.s1, b, 0, 0, 1, NULL), LDG_EINVAL);
+  CHECK_MSG("not allocated");
+  CHECK_RC(slp_record_use(e.s2, &b, 1, NULL), LDG_EINVAL);
   CHECK_MSG("not allocated");
   CHECK_RC(slp_free_ptr(e.dev, (uintptr_t)slp_block_dptr(b) + 8), LDG_EINVAL);
   CHECK_MSG("foreign");
@@ -719,7 +727,8 @@ static int t_record_use_no_marker(void) {
   CHECK_RC(slc_engine_stats_get(e.c, &s0), LDG_OK);
   for (int i = 0; i < 16; i++) {
     slp_block *x;
-    CHECK_RC(slp_alloc(e.dev, a, 4096, &x), LDG_OK);
+    /* Every 4th a pinned block (its hold names its bytes). */
+    CHECK_RC(slp_alloc(i % 4 == 3 ? e.host : e.dev, a, 4096, &x), LDG_OK);
     CHECK_RC(slp_record_use(b, &x, 1, NULL), LDG_OK);
     CHECK_RC(slp_free(x), LDG_OK); /* held: its use on b is pending */
   }
@@ -729,9 +738,10 @@ static int t_record_use_no_marker(void) {
     fprintf(stderr, "16 record_use calls placed %llu markers, expected 0\n",
             (unsigned long long)placed);
   CHECK(placed == 0);
-  slp_stats st;
+  slp_stats st, sh;
   CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
-  CHECK(st.held_bytes == 16 * 4096);
+  CHECK_RC(slp_stats_get(e.host, &sh), LDG_OK);
+  CHECK(st.held_bytes == 12 * 4096 && sh.held_bytes == 4 * 4096);
   /* A poll places the marker that covers them (a tail marker)... */
   size_t released = 0;
   CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK);
@@ -743,7 +753,8 @@ static int t_record_use_no_marker(void) {
   CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK);
   CHECK(released == 1);
   CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
-  CHECK(st.held_bytes == 0);
+  CHECK_RC(slp_stats_get(e.host, &sh), LDG_OK);
+  CHECK(st.held_bytes == 0 && sh.held_bytes == 0);
   return own_teardown(&e, a, b);
 }
 
