@@ -791,6 +791,31 @@ static void *foreign_alloc(void *arg) {
   return NULL;
 }
 
+/* The keeps of everything used on b run on a thread without a cache of
+ * the pool: a poll of b places the marker (record_use placed none), the
+ * raw driver completes it (no ledger release), a new thread's
+ * slc_engine_poll releases b. */
+static int release_on_foreign_thread(env *e, slc_stream *b) {
+  size_t released = 0;
+  CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK);
+  CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
+  foreign_arg f = {e, NULL, NULL, NULL, -1};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, foreign_poll, &f) == 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_RC(f.rc, LDG_OK);
+  return 0;
+}
+
+/* Uses each of x[0..n) on b (slp_record_use) and frees it: held. */
+static int use_and_free(slc_stream *b, slp_block **x, int n) {
+  for (int i = 0; i < n; i++) {
+    CHECK_RC(slp_record_use(b, &x[i], 1, NULL), LDG_OK);
+    CHECK_RC(slp_free(x[i]), LDG_OK);
+  }
+  return 0;
+}
+
 static int t_inbox_return(void) {
   env e;
   /* A one-block cache: after two allocs (the slab's block 0 and the one
@@ -806,20 +831,11 @@ static int t_inbox_return(void) {
     CHECK_RC(slp_alloc(e.dev, a, 4096, &x[i]), LDG_OK);
     addr[i] = (uintptr_t)slp_block_dptr(x[i]);
   }
-  for (int i = 0; i < N; i++) {
-    CHECK_RC(slp_record_use(b, &x[i], 1, NULL), LDG_OK);
-    CHECK_RC(slp_free(x[i]), LDG_OK); /* held */
-  }
-  size_t released = 0;
-  CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK); /* the marker */
-  CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
-  foreign_arg f = {&e, e.dev, a, NULL, -1};
-  pthread_t th;
-  CHECK(pthread_create(&th, NULL, foreign_poll, &f) == 0);
-  CHECK(pthread_join(th, NULL) == 0);
-  CHECK_RC(f.rc, LDG_OK);
+  if (use_and_free(b, x, N) || release_on_foreign_thread(&e, b)) return 1;
   CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
   CHECK(st.held_bytes == 0); /* the foreign thread returned all 8 */
+  foreign_arg f = {&e, e.dev, a, NULL, -1};
+  pthread_t th;
   CHECK(pthread_create(&th, NULL, foreign_alloc, &f) == 0);
   CHECK(pthread_join(th, NULL) == 0);
   CHECK_RC(f.rc, LDG_OK);
@@ -880,19 +896,9 @@ static int t_inbox_flush_before_slab(void) {
   if (own_setup(&e, &cfg, &a, &b)) return 1;
   slp_block *x[8];
   for (int i = 0; i < 8; i++) CHECK_RC(slp_alloc(e.dev, a, 4096, &x[i]), LDG_OK);
-  for (int i = 0; i < 8; i++) {
-    CHECK_RC(slp_record_use(b, &x[i], 1, NULL), LDG_OK);
-    CHECK_RC(slp_free(x[i]), LDG_OK); /* held */
-  }
-  size_t released = 0;
-  CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK); /* the marker */
-  CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
-  foreign_arg f = {&e, e.dev, a, NULL, -1};
-  pthread_t th;
-  CHECK(pthread_create(&th, NULL, foreign_poll, &f) == 0);
-  CHECK(pthread_join(th, NULL) == 0);
-  CHECK_RC(f.rc, LDG_OK);
+  if (use_and_free(b, x, 8) || release_on_foreign_thread(&e, b)) return 1;
   many_arg m = {e.dev, a, -1};
+  pthread_t th;
   CHECK(pthread_create(&th, NULL, alloc_slab, &m) == 0);
   CHECK(pthread_join(th, NULL) == 0);
   CHECK_RC(m.rc, LDG_OK);
@@ -943,13 +949,7 @@ static int t_inbox_closed_at_exit(void) {
   CHECK(pthread_create(&th, NULL, free_held_and_exit, &x) == 0);
   CHECK(pthread_join(th, NULL) == 0);
   CHECK_RC(x.rc, LDG_OK);
-  size_t released = 0;
-  CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK); /* the marker */
-  CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
-  foreign_arg f = {&e, e.dev, a, NULL, -1};
-  CHECK(pthread_create(&th, NULL, foreign_poll, &f) == 0);
-  CHECK(pthread_join(th, NULL) == 0);
-  CHECK_RC(f.rc, LDG_OK);
+  if (release_on_foreign_thread(&e, b)) return 1;
   slp_block *y;
   CHECK_RC(slp_alloc(e.dev, a, 4096, &y), LDG_OK);
   bool theirs = false;
