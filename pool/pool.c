@@ -32,14 +32,15 @@
  *   work the pool was not told about — is a reported use-after-poison.
  *
  * THE SECOND RULE: STREAM ORDER, FOR DEVICE BLOCKS
- *   Each block remembers its home stream (slp_alloc's) and counts its
- *   pending uses on other streams in xuses. A use on another stream raises
- *   xuses before its CAS on the state word and lowers it in its keep before
- *   the state's decrement. slp_free reads the state with acquire, then
- *   xuses: a cross-stream use counted in the state it read is seen in xuses
- *   unless its keep already ran, i.e. unless it completed; a use or keep
- *   that changes the state afterwards makes slp_free's CAS fail, and it
- *   decides again. If xuses is 0, every pending use is on the home stream:
+ *   Each block remembers its home stream (slp_alloc's), and its state word
+ *   counts, besides all pending uses, those on other streams (a second
+ *   field: a use on another stream adds 1 to both with its one CAS, its
+ *   keep subtracts both with one decrement). slp_free decides on the word
+ *   its CAS replaces, so both counts are of one instant: a use or keep
+ *   that changes the word first makes the CAS fail, and it decides again.
+ *   (They were two words, the cross count raised before the state's CAS
+ *   and read after it: two locked RMWs more per cross-stream use, issue
+ *   10.) If no cross use is pending, every pending use is on the home stream:
  *   the same CAS that clears ALLOC sets STREAM, and the block is listed
  *   in the freeing thread's cache, where only an slp_alloc on
  *   the same stream takes it (CAS STREAM -> ALLOC, keeping the count). The
@@ -50,7 +51,7 @@
  *   stream waited on the freeing stream. Device
  *   memory only: the host cannot touch it outside stream order, whereas a
  *   pinned block is written by the host at once. Keeps leave STREAM blocks
- *   alone (their decrement never sees the bare count 1); a block leaves a
+ *   alone (their decrement never leaves the bare word 0); a block leaves a
  *   list unused (the list is full, a trim, the thread exits) by the free
  *   path's rule: free now if nothing is pending, else held. Listed blocks
  *   are not poisoned, so ASan checks this rule only through the data (the
@@ -188,7 +189,12 @@
 #define SLP__ALLOC (UINT64_C(1) << 63)
 #define SLP__FREE (UINT64_C(1) << 62)
 #define SLP__STREAM (UINT64_C(1) << 61) /* in a thread's stream-ordered list */
-#define SLP__COUNT (SLP__STREAM - 1)
+/* Pending uses: all of them (bits 0-29) and, of those, the ones on a stream
+ * other than the block's home (bits 30-59; see THE SECOND RULE). */
+#define SLP__XONE (UINT64_C(1) << 30)
+#define SLP__COUNT (SLP__XONE - 1)
+#define SLP__XCOUNT (SLP__COUNT * SLP__XONE)
+#define SLP__USES (SLP__COUNT | SLP__XCOUNT)
 #define SLP__SO_CAP 16 /* stream-ordered blocks per thread and class */
 
 /* A 2 MiB driver allocation whose pages small-class slabs share (see
@@ -218,7 +224,6 @@ struct slp_block {
   size_t cap;
   uint64_t id;
   atomic_uint_fast64_t st;
-  atomic_uint_fast64_t xuses; /* pending uses on streams other than home */
   slc_stream *home; /* the stream of slp_alloc; its owner's */
   atomic_bool fresh; /* handed out by stream order, not yet used elsewhere */
   slp_block *next; /* free-list link; written before the push that publishes */
@@ -1154,13 +1159,12 @@ static void slp__give_back_to(slp_pool *p, struct slp__inbox *in,
  * returns to the shared list. A block in a stream-ordered list (STREAM) is
  * left there: its owner reuses or releases it. */
 static void slp__unuse(slp_block *b, bool cross) {
-  /* Release: a free that reads xuses == 0 after this knows the cross use
-   * completed. */
-  if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
-  /* acq_rel: the keep's completion proof happens-before the free-list push;
-   * pairs with slp_free's CAS. */
-  uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, 1);
-  if (old != 1) return; /* allocated, listed, or other uses pending */
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
+  /* acq_rel: the keep's completion proof happens-before the free-list push
+   * (and, for a cross use, before a free that reads no cross use pending
+   * and lists the block for its home stream); pairs with slp_free's CAS. */
+  uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, d);
+  if (old != d) return; /* allocated, listed, or other uses pending */
   slp_pool *p = b->pool;
   /* The block is ours, in the bare state 0 (live for slp_snapshot). On a
    * thread with a cache of p and room in it (a request thread releasing
@@ -1205,22 +1209,26 @@ static void slp__unuse_keep(void *ctx) {
   slp__unuse((slp_block *)(v & ~(uintptr_t)1), v & 1);
 }
 
-/* Counts a use on s; LDG_EINVAL if b is not allocated. A cross-stream use
- * is counted in xuses first, so that a free that sees the use sees it
- * there too. */
+/* Counts a use on s (a cross-stream use in both fields); LDG_EINVAL if b
+ * is not allocated. */
 static int slp__use(slp_block *b, bool cross, const char *fn) {
-  if (cross) slp__fetch_add_relaxed(&b->xuses, 1);
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
   uint_fast64_t old = slp__load_relaxed(&b->st);
   do {
-    if (!(old & SLP__ALLOC)) {
-      if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
+    if (!(old & SLP__ALLOC))
       return slc_set_error(LDG_EINVAL, fn,
                            "block %#lx of the pool is not allocated (used "
                            "after slp_free?)",
                            (unsigned long)b->addr);
-    }
-    /* acq_rel: the xuses increment before it, for slp_free's acquire. */
-  } while (!slp__cas_weak_acq_rel(&b->st, &old, old + 1));
+    /* 2^30 - 1 uses pending on one block: the ledger holds an entry for
+     * each, so memory runs out long before; refused rather than wrapped. */
+    if ((old & SLP__COUNT) == SLP__COUNT)
+      return slc_set_error(LDG_ENOMEM, fn,
+                           "block %#lx has %llu pending uses, the most",
+                           (unsigned long)b->addr,
+                           (unsigned long long)SLP__COUNT);
+    /* acq_rel: pairs with slp_free's CAS and the keeps' decrements. */
+  } while (!slp__cas_weak_acq_rel(&b->st, &old, old + d));
   return LDG_OK;
 }
 
@@ -1233,7 +1241,7 @@ static void slp__so_release(slp_pool *p, struct slp__tcache *tc,
                             slp_block *b) {
   uint_fast64_t old = slp__load_relaxed(&b->st), nw;
   do {
-    nw = (old & SLP__COUNT) == 0 ? SLP__FREE : (old & SLP__COUNT);
+    nw = (old & SLP__USES) == 0 ? SLP__FREE : (old & SLP__USES);
   } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
   if (nw == SLP__FREE)
     slp__give_back(p, tc, b);
@@ -1276,7 +1284,7 @@ static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
     uint_fast64_t old = slp__load_relaxed(&b->st);
     /* acq_rel against the keeps still decrementing the count. */
     while (!slp__cas_weak_acq_rel(&b->st, &old,
-                                  (old & SLP__COUNT) | SLP__ALLOC)) {
+                                  (old & SLP__USES) | SLP__ALLOC)) {
     }
     slp__store_relaxed(&b->fresh, (old & SLP__COUNT) != 0);
     return b;
@@ -1594,7 +1602,6 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (b == NULL) {
     b = slp__take(p, tc, cls);
     if (b != NULL) {
-      slp__store_relaxed(&b->xuses, 0);
       slp__store_relaxed(&b->fresh, false);
       b->home = s;
     }
@@ -1603,7 +1610,6 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (b == NULL) {
     CUresult cr = slp__slow_alloc(p, tc, cls, &b, &reused);
     if (cr != CUDA_SUCCESS) return slp__oom(p, bytes, cr);
-    slp__store_relaxed(&b->xuses, 0);
     slp__store_relaxed(&b->fresh, false);
     b->home = s;
   }
@@ -1642,8 +1648,7 @@ int slp_free(slp_block *b) {
   /* Where a keep on another thread returns it if it becomes held: before
    * the CAS below, which that keep's decrement reads. */
   slp__store_relaxed(&b->inbox, tc != NULL ? tc->inbox : NULL);
-  /* Acquire: a use counted in the word we read had raised xuses before
-   * its CAS (slp__use), so the xuses load below sees it. */
+  /* Acquire: the history of the uses counted in the word we read. */
   uint_fast64_t old = slp__load_acquire(&b->st), nw;
   do {
     if (!(old & SLP__ALLOC))
@@ -1651,10 +1656,10 @@ int slp_free(slp_block *b) {
                            "double free: block %#lx (%zu bytes) is not "
                            "allocated",
                            (unsigned long)b->addr, b->cap);
-    uint_fast64_t pending = old & SLP__COUNT;
+    uint_fast64_t pending = old & SLP__USES;
     if (pending == 0)
       nw = SLP__FREE;
-    else if (stream_order && slp__load_acquire(&b->xuses) == 0)
+    else if (stream_order && (old & SLP__XCOUNT) == 0)
       nw = pending | SLP__STREAM;
     else
       nw = pending;
@@ -2106,7 +2111,7 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
       uint_fast64_t st = slp__load_acquire(&b->st);
       /* Free, or listed with nothing pending: not live. The bare state 0
        * (a keep returning it, or block 0 of a slab being carved) is. */
-      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__COUNT) == 0))
+      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__USES) == 0))
         continue;
       if (n < cap && out != NULL) {
         slp_block_info *o = &out[n];
