@@ -7,7 +7,8 @@
 # from pool_torch.cpp built here against the installed PyTorch if that
 # build works; the serving cells once per binary; then pool_2s of BIN at 1
 # and 16 threads with --count-driver (driver calls per iteration, on the
-# request threads and the others). SUMMARY.txt: per thread count the mean
+# request threads and the others), with the engine placing the markers (the
+# default since issue 9's pacing) and with the issuers placing them. SUMMARY.txt: per thread count the mean
 # of each cell over its rounds, and the pool's ratio to the faster
 # incumbent (issue 10's targets: >= 10x at 1 thread, >= 100x at 16), for
 # BIN and BEFORE. Every step is under `timeout`, and a step that would not
@@ -118,6 +119,11 @@ step serve_before "$serve_s" "$before/pool_bench" "${extra[@]}" --only serving \
   --threads "$threads" --ms "$serve_ms"
 step count_after 30 "$bin/pool_bench" "${extra[@]}" --only pool_2s --threads 1,16 \
   --ms "$ms" --count-driver
+# The same with the issuers placing the markers (main's default until issue
+# 9's pacing made the engine thread place them): separates that change from
+# the pool's in the after/before ratio.
+step count_after_pi 30 "$bin/pool_bench" "${extra[@]}" --only pool_2s --threads 1,16 \
+  --ms "$ms" --count-driver --placement issuer
 
 # The summary: means over rounds, ratios to the faster incumbent.
 {
@@ -165,8 +171,10 @@ step count_after 30 "$bin/pool_bench" "${extra[@]}" --only pool_2s --threads 1,1
     [ -f "$f" ] && grep '^diag' "$f" | sed "s|^|$(basename "$f" .log): |"
   done
   echo
-  echo "driver calls per iteration, after (pool_2s, --count-driver):"
-  [ -f "$out/count_after.log" ] && grep '^drvcalls\|^overhead\|^diag' "$out/count_after.log"
+  echo "driver calls per iteration, after (pool_2s, --count-driver; /pi: --placement issuer):"
+  for f in count_after count_after_pi; do
+    [ -f "$out/$f.log" ] && grep '^drvcalls\|^overhead\|^diag' "$out/$f.log"
+  done
   echo
   echo "logs: $out (exit $rc, $(($(date +%s) - start)) s)"
 } >> "$sum"

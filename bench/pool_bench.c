@@ -58,6 +58,8 @@
  *    is the loop itself).
  * A wrong result fails the run (exit 1).
  *
+ * --placement issuer: the issuing calls record the markers (the engine's
+ * default before issue 9's pacing; rows marked /pi).
  * --count-driver adds a "drvcalls" line after each row: cuEventRecord,
  * cuEventQuery, cuCtxGetCurrent/SetCurrent, cuStreamWaitEvent and the async
  * allocator's calls per iteration, on the request threads and on the
@@ -90,6 +92,7 @@ static struct {
   unsigned threads[16], n_threads;
   unsigned ms, bytes, inflight, every_ops, every_us;
   bool wait_yield; /* serving pool: wait for a slot by yielding only */
+  bool place_issuer; /* --placement issuer: SLC_ENGINE_PLACE_ISSUER */
   unsigned iters; /* overhead: a fixed count per thread instead of --ms */
   const char *only; /* "overhead", "serving", one mode or NULL: all */
   unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
@@ -544,14 +547,15 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   static char labels[64][32];
   static int n_labels;
   bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
-  if ((opt.every_ops != 0 || opt.every_us != 0 ||
+  if ((opt.every_ops != 0 || opt.every_us != 0 || opt.place_issuer ||
        (serving_pool && opt.wait_yield)) &&
       mode[0] == 'p' && n_labels < 64) {
     char m[12] = "", t[12] = "";
     if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
     if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s", mode, m, t,
-             serving_pool && opt.wait_yield ? "y" : "");
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s%s", mode, m, t,
+             serving_pool && opt.wait_yield ? "y" : "",
+             opt.place_issuer ? "pi" : "");
     mode = labels[n_labels++];
   }
   cell c;
@@ -767,7 +771,8 @@ static int usage(void) {
           "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
           "per GPU)] [--spread]\n"
           "  [--engine-threads device|one (one per GPU, or one for all)]\n"
-          "  [--count-driver (drvcalls lines: driver calls per iteration)]\n");
+          "  [--count-driver (drvcalls lines: driver calls per iteration)]\n"
+          "  [--placement engine|issuer (who records markers; rows /pi)]\n");
   return 2;
 }
 
@@ -825,6 +830,12 @@ int main(int argc, char **argv) {
       else return usage();
     } else if (strcmp(a, "--count-driver") == 0) {
       opt.count_driver = true;
+    } else if (strcmp(a, "--placement") == 0) {
+      const char *pv = VAL();
+      if (pv == NULL) return usage();
+      if (strcmp(pv, "issuer") == 0) opt.place_issuer = true;
+      else if (strcmp(pv, "engine") == 0) opt.place_issuer = false;
+      else return usage();
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -897,7 +908,10 @@ int main(int argc, char **argv) {
   slc_engine_config ecfg = {.thread = true,
                             .marker_every_ops = opt.every_ops,
                             .marker_every_us = opt.every_us,
-                            .one_thread = opt.one_engine_thread};
+                            .one_thread = opt.one_engine_thread,
+                            .placement = opt.place_issuer
+                                             ? SLC_ENGINE_PLACE_ISSUER
+                                             : SLC_ENGINE_PLACE_ENGINE};
   CK(slc_engine_enable(ctx, &ecfg));
   int visible = slc_device_count(ctx);
   if (all_gpus)
