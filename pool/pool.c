@@ -259,6 +259,11 @@ struct slp__map {
 #define SLP__CLOSED ((slp_block *)1)
 struct slp__inbox {
   _Alignas(64) _Atomic(slp_block *) head;
+  /* Held bytes that keeps returning blocks here took off (<= 0): on the
+   * line their push wrote, not the pool's `held`, which every thread's
+   * folds write too; the owner folds it into its d_held at a drain, and
+   * slp__allocated_exact adds what is left. */
+  atomic_int_fast64_t held;
   struct slp__inbox *next_all;  /* p->inboxes; fixed once published */
   struct slp__inbox *next_free; /* p->inbox_free; registry mutex */
 };
@@ -289,7 +294,8 @@ struct slp__tcache {
    * not yet folded into the pool's counters (see slp__acct). */
   atomic_int_fast64_t d_alloc, d_req;
   /* Held bytes this thread added (freed under pending work) minus those
-   * its keeps returned, not yet folded into p->held (see slp__held_acct). */
+   * its keeps returned and those its inbox's count took off (folded here
+   * at a drain), not yet folded into p->held (see slp__held_acct). */
   atomic_int_fast64_t d_held;
   /* Frees that found pending work since this thread last polled its own
    * streams (see THE PER-THREAD RETURN PATH). */
@@ -505,6 +511,11 @@ static size_t slp__inboxes_flush(slp_pool *p) {
   /* Acquire pairs with the release CAS that published each inbox. */
   for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
        in = in->next_all) {
+    /* Its held count too, into the pool's: a trim reads p->held (cached =
+     * reserved - allocated - held) and would keep these slabs. */
+    if (slp__load_relaxed(&in->held) != 0)
+      slp__add(&p->held, NULL,
+               atomic_exchange_explicit(&in->held, 0, memory_order_relaxed));
     if (slp__load_relaxed(&in->head) == NULL) continue;
     for (slp_block *b = slp__inbox_take(in, false), *nx; b != NULL; b = nx) {
       nx = b->next;
@@ -1105,6 +1116,10 @@ static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
 
 /* tc's inbox into tc's cache (what does not fit: the shared lists). */
 static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
+  /* The inbox's held count into this thread's (folded every 64 KiB). */
+  int_fast64_t h = atomic_exchange_explicit(&tc->inbox->held, 0,
+                                            memory_order_relaxed);
+  if (h != 0) slp__held_acct(p, tc, h);
   for (slp_block *b = slp__inbox_take(tc->inbox, false), *nx; b != NULL;
        b = nx) {
     nx = b->next;
@@ -1144,14 +1159,15 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
 /* A block FREE now, returned by a keep on a thread without room in a cache
  * of the pool: to `in` (the inbox of the thread that freed it), or the
  * shared list if there is none or it is closed. */
-static void slp__give_back_to(slp_pool *p, struct slp__inbox *in,
+static bool slp__give_back_to(slp_pool *p, struct slp__inbox *in,
                               slp_block *b) {
   if (p->cfg.on_recycle != NULL)
     p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
   slp__poison(b);
-  if (in != NULL && slp__inbox_push(in, b)) return;
+  if (in != NULL && slp__inbox_push(in, b)) return true;
   b->next = NULL;
   slp__shared_push(p, b->cls, b, b);
+  return false;
 }
 
 /* Drops one pending use (`cross`: on a stream other than the block's home);
@@ -1195,10 +1211,13 @@ static void slp__unuse(slp_block *b, bool cross) {
    * (b->cap rewritten) by other threads. */
   int_fast64_t cap = (int_fast64_t)b->cap;
   slp__store_release(&b->st, SLP__FREE);
-  slp__give_back_to(p, in, b);
   /* Uncounted after it is listed: a reader that sees no bytes held finds
-   * the block on a list (a trim after waiting for held == 0 returns it). */
-  slp__held_acct(p, NULL, -cap);
+   * the block on a list (a trim after waiting for held == 0 returns it).
+   * In the inbox's count if it went there (see slp__inbox.held). */
+  if (slp__give_back_to(p, in, b))
+    slp__fetch_add_relaxed(&in->held, -cap);
+  else
+    slp__held_acct(p, NULL, -cap);
   atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
@@ -1353,6 +1372,9 @@ static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
     r += slp__load_relaxed(&tc->d_req);
     h += slp__load_relaxed(&tc->d_held);
   }
+  for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
+       in = in->next_all)
+    h += slp__load_relaxed(&in->held);
   pthread_mutex_unlock(&slp__reg_mu);
   *alloc = a;
   if (req != NULL) *req = r;
