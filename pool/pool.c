@@ -45,10 +45,10 @@
  *   in the freeing thread's cache, where only an slp_alloc on
  *   the same stream takes it (CAS STREAM -> ALLOC, keeping the count). The
  *   next owner's work on that stream is issued after the pending work, so
- *   the GPU runs it after: the order cuMemFreeAsync relies on. The first
- *   use of such a block on another stream first makes that stream wait for
- *   the home stream (an event): reuse elsewhere comes only after that
- *   stream waited on the freeing stream. Device
+ *   the GPU runs it after: the order cuMemFreeAsync relies on. Every use
+ *   of such a block on another stream (until its next alloc) first makes
+ *   that stream wait for the home stream (an event): reuse elsewhere comes
+ *   only after that stream waited on the freeing stream. Device
  *   memory only: the host cannot touch it outside stream order, whereas a
  *   pinned block is written by the host at once. Keeps leave STREAM blocks
  *   alone (their decrement never leaves the bare word 0); a block leaves a
@@ -225,7 +225,8 @@ struct slp_block {
   uint64_t id;
   atomic_uint_fast64_t st;
   slc_stream *home; /* the stream of slp_alloc; its owner's */
-  atomic_bool fresh; /* handed out by stream order, not yet used elsewhere */
+  atomic_bool fresh; /* handed out by stream order with work pending: every
+                      * use on another stream waits for home first */
   slp_block *next; /* free-list link; written before the push that publishes */
   /* The inbox of the thread that freed it last (NULL: none), where a keep
    * on a thread without a cache returns it (THE OWNER'S INBOX). Written by
@@ -1812,18 +1813,21 @@ static void slp__opkeep_run(void *ctx) {
   free(k);
 }
 
-/* The first use on another stream of a block handed out by stream order:
- * the previous owner's work may still be pending on the home stream, so s
+/* A use on another stream of a block handed out by stream order: the
+ * previous owner's work may still be pending on the home stream, so s
  * waits for it (an event recorded on home, cuStreamWaitEvent on s). A home
  * stream destroyed meanwhile was synchronised: nothing to wait for. */
 static int slp__order_fresh(slp_block *b, slc_stream *s) {
-  /* A load first: the exchange is a locked RMW on every cross-stream use,
-   * and fresh is set only by the owner's slp_alloc (slp__so_take), before
-   * the block reaches any other thread; only a block still fresh pays the
-   * exchange, which decides which of two racing users orders s. */
-  if (!slp__load_relaxed(&b->fresh) ||
-      !atomic_exchange_explicit(&b->fresh, false, memory_order_relaxed))
-    return LDG_OK;
+  /* Set by the owner's slp_alloc (slp__so_take) before the block reaches
+   * any other thread, and kept until the next alloc: EVERY other stream
+   * waits, not only the first (that stream's wait orders nothing on the
+   * next one; the flag was cleared by the first use until issue 10's
+   * test stream_reuse_two_other_streams, where a third stream read the
+   * block before the previous owner's memset). The price: an event per
+   * use elsewhere of a block reused by stream order while its previous
+   * owner's work may be pending (pool_2s's blocks are never: a use on a
+   * second stream makes the free hold them). */
+  if (!slp__load_relaxed(&b->fresh)) return LDG_OK;
   slc_event *ev;
   int rc = slc_event_create(b->pool->c, slc_stream_device(b->home), &ev);
   if (rc == LDG_OK) {
@@ -1832,7 +1836,6 @@ static int slp__order_fresh(slp_block *b, slc_stream *s) {
     else if (rc == LDG_EDESTROYED) rc = LDG_OK;
     (void)slc_event_destroy(ev);
   }
-  if (rc != LDG_OK) slp__store_relaxed(&b->fresh, true);
   return rc;
 }
 

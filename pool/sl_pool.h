@@ -27,11 +27,11 @@
  *     uses are all on its home stream (the stream given to slp_alloc) is
  *     handed out again at once, but only to an slp_alloc on that same
  *     stream, from the freeing thread's cache (as cuMemFreeAsync): the new
- *     owner's work on that stream runs after the old work. The first pool
- *     call that uses such a block on another stream first makes that
- *     stream wait for the home stream (an event record and a stream wait),
- *     so reuse elsewhere comes only after that stream waited on the freeing
- *     stream. Pinned host blocks never take this path: the host writes them
+ *     owner's work on that stream runs after the old work. Every pool
+ *     call that uses such a block on another stream (until its next
+ *     slp_alloc) first makes that stream wait for the home stream (an event
+ *     record and a stream wait), so reuse elsewhere comes only after that
+ *     stream waited on the freeing stream. Pinned host blocks never take this path: the host writes them
  *     without stream order.
  *   Why this is safe and what it costs: pool.c.
  *   Raw calls (slc_copy_htod_async with slp_block_dptr...) are NOT seen by
@@ -105,8 +105,8 @@
  *       the shared list is tried again; then, while blocks are held,
  *       slc_engine_poll (non-blocking): keeps of completed work run here,
  *       and their blocks are taken if they fit.
- *   (h) the first use of a block handed out by stream order on another
- *       stream records an event and waits on it: the event's mutex.
+ *   (h) each use of a block handed out by stream order on another stream
+ *       records an event and waits on it: the event's mutex.
  *   (j) a thread that freed 32 blocks under pending work since it last
  *       polled, or at least one and finds its cache empty, releases its
  *       own streams (its 8 latest, engine-driven, with pending work) to

@@ -415,6 +415,53 @@ static int t_stream_reuse_then_other_stream(void) {
   return teardown(&e);
 }
 
+/* Every other stream, not only the first, waits for the home stream before
+ * it uses a block handed out by stream order while the previous owner's
+ * work on it may still run: here s2 and then s3 read it (copies to pinned
+ * blocks) while s1 is busy for 50 ms before that work (a memset of 0x11).
+ * Both must read 0x11. Watched fail before the fix (only the first other
+ * stream waited: the flag was cleared by its use): s3 read 0x00, the
+ * contents from before the previous owner's memset. */
+static int t_stream_reuse_two_other_streams(void) {
+  env e;
+  if (setup(&e, 0, NULL, true)) return 1;
+  slc_stream *s3;
+  CHECK_RC(slc_stream_create(e.c, 0, SLC_STREAM_NONBLOCKING, &s3), LDG_OK);
+  slp_block *d, *d2, *h2, *h3;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s2, 4096, &h2), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, s3, 4096, &h3), LDG_OK);
+  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x00, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
+  CHECK_RC(slc_launch(e.s1, e.spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
+                      0, (void *[]){&ns}, NULL),
+           LDG_OK);
+  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK);
+  CHECK(d2 == d); /* by stream order, the old memset still pending */
+  CHECK_RC(slp_copy_async(e.s2, h2, 0, d2, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_copy_async(s3, h3, 0, d2, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(s3), LDG_OK);
+  const unsigned char *p2 = slp_block_host(h2), *p3 = slp_block_host(h3);
+  for (int i = 0; i < 4096; i++)
+    if (p2[i] != 0x11 || p3[i] != 0x11) {
+      fprintf(stderr, "byte %d: s2 read %#x, s3 read %#x, expected 0x11\n",
+              i, (unsigned)p2[i], (unsigned)p3[i]);
+      CHECK(p2[i] == 0x11 && p3[i] == 0x11);
+    }
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slp_free(d2), LDG_OK);
+  CHECK_RC(slp_free(h2), LDG_OK);
+  CHECK_RC(slp_free(h3), LDG_OK);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  CHECK_RC(slc_stream_destroy(s3), LDG_OK);
+  slc_stream_unref(s3);
+  return teardown(&e);
+}
+
 /* Destroying a pool right after freeing blocks whose copies are still
  * running: it synchronises their streams and waits, never frees under them
  * (ASan would see the executor's late copy into freed memory). */
@@ -1096,6 +1143,8 @@ static const struct {
      "a pool per device, one pinned pool, requests on both devices"},
     {"stream_reuse_then_other_stream", t_stream_reuse_then_other_stream,
      "a stream-ordered reuse used elsewhere waits for the home stream"},
+    {"stream_reuse_two_other_streams", t_stream_reuse_two_other_streams,
+     "every other stream waits for the home stream, not only the first"},
     {"destroy_waits_for_held", t_destroy_waits_for_held,
      "a pool destroyed under pending copies waits for them"},
     {"bad_input", t_bad_input,
