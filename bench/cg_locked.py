@@ -4,7 +4,8 @@ thread file written with --dump-instr=yes: each executed instruction's
 address is looked up in its object's disassembly (objdump -d); `lock`-
 prefixed instructions and xchg with a memory operand (implicitly locked)
 count. Usage: bench/cg_locked.py FILE ITERS (bench/RESULTS.md, issue 10)"""
-import re, subprocess, sys, collections
+import collections, re, signal, subprocess, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # | head
 path, iters = sys.argv[1], float(sys.argv[2])
 names = {}
 def name(kind, s):
