@@ -388,20 +388,28 @@ static int t_multi_device(void) {
 /* A block handed out by stream order and then used on another stream: that
  * stream first waits for the home stream, where the previous owner's slow
  * work is still running; otherwise the old memset would land last. */
+/* d (a device block on e->s1) gets a memset of 0x11 behind 50 ms of spin
+ * on s1, is freed, and comes back by stream order as *d2 with that work
+ * still pending. */
+static int reuse_under_pending(env *e, slp_block *d, slp_block **d2) {
+  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
+  CHECK_RC(slc_launch(e->s1, e->spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
+                      0, (void *[]){&ns}, NULL),
+           LDG_OK);
+  CHECK_RC(slp_memset_async(e->s1, d, 0, 0x11, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_alloc(e->dev, e->s1, 4096, d2), LDG_OK);
+  CHECK(*d2 == d); /* by stream order, the old memset still pending */
+  return 0;
+}
+
 static int t_stream_reuse_then_other_stream(void) {
   env e;
   if (setup(&e, 0, NULL, true)) return 1;
   slp_block *d, *d2, *h;
   CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
   CHECK_RC(slp_alloc(e.host, e.s2, 4096, &h), LDG_OK);
-  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
-  CHECK_RC(slc_launch(e.s1, e.spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
-                      0, (void *[]){&ns}, NULL),
-           LDG_OK);
-  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
-  CHECK_RC(slp_free(d), LDG_OK);
-  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK);
-  CHECK(d2 == d); /* by stream order, the old memset still pending */
+  if (reuse_under_pending(&e, d, &d2)) return 1;
   CHECK_RC(slp_memset_async(e.s2, d2, 0, 0x22, 4096, NULL), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
@@ -433,14 +441,7 @@ static int t_stream_reuse_two_other_streams(void) {
   CHECK_RC(slp_alloc(e.host, s3, 4096, &h3), LDG_OK);
   CHECK_RC(slp_memset_async(e.s1, d, 0, 0x00, 4096, NULL), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
-  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
-  CHECK_RC(slc_launch(e.s1, e.spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
-                      0, (void *[]){&ns}, NULL),
-           LDG_OK);
-  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
-  CHECK_RC(slp_free(d), LDG_OK);
-  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK);
-  CHECK(d2 == d); /* by stream order, the old memset still pending */
+  if (reuse_under_pending(&e, d, &d2)) return 1;
   CHECK_RC(slp_copy_async(e.s2, h2, 0, d2, 0, 4096, NULL), LDG_OK);
   CHECK_RC(slp_copy_async(s3, h3, 0, d2, 0, 4096, NULL), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
