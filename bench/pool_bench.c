@@ -58,6 +58,12 @@
  *    is the loop itself).
  * A wrong result fails the run (exit 1).
  *
+ * --placement issuer: the issuing calls record the markers (the engine's
+ * default before issue 9's pacing; rows marked /pi).
+ * --count-driver adds a "drvcalls" line after each row: cuEventRecord,
+ * cuEventQuery, cuCtxGetCurrent/SetCurrent, cuStreamWaitEvent and the async
+ * allocator's calls per iteration, on the request threads and on the
+ * others (the engine thread).
  * DRIVERS: --driver=libcuda (default; no library or device: "SKIPPED", exit
  * 0 unless --require-gpu) or --driver=host (the host executor: every path
  * runs, times mean nothing). --smoke: tiny, for CI.
@@ -86,11 +92,13 @@ static struct {
   unsigned threads[16], n_threads;
   unsigned ms, bytes, inflight, every_ops, every_us;
   bool wait_yield; /* serving pool: wait for a slot by yielding only */
+  bool place_issuer; /* --placement issuer: SLC_ENGINE_PLACE_ISSUER */
   unsigned iters; /* overhead: a fixed count per thread instead of --ms */
   const char *only; /* "overhead", "serving", one mode or NULL: all */
   unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
   bool spread;
   bool one_engine_thread; /* --engine-threads one */
+  bool count_driver; /* --count-driver: driver calls per iteration */
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
 
 static slc_driver drv;
@@ -181,6 +189,79 @@ typedef struct worker {
   pthread_t th;
 } worker;
 
+/* ---- --count-driver: driver calls per iteration --------------------------
+ * The entries the overhead cells reach (markers: cuEventRecord, queries:
+ * cuEventQuery, the make-current pair, cuStreamWaitEvent, the async
+ * allocator) are wrapped to count calls, on request threads and on the
+ * others (the engine thread) apart. Each thread counts in its own slot
+ * (a load and a store on its own line: no shared line, no locked op), the
+ * diag line prints the sums per iteration. Off by default: the rows of a
+ * counted run pay one thread-local lookup per driver call. */
+enum { DC_RECORD, DC_QUERY, DC_GETCUR, DC_SETCUR, DC_WAIT, DC_ALLOC, DC_FREE,
+       DC_N };
+#define DC_SLOTS 256
+typedef struct dc_slot {
+  _Alignas(64) atomic_ullong n[2][DC_N]; /* [on a request thread][call] */
+} dc_slot;
+static dc_slot dc_slots[DC_SLOTS];
+static atomic_uint dc_next;
+static _Thread_local dc_slot *dc_mine;
+
+static void dc_count(int k) {
+  if (dc_mine == NULL) {
+    unsigned i = atomic_fetch_add_explicit(&dc_next, 1, memory_order_relaxed);
+    dc_mine = &dc_slots[i < DC_SLOTS ? i : DC_SLOTS - 1];
+  }
+  atomic_ullong *c = &dc_mine->n[tl_request][k];
+  if (dc_mine == &dc_slots[DC_SLOTS - 1]) /* shared by the overflow */
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+  else
+    atomic_store_explicit(
+        c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+}
+
+/* sums[r][k] over every slot. */
+static void dc_read(unsigned long long sums[2][DC_N]) {
+  memset(sums, 0, 2 * DC_N * sizeof(unsigned long long));
+  for (unsigned i = 0; i < DC_SLOTS; i++)
+    for (int r = 0; r < 2; r++)
+      for (int k = 0; k < DC_N; k++)
+        sums[r][k] +=
+            atomic_load_explicit(&dc_slots[i].n[r][k], memory_order_relaxed);
+}
+
+#define DC_WRAP(name, k, params, args)                  \
+  static CUresult(CUDAAPI *dc_orig_##name) params;       \
+  static CUresult CUDAAPI dc_##name params {            \
+    dc_count(k);                                         \
+    return dc_orig_##name args;                          \
+  }
+DC_WRAP(cuEventRecord, DC_RECORD, (CUevent e, CUstream s), (e, s))
+DC_WRAP(cuEventQuery, DC_QUERY, (CUevent e), (e))
+DC_WRAP(cuCtxGetCurrent, DC_GETCUR, (CUcontext * pctx), (pctx))
+DC_WRAP(cuCtxSetCurrent, DC_SETCUR, (CUcontext ctx), (ctx))
+DC_WRAP(cuStreamWaitEvent, DC_WAIT, (CUstream s, CUevent e, unsigned int f),
+        (s, e, f))
+DC_WRAP(cuMemAllocAsync, DC_ALLOC, (CUdeviceptr * p, size_t n, CUstream s),
+        (p, n, s))
+DC_WRAP(cuMemFreeAsync, DC_FREE, (CUdeviceptr p, CUstream s), (p, s))
+
+/* Before the context copies the table. */
+static void dc_wrap(slc_driver *d) {
+#define DC_SET(name)               \
+  dc_orig_##name = d->pfn_##name;  \
+  d->pfn_##name = dc_##name;
+  DC_SET(cuEventRecord)
+  DC_SET(cuEventQuery)
+  DC_SET(cuCtxGetCurrent)
+  DC_SET(cuCtxSetCurrent)
+  DC_SET(cuStreamWaitEvent)
+  DC_SET(cuMemAllocAsync)
+  DC_SET(cuMemFreeAsync)
+#undef DC_SET
+}
+
 /* ---- 1. Overhead ------------------------------------------------------------ */
 
 static void *overhead_thread(void *arg) {
@@ -199,8 +280,11 @@ static void *overhead_thread(void *arg) {
   tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  /* At least 64 iterations: a thread that reached the barrier late on a
+   * loaded machine (CI) still reports the cell (the smoke test wants its
+   * diag line, printed only for cells that ran). */
   while (opt.iters != 0 ? n < opt.iters
-                        : (n & 63) != 0 || now_ns() < c->deadline) {
+                        : n < 64 || (n & 63) != 0 || now_ns() < c->deadline) {
     if (pool) {
       slp_block *b;
       CK(slp_alloc(c->dev, s1, 4096, &b));
@@ -466,14 +550,15 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   static char labels[64][32];
   static int n_labels;
   bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
-  if ((opt.every_ops != 0 || opt.every_us != 0 ||
+  if ((opt.every_ops != 0 || opt.every_us != 0 || opt.place_issuer ||
        (serving_pool && opt.wait_yield)) &&
       mode[0] == 'p' && n_labels < 64) {
     char m[12] = "", t[12] = "";
     if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
     if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s", mode, m, t,
-             serving_pool && opt.wait_yield ? "y" : "");
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s%s", mode, m, t,
+             serving_pool && opt.wait_yield ? "y" : "",
+             opt.place_issuer ? "pi" : "");
     mode = labels[n_labels++];
   }
   cell c;
@@ -518,6 +603,8 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   }
   slc_engine_stats es0, es1;
   CK(slc_engine_stats_get(ctx, &es0));
+  unsigned long long dc0[2][DC_N], dc1[2][DC_N];
+  dc_read(dc0);
   dt_sample k0 = dt_read_keep_threads();
   double cpu0 = process_cpu_ns();
   /* Written before the barrier that releases the workers. */
@@ -528,6 +615,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   double wall = (double)(now_ns() - t0);
   double cpu = process_cpu_ns() - cpu0;
   CK(slc_engine_stats_get(ctx, &es1));
+  dc_read(dc1);
   /* The workers waited for every keep of theirs: the keep threads are done
    * with this cell. */
   dt_sample k1 = dt_read_keep_threads();
@@ -643,6 +731,22 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
              (double)atomic_load(&c.wait_ns) / 1e3 / dn);
     printf("\n");
   }
+  /* --count-driver: driver calls per iteration (request), on the request
+   * threads and on the others (the engine thread), during the cell. */
+  if (opt.count_driver && n != 0) {
+    static const char *const nm[DC_N] = {"record", "query",  "getcur",
+                                         "setcur", "wait",   "alloc",
+                                         "free"};
+    printf("drvcalls %-9s %3u |", mode, threads);
+    for (int rq = 1; rq >= 0; rq--) {
+      printf(" %s/op:", rq ? "request threads" : "other threads");
+      for (int k = 0; k < DC_N; k++)
+        printf(" %s %.3f", nm[k], (double)(dc1[rq][k] - dc0[rq][k]) /
+                                      (double)n);
+      printf(rq ? " |" : "");
+    }
+    printf("\n");
+  }
   fflush(stdout);
 }
 
@@ -669,7 +773,9 @@ static int usage(void) {
           "  [--iters N (overhead: N iterations per thread, not --ms)]\n"
           "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
           "per GPU)] [--spread]\n"
-          "  [--engine-threads device|one (one per GPU, or one for all)]\n");
+          "  [--engine-threads device|one (one per GPU, or one for all)]\n"
+          "  [--count-driver (drvcalls lines: driver calls per iteration)]\n"
+          "  [--placement engine|issuer (who records markers; rows /pi)]\n");
   return 2;
 }
 
@@ -724,6 +830,14 @@ int main(int argc, char **argv) {
       if (ev == NULL) return usage();
       if (strcmp(ev, "one") == 0) opt.one_engine_thread = true;
       else if (strcmp(ev, "device") == 0) opt.one_engine_thread = false;
+      else return usage();
+    } else if (strcmp(a, "--count-driver") == 0) {
+      opt.count_driver = true;
+    } else if (strcmp(a, "--placement") == 0) {
+      const char *pv = VAL();
+      if (pv == NULL) return usage();
+      if (strcmp(pv, "issuer") == 0) opt.place_issuer = true;
+      else if (strcmp(pv, "engine") == 0) opt.place_issuer = false;
       else return usage();
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
@@ -786,6 +900,7 @@ int main(int argc, char **argv) {
     return opt.require_gpu ? 1 : 0;
   }
   if (devices != NULL) dt_wrap(&drv); /* the CPU split (bench/drvtime.h) */
+  if (opt.count_driver) dc_wrap(&drv); /* drvcalls lines */
   if (slc_context_create(&drv, &ctx) != LDG_OK) {
     printf("SKIPPED: no usable CUDA device (%s)\n", slc_last_error_message());
     return opt.require_gpu ? 1 : 0;
@@ -796,7 +911,10 @@ int main(int argc, char **argv) {
   slc_engine_config ecfg = {.thread = true,
                             .marker_every_ops = opt.every_ops,
                             .marker_every_us = opt.every_us,
-                            .one_thread = opt.one_engine_thread};
+                            .one_thread = opt.one_engine_thread,
+                            .placement = opt.place_issuer
+                                             ? SLC_ENGINE_PLACE_ISSUER
+                                             : SLC_ENGINE_PLACE_ENGINE};
   CK(slc_engine_enable(ctx, &ecfg));
   int visible = slc_device_count(ctx);
   if (all_gpus)

@@ -542,6 +542,18 @@ void slc__engine_after_issue(slc_stream *s) {
   slc__engine_kick(e);
 }
 
+/* After slc_stream_record_deferred's enqueue: no marker and no count
+ * toward one (the entry raised the stream's mark, so a poll sees it
+ * uncovered: the engine thread's tail marker, a poll's, or the stream's
+ * next issuer marker covers it); a parked engine thread is woken, as
+ * after any issue, so that uncovered work is never left without a poll. */
+void slc__engine_after_deferred(slc_stream *s) {
+  /* Acquire, as slc__engine_after_issue: q initialised, q->e with it. */
+  struct slc__mq *q = slc__load_acquire(&s->mq);
+  if (q == NULL) return;
+  slc__engine_kick(q->e);
+}
+
 /* ---- Consuming (one poll) ------------------------------------------------ */
 
 struct slc__release {

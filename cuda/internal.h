@@ -242,6 +242,9 @@ int slc__engine_register(slc_stream *s);
 void slc__engine_unregister(slc_stream *s);
 /* After an operation was enqueued on s: maybe a marker; wakes the engine. */
 void slc__engine_after_issue(slc_stream *s);
+/* After an entry that places no marker was enqueued on s
+ * (slc_stream_record_deferred): wakes a parked engine thread, nothing else. */
+void slc__engine_after_deferred(slc_stream *s);
 /* slc_context_destroy, before it finishes limbo streams: stops (joins) the
  * thread and frees the engine. Idempotent (a retried destroy). */
 void slc__engine_stop(slc_context *c);

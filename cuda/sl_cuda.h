@@ -146,7 +146,8 @@
  *   slc_buffer_free, slc_copy_htod, slc_copy_dtoh, slc_host_range_settle,
  *   the asynchronous operations (a release overtook the enqueue, or the
  *   stream was destroyed between the issue and the record),
- *   slc_stream_record_external and the slc_buf_* operations (likewise:
+ *   slc_stream_record_external, slc_stream_record_deferred and the
+ *   slc_buf_* operations (likewise:
  *   they issue through the asynchronous operations; slc_buf_copy_peer_async
  *   too), the progress engine's
  *   thread and slc_engine_poll (cuda/sl_engine.h: releases to completed
@@ -408,6 +409,17 @@ int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
  * nothing recorded, the caller keeps its keep and must synchronise its work
  * itself. LDG_ENOMEM: as for the copies, after synchronising the stream. */
 int slc_stream_record_external(slc_stream *s, const slc_hold *hold);
+
+/* As slc_stream_record_external, except that the call never places the
+ * progress engine's marker (no cuEventRecord on the calling thread, and it
+ * does not count toward marker_every_ops): the entry is covered by the
+ * stream's next marker — a later operation's, the engine thread's tail
+ * marker, or one placed by slc_engine_poll / slc_engine_poll_stream, which
+ * place one when the stream has uncovered work and none pending — or by a
+ * synchronisation. A parked engine thread is woken as after any issue. For
+ * records nobody waits on at once (the pool's slp_record_use: issue 10).
+ * Same errors and keeps as slc_stream_record_external. */
+int slc_stream_record_deferred(slc_stream *s, const slc_hold *hold);
 
 /* ---- Events -----------------------------------------------------------------
  */

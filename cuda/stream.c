@@ -587,8 +587,11 @@ int slc_memset_d8_async(slc_stream *s, CUdeviceptr dst, unsigned char value,
   return slc__run_op(s, &op, hold, "slc_memset_d8_async");
 }
 
-int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
-  static const char fn[] = "slc_stream_record_external";
+/* slc_stream_record_external and slc_stream_record_deferred: `marker`,
+ * whether this call may place the engine's marker (slc__engine_after_issue)
+ * or only wakes a parked engine thread (slc__engine_after_deferred). */
+static int slc__record_external(slc_stream *s, const slc_hold *hold,
+                                const char *fn, bool marker) {
   if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
   int rc = slc__check_hold(hold, fn);
   if (rc != LDG_OK) return rc;
@@ -605,7 +608,10 @@ int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
                    NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (rc == LDG_OK) {
-    slc__engine_after_issue(s);
+    if (marker)
+      slc__engine_after_issue(s);
+    else
+      slc__engine_after_deferred(s);
     return LDG_OK;
   }
   if (rc == LDG_EDESTROYED) {
@@ -618,6 +624,14 @@ int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
   return slc__fail(rc, "ldg_enqueue",
                    "external work could not be recorded; the stream was "
                    "synchronised and the caller keeps its keep");
+}
+
+int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
+  return slc__record_external(s, hold, "slc_stream_record_external", true);
+}
+
+int slc_stream_record_deferred(slc_stream *s, const slc_hold *hold) {
+  return slc__record_external(s, hold, "slc_stream_record_deferred", false);
 }
 
 int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,

@@ -32,25 +32,26 @@
  *   work the pool was not told about — is a reported use-after-poison.
  *
  * THE SECOND RULE: STREAM ORDER, FOR DEVICE BLOCKS
- *   Each block remembers its home stream (slp_alloc's) and counts its
- *   pending uses on other streams in xuses. A use on another stream raises
- *   xuses before its CAS on the state word and lowers it in its keep before
- *   the state's decrement. slp_free reads the state with acquire, then
- *   xuses: a cross-stream use counted in the state it read is seen in xuses
- *   unless its keep already ran, i.e. unless it completed; a use or keep
- *   that changes the state afterwards makes slp_free's CAS fail, and it
- *   decides again. If xuses is 0, every pending use is on the home stream:
+ *   Each block remembers its home stream (slp_alloc's), and its state word
+ *   counts, besides all pending uses, those on other streams (a second
+ *   field: a use on another stream adds 1 to both with its one CAS, its
+ *   keep subtracts both with one decrement). slp_free decides on the word
+ *   its CAS replaces, so both counts are of one instant: a use or keep
+ *   that changes the word first makes the CAS fail, and it decides again.
+ *   (They were two words, the cross count raised before the state's CAS
+ *   and read after it: two locked RMWs more per cross-stream use, issue
+ *   10.) If no cross use is pending, every pending use is on the home stream:
  *   the same CAS that clears ALLOC sets STREAM, and the block is listed
  *   in the freeing thread's cache, where only an slp_alloc on
  *   the same stream takes it (CAS STREAM -> ALLOC, keeping the count). The
  *   next owner's work on that stream is issued after the pending work, so
- *   the GPU runs it after: the order cuMemFreeAsync relies on. The first
- *   use of such a block on another stream first makes that stream wait for
- *   the home stream (an event): reuse elsewhere comes only after that
- *   stream waited on the freeing stream. Device
+ *   the GPU runs it after: the order cuMemFreeAsync relies on. Every use
+ *   of such a block on another stream (until its next alloc) first makes
+ *   that stream wait for the home stream (an event): reuse elsewhere comes
+ *   only after that stream waited on the freeing stream. Device
  *   memory only: the host cannot touch it outside stream order, whereas a
  *   pinned block is written by the host at once. Keeps leave STREAM blocks
- *   alone (their decrement never sees the bare count 1); a block leaves a
+ *   alone (their decrement never leaves the bare word 0); a block leaves a
  *   list unused (the list is full, a trim, the thread exits) by the free
  *   path's rule: free now if nothing is pending, else held. Listed blocks
  *   are not poisoned, so ASan checks this rule only through the data (the
@@ -104,9 +105,10 @@
  *   threads on it was the bottleneck (bench/RESULTS.md, issue 10). Now:
  *   - a keep that returns a block on a thread with a cache of the pool
  *     (slp__tc_peek: never creates one) pushes it there if it fits, then
- *     stores FREE (release) as its last touch of the pool; only the
- *     engine's keeps (no cache) and overflows take the shared path, under
- *     p->returning as before;
+ *     stores FREE (release) as its last touch of the pool; the engine's
+ *     keeps (no cache) and overflows take the other path, under
+ *     p->returning as before, to the inbox of the thread that freed the
+ *     block (below) or the shared list;
  *   - a thread whose cache runs dry after freeing blocks under pending
  *     work releases its own streams itself (slp__poll_own, with
  *     slc_engine_poll_stream), so those keeps run on it (while the shared
@@ -115,6 +117,27 @@
  *     allocated bytes are.
  *   A block pushed to a cache before its FREE store is reached by no one
  *   else: only its owner thread pops that cache, and it is that thread.
+ *
+ * THE OWNER'S INBOX
+ *   The keeps the engine thread still wins (at 16 request threads about
+ *   half) pushed their blocks to the class's shared list, and every request
+ *   thread whose cache ran dry popped that list under its take-mutex, one
+ *   CAS per block while the engine pushed: on the H200 the request threads
+ *   waited in futex ~70 % of the time (bench/RESULTS.md, issue 10). Now
+ *   slp_free records the freeing thread's inbox in the block (b->inbox,
+ *   before its CAS, which the returning keep's decrement reads), and a keep
+ *   on a thread without a cache pushes the FREE, poisoned block there
+ *   (slp__give_back_to). The owner takes its whole inbox with one CAS when
+ *   a class of its cache is empty, before any poll or the shared list. A
+ *   block in an inbox is FREE with no pending use: the first rule holds
+ *   whoever takes it, so anyone may: before carving a slab, trimming or an
+ *   out-of-memory retry, a thread moves every inbox to the shared lists
+ *   (slp__inboxes_flush), so blocks freed by a thread that no longer
+ *   allocates do not make the others grow the pool. An exiting thread
+ *   closes its inbox (SLP__CLOSED: pushers then use the shared list) and
+ *   moves what was in it to the shared lists; inboxes are freed only with
+ *   the pool, so a late pusher never touches freed memory, and a later
+ *   thread reopens a closed one.
  *
  * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
  * come back), then synchronise only the streams the pool saw work on that
@@ -166,7 +189,12 @@
 #define SLP__ALLOC (UINT64_C(1) << 63)
 #define SLP__FREE (UINT64_C(1) << 62)
 #define SLP__STREAM (UINT64_C(1) << 61) /* in a thread's stream-ordered list */
-#define SLP__COUNT (SLP__STREAM - 1)
+/* Pending uses: all of them (bits 0-29) and, of those, the ones on a stream
+ * other than the block's home (bits 30-59; see THE SECOND RULE). */
+#define SLP__XONE (UINT64_C(1) << 30)
+#define SLP__COUNT (SLP__XONE - 1)
+#define SLP__XCOUNT (SLP__COUNT * SLP__XONE)
+#define SLP__USES (SLP__COUNT | SLP__XCOUNT)
 #define SLP__SO_CAP 16 /* stream-ordered blocks per thread and class */
 
 /* A 2 MiB driver allocation whose pages small-class slabs share (see
@@ -196,10 +224,16 @@ struct slp_block {
   size_t cap;
   uint64_t id;
   atomic_uint_fast64_t st;
-  atomic_uint_fast64_t xuses; /* pending uses on streams other than home */
   slc_stream *home; /* the stream of slp_alloc; its owner's */
-  atomic_bool fresh; /* handed out by stream order, not yet used elsewhere */
+  atomic_bool fresh; /* handed out by stream order with work pending: every
+                      * use on another stream waits for home first */
   slp_block *next; /* free-list link; written before the push that publishes */
+  /* The inbox of the thread that freed it last (NULL: none), where a keep
+   * on a thread without a cache returns it (THE OWNER'S INBOX). Written by
+   * slp_free before the CAS that may make the block held; read by the keep
+   * whose decrement returns it, after that CAS. Atomic (relaxed): a double
+   * free writes it while a keep may read it (the CASes order the rest). */
+  _Atomic(struct slp__inbox *) inbox;
   /* Written by the owner at alloc; atomic for snapshots. */
   atomic_size_t bytes;
   atomic_uint_fast64_t stream_id, alloc_ns;
@@ -214,6 +248,25 @@ struct slp__map {
   size_t cap, used;
   struct slp__mslot *slots;
   struct slp__map *retired;
+};
+
+/* THE OWNER'S INBOX: a stack of free blocks that other threads returned
+ * for this thread. Pushed by CAS (release), taken whole by CAS to NULL
+ * (acquire) by anyone: its owner when a class of its cache is empty, any
+ * thread before carving a slab or trimming; no pop of one node, so no ABA.
+ * SLP__CLOSED: its thread exited; pushers go to the shared list. Inboxes
+ * live until the pool is destroyed (p->inboxes) and are reused by later
+ * threads (p->inbox_free). */
+#define SLP__CLOSED ((slp_block *)1)
+struct slp__inbox {
+  _Alignas(64) _Atomic(slp_block *) head;
+  /* Held bytes that keeps returning blocks here took off (<= 0): on the
+   * line their push wrote, not the pool's `held`, which every thread's
+   * folds write too; the owner folds it into its d_held at a drain, and
+   * slp__allocated_exact adds what is left. */
+  atomic_int_fast64_t held;
+  struct slp__inbox *next_all;  /* p->inboxes; fixed once published */
+  struct slp__inbox *next_free; /* p->inbox_free; registry mutex */
 };
 
 /* Counters of one thread cache: written by its thread only. */
@@ -237,11 +290,13 @@ struct slp__tcache {
     unsigned n;
   } so[SLP__NCLASS];
   struct slp__tcounts n;
+  struct slp__inbox *inbox; /* this thread's (THE OWNER'S INBOX) */
   /* Bytes this thread allocated minus freed (class sizes, asked sizes),
    * not yet folded into the pool's counters (see slp__acct). */
   atomic_int_fast64_t d_alloc, d_req;
   /* Held bytes this thread added (freed under pending work) minus those
-   * its keeps returned, not yet folded into p->held (see slp__held_acct). */
+   * its keeps returned and those its inbox's count took off (folded here
+   * at a drain), not yet folded into p->held (see slp__held_acct). */
   atomic_int_fast64_t d_held;
   /* Frees that found pending work since this thread last polled its own
    * streams (see THE PER-THREAD RETURN PATH). */
@@ -270,6 +325,8 @@ struct slp_pool {
   struct slp__slab *retired[SLP__NCLASS];
   _Atomic(struct slp__map *) map;
   struct slp__tcache *tcaches; /* registry mutex */
+  _Atomic(struct slp__inbox *) inboxes; /* every inbox, pushed by CAS */
+  struct slp__inbox *inbox_free;        /* closed ones; registry mutex */
   struct slp__tcounts gone;    /* counts of exited threads' caches */
   slc_stream **streams;        /* registry for OOM syncs: a ref each */
   size_t n_streams, cap_streams;
@@ -419,6 +476,58 @@ static slp_block *slp__shared_pop(slp_pool *p, int cls) {
   return b;
 }
 
+/* ---- Inboxes (THE OWNER'S INBOX) ----------------------------------------- */
+
+/* Pushes b (FREE, poisoned) to in; false if in is closed. Release: as
+ * slp__shared_push, b's history and link before the taker's acquire. */
+static bool slp__inbox_push(struct slp__inbox *in, slp_block *b) {
+  slp_block *old = slp__load_relaxed(&in->head);
+  do {
+    if (old == SLP__CLOSED) return false;
+    b->next = old;
+  } while (!slp__cas_weak_acq_rel(&in->head, &old, b));
+  return true;
+}
+
+/* Takes in's whole chain (NULL if empty or closed). A CAS of the head seen
+ * to NULL, not a pop: the chain is read only after it succeeded, so a head
+ * taken and pushed again meanwhile (ABA) hands over the current chain, which
+ * is just as valid. Acquire pairs with the pushers' release CASes (every
+ * write of head but a reopen, on an empty closed inbox, is an RMW: one
+ * release sequence). `close`: leaves SLP__CLOSED instead of NULL. */
+static slp_block *slp__inbox_take(struct slp__inbox *in, bool close) {
+  slp_block *old = slp__load_acquire(&in->head);
+  while (old != SLP__CLOSED && (old != NULL || close) &&
+         !slp__cas_weak_acq_rel(&in->head, &old,
+                                close ? SLP__CLOSED : NULL)) {
+  }
+  return old == SLP__CLOSED ? NULL : old;
+}
+
+/* Every inbox's blocks to the shared lists (before a new slab, a trim, an
+ * out-of-memory retry: blocks returned for a thread that does not allocate
+ * again must not make the others grow the pool). Returns how many. */
+static size_t slp__inboxes_flush(slp_pool *p) {
+  size_t n = 0;
+  /* Acquire pairs with the release CAS that published each inbox. */
+  for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
+       in = in->next_all) {
+    /* Its held count too, into the pool's: a trim reads p->held (cached =
+     * reserved - allocated - held) and would keep these slabs. */
+    if (slp__load_relaxed(&in->held) != 0)
+      slp__add(&p->held, NULL,
+               atomic_exchange_explicit(&in->held, 0, memory_order_relaxed));
+    if (slp__load_relaxed(&in->head) == NULL) continue;
+    for (slp_block *b = slp__inbox_take(in, false), *nx; b != NULL; b = nx) {
+      nx = b->next;
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+      n++;
+    }
+  }
+  return n;
+}
+
 /* ---- Thread caches ---------------------------------------------------- */
 
 static unsigned slp__class_cap(const slp_pool *p, int cls) {
@@ -484,6 +593,17 @@ static void slp__tc_retire(struct slp__tcache *tc, slc_stream **drop,
   slp_pool *p = tc->pool;
   if (p != NULL) {
     slp__tc_flush_all(p, tc);
+    /* Closed first: a keep that returns a block this thread freed goes to
+     * the shared list from now on; what was pushed before goes there too.
+     * The inbox waits in p->inbox_free for a later thread. */
+    for (slp_block *b = slp__inbox_take(tc->inbox, true), *nx; b != NULL;
+         b = nx) {
+      nx = b->next;
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+    }
+    tc->inbox->next_free = p->inbox_free;
+    p->inbox_free = tc->inbox;
     slp__counts_add(&p->gone, &tc->n);
     slp__add(&p->allocated, &p->allocated_peak,
              slp__load_relaxed(&tc->d_alloc));
@@ -513,17 +633,44 @@ static void slp__make_key(void) {
   (void)pthread_key_create(&slp__key, slp__thread_exit);
 }
 
-/* This thread's cache of p; NULL only when out of memory. */
-static struct slp__tcache *slp__tc(slp_pool *p) {
-  struct slp__tcache *tc = slp__tls[p->index];
-  if (tc != NULL && tc->uid == p->uid) return tc;
+/* slp__tc's first call per thread and pool: creates the cache (tc: a
+ * stale one, of a destroyed pool that had this slot, retired here). Out of
+ * line, so that the lookup every alloc, free and use makes saves no
+ * registers (it was 26 instructions, most of them this one's prologue). */
+__attribute__((noinline)) static struct slp__tcache *slp__tc_create(
+    slp_pool *p, struct slp__tcache *tc) {
   pthread_once(&slp__key_once, slp__make_key);
   struct slp__tcache *fresh = calloc(1, sizeof(*fresh));
-  if (fresh == NULL) return NULL;
+  /* A new inbox, unless a closed one waits (then this one is dropped). */
+  size_t in_bytes = (sizeof(struct slp__inbox) + 63) / 64 * 64;
+  struct slp__inbox *in = aligned_alloc(64, in_bytes);
+  if (fresh == NULL || in == NULL) {
+    free(fresh);
+    free(in);
+    return NULL;
+  }
+  memset(in, 0, in_bytes);
   slc_stream *drop[8];
   size_t n_drop = 0;
   pthread_mutex_lock(&slp__reg_mu);
   if (tc != NULL) slp__tc_retire(tc, drop, &n_drop); /* a destroyed pool's */
+  if (p->inbox_free != NULL) {
+    free(in);
+    in = p->inbox_free;
+    p->inbox_free = in->next_free;
+    /* Reopened: closed inboxes are empty and nobody writes a closed head
+     * (pushers and takers leave it), so a store. Relaxed: the blocks later
+     * pushed publish themselves with their CASes. */
+    slp__store_relaxed(&in->head, NULL);
+  } else {
+    /* Published with release: next_all is fixed before (the flushers'
+     * acquire load). */
+    struct slp__inbox *old = slp__load_relaxed(&p->inboxes);
+    do {
+      in->next_all = old;
+    } while (!slp__cas_weak_acq_rel(&p->inboxes, &old, in));
+  }
+  fresh->inbox = in;
   fresh->pool = p;
   fresh->uid = p->uid;
   fresh->next = p->tcaches;
@@ -534,6 +681,13 @@ static struct slp__tcache *slp__tc(slp_pool *p) {
   slp__unref_all(drop, n_drop);
   (void)pthread_setspecific(slp__key, slp__tls);
   return fresh;
+}
+
+/* This thread's cache of p; NULL only when out of memory. */
+static inline struct slp__tcache *slp__tc(slp_pool *p) {
+  struct slp__tcache *tc = slp__tls[p->index];
+  if (tc != NULL && tc->uid == p->uid) return tc;
+  return slp__tc_create(p, tc);
 }
 
 /* ---- The address map --------------------------------------------------- */
@@ -891,6 +1045,7 @@ static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
  * one class at a time (a slab belongs to one class). */
 static size_t slp__trim_locked(slp_pool *p, size_t keep) {
   size_t released = 0;
+  (void)slp__inboxes_flush(p); /* their slabs may be whole again */
   for (int k = 0; k < SLP__NCLASS; k++) {
     if (slp__load_relaxed(&p->shared[k].head) == NULL) continue;
     size_t unlinked = 0;
@@ -969,6 +1124,24 @@ static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
 static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
                            int_fast64_t d);
 
+/* tc's inbox into tc's cache (what does not fit: the shared lists). */
+static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
+  /* The inbox's held count into this thread's (folded every 64 KiB). */
+  int_fast64_t h = atomic_exchange_explicit(&tc->inbox->held, 0,
+                                            memory_order_relaxed);
+  if (h != 0) slp__held_acct(p, tc, h);
+  for (slp_block *b = slp__inbox_take(tc->inbox, false), *nx; b != NULL;
+       b = nx) {
+    nx = b->next;
+    if (slp__tc_room(p, tc, b->cls)) {
+      slp__tc_push(tc, b);
+    } else {
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+    }
+  }
+}
+
 /* The block is FREE now: to the thread's cache, or the shared list. */
 static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
                            slp_block *b) {
@@ -993,18 +1166,31 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
   slp__shared_push(p, k, b, b);
 }
 
+/* A block FREE now, returned by a keep on a thread without room in a cache
+ * of the pool: to `in` (the inbox of the thread that freed it), or the
+ * shared list if there is none or it is closed. */
+static bool slp__give_back_to(slp_pool *p, struct slp__inbox *in,
+                              slp_block *b) {
+  if (p->cfg.on_recycle != NULL)
+    p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
+  slp__poison(b);
+  if (in != NULL && slp__inbox_push(in, b)) return true;
+  b->next = NULL;
+  slp__shared_push(p, b->cls, b, b);
+  return false;
+}
+
 /* Drops one pending use (`cross`: on a stream other than the block's home);
  * the last use of a held block returns it. Runs in keeps (any thread):
  * returns to the shared list. A block in a stream-ordered list (STREAM) is
  * left there: its owner reuses or releases it. */
 static void slp__unuse(slp_block *b, bool cross) {
-  /* Release: a free that reads xuses == 0 after this knows the cross use
-   * completed. */
-  if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
-  /* acq_rel: the keep's completion proof happens-before the free-list push;
-   * pairs with slp_free's CAS. */
-  uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, 1);
-  if (old != 1) return; /* allocated, listed, or other uses pending */
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
+  /* acq_rel: the keep's completion proof happens-before the free-list push
+   * (and, for a cross use, before a free that reads no cross use pending
+   * and lists the block for its home stream); pairs with slp_free's CAS. */
+  uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, d);
+  if (old != d) return; /* allocated, listed, or other uses pending */
   slp_pool *p = b->pool;
   /* The block is ours, in the bare state 0 (live for slp_snapshot). On a
    * thread with a cache of p and room in it (a request thread releasing
@@ -1021,19 +1207,27 @@ static void slp__unuse(slp_block *b, bool cross) {
     slp__store_release(&b->st, SLP__FREE);
     return;
   }
-  /* Otherwise to the shared list. We
+  /* Otherwise, from a thread without a cache of p (the engine's), to the
+   * inbox of the thread that freed it (THE OWNER'S INBOX: its next alloc of
+   * an empty class takes them all with one CAS, where 16 threads
+   * convoyed on the shared list's take-mutex, bench/RESULTS.md), else to
+   * the shared list. We
    * announce ourselves in p->returning before the release store of FREE:
    * a destroy that sees the block free (acquire) then sees us there, and
    * waits for our release decrement, after our last touch of p and b. */
+  struct slp__inbox *in = tc == NULL ? slp__load_relaxed(&b->inbox) : NULL;
   slp__fetch_add_relaxed(&p->returning, 1);
   /* Read first: once listed, b may be taken, trimmed and its slab re-carved
    * (b->cap rewritten) by other threads. */
   int_fast64_t cap = (int_fast64_t)b->cap;
   slp__store_release(&b->st, SLP__FREE);
-  slp__give_back(p, NULL, b);
   /* Uncounted after it is listed: a reader that sees no bytes held finds
-   * the block on a list (a trim after waiting for held == 0 returns it). */
-  slp__held_acct(p, NULL, -cap);
+   * the block on a list (a trim after waiting for held == 0 returns it).
+   * In the inbox's count if it went there (see slp__inbox.held). */
+  if (slp__give_back_to(p, in, b))
+    slp__fetch_add_relaxed(&in->held, -cap);
+  else
+    slp__held_acct(p, NULL, -cap);
   atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
@@ -1044,22 +1238,26 @@ static void slp__unuse_keep(void *ctx) {
   slp__unuse((slp_block *)(v & ~(uintptr_t)1), v & 1);
 }
 
-/* Counts a use on s; LDG_EINVAL if b is not allocated. A cross-stream use
- * is counted in xuses first, so that a free that sees the use sees it
- * there too. */
+/* Counts a use on s (a cross-stream use in both fields); LDG_EINVAL if b
+ * is not allocated. */
 static int slp__use(slp_block *b, bool cross, const char *fn) {
-  if (cross) slp__fetch_add_relaxed(&b->xuses, 1);
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
   uint_fast64_t old = slp__load_relaxed(&b->st);
   do {
-    if (!(old & SLP__ALLOC)) {
-      if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
+    if (!(old & SLP__ALLOC))
       return slc_set_error(LDG_EINVAL, fn,
                            "block %#lx of the pool is not allocated (used "
                            "after slp_free?)",
                            (unsigned long)b->addr);
-    }
-    /* acq_rel: the xuses increment before it, for slp_free's acquire. */
-  } while (!slp__cas_weak_acq_rel(&b->st, &old, old + 1));
+    /* 2^30 - 1 uses pending on one block: the ledger holds an entry for
+     * each, so memory runs out long before; refused rather than wrapped. */
+    if ((old & SLP__COUNT) == SLP__COUNT)
+      return slc_set_error(LDG_ENOMEM, fn,
+                           "block %#lx has %llu pending uses, the most",
+                           (unsigned long)b->addr,
+                           (unsigned long long)SLP__COUNT);
+    /* acq_rel: pairs with slp_free's CAS and the keeps' decrements. */
+  } while (!slp__cas_weak_acq_rel(&b->st, &old, old + d));
   return LDG_OK;
 }
 
@@ -1072,7 +1270,7 @@ static void slp__so_release(slp_pool *p, struct slp__tcache *tc,
                             slp_block *b) {
   uint_fast64_t old = slp__load_relaxed(&b->st), nw;
   do {
-    nw = (old & SLP__COUNT) == 0 ? SLP__FREE : (old & SLP__COUNT);
+    nw = (old & SLP__USES) == 0 ? SLP__FREE : (old & SLP__USES);
   } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
   if (nw == SLP__FREE)
     slp__give_back(p, tc, b);
@@ -1115,7 +1313,7 @@ static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
     uint_fast64_t old = slp__load_relaxed(&b->st);
     /* acq_rel against the keeps still decrementing the count. */
     while (!slp__cas_weak_acq_rel(&b->st, &old,
-                                  (old & SLP__COUNT) | SLP__ALLOC)) {
+                                  (old & SLP__USES) | SLP__ALLOC)) {
     }
     slp__store_relaxed(&b->fresh, (old & SLP__COUNT) != 0);
     return b;
@@ -1184,6 +1382,9 @@ static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
     r += slp__load_relaxed(&tc->d_req);
     h += slp__load_relaxed(&tc->d_held);
   }
+  for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
+       in = in->next_all)
+    h += slp__load_relaxed(&in->held);
   pthread_mutex_unlock(&slp__reg_mu);
   *alloc = a;
   if (req != NULL) *req = r;
@@ -1321,6 +1522,7 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
  * cache to 0 and carve a new slab. */
 static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
                            slp_block **out, bool *reused) {
+  (void)slp__inboxes_flush(p);
   slp_block *b = slp__take(p, tc, cls);
   if (b != NULL) {
     *out = b;
@@ -1336,6 +1538,17 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
                                 slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
+  /* Before a new slab: blocks returned for other threads (their inboxes;
+   * a thread that frees and no longer allocates would otherwise make the
+   * others grow the pool). */
+  if (slp__inboxes_flush(p) != 0) {
+    slp_block *b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      *out = b;
+      *reused = true;
+      return CUDA_SUCCESS;
+    }
+  }
   /* Before a new slab: if blocks are held, let the engine release what
    * completed, here (as PyTorch processes its events on malloc). Without
    * this, a request rate above the engine thread's would grow the pool
@@ -1405,7 +1618,15 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   slp__register_stream(p, tc, s);
   int cls = slp__class_of(bytes);
   if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
-  slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
+  /* (Tested here first: the call is ~20 instructions when the list is
+   * empty, as in pool_2s, whose blocks are used on a second stream.) */
+  slp_block *b =
+      p->device >= 0 && tc->so[cls].n != 0 ? slp__so_take(tc, cls, s) : NULL;
+  /* Blocks other threads returned for this one, before any poll (a load
+   * of a line the engine thread writes, only when the class is empty). */
+  if (b == NULL && tc->cls[cls].head == NULL &&
+      slp__load_relaxed(&tc->inbox->head) != NULL)
+    slp__inbox_drain(p, tc);
   /* Dry: poll own streams, unless few frees were held since the last poll
    * and the shared list has blocks (slp__take below; a peek, as its own). */
   if (b == NULL && tc->cls[cls].head == NULL &&
@@ -1416,7 +1637,6 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (b == NULL) {
     b = slp__take(p, tc, cls);
     if (b != NULL) {
-      slp__store_relaxed(&b->xuses, 0);
       slp__store_relaxed(&b->fresh, false);
       b->home = s;
     }
@@ -1425,7 +1645,6 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (b == NULL) {
     CUresult cr = slp__slow_alloc(p, tc, cls, &b, &reused);
     if (cr != CUDA_SUCCESS) return slp__oom(p, bytes, cr);
-    slp__store_relaxed(&b->xuses, 0);
     slp__store_relaxed(&b->fresh, false);
     b->home = s;
   }
@@ -1461,8 +1680,10 @@ int slp_free(slp_block *b) {
   /* Stream order applies to device blocks whose pending uses are all on
    * their home stream (no host access can race with device memory). */
   bool stream_order = p->device >= 0 && tc != NULL;
-  /* Acquire: a use counted in the word we read had raised xuses before
-   * its CAS (slp__use), so the xuses load below sees it. */
+  /* Where a keep on another thread returns it if it becomes held: before
+   * the CAS below, which that keep's decrement reads. */
+  slp__store_relaxed(&b->inbox, tc != NULL ? tc->inbox : NULL);
+  /* Acquire: the history of the uses counted in the word we read. */
   uint_fast64_t old = slp__load_acquire(&b->st), nw;
   do {
     if (!(old & SLP__ALLOC))
@@ -1470,10 +1691,10 @@ int slp_free(slp_block *b) {
                            "double free: block %#lx (%zu bytes) is not "
                            "allocated",
                            (unsigned long)b->addr, b->cap);
-    uint_fast64_t pending = old & SLP__COUNT;
+    uint_fast64_t pending = old & SLP__USES;
     if (pending == 0)
       nw = SLP__FREE;
-    else if (stream_order && slp__load_acquire(&b->xuses) == 0)
+    else if (stream_order && (old & SLP__XCOUNT) == 0)
       nw = pending | SLP__STREAM;
     else
       nw = pending;
@@ -1592,13 +1813,21 @@ static void slp__opkeep_run(void *ctx) {
   free(k);
 }
 
-/* The first use on another stream of a block handed out by stream order:
- * the previous owner's work may still be pending on the home stream, so s
+/* A use on another stream of a block handed out by stream order: the
+ * previous owner's work may still be pending on the home stream, so s
  * waits for it (an event recorded on home, cuStreamWaitEvent on s). A home
  * stream destroyed meanwhile was synchronised: nothing to wait for. */
 static int slp__order_fresh(slp_block *b, slc_stream *s) {
-  if (!atomic_exchange_explicit(&b->fresh, false, memory_order_relaxed))
-    return LDG_OK;
+  /* Set by the owner's slp_alloc (slp__so_take) before the block reaches
+   * any other thread, and kept until the next alloc: EVERY other stream
+   * waits, not only the first (that stream's wait orders nothing on the
+   * next one; the flag was cleared by the first use until issue 10's
+   * test stream_reuse_two_other_streams, where a third stream read the
+   * block before the previous owner's memset). The price: an event per
+   * use elsewhere of a block reused by stream order while its previous
+   * owner's work may be pending (pool_2s's blocks are never: a use on a
+   * second stream makes the free hold them). */
+  if (!slp__load_relaxed(&b->fresh)) return LDG_OK;
   slc_event *ev;
   int rc = slc_event_create(b->pool->c, slc_stream_device(b->home), &ev);
   if (rc == LDG_OK) {
@@ -1607,7 +1836,6 @@ static int slp__order_fresh(slp_block *b, slc_stream *s) {
     else if (rc == LDG_EDESTROYED) rc = LDG_OK;
     (void)slc_event_destroy(ev);
   }
-  if (rc != LDG_OK) slp__store_relaxed(&b->fresh, true);
   return rc;
 }
 
@@ -1628,6 +1856,28 @@ static void slp__xhold_undo(struct slp__xhold *x) {
     slp__unuse(x->blocks[i], (x->cross >> i) & 1);
   free(x->owned);
   free(x->k);
+}
+
+/* One block named by an operation on s: a block of a pool, the range
+ * [off, +len) inside its requested bytes (len NULL: all of them; *len_out
+ * the length), of s's device (device blocks). */
+static int slp__check_named(const slp_block *b, slc_stream *s, size_t off,
+                            const size_t *len, size_t *len_out,
+                            const char *fn) {
+  int rc = slp__check_block(b, fn);
+  if (rc != LDG_OK) return rc;
+  size_t have = slp__load_relaxed(&((slp_block *)b)->bytes);
+  size_t l = len ? *len : have;
+  if (off > have || l > have - off)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "range [%zu, +%zu) outside the block's %zu bytes",
+                         off, l, have);
+  if (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))
+    return slc_set_error(LDG_EINVAL, fn,
+                         "block of device %d, stream on device %d",
+                         b->pool->device, slc_stream_device(s));
+  *len_out = l;
+  return LDG_OK;
 }
 
 /* Checks blocks (with their ranges, lens NULL: whole), counts a use on each
@@ -1659,19 +1909,11 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
     return slc_set_error(LDG_EINVAL, fn, "bad hold");
   size_t n_hosts = 0;
   for (size_t i = 0; i < n; i++) {
-    int rc = slp__check_block(blocks[i], fn);
-    if (rc != LDG_OK) return rc;
     const slp_block *b = blocks[i];
-    size_t have = slp__load_relaxed(&((slp_block *)b)->bytes);
-    size_t off = offs ? offs[i] : 0, len = lens ? lens[i] : have;
-    if (off > have || len > have - off)
-      return slc_set_error(LDG_EINVAL, fn,
-                           "range [%zu, +%zu) outside the block's %zu bytes",
-                           off, len, have);
-    if (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))
-      return slc_set_error(LDG_EINVAL, fn,
-                           "block of device %d, stream on device %d",
-                           b->pool->device, slc_stream_device(s));
+    size_t len;
+    int rc = slp__check_named(b, s, offs ? offs[i] : 0, lens ? &lens[i] : NULL,
+                              &len, fn);
+    if (rc != LDG_OK) return rc;
     n_hosts += b->pool->device < 0 && len > 0;
     if (b->home != s) x->cross |= UINT64_C(1) << i;
   }
@@ -1795,13 +2037,48 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
   return slp__xhold_done(&x, rc);
 }
 
+/* slp_record_use of one block with no hold of the caller (a record_stream
+ * hook, pool_2s): the checks, use and hold of slp__xhold_make without
+ * building its general hold (231 of the request thread's ~1 150
+ * instructions per pool_2s iteration, bench/RESULTS.md). */
+static int slp__record_use_one(slc_stream *s, slp_block *b, const char *fn) {
+  size_t len;
+  int rc = slp__check_named(b, s, 0, NULL, &len, fn);
+  if (rc != LDG_OK) return rc;
+  bool cross = b->home != s;
+  if (cross && (rc = slp__order_fresh(b, s)) != LDG_OK) return rc;
+  if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
+  struct slp__tcache *tc = slp__tc(b->pool);
+  if (tc != NULL) slp__register_stream(b->pool, tc, s);
+  uint64_t id = b->id;
+  ldg_range r = {b->addr, len};
+  bool host = b->pool->device < 0 && len > 0; /* host blocks: their bytes */
+  slc_hold h = {{slp__unuse_keep, (void *)((uintptr_t)b | cross)},
+                &id, 1, host ? &r : NULL, host};
+  /* No marker (slp_record_use below says why). */
+  rc = slc_stream_record_deferred(s, &h);
+  if (rc != LDG_OK) slp__unuse(b, cross); /* nothing recorded */
+  return rc;
+}
+
 int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
                    const slc_hold *hold) {
+  if (s != NULL && n_blocks == 1 && blocks != NULL && hold == NULL)
+    return slp__record_use_one(s, blocks[0], "slp_record_use");
   struct slp__xhold x;
   int rc = slp__xhold_make(&x, s, hold, blocks, NULL, NULL, n_blocks,
                            "slp_record_use");
   if (rc != LDG_OK) return rc;
-  rc = slc_stream_record_external(s, &x.h);
+  /* No marker of its own (issue 10): a stream used only through
+   * record_use (a block's second user) needs one only when someone waits
+   * for its blocks: this thread's own poll (slp__poll_own, which places
+   * one when none is pending), another operation's, or the engine
+   * thread's tail marker. One cuEventRecord per 8 uses was the request
+   * thread's largest driver cost and, summed over 16 threads, the
+   * driver's ceiling (bench/RESULTS.md, "What pool_2s pays per
+   * iteration"). Later, never earlier: the ledger still holds the blocks
+   * until s is known complete past this point. */
+  rc = slc_stream_record_deferred(s, &x.h);
   return slp__xhold_done(&x, rc);
 }
 
@@ -1871,7 +2148,7 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
       uint_fast64_t st = slp__load_acquire(&b->st);
       /* Free, or listed with nothing pending: not live. The bare state 0
        * (a keep returning it, or block 0 of a slab being carved) is. */
-      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__COUNT) == 0))
+      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__USES) == 0))
         continue;
       if (n < cap && out != NULL) {
         slp_block_info *o = &out[n];
@@ -2022,6 +2299,11 @@ int slp_pool_destroy(slp_pool *p) {
     nx = m->retired;
     free(m->slots);
     free(m);
+  }
+  for (struct slp__inbox *in = slp__load_relaxed(&p->inboxes), *nx;
+       in != NULL; in = nx) {
+    nx = in->next_all;
+    free(in);
   }
   for (size_t i = 0; i < p->n_streams; i++) slc_stream_unref(p->streams[i]);
   free(p->streams);

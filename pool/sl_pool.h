@@ -27,11 +27,11 @@
  *     uses are all on its home stream (the stream given to slp_alloc) is
  *     handed out again at once, but only to an slp_alloc on that same
  *     stream, from the freeing thread's cache (as cuMemFreeAsync): the new
- *     owner's work on that stream runs after the old work. The first pool
- *     call that uses such a block on another stream first makes that
- *     stream wait for the home stream (an event record and a stream wait),
- *     so reuse elsewhere comes only after that stream waited on the freeing
- *     stream. Pinned host blocks never take this path: the host writes them
+ *     owner's work on that stream runs after the old work. Every pool
+ *     call that uses such a block on another stream (until its next
+ *     slp_alloc) first makes that stream wait for the home stream (an event
+ *     record and a stream wait), so reuse elsewhere comes only after that
+ *     stream waited on the freeing stream. Pinned host blocks never take this path: the host writes them
  *     without stream order.
  *   Why this is safe and what it costs: pool.c.
  *   Raw calls (slc_copy_htod_async with slp_block_dptr...) are NOT seen by
@@ -62,7 +62,10 @@
  *   engine thread, slc_engine_poll callers, synchronising threads, and
  *   slp_alloc on a cache miss (its thread's own streams, see (j)); a block
  *   whose last keep runs on a thread with a cache of the pool goes back to
- *   that cache, otherwise to the shared list. The
+ *   that cache, otherwise to the inbox of the thread that freed it (taken
+ *   whole by that thread's next alloc of an empty class, or by any thread
+ *   before it carves a slab or trims), or the shared list when that thread
+ *   has exited. The
  *   caller's own keep in a pool call's hold runs first, then the block's use
  *   is dropped.
  *
@@ -81,7 +84,9 @@
  *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
  *   (a) one per size class, taken once per batch of blocks moved from the
  *       shared free list to the thread's cache; never held across a driver
- *       call or a keep. (b) cuMemAlloc / cuMemHostAlloc of a slab (classes of 1 MiB and more)
+ *       call or a keep. The thread's inbox (blocks other threads returned
+ *       for it), tried first, is taken whole with one CAS, no lock.
+ *       (b) cuMemAlloc / cuMemHostAlloc of a slab (classes of 1 MiB and more)
  *       or of a 2 MiB segment whose pages the small classes' slabs share
  *       (pool.c, WHERE BLOCKS LIVE); a slab that fits in a segment's free
  *       pages takes only the pool mutex.
@@ -96,10 +101,12 @@
  *       per thread and stream (among its 8 latest), the pool mutex (the
  *       stream registry); the stream that leaves those 8 loses the
  *       cache's reference, its keeps run if that was its last one.
- *   (i) while blocks are held, slc_engine_poll first (non-blocking): keeps
- *       of completed work run here, and their blocks are taken if they fit.
- *   (h) the first use of a block handed out by stream order on another
- *       stream records an event and waits on it: the event's mutex.
+ *   (i) first every thread's inbox goes to the shared lists (lock-free) and
+ *       the shared list is tried again; then, while blocks are held,
+ *       slc_engine_poll (non-blocking): keeps of completed work run here,
+ *       and their blocks are taken if they fit.
+ *   (h) each use of a block handed out by stream order on another stream
+ *       records an event and waits on it: the event's mutex.
  *   (j) a thread that freed 32 blocks under pending work since it last
  *       polled, or at least one and finds its cache empty, releases its
  *       own streams (its 8 latest, engine-driven, with pending work) to
@@ -189,8 +196,9 @@ int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
  * per power of two up to 1 MiB, eight above) for work on s (its home
  * stream: see REUSE RULES; the block may be used on any stream of the pool's device, or of
  * any device for host blocks). Served from the thread's blocks listed for
- * s (device pools), its cache, the shared free list of its size class,
- * then — after an slc_engine_poll if blocks are held — a new slab. At out
+ * s (device pools), its cache, its inbox, the shared free list of its size
+ * class, then — after moving every inbox to the shared lists, and an
+ * slc_engine_poll if blocks are held — a new slab. At out
  * of memory (driver,
  * or limit_bytes): 1. trims the caches; 2. slc_engine_poll (if the engine
  * is enabled), so that held blocks whose work completed come back;
@@ -259,8 +267,12 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
 
 /* Work on the blocks that something else already issued on s (a library
  * call, a raw slc_ call, a CUDA graph): holds them until s is known
- * complete past this point (slc_stream_record_external). The pool's
- * record_stream, except that it must come after the work was issued. */
+ * complete past this point. The pool's record_stream, except that it must
+ * come after the work was issued. It places no engine marker itself
+ * (slc_stream_record_deferred): the blocks come back once the stream's
+ * next marker completes — a later operation's, the engine thread's tail
+ * marker, or the one the freeing thread's own poll places (j) — or at a
+ * synchronisation of s. */
 int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
                    const slc_hold *hold);
 
@@ -268,12 +280,12 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
 
 /* Returns cached memory to the driver until at most keep_bytes stay cached:
  * the calling thread's cache, then every slab all of whose blocks are in
- * the shared free lists (a small class's slab gives its pages back to its
- * 2 MiB segment, which other classes carve again; the segment goes back
- * once all its pages are free). Other threads' caches (at most
- * thread_cache_bytes each) stay until those threads allocate, free past
- * their cap, or exit. *released (may be NULL): bytes given back to the
- * driver. */
+ * the shared free lists (every thread's inbox is moved there first; a
+ * small class's slab gives its pages back to its 2 MiB segment, which
+ * other classes carve again; the segment goes back once all its pages are
+ * free). Other threads' caches (at most thread_cache_bytes each) stay
+ * until those threads allocate, free past their cap, or exit. *released
+ * (may be NULL): bytes given back to the driver. */
 int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released);
 
 typedef struct slp_stats {
