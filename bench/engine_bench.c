@@ -34,7 +34,8 @@
  *            rate scenarios: markers, tail markers, polls, the thread's
  *            timed sleeps and parks, and futex wake-ups made by issuers;
  *            wake-ups (sleeps + parks) and the streams that began batching
- *            (sl_engine.h, PACING).
+ *            (sl_engine.h, PACING); cuStreamQuery probes per op
+ *            (PROBING; --markers-only turns them off).
  *   contention (--contention, once, before the modes) slc_launch's issue
  *            cost alone and while a second thread does one thing the
  *            engine thread does (see scenario_contention).
@@ -58,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -80,7 +82,7 @@ static uint64_t process_cpu_ns(void) {
 
 
 static struct {
-  bool host, require_gpu, smoke, contention;
+  bool host, require_gpu, smoke, contention, markers_only;
   const char *libcuda, *json, *modes;
   unsigned samples, kernel_us, rate, rate_ops, idle_ms, sync_every, poll_us,
       every_ops, every_us, poll_max_us, linger_us;
@@ -180,7 +182,8 @@ static void bctx_open(bctx *b, int mode, unsigned n_stamps) {
                              .wait = opt.wait,
                              .placement = opt.placement,
                              .poll_max_us = opt.poll_max_us,
-                             .linger_us = opt.linger_us};
+                             .linger_us = opt.linger_us,
+                             .markers_only = opt.markers_only};
     CK(slc_engine_enable(b->c, &cfg));
   }
   CK(slc_stream_create(b->c, 0, SLC_STREAM_NONBLOCKING, &b->s));
@@ -243,6 +246,8 @@ typedef struct result {
       rate_kicks;
   /* Streams that began batching (sl_engine.h, PACING): counts, not per op. */
   double lat_batches, rate_batches;
+  /* cuStreamQuery probes per op (sl_engine.h, PROBING). */
+  double lat_probes, rate_probes;
 } result;
 
 static void engine_counts(bctx *b, slc_engine_stats *st) {
@@ -254,7 +259,7 @@ static void engine_counts(bctx *b, slc_engine_stats *st) {
 static void engine_per_op(const slc_engine_stats *a, const slc_engine_stats *z,
                           unsigned n, double *markers, double *tails,
                           double *polls, double *sleeps, double *parks,
-                          double *kicks, double *batches) {
+                          double *kicks, double *batches, double *probes) {
   *markers = (double)(z->markers_placed - a->markers_placed) / n;
   *tails = (double)(z->tail_markers - a->tail_markers) / n;
   *polls = (double)(z->polls - a->polls) / n;
@@ -262,6 +267,7 @@ static void engine_per_op(const slc_engine_stats *a, const slc_engine_stats *z,
   *parks = (double)(z->thread_parks - a->thread_parks) / n;
   *kicks = (double)(z->thread_wakes_by_issuers - a->thread_wakes_by_issuers) / n;
   *batches = (double)(z->batch_enters - a->batch_enters);
+  *probes = (double)(z->stream_probes - a->stream_probes) / n;
 }
 
 static void scenario_latency(int mode, result *o) {
@@ -283,7 +289,8 @@ static void scenario_latency(int mode, result *o) {
   }
   engine_counts(&b, &st1);
   engine_per_op(&st0, &st1, n, &o->lat_markers, &o->lat_tails, &o->lat_polls,
-                &o->lat_sleeps, &o->lat_parks, &o->lat_kicks, &o->lat_batches);
+                &o->lat_sleeps, &o->lat_parks, &o->lat_kicks, &o->lat_batches,
+                &o->lat_probes);
   for (unsigned i = 0; i < n; i++) {
     int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
                   g_offset;
@@ -335,7 +342,7 @@ static void scenario_rate(int mode, result *o) {
   engine_counts(&b, &st1);
   engine_per_op(&st0, &st1, n, &o->rate_markers, &o->rate_tails,
                 &o->rate_polls, &o->rate_sleeps, &o->rate_parks,
-                &o->rate_kicks, &o->rate_batches);
+                &o->rate_kicks, &o->rate_batches, &o->rate_probes);
   if (atomic_load(&b.kept) != (long)n) {
     fprintf(stderr, "engine_bench: %ld keeps of %u\n", atomic_load(&b.kept), n);
     _exit(1);
@@ -385,12 +392,18 @@ static void scenario_idle(int mode, result *o) {
  *   futex       the helper parked on a futex; the issuing thread wakes it
  *               after each launch, inside the timed section, as
  *               slc__engine_kick does when the engine thread is parked
- *   wake0       FUTEX_WAKE with nobody waiting (the syscall alone) */
+ *   wake0       FUTEX_WAKE with nobody waiting (the syscall alone)
+ *   sleep5      nanosleep 5 us in a loop, nothing else (a napping thread's
+ *               wake-ups on another vCPU, with no driver call)
+ *   spin        a plain load in a loop, never sleeping
+ *   squery5     cuStreamQuery of the issuer's stream every 5 us (the engine
+ *               probing a waiting issuer's stream: sl_engine.h, PROBING) */
 enum { CT_ALONE, CT_Q5, CT_Q20, CT_Q50, CT_RQ5, CT_LOAD5, CT_FUTEX, CT_WAKE0,
-       N_CT };
+       CT_SLEEP5, CT_SPIN, CT_SQ5, N_CT };
 static const char *const ct_names[] = {"alone",     "query5", "query20",
                                        "query50",   "recquery5", "load5",
-                                       "futex",     "wake0"};
+                                       "futex",     "wake0",  "sleep5",
+                                       "spin",      "squery5"};
 
 typedef struct ct_helper {
   int kind;
@@ -409,6 +422,8 @@ static void *ct_main(void *arg) {
   ct_helper *h = arg;
   const slc_driver *d = slc_context_driver(h->b->c);
   CK(slc_device_make_current(h->b->c, 0));
+  /* As the engine thread: sleep as long as asked. */
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   unsigned us = h->kind == CT_Q20 ? 20 : h->kind == CT_Q50 ? 50 : 5;
   struct timespec ts = {0, (long)us * 1000};
   while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
@@ -431,6 +446,16 @@ static void *ct_main(void *arg) {
                                                 __ATOMIC_ACQUIRE) != 0,
                                 memory_order_relaxed);
       nanosleep(&ts, NULL);
+      break;
+    case CT_SLEEP5:
+      nanosleep(&ts, NULL);
+      break;
+    case CT_SQ5:
+      (void)d->pfn_cuStreamQuery(slc_stream_handle(h->b->s));
+      nanosleep(&ts, NULL);
+      break;
+    case CT_SPIN:
+      atomic_fetch_add_explicit(&h->loads, 1, memory_order_relaxed);
       break;
     case CT_FUTEX: {
       unsigned g = atomic_load_explicit(&h->word, memory_order_acquire);
@@ -514,7 +539,8 @@ static int usage(void) {
           "  [--modes sync,engine,poll] [--contention]\n"
           "  [--wait adaptive|fixed] [--placement issuer|engine]\n"
           "  [--every-us US] [--poll-max-us US]\n"
-          "  [--linger-us US]   (engine options; 0 or absent: the defaults)\n");
+          "  [--linger-us US] [--markers-only]   (engine options; 0 or absent:\n"
+          "  the defaults)\n");
   return 2;
 }
 
@@ -557,6 +583,8 @@ int main(int argc, char **argv) {
       else return usage();
     } else if (strcmp(a, "--contention") == 0) {
       opt.contention = true;
+    } else if (strcmp(a, "--markers-only") == 0) {
+      opt.markers_only = true;
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -643,17 +671,19 @@ int main(int argc, char **argv) {
    * since 7856fa6; scripts read the first six of each side by position.) */
   printf("engine, per operation | latency scenario: markers tails polls "
          "sleeps parks kicks | rate scenario: markers tails polls sleeps "
-         "parks kicks | wake-ups lat rate | batches lat rate\n");
+         "parks kicks | wake-ups lat rate | batches lat rate | probes lat "
+         "rate\n");
   for (int m = MODE_ENGINE; m < N_MODES; m++) {
     const result *o = &res[m];
     if (!run_mode[m]) continue;
     printf("%-7s | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %5.2f %5.2f %5.2f "
-           "%5.2f %5.2f %5.2f | %5.2f %5.2f | %3.0f %3.0f\n",
+           "%5.2f %5.2f %5.2f | %5.2f %5.2f | %3.0f %3.0f | %5.2f %5.2f\n",
            mode_names[m], o->lat_markers, o->lat_tails, o->lat_polls,
            o->lat_sleeps, o->lat_parks, o->lat_kicks, o->rate_markers,
            o->rate_tails, o->rate_polls, o->rate_sleeps, o->rate_parks,
            o->rate_kicks, o->lat_sleeps + o->lat_parks,
-           o->rate_sleeps + o->rate_parks, o->lat_batches, o->rate_batches);
+           o->rate_sleeps + o->rate_parks, o->lat_batches, o->rate_batches,
+           o->lat_probes, o->rate_probes);
   }
   if (opt.json != NULL) {
     FILE *f = fopen(opt.json, "w");
@@ -678,6 +708,7 @@ int main(int argc, char **argv) {
               "\"lat_markers_per_op\": %.3f, \"lat_polls_per_op\": %.3f, "
               "\"lat_wakeups_per_op\": %.3f, \"rate_wakeups_per_op\": "
               "%.3f, \"lat_batches\": %.0f, \"rate_batches\": %.0f, "
+              "\"lat_probes_per_op\": %.3f, \"rate_probes_per_op\": %.3f, "
               "\"ran\": %s}%s\n",
               mode_names[m], o->issue_p50, o->lat_p50, o->lat_p99,
               o->lat_p999, o->cpu_per_op_ns, o->req_cpu_per_op_ns, o->kops,
@@ -685,7 +716,8 @@ int main(int argc, char **argv) {
               o->rate_polls, o->rate_sleeps, o->rate_parks, o->rate_kicks,
               o->lat_kicks, o->lat_markers, o->lat_polls,
               o->lat_sleeps + o->lat_parks, o->rate_sleeps + o->rate_parks,
-              o->lat_batches, o->rate_batches, run_mode[m] ? "true" : "false",
+              o->lat_batches, o->rate_batches, o->lat_probes, o->rate_probes,
+              run_mode[m] ? "true" : "false",
               m + 1 < N_MODES ? "," : "");
     }
     fprintf(f, "]}\n");
