@@ -79,20 +79,6 @@
  *   stream's tail or engine-placed marker is placed at the batch's wake-up
  *   (up to poll_us early counts: the wake-up's truncation to whole us).
  *
- * PROBING: WHY A cuStreamQuery FOR A WAITING ISSUER (sl_engine.h has the rule)
- *   A waiting issuer launches right after its keep. On the H200 its
- *   slc_launch took +0.7 to +1.6 us (p50) more beside the engine thread
- *   than in a synchronising loop, although since the fourth round it
- *   records nothing and wakes nobody. Not the timing: the thread sleeping
- *   10 or 20 us after each prompt release, or never sleeping, changed
- *   nothing (bench/RESULTS.md, issue 9, fifth round). What the thread
- *   still did on that stream was one cuEventRecord per op (and its
- *   queries), and a second thread recording on the issuer's stream costs
- *   its next launch more than one querying it (engine_bench --contention:
- *   recquery5 against query5). The probe reads the mark then queries the
- *   stream: as sound as a marker (WHY A RELEASE IS NEVER EARLY, with the
- *   query in the record's place), and no event, no write to the stream.
- *
  * WAKING THE ENGINE THREAD
  *   It parks (futex on `gen`) only when a poll found nothing pending and
  *   nothing uncovered (adaptive wait: for linger_us; until then it naps and
@@ -150,9 +136,6 @@
 #define SLC__PACE_OPS 8u
 #define SLC__PACE_NEED0 2u
 #define SLC__PACE_NEED_MAX 1024u
-/* PROBING: probes of one stream's uncovered work that may find it busy
- * before the thread records a marker over it instead. */
-#define SLC__PROBE_MISSES 3u
 
 struct slc__mslot {
   CUevent ev; /* created on first use, destroyed with the ring */
@@ -183,10 +166,6 @@ struct slc__mq {
   int query_fails; /* consecutive; consumer only */
   unsigned misses; /* queries of the oldest marker that found it not done;
                     * consumer only */
-  /* PROBING (consumer only): when the probes of the current uncovered work
-   * began (0: none missed), and how many found the stream busy. */
-  uint64_t probe_ns;
-  unsigned probe_misses;
   /* PACING (the adaptive thread's; consumer only): the current window of
    * the issue rate, and the stream's state. */
   bool win_open;     /* win_ns, win_mark are set */
@@ -220,8 +199,7 @@ struct slc__engine {
   struct {
     atomic_uint_fast64_t polls, placed, tails, done, skipped, record_failures,
         query_failures, stream_errors, releases, seqs_released, events_live,
-        pending, kicks, sleeps, parks, batch_enters, batch_exits, probes,
-        probes_done;
+        pending, kicks, sleeps, parks, batch_enters, batch_exits;
   } n;
 };
 
@@ -549,45 +527,6 @@ static void slc__mq_pace(struct slc__engine *e, struct slc__mq *q, ldg_seq m,
   }
 }
 
-/* PROBING: what one cuStreamQuery of q's stream proved. */
-enum slc__probe {
-  SLC__PROBE_NONE,   /* nothing to prove, or the stream is being destroyed */
-  SLC__PROBE_DONE,   /* idle: everything up to *m completed */
-  SLC__PROBE_BUSY,   /* not idle yet */
-  SLC__PROBE_FAILED, /* the query (or making the context current) failed */
-};
-
-/* Reads q's mark m and, if m > covered, asks the driver whether the stream
- * is idle. Mark, then query, as a marker's mark, then record (WHY A RELEASE
- * IS NEVER EARLY): every operation with seq <= m was issued before the
- * query, so an idle answer proves it complete. Inside the stream's gate,
- * as a record. Consumer only. */
-static enum slc__probe slc__mq_probe(struct slc__engine *e,
-                                     struct slc__mq *q, ldg_seq covered,
-                                     ldg_seq *m) {
-  slc_stream *s = q->s;
-  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
-  if (old & SLC__GATE_DESTROYING) {
-    slc__fetch_sub_release(&s->gate, 1); /* as slc__stream_exit */
-    return SLC__PROBE_NONE;              /* its destroy syncs */
-  }
-  enum slc__probe r = SLC__PROBE_NONE;
-  *m = ldg_mark(s->ls);
-  if (*m > covered) {
-    if (!slc__engine_current(s)) {
-      r = SLC__PROBE_FAILED;
-    } else {
-      CUresult cr = s->c->drv.pfn_cuStreamQuery(s->cu);
-      slc__count(&e->n.probes, 1);
-      r = cr == CUDA_SUCCESS           ? SLC__PROBE_DONE
-          : cr == CUDA_ERROR_NOT_READY ? SLC__PROBE_BUSY
-                                       : SLC__PROBE_FAILED;
-    }
-  }
-  slc__stream_exit(s);
-  return r;
-}
-
 /* Under the consumer flag: the completed markers of q. */
 static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
                             struct slc__release *rel, size_t *n_rel,
@@ -653,37 +592,6 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
     /* Hands the slot back to the producer (its acquire load of head). */
     slc__store_release(&q->head, head);
   }
-  bool adaptive = p->thread && e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
-  /* PROBING: a waiting issuer's work with no marker in flight is proven by
-   * the stream going idle — a cuStreamQuery, no event recorded on the
-   * issuer's stream (bench/RESULTS.md, issue 9, fifth round). */
-  bool probing = false;
-  if (adaptive && e->by_engine && !e->cfg.markers_only && !q->batching &&
-      head == slc__load_acquire(&q->tail)) {
-    ldg_seq pm = 0;
-    ldg_seq covered = done > q->collected ? done : q->collected;
-    switch (slc__mq_probe(e, q, covered, &pm)) {
-      case SLC__PROBE_DONE:
-        /* The completion age, as a marker's (see WAITING). */
-        if (q->probe_misses == 0) e->pred_ns -= e->pred_ns / 8;
-        else e->pred_ns = now > q->probe_ns ? now - q->probe_ns : 0;
-        slc__count(&e->n.probes_done, 1);
-        done = pm;
-        q->probe_misses = 0;
-        break;
-      case SLC__PROBE_BUSY:
-        if (q->probe_misses++ == 0) q->probe_ns = now;
-        /* Past SLC__PROBE_MISSES (a long kernel, or an adopted stream that
-         * others keep busy) a marker covers the work instead. */
-        probing = q->probe_misses <= SLC__PROBE_MISSES;
-        break;
-      default: /* nothing uncovered; or failed: a marker covers it */
-        q->probe_misses = 0;
-        break;
-    }
-  } else {
-    q->probe_misses = 0;
-  }
   if (done > q->collected) {
     q->collected = done;
     atomic_store_explicit(&q->target, done, memory_order_seq_cst);
@@ -697,6 +605,7 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
     return;
   }
   bool ring_empty = head == slc__load_acquire(&q->tail);
+  bool adaptive = p->thread && e->cfg.wait == SLC_ENGINE_WAIT_ADAPTIVE;
   uint64_t period = (uint64_t)e->cfg.marker_every_us * 1000u;
   ldg_seq m = ldg_mark(s->ls);
   if (adaptive) slc__mq_pace(e, q, m, now);
@@ -733,20 +642,8 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       slc__due(p, now + (back < poll_ns ? poll_ns : back > max_ns ? max_ns : back));
     }
   }
-  if (probing) {
-    /* In flight, proven by a later probe: when the work should be done
-     * (the predicted age since the first probe), then after a quarter of
-     * its age, as a late marker. */
-    p->pending = true;
-    uint64_t age = now - q->probe_ns;
-    uint64_t back = age / 4;
-    if (q->probe_misses == 1)
-      slc__due(p, q->probe_ns + e->pred_ns);
-    else
-      slc__due(p, now + (back < poll_ns ? poll_ns : back > max_ns ? max_ns : back));
-  } else if (p->thread && e->by_engine &&
-             m > slc__load_acquire(&q->placed_mark) && m > q->collected &&
-             slc_stream_check_live(s) == LDG_OK) {
+  if (p->thread && e->by_engine && m > slc__load_acquire(&q->placed_mark) &&
+      slc_stream_check_live(s) == LDG_OK) {
     /* The thread places every marker (SLC_ENGINE_PLACE_ENGINE), one in
      * flight per stream (a later one cannot complete first): for a waiting
      * issuer at once, so its keep waits for one round trip; for a
@@ -765,7 +662,7 @@ static void slc__mq_consume(struct slc__engine *e, struct slc__mq *q,
       p->pending = true;
       if (!streaming) slc__due(p, now + e->pred_ns);
     }
-  } else if (m > slc__load_acquire(&q->placed_mark) && m > q->collected &&
+  } else if (m > slc__load_acquire(&q->placed_mark) &&
              slc_stream_check_live(s) == LDG_OK) {
     /* Uncovered work: a tail marker once T passed since the last marker;
      * or as soon as none is pending (fixed wait, and every
@@ -967,6 +864,8 @@ static void *slc__engine_main(void *arg) {
   /* Sleep as long as asked (the default slack of 50 us would triple a 5 us
    * poll period). */
   (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  /* Named for top -H, perf and engine_bench's per-thread CPU. */
+  (void)pthread_setname_np(pthread_self(), "slc-engine");
   struct slc__wait w = {slc__now_ns(), e->cfg.poll_us};
   for (;;) {
     struct slc__poll p;
@@ -1286,8 +1185,6 @@ int slc_engine_stats_get(slc_context *c, slc_engine_stats *out) {
   out->thread_parks = slc__load_relaxed(&e->n.parks);
   out->batch_enters = slc__load_relaxed(&e->n.batch_enters);
   out->batch_exits = slc__load_relaxed(&e->n.batch_exits);
-  out->stream_probes = slc__load_relaxed(&e->n.probes);
-  out->stream_probes_idle = slc__load_relaxed(&e->n.probes_done);
   out->keeps_run = 0;
   for (int i = 0; i < SLC_CAUSE_COUNT; i++) {
     out->keeps_by_cause[i] = slc__load_relaxed(&c->keeps_by[i]);

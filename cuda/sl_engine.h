@@ -92,21 +92,6 @@
  *     ops / T us (cuEventRecord on its thread, 0.3-0.6 us on the H200);
  *     the thread places tail markers and paces its wake-ups alike.
  *
- * PROBING (PLACE_ENGINE with the adaptive thread; config.markers_only
- *   turns it off; bench/RESULTS.md, "Issue 9, fifth round")
- *   A stream that is not batching (its issuer may be waiting) and has no
- *   marker in flight is proven by cuStreamQuery instead of a tail marker:
- *   the thread reads the stream's mark, then queries; idle releases the
- *   stream to that mark (a cuStreamQuery proves what was issued before it,
- *   as a record would). So a waiting issuer's stream gets no event
- *   recorded on it by another thread, which on the H200 slowed the
- *   issuer's next launch. Busy: probed again when the work should be done
- *   (the predicted completion age), then after a quarter of its age, as a
- *   late marker; after SLC__PROBE_MISSES (3) busy answers in a row (a long
- *   kernel, an adopted stream others keep busy) or a failed query, a marker
- *   covers the work, as before. Counted in stream_probes /
- *   stream_probes_idle.
- *
  * WHERE AND IN WHICH ORDER KEEPS RUN
  *   On the engine thread or the thread that called slc_engine_poll (and, as
  *   with any release, an issuing call whose enqueue a marker's release
@@ -237,9 +222,6 @@ typedef struct slc_engine_config {
   void *on_error_arg;
   slc_engine_placement placement; /* who records markers (0: the engine
                                    * thread, if there is one) */
-  bool markers_only; /* PROBING off: a waiting issuer's work gets a tail
-                      * marker, never a cuStreamQuery (issue 9's fourth
-                      * round; false: probe) */
 } slc_engine_config;
 
 /* Enables the engine on c (cfg NULL: the defaults, with a thread). Every
@@ -318,10 +300,6 @@ typedef struct slc_engine_stats {
    * while batching). */
   uint64_t batch_enters;
   uint64_t batch_exits;
-  /* PROBING: cuStreamQuery calls of the thread, and those that found the
-   * stream idle (each such one released its stream like a marker). */
-  uint64_t stream_probes;
-  uint64_t stream_probes_idle;
   /* Keeps the layer ran (operations released: one per operation, a NULL
    * keep included), by cause, counted since the context was created —
    * before the engine was enabled too. Keeps run by ledger calls made

@@ -116,17 +116,13 @@ static int issue(sim *m, unsigned i) {
   return 0;
 }
 
-/* slc_engine_config.markers_only of the next sim_open (PROBING off). */
-static bool g_markers_only;
-
 static int sim_open(sim *m, slc_engine_placement placement) {
   memset(m, 0, sizeof(*m));
   hd_config hc = {1, 0};
   CHECK(hd_install(&g_drv, &hc) == 0);
   CHECK_RC(slc_context_create(&g_drv, &m->c), LDG_OK);
   m->now = 1000 * US;
-  slc_engine_config cfg = {.thread = true, .placement = placement,
-                           .markers_only = g_markers_only};
+  slc_engine_config cfg = {.thread = true, .placement = placement};
   CHECK_RC(slc__engine_enable_sim(m->c, &cfg, m->now), LDG_OK);
   m->next = m->now;
   CHECK_RC(slc_stream_create(m->c, 0, SLC_STREAM_NONBLOCKING, &m->s), LDG_OK);
@@ -254,62 +250,13 @@ static int t_waiting(void) {
     slc_engine_stats st;
     if (run_waiting(placement, 10, 500, &worst, &late, &st)) return 1;
     printf("  %s places: worst keep delay %llu us, batches entered %llu, "
-           "markers %llu, probes %llu (idle %llu) for 500 ops\n",
+           "markers %llu for 500 ops\n",
            pl == 0 ? "engine" : "issuer", (unsigned long long)(worst / US),
            (unsigned long long)st.batch_enters,
-           (unsigned long long)st.markers_placed,
-           (unsigned long long)st.stream_probes,
-           (unsigned long long)st.stream_probes_idle);
+           (unsigned long long)st.markers_placed);
     CHECK(st.batch_enters == 0);
     CHECK(worst <= 50 * US);
-    if (placement == SLC_ENGINE_PLACE_ENGINE) {
-      /* PROBING: no event recorded on the waiting issuer's stream; every
-       * op proven by a cuStreamQuery that found the stream idle. */
-      CHECK(st.markers_placed == 0);
-      CHECK(st.stream_probes_idle == 500);
-    } else {
-      CHECK(st.stream_probes == 0); /* the issuer's markers cover it all */
-    }
   }
-  /* markers_only: the fourth round's tail marker per op, no probe. */
-  uint64_t worst;
-  unsigned late;
-  slc_engine_stats st;
-  g_markers_only = true;
-  int rc = run_waiting(SLC_ENGINE_PLACE_ENGINE, 10, 500, &worst, &late, &st);
-  g_markers_only = false;
-  if (rc) return 1;
-  printf("  engine places, markers_only: worst keep delay %llu us, markers "
-         "%llu, probes %llu\n",
-         (unsigned long long)(worst / US),
-         (unsigned long long)st.markers_placed,
-         (unsigned long long)st.stream_probes);
-  CHECK(st.markers_placed == 500);
-  CHECK(st.stream_probes == 0);
-  CHECK(worst <= 50 * US);
-  return 0;
-}
-
-/* A waiting issuer's kernel far longer than a probe's patience: after
- * SLC__PROBE_MISSES busy probes a marker covers the op (as for an adopted
- * stream that others keep busy), and no keep waits for the stream to go
- * idle on its own. */
-static int t_long_kernel(void) {
-  uint64_t worst;
-  unsigned late;
-  slc_engine_stats st;
-  const unsigned n = 50;
-  if (run_waiting(SLC_ENGINE_PLACE_ENGINE, 2000, n, &worst, &late, &st))
-    return 1;
-  printf("  2 ms kernels: worst keep delay %llu us, markers %llu, probes %llu "
-         "(idle %llu) for %u ops\n",
-         (unsigned long long)(worst / US),
-         (unsigned long long)st.markers_placed,
-         (unsigned long long)st.stream_probes,
-         (unsigned long long)st.stream_probes_idle, n);
-  CHECK(st.markers_placed == n);
-  CHECK(st.stream_probes <= 4 * n); /* SLC__PROBE_MISSES + 1 per op */
-  CHECK(worst <= batch_bound);
   return 0;
 }
 
@@ -338,8 +285,6 @@ static const struct {
      "ops at 100 k/s completing before the next: batched, counted"},
     {"waiting", t_waiting,
      "one op at a time: every keep prompt, never batched, no sync"},
-    {"long_kernel", t_long_kernel,
-     "probes give way to a marker when the stream stays busy"},
     {"fast_waiting", t_fast_waiting,
      "a waiting issuer as fast as a streaming one: mistakes bounded"},
 };
