@@ -270,6 +270,27 @@ static void engine_per_op(const slc_engine_stats *a, const slc_engine_stats *z,
   *batches = (double)(z->batch_enters - a->batch_enters);
 }
 
+/* The latency scenarios' end: each keep's completion-to-keep latency into
+ * lat[n] (the kernel's end stamp on the host clock), a failed run if a keep
+ * ran early, then issue[] and lat[] sorted. */
+static void keep_latencies(bctx *b, unsigned n, const char *who,
+                           uint64_t *issue, uint64_t *lat) {
+  const uint64_t *stamps = slc_buffer_host(b->stamps);
+  for (unsigned i = 0; i < n; i++) {
+    int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
+                  g_offset;
+    int64_t d = (int64_t)b->obs[i] - end;
+    lat[i] = d < 0 ? 0 : (uint64_t)d;
+  }
+  if (atomic_load(&b->early) != 0) {
+    fprintf(stderr, "FAILED: %s: %ld keeps ran before their kernel ended\n",
+            who, atomic_load(&b->early));
+    _exit(1);
+  }
+  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
+  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
+}
+
 static void scenario_latency(int mode, result *o) {
   unsigned n = opt.samples;
   bctx b;
@@ -277,7 +298,6 @@ static void scenario_latency(int mode, result *o) {
   uint64_t *issue = xcalloc(n, sizeof(uint64_t));
   uint64_t *lat = xcalloc(n, sizeof(uint64_t));
   op_keep *ks = xcalloc(n, sizeof(op_keep));
-  uint64_t *stamps = slc_buffer_host(b.stamps);
   slc_engine_stats st0, st1;
   engine_counts(&b, &st0);
   for (unsigned i = 0; i < n; i++) {
@@ -290,19 +310,7 @@ static void scenario_latency(int mode, result *o) {
   engine_counts(&b, &st1);
   engine_per_op(&st0, &st1, n, &o->lat_markers, &o->lat_tails, &o->lat_polls,
                 &o->lat_sleeps, &o->lat_parks, &o->lat_kicks, &o->lat_batches);
-  for (unsigned i = 0; i < n; i++) {
-    int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
-                  g_offset;
-    int64_t d = (int64_t)b.obs[i] - end;
-    lat[i] = d < 0 ? 0 : (uint64_t)d;
-  }
-  if (atomic_load(&b.early) != 0) {
-    fprintf(stderr, "FAILED: %s: %ld keeps ran before their kernel ended\n",
-            mode_names[mode], atomic_load(&b.early));
-    _exit(1);
-  }
-  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
-  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
+  keep_latencies(&b, n, mode_names[mode], issue, lat);
   o->issue_p50 = bench_pctl(issue, n, 0.5);
   o->lat_p50 = bench_pctl(lat, n, 0.5) / 1e3;
   o->lat_p99 = bench_pctl(lat, n, 0.99) / 1e3;
@@ -628,7 +636,6 @@ static void scenario_remote(void) {
   uint64_t *issue = xcalloc(n, sizeof(uint64_t));
   uint64_t *lat = xcalloc(n, sizeof(uint64_t));
   op_keep *ks = xcalloc(n, sizeof(op_keep));
-  uint64_t *stamps = slc_buffer_host(b.stamps);
   rs_helper h = {.b = &b};
   pthread_t th;
   if (pthread_create(&th, NULL, rs_main, &h) != 0)
@@ -643,19 +650,7 @@ static void scenario_remote(void) {
   }
   atomic_store_explicit(&h.stop, 1, memory_order_release);
   pthread_join(th, NULL);
-  for (unsigned i = 0; i < n; i++) {
-    int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
-                  g_offset;
-    int64_t d = (int64_t)b.obs[i] - end;
-    lat[i] = d < 0 ? 0 : (uint64_t)d;
-  }
-  if (atomic_load(&b.early) != 0) {
-    fprintf(stderr, "FAILED: remote: %ld keeps ran before their kernel ended\n",
-            atomic_load(&b.early));
-    _exit(1);
-  }
-  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
-  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
+  keep_latencies(&b, n, "remote", issue, lat);
   printf("remote: issue p50 %.0f ns; lat p50 %.2f us, p99 %.2f us (the "
          "latency scenario, synchronised by a second thread: keeps run "
          "there)\n",

@@ -17,6 +17,8 @@
 #       on another thread; the baseline for the marker's share)
 #   issuer_1   after, --placement issuer --modes engine (pacing with the
 #       issuer's markers), only if time is left (the whole <= 150 s)
+#   pmax200_1  after, --poll-max-us 200 --modes engine (one batch wake-up
+#       per 200 us: the bound 2 x 200 + 5 us), if time is left
 #   wake       wake_bench --iters-ms 4 (what one wake-up costs; the engine's
 #       work per wake-up), if BIN has it and time is left; its PART 2 and
 #       the 1 ns slack rows of nanosleep / timerfd go into SUMMARY.txt
@@ -102,6 +104,11 @@ if [ "$SECONDS" -lt 100 ]; then
   run issuer_1 "$bin/engine_bench" --placement issuer --modes engine
 else
   echo "=== issuer_1: skipped ($SECONDS s used)" >>"$sum"
+fi
+if [ "$SECONDS" -lt 110 ]; then
+  run pmax200_1 "$bin/engine_bench" --poll-max-us 200 --modes engine
+else
+  echo "=== pmax200_1: skipped ($SECONDS s used)" >>"$sum"
 fi
 if [ -x "$bin/wake_bench" ] && [ "$SECONDS" -lt 120 ]; then
   echo "=== wake: $bin/wake_bench --iters-ms 4 ${WAKE_BENCH_ARGS:-}" >>"$sum"
