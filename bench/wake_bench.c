@@ -463,6 +463,16 @@ int main(int argc, char **argv) {
     printf("no CUDA driver (%s): part 1 only\n", drv.load_error);
   }
   if (have_driver) {
+    slc_context *probe;
+    if (slc_context_create(&drv, &probe) != LDG_OK) {
+      printf("no usable CUDA device (%s): part 1 only\n",
+             slc_last_error_message());
+      have_driver = false;
+    } else {
+      CK(slc_context_destroy(probe));
+    }
+  }
+  if (have_driver) {
     gpu_open();
     char name[256] = "?";
     (void)slc_device_name(g.c, 0, name, sizeof(name));
