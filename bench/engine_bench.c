@@ -77,12 +77,6 @@
 
 
 
-static uint64_t process_cpu_ns(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
-         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
-}
 
 
 static struct {
@@ -388,7 +382,7 @@ static void scenario_rate(int mode, result *o) {
   engine_counts(&b, &st0);
   tsnap ta, tz;
   threads_snapshot(&ta);
-  uint64_t p0 = process_cpu_ns(), r0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
+  uint64_t p0 = bench_process_cpu_ns(), r0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
   for (unsigned i = 0; i < n; i++) {
     while (bench_now_ns() < t0 + i * period) {
     }
@@ -403,7 +397,7 @@ static void scenario_rate(int mode, result *o) {
   }
   settle(&b, n);
   uint64_t wall = bench_now_ns() - t0;
-  o->cpu_per_op_ns = (double)(process_cpu_ns() - p0) / n;
+  o->cpu_per_op_ns = (double)(bench_process_cpu_ns() - p0) / n;
   o->req_cpu_per_op_ns = (double)(bench_thread_cpu_ns() - r0) / n;
   o->kops = n / ((double)wall / 1e9) / 1e3;
   threads_snapshot(&tz);
@@ -425,10 +419,10 @@ static void scenario_idle(int mode, result *o) {
   launch(&b, 0, 0, (ldg_keep){keep_count, &b});
   settle(&b, 1);
   struct timespec ts = {opt.idle_ms / 1000, (long)(opt.idle_ms % 1000) * 1000000};
-  uint64_t p0 = process_cpu_ns(), t0 = bench_now_ns();
+  uint64_t p0 = bench_process_cpu_ns(), t0 = bench_now_ns();
   nanosleep(&ts, NULL);
-  o->idle_pct = 100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
-  p0 = process_cpu_ns();
+  o->idle_pct = 100.0 * (double)(bench_process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
+  p0 = bench_process_cpu_ns();
   t0 = bench_now_ns();
   launch(&b, (uint64_t)opt.idle_ms * 1000000, 0, (ldg_keep){keep_count, &b});
   if (mode == MODE_ENGINE) {
@@ -441,7 +435,7 @@ static void scenario_idle(int mode, result *o) {
     settle(&b, 2);
   }
   o->waiting_pct =
-      100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
+      100.0 * (double)(bench_process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
   bctx_close(&b);
 }
 

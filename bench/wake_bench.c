@@ -88,12 +88,6 @@ static void die(const char *what, int rc, int line) {
     if ((call) != CUDA_SUCCESS) die(#call, SLC_EDRIVER, __LINE__); \
   } while (0)
 
-static uint64_t process_cpu_ns(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
-         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
-}
 
 static struct timespec ts_of(uint64_t ns) {
   return (struct timespec){(time_t)(ns / 1000000000u),
@@ -205,7 +199,7 @@ static void *worker(void *arg) {
     if (i == warm) {
       w0 = bench_now_ns();
       c0 = bench_thread_cpu_ns();
-      p0 = process_cpu_ns();
+      p0 = bench_process_cpu_ns();
       if (r->busy) s0 = clock_ns(r->spinner_clock);
     }
     switch (r->kind) {
@@ -263,7 +257,7 @@ static void *worker(void *arg) {
   }
   r->wall = bench_now_ns() - w0;
   r->thread_cpu = bench_thread_cpu_ns() - c0;
-  r->proc_cpu = process_cpu_ns() - p0;
+  r->proc_cpu = bench_process_cpu_ns() - p0;
   if (r->busy) r->spinner_cpu = clock_ns(r->spinner_clock) - s0;
   if (ep >= 0) close(ep);
   if (tfd >= 0) close(tfd);
