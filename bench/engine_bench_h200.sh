@@ -12,13 +12,24 @@
 #       engine and poll modes, each with the latency (3000 x 10 us kernel,
 #       one at a time), rate (30 000 empty kernels paced at 100 k/s) and idle
 #       (50 ms) scenarios
+#       (after runs add --remote: the latency scenario synchronised by a
+#       second thread, no engine, no marker: the issue cost when keeps run
+#       on another thread; the baseline for the marker's share)
 #   issuer_1   after, --placement issuer --modes engine (pacing with the
 #       issuer's markers), only if time is left (the whole <= 150 s)
+#   pmax200_1  after, --poll-max-us 200 --modes engine (one batch wake-up
+#       per 200 us: the bound 2 x 200 + 5 us), if time is left
+#   wake       wake_bench --iters-ms 4 (what one wake-up costs; the engine's
+#       work per wake-up), if BIN has it and time is left; its PART 2 and
+#       the 1 ns slack rows of nanosleep / timerfd go into SUMMARY.txt
 # Every run is under `timeout 27`. SUMMARY.txt gets one row per run:
 #   issue ns p50 sync / engine / poll (latency scenario), marker share =
 #   (engine - poll) / poll and (engine - sync) / sync, engine completion-to-
 #   keep p50 / p99 / p99.9 us, eng CPU/op ns = process CPU/op - request
 #   thread CPU/op in the rate scenario (the request thread spins to pace),
+#   the engine thread's own CPU/op (schedstat of the thread "slc-engine[-N]";
+#   "-" for binaries that do not print it), issue ns p50 of --remote and
+#   the engine's share against it,
 #   idle % and waiting % of a core, and per op polls / markers / wake-ups
 #   (sleeps + parks) in the rate and the latency scenario.
 # A check without a GPU (host executor; the numbers mean nothing):
@@ -66,6 +77,10 @@ run() { # name, binary, args...
         p50 = $5; p99 = $6; p999 = $7; eng = $9 - $10; idle = $13; wait = $14
       }
     }
+    /^threads \(engine,/ {
+      for (i = 1; i <= NF; i++) if ($i ~ /^slc-engine(-[0-9]+)?$/) { t = $(i + 1); sub(";", "", t); thr = t }
+    }
+    /^remote: issue p50/ { remote = $4 }
     counters && $1 == "engine" && $2 == "|" {
       lm = $3; lp = $5; lw = $6 + $7; rm = $10; rp = $12; rw = $13 + $14
       have = 1
@@ -74,25 +89,40 @@ run() { # name, binary, args...
     function v(x) { return x == "" ? "-" : x }
     END {
       if (!have) { printf "| %s | (no engine row) |\n", name; exit }
-      printf "| %s | %s / %s / %s | %s / %s | %s / %s / %s | %.0f | %s | %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |\n",
+      printf "| %s | %s / %s / %s | %s / %s | %s / %s | %s / %s / %s | %.0f | %s | %s | %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |\n",
         name, v(issue["sync"]), v(issue["engine"]), v(issue["poll"]),
         share(issue["engine"], issue["poll"]), share(issue["engine"], issue["sync"]),
-        p50, p99, p999, eng, idle, wait, rp, rm, rw, lp, lm, lw
+        v(remote), share(issue["engine"], remote),
+        p50, p99, p999, eng, v(thr), idle, wait, rp, rm, rw, lp, lm, lw
     }' "$out/$name.log" >>"$out/rows.txt"
 }
 for r in 1 2; do
   run "before_$r" "$before/engine_bench"
-  run "after_$r" "$bin/engine_bench"
+  run "after_$r" "$bin/engine_bench" --remote
 done
 if [ "$SECONDS" -lt 100 ]; then
   run issuer_1 "$bin/engine_bench" --placement issuer --modes engine
 else
   echo "=== issuer_1: skipped ($SECONDS s used)" >>"$sum"
 fi
+if [ "$SECONDS" -lt 110 ]; then
+  run pmax200_1 "$bin/engine_bench" --poll-max-us 200 --modes engine
+else
+  echo "=== pmax200_1: skipped ($SECONDS s used)" >>"$sum"
+fi
+if [ -x "$bin/wake_bench" ] && [ "$SECONDS" -lt 120 ]; then
+  echo "=== wake: $bin/wake_bench --iters-ms 4 ${WAKE_BENCH_ARGS:-}" >>"$sum"
+  # shellcheck disable=SC2086 # WAKE_BENCH_ARGS: words on purpose
+  timeout 25 "$bin/wake_bench" --iters-ms 4 ${WAKE_BENCH_ARGS:-} \
+    >"$out/wake.log" 2>&1 || { echo "  exit $? (see wake.log)" >>"$sum"; rc=1; }
+  { sed -n '/^PART 2/,/clock reads/p' "$out/wake.log"
+    grep -E '^(wait|(nanosleep|timerfd|sleep\+q\+r) +[0-9]+ +1ns)' "$out/wake.log"
+  } | sed 's/^/  /' >>"$sum"
+fi
 {
   echo
-  echo "| run | issue ns p50 sync / engine / poll | marker share vs poll / vs sync | engine lat p50 / p99 / p99.9 us | eng CPU/op ns | idle % | waiting % | rate: polls / markers / wake-ups per op | latency: polls / markers / wake-ups per op |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| run | issue ns p50 sync / engine / poll | marker share vs poll / vs sync | issue ns p50 remote / engine's share vs remote | engine lat p50 / p99 / p99.9 us | eng CPU/op ns | slc-engine thread ns/op | idle % | waiting % | rate: polls / markers / wake-ups per op | latency: polls / markers / wake-ups per op |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   cat "$out/rows.txt"
   echo
   echo "wall: $SECONDS s; exit $rc"

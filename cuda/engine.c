@@ -48,10 +48,13 @@
  *   sees the other.
  *
  * PACING: WHY THE ISSUE RATE (sl_engine.h has the rule and the bound)
- *   The engine thread's CPU is its wake-ups: ~4.5-5 us of process CPU each
- *   on the H200 KVM guest (nanosleep, hrtimer, the vCPU's halt and wake),
- *   against ~430 instructions for the poll itself (bench/RESULTS.md, issue
- *   9, third round). So <= 1 us per released operation at 100 k ops/s
+ *   The engine thread's CPU is its wake-ups: 4-6 us of thread CPU for the
+ *   bare wake-up on the H200 KVM guest whatever the primitive or the timer
+ *   slack (nanosleep, clock_nanosleep, futex, timerfd, epoll: wake_bench),
+ *   9.5-13.5 us for a batch wake-up of the rate scenario in situ (its poll,
+ *   query, record and ~10 keeps on lines the issuer wrote), against ~430
+ *   instructions for the poll itself (bench/RESULTS.md, issue 9, third and
+ *   fifth rounds). So <= 1 us per released operation at 100 k ops/s
  *   needs <= ~0.2 wake-ups per operation, i.e. one per >= 50 us of issued
  *   work, while a waiting issuer's keep must come within ~10 us of its
  *   operation's completion. The two cannot be told apart at a marker's
