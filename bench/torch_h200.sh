@@ -23,7 +23,9 @@
 # reserved and allocated MiB, for BIN's library the requested, allocated and
 # held MiB when the reserved peak was set, host CPU ms per request (the
 # whole process), the output check; then the mean of the two rounds per allocator with the
-# ratios to PyTorch's. Every step runs under timeout; a step that would
+# ratios to PyTorch's; then per thread count the device memory in use at
+# the end of each cell (serve.py's cuMemGetInfo: what the driver gave, its
+# rounding included), mean and ratio to PyTorch's. Every step runs under timeout; a step that would
 # pass the budget (TORCH_H200_BUDGET seconds, default 235) is skipped and
 # says so. TORCH_H200_PROCS=N (default off: the budget has no room for it)
 # adds per round the three allocators with serve.py --procs N (N processes
@@ -182,6 +184,25 @@ for key, t in sorted({(r["par_key"], r["par"]) for r in rows}):
             return f"{m[k] / ref[k]:.3f}" if ref and ref[k] else "-"
         print(f"{a:20} {t:>3} | {m['req_per_s']:7.1f} ({x('req_per_s')}) | {m['p99_ms']:6.2f} | "
               f"{m['reserved_peak_mib']:8.1f} ({x('reserved_peak_mib')}) | {m['cpu_ms_per_req']:7.3f} ({x('cpu_ms_per_req')}) | {m['n']}")
+# serve.py's device_used_mib (cuMemGetInfo at the end of the cell, one
+# process): what the driver gave, its page rounding included.
+dev = [r for r in rows if r.get("procs", 1) == 1 and
+       isinstance(r.get("extra", {}).get("device_used_mib"), (int, float))]
+if dev:
+    print()
+    print("device memory in use at the end (cuMemGetInfo: context, libraries, every block held)")
+    print("mean of the rounds   thr | used MiB (x torch) | cells")
+    for t in sorted({r["par"] for r in dev}, key=lambda p: int(p[:-1])):
+        used = {}
+        for a in ("torch", "before", "after"):
+            v = [r["extra"]["device_used_mib"] for r in dev
+                 if r["par"] == t and r["allocator"] == a]
+            if v:
+                used[a] = (sum(v) / len(v), len(v))
+        ref = used.get("torch", (0, 0))[0]
+        for a, (m, n) in used.items():
+            x = f"{m / ref:.3f}" if ref else "-"
+            print(f"{a:20} {t:>3} | {m:8.1f} ({x}) | {n}")
 if rows:
     r = rows[0]
     print(f"(batch {r['batch']} x seq {r['seq']}, Llama 4 layers 512 wide, fp32; {r['gpu']}, torch {r['torch']})")

@@ -5,7 +5,8 @@
 # python3 runs the script's table. Checks: the cells ran in the
 # interleaved order with the right libraries and the reference saved once
 # and checked by every pool cell, SUMMARY.txt has a row per cell and the
-# means with ratios to torch, a budget too small skips steps and says so,
+# means with ratios to torch (reserved, and the device memory in use at
+# each cell's end), a budget too small skips steps and says so,
 # bad arguments exit 2. torch_trace_bench (the real one) replays the fake
 # run's trace. No timing.
 set -eu
@@ -41,9 +42,9 @@ case "\${1:-}" in
     if [ -n "\${SL_TORCH_TRACE:-}" ]; then
       printf 'a 1 0 4096 0x1000\na 1 0 33554432 0x2000\nf 1 0 4096 0x1000\n' >"\$SL_TORCH_TRACE"
     fi
-    case \$so in */before/*) resv=215 ;; */bin/*) resv=190 ;; *) resv=194 ;; esac
-    extra='{}'
-    case \$so in */bin/*) extra='{"sl_torch.peak_requested_bytes": 157286400, "sl_torch.peak_allocated_bytes": 167772160, "sl_torch.peak_held_bytes": 1048576}' ;; esac
+    case \$so in */before/*) resv=215 dev=720 ;; */bin/*) resv=190 dev=690 ;; *) resv=194 dev=700 ;; esac
+    extra="{\\"device_used_mib\\": \$dev}"
+    case \$so in */bin/*) extra="{\\"device_used_mib\\": \$dev, \\"sl_torch.peak_requested_bytes\\": 157286400, \\"sl_torch.peak_allocated_bytes\\": 167772160, \\"sl_torch.peak_held_bytes\\": 1048576}" ;; esac
     check=null
     [ "\$label" != torch ] && check='{"compared": 32, "bit_exact": 32, "max_abs_diff": 0.0, "ok": true}'
     json="{\"allocator\": \"\$label\", \"threads\": \$thr, \"procs\": \$procs, \"batch\": 8, \"seq\": 128, \"requests\": 900, \"seconds\": 3.0, \"req_per_s\": 300.0, \"p50_ms\": 3.0, \"p99_ms\": 5.0, \"reserved_peak_mib\": \$resv, \"allocated_peak_mib\": 166.0, \"cpu_ms_per_req\": 3.2, \"torch\": \"fake\", \"gpu\": \"fake\", \"errors\": [], \"extra\": \$extra, \"check\": \$check}"
@@ -86,8 +87,10 @@ for a in torch before after; do
 done
 if ! grep -qE '^after +1t \| +300.0 \(1.000\) .* 190.0 \(0.979\)' "$tmp/out/SUMMARY.txt" ||
    ! grep -qE '^before +4t \| .* 215.0 \(1.108\)' "$tmp/out/SUMMARY.txt" ||
-   ! grep -qE '^after +1 +1t .* 150.0 +160.0 +1.0 ' "$tmp/out/SUMMARY.txt"; then
-  echo "FAIL: the means, ratios or the at-peak columns are wrong" >&2
+   ! grep -qE '^after +1 +1t .* 150.0 +160.0 +1.0 ' "$tmp/out/SUMMARY.txt" ||
+   ! grep -qE '^after +1t \| +690.0 \(0.986\) \| 2$' "$tmp/out/SUMMARY.txt" ||
+   ! grep -qE '^before +4t \| +720.0 \(1.029\) \| 2$' "$tmp/out/SUMMARY.txt"; then
+  echo "FAIL: the means, ratios, the at-peak or device-used columns are wrong" >&2
   fail=1
 fi
 if [ ! -s "$tmp/out/trace_t1.txt.gz" ] || ! grep -q 'requested_peak .* 33558528' "$tmp/out/replay_t1.log" ||

@@ -4,6 +4,7 @@
 # --threads 2 --requests 1 --batch 1 --seq 16) and checks that it exits 0,
 # that its requested peak is the trace's own (recomputed here with awk),
 # that the breakdown at the reserved peak adds up to the reserved bytes,
+# that the page view (2 MiB pages) is above them with 2.75 MiB blocks,
 # and that bad arguments and bad traces exit 2 with a message. No timing.
 set -eu
 bench=$1
@@ -34,6 +35,13 @@ fi
 if [ "$(val reserved_peak)" -lt "$want" ] || ! grep -q '^events .* 2 threads, 1 streams' "$out" ||
    ! grep -q '^ *33554432 ' "$out"; then
   echo "FAIL: reserved below requested, or the threads/streams/classes missing" >&2
+  fail=1
+fi
+# The page view: every driver allocation above 1 MiB rounded up to 2 MiB;
+# the trace's 2.75 MiB weights make it larger than the reserved bytes.
+if [ -z "$(val pages_reserved_peak)" ] ||
+   [ "$(val pages_reserved_peak)" -le "$(val reserved_peak)" ]; then
+  echo "FAIL: pages_reserved_peak missing or not above the reserved peak" >&2
   fail=1
 fi
 # With pending work (--lag-us): the same sequence, nothing fails, the

@@ -70,10 +70,13 @@
  *   driver allocation per block (a slab of one). A trimmed slab's pages go
  *   back to their segment, where any class carves them again; the segment
  *   goes back to the driver once empty. No splitting or coalescing of
- *   blocks across classes: simpler than PyTorch's best-fit splitting, at
- *   the cost of memory cached in one class not serving another until a
- *   trim returns its slabs (bench/RESULTS.md, issue 14, measures what that
- *   costs the serving benchmark).
+ *   blocks across classes: simpler than PyTorch's best-fit splitting. A
+ *   class of 1 MiB or more may instead borrow a whole spare block of a
+ *   larger class, at most 3x its size, before a new slab (LARGE BLOCKS
+ *   LEND ACROSS CLASSES, at slp__borrow); otherwise memory cached in one
+ *   class serves no other until a trim returns its slabs
+ *   (bench/RESULTS.md, issue 14, measures what that costs the serving
+ *   benchmark).
  *   - Thread caches: one per (thread, pool), per class a short stack, owned
  *     by its thread; alloc and free touch only it on the common path.
  *   - Shared lists: per class, a stack pushed lock-free (CAS on the head;
@@ -1535,8 +1538,60 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
   return slp__carve(p, tc, cls, out);
 }
 
+/* LARGE BLOCKS LEND ACROSS CLASSES (issue 14). A class of 1 MiB or more
+ * that has no block for this alloc takes a spare one of a larger class, at
+ * most SLP__LEND_MAX times its size, before a new driver allocation: a
+ * class whose blocks sit idle (the serving benchmark's 5.5 MiB MLP
+ * activations during attention) serves another that peaks then (the
+ * 2 MiB activations), so the pool's reserve comes nearer the peak of the
+ * classes' sum than the sum of their peaks. The block keeps its class: its
+ * capacity is the lender's, and slp_free returns it there. "Spare": the
+ * lender keeps at least one more block cached (in this thread's
+ * stream-ordered lists or its shared list), so that a lent block that
+ * lives long (a key/value cache) does not make the lender's next alloc a
+ * driver allocation; lending a lender's last block was measured worse
+ * (bench/RESULTS.md, issue 14). Blocks come as an alloc of their own class
+ * takes them: by stream order from this thread's list for s, or free from
+ * the shared list (pool rules unchanged). Only on the way to a new slab:
+ * the fast path is untouched. */
+#define SLP__LEND_MAX 3
+
+/* Under the class's take-mutex: pops a block of class k only if another
+ * stays on the shared list, or `others` are cached elsewhere. */
+static slp_block *slp__shared_pop_spare(slp_pool *p, int k, unsigned others) {
+  pthread_mutex_lock(&p->shared[k].take_mu);
+  slp_block *b = slp__shared_pop(p, k);
+  if (b != NULL && others == 0 &&
+      slp__load_relaxed(&p->shared[k].head) == NULL) {
+    b->next = NULL; /* the last one: back (we are the only popper) */
+    slp__shared_push(p, k, b, b);
+    b = NULL;
+  }
+  pthread_mutex_unlock(&p->shared[k].take_mu);
+  return b;
+}
+
+static slp_block *slp__borrow(slp_pool *p, struct slp__tcache *tc, int cls,
+                              slc_stream *s) {
+  size_t want = slp__class_size(cls);
+  if (slp__small(want)) return NULL;
+  for (int k = cls + 1;
+       k < SLP__NCLASS && slp__class_size(k) <= SLP__LEND_MAX * want; k++) {
+    unsigned listed = p->device >= 0 ? tc->so[k].n : 0;
+    bool shared = slp__load_relaxed(&p->shared[k].head) != NULL;
+    slp_block *b = NULL;
+    if (listed >= 2 || (listed == 1 && shared))
+      b = slp__so_take(tc, k, s); /* ALLOC, home s, fresh as it says */
+    if (b == NULL && shared) /* FREE: slp_alloc makes s its home */
+      b = slp__shared_pop_spare(p, k, listed);
+    if (b != NULL) return b;
+  }
+  return NULL;
+}
+
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
-                                slp_block **out, bool *reused) {
+                                slc_stream *s, slp_block **out,
+                                bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
   /* Before a new slab: blocks returned for other threads (their inboxes;
    * a thread that frees and no longer allocates would otherwise make the
@@ -1561,6 +1616,12 @@ static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
       *reused = true;
       return CUDA_SUCCESS;
     }
+  }
+  slp_block *lent = slp__borrow(p, tc, cls, s);
+  if (lent != NULL) {
+    *out = lent;
+    *reused = true;
+    return CUDA_SUCCESS;
   }
   for (int step = 0; step < 4; step++) {
     if (step > 0) slp__bump(&p->oom_retries);
@@ -1643,10 +1704,12 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   }
   bool reused = b != NULL;
   if (b == NULL) {
-    CUresult cr = slp__slow_alloc(p, tc, cls, &b, &reused);
+    CUresult cr = slp__slow_alloc(p, tc, cls, s, &b, &reused);
     if (cr != CUDA_SUCCESS) return slp__oom(p, bytes, cr);
-    slp__store_relaxed(&b->fresh, false);
-    b->home = s;
+    if (!(slp__load_relaxed(&b->st) & SLP__ALLOC)) { /* not stream-ordered */
+      slp__store_relaxed(&b->fresh, false);
+      b->home = s;
+    }
   }
   slp__unpoison(b);
   slp__store_relaxed(&b->bytes, bytes);

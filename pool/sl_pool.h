@@ -6,11 +6,13 @@
  *
  * THE MODEL
  *   slp_alloc(pool, stream, bytes) hands out a block (slp_block) rounded up
- *   to a size class. Operations name blocks through the pool's calls
- *   (slp_copy_async, slp_memset_async, slp_launch, slp_record_use): each one
- *   holds the blocks it names by itself — it counts a pending use on each
- *   block and records the operation in the ledger with the block's vector id
- *   (and, for host blocks, its bytes) plus a keep that drops the use. So
+ *   to a size class (or, from 1 MiB on, a spare cached block of a larger
+ *   class, at most 3x: see slp_alloc). Operations name blocks through the
+ *   pool's calls (slp_copy_async, slp_memset_async, slp_launch,
+ *   slp_record_use): each one holds the blocks it names by itself — it
+ *   counts a pending use on each block and records the operation in the
+ *   ledger with the block's vector id (and, for host blocks, its bytes)
+ *   plus a keep that drops the use. So
  *   there is no record_stream to forget: a block used on any stream is held
  *   until the ledger knows that operation complete.
  *   slp_free returns at once and never synchronises. A block with no pending
@@ -73,7 +75,7 @@
  *   ------------------------  ---------------  -------------------  ----------
  *   slp_alloc (cache hit)     no               none (g)             (j)
  *   slp_alloc (cache miss)    no               take-mutex (a)       yes (j)
- *   slp_alloc (new slab)      yes: driver (b)  pool mutex           yes (i)
+ *   slp_alloc (new slab)      yes: driver (b)  pool, take mu (a)    yes (i)
  *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
  *   slp_block_find, getters   no               none                 no
@@ -83,9 +85,12 @@
  *   slp_snapshot              no               pool mutex           no
  *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
  *   (a) one per size class, taken once per batch of blocks moved from the
- *       shared free list to the thread's cache; never held across a driver
- *       call or a keep. The thread's inbox (blocks other threads returned
- *       for it), tried first, is taken whole with one CAS, no lock.
+ *       shared free list to the thread's cache, and once per class looked
+ *       at for a spare block to lend (slp_alloc, classes of 1 MiB and
+ *       more, before a new slab: one take-mutex at a time); never held
+ *       across a driver call or a keep. The thread's inbox (blocks other
+ *       threads returned for it), tried first, is taken whole with one
+ *       CAS, no lock.
  *       (b) cuMemAlloc / cuMemHostAlloc of a slab (classes of 1 MiB and more)
  *       or of a 2 MiB segment whose pages the small classes' slabs share
  *       (pool.c, WHERE BLOCKS LIVE); a slab that fits in a segment's free
@@ -104,7 +109,8 @@
  *   (i) first every thread's inbox goes to the shared lists (lock-free) and
  *       the shared list is tried again; then, while blocks are held,
  *       slc_engine_poll (non-blocking): keeps of completed work run here,
- *       and their blocks are taken if they fit.
+ *       and their blocks are taken if they fit; then (1 MiB and more) a
+ *       spare block of a larger class (a).
  *   (h) each use of a block handed out by stream order on another stream
  *       records an event and waits on it: the event's mutex.
  *   (j) a thread that freed 32 blocks under pending work since it last
@@ -198,7 +204,11 @@ int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
  * any device for host blocks). Served from the thread's blocks listed for
  * s (device pools), its cache, its inbox, the shared free list of its size
  * class, then — after moving every inbox to the shared lists, and an
- * slc_engine_poll if blocks are held — a new slab. At out
+ * slc_engine_poll if blocks are held — for a class of 1 MiB or more a
+ * spare block of a larger class up to 3x its size (one listed for s, or
+ * one of the larger class's shared list, when the larger class keeps
+ * another cached; slp_block_capacity is then the larger class's, and
+ * slp_free gives it back to that class), then a new slab. At out
  * of memory (driver,
  * or limit_bytes): 1. trims the caches; 2. slc_engine_poll (if the engine
  * is enabled), so that held blocks whose work completed come back;
@@ -225,13 +235,14 @@ slp_block *slp_block_find(slp_pool *p, uintptr_t addr);
 int slp_free_ptr(slp_pool *p, uintptr_t addr);
 
 /* The capacity slp_alloc gives a block of `bytes` (its size class, as
- * PyTorch's round_size): 0 for 0 or more than SLP_MAX_BYTES. Pure. */
+ * PyTorch's round_size; a lent block's is larger, see slp_alloc): 0 for 0
+ * or more than SLP_MAX_BYTES. Pure. */
 size_t slp_round_size(size_t bytes);
 
 CUdeviceptr slp_block_dptr(const slp_block *b); /* 0 for host blocks */
 void *slp_block_host(const slp_block *b);       /* NULL for device blocks */
 size_t slp_block_size(const slp_block *b);      /* the bytes asked for */
-size_t slp_block_capacity(const slp_block *b);  /* its size class */
+size_t slp_block_capacity(const slp_block *b);  /* its size class's bytes */
 uint64_t slp_block_id(const slp_block *b);      /* its ledger vector id */
 slp_pool *slp_block_pool(const slp_block *b);
 /* The stream given to the slp_alloc that handed it out (its home; NULL for

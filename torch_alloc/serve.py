@@ -295,6 +295,19 @@ else:
     extra = {"num_alloc_retries": s.get("num_alloc_retries", 0),
              "allocation.all.allocated": s.get("allocation.all.allocated", 0)}
 
+# The driver's view (issue 14): device memory in use at the end, this
+# process's CUDA context and libraries included (the same in every cell of
+# one thread count) and every block the allocator holds (neither returns
+# memory while serving): between cells, the difference is the allocators'
+# physical footprint, with whatever rounding the driver adds to each
+# cuMemAlloc (its pages), which their own reserved counts do not see.
+# Device-wide: with --procs it counts the other workers too.
+try:
+    free_b, total_b = torch.cuda.mem_get_info(0)
+    extra["device_used_mib"] = round((total_b - free_b) / 2**20, 1)
+except Exception:  # informative only: never fails the run
+    extra["device_used_mib"] = None
+
 n = len(lat)
 lat.sort()
 

@@ -3,7 +3,8 @@
  * host executor (issue 14): small size classes share 2 MiB segments (one
  * segment, not one 2 MiB slab per class), a trimmed slab's pages serve
  * another class while its segment lives, an emptied segment goes back to
- * the driver, classes above 1 MiB step by an eighth (slp_round_size), out
+ * the driver, classes above 1 MiB step by an eighth (slp_round_size) and
+ * take a spare cached block of a larger class before a new slab, out
  * of memory and driver failures at a segment leave nothing behind, and
  * freed blocks stay ASan-poisoned across a re-carve of their pages.
  * Single-threaded except the last test (request threads carving and
@@ -11,6 +12,7 @@
  * test passed.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,12 +309,15 @@ struct worker {
   env *e;
   unsigned seed;
   int failed;
+  bool large; /* blocks of 1 to 3 MiB: classes lend to each other */
+  unsigned lent; /* blocks handed out with a larger class's capacity */
 };
 
 static void *carver(void *arg) {
   struct worker *w = arg;
   uint32_t x = w->seed;
-  int rounds = SANITIZED ? 40 : 300;
+  /* Large blocks cost page faults (a trim frees their slabs): fewer. */
+  int rounds = w->large ? (SANITIZED ? 16 : 60) : (SANITIZED ? 40 : 300);
   slp_block *held[8] = {0};
   for (int r = 0; r < rounds && !w->failed; r++) {
     for (int k = 0; k < 8; k++) {
@@ -325,13 +330,15 @@ static void *carver(void *arg) {
         if (slp_free(held[k]) != LDG_OK) w->failed = 1;
         held[k] = NULL;
       }
-      size_t bytes = 512 + (x >> 8) % (300 << 10);
+      size_t bytes = w->large ? MIB + (x >> 8) % (2 * MIB)
+                              : 512 + (x >> 8) % (300 << 10);
       if (slp_alloc(w->e->host, w->e->s, bytes, &held[k]) != LDG_OK) {
         w->failed = 1;
         break;
       }
       unsigned char *p = slp_block_host(held[k]);
       p[0] = p[bytes - 1] = (unsigned char)(k + 1);
+      w->lent += slp_block_capacity(held[k]) > slp_round_size(bytes);
     }
     if (r % 16 == 0) (void)slp_trim(w->e->host, 0, NULL);
   }
@@ -340,7 +347,7 @@ static void *carver(void *arg) {
   return NULL;
 }
 
-static int t_threads_carve_and_trim(void) {
+static int threads_carve_and_trim(bool large) {
   env e;
   slp_config cfg = {.thread_cache_bytes = 65536};
   if (setup(&e, &cfg)) return 1;
@@ -348,17 +355,31 @@ static int t_threads_carve_and_trim(void) {
   pthread_t th[T];
   struct worker w[T];
   for (int i = 0; i < T; i++) {
-    w[i] = (struct worker){&e, 7u * (unsigned)i + 1u, 0};
+    w[i] = (struct worker){&e, 7u * (unsigned)i + 1u, 0, large, 0};
     CHECK(pthread_create(&th[i], NULL, carver, &w[i]) == 0);
   }
   for (int i = 0; i < T; i++) CHECK(pthread_join(th[i], NULL) == 0);
-  for (int i = 0; i < T; i++) CHECK(w[i].failed == 0);
+  unsigned lent = 0;
+  for (int i = 0; i < T; i++) {
+    CHECK(w[i].failed == 0);
+    lent += w[i].lent;
+  }
+  if (large) printf("  %u blocks lent across classes\n", lent);
+  CHECK(!large || lent > 0); /* ~28 % of the allocs here; a few hundred under sanitizers */
   slp_stats st = stats(e.host);
   CHECK(st.allocated_bytes == 0 && st.live_blocks == 0);
   CHECK_RC(slp_trim(e.host, 0, NULL), LDG_OK);
   CHECK(stats(e.host).reserved_bytes == 0); /* the threads' caches went at exit */
   return teardown(&e);
 }
+
+static int t_threads_carve_and_trim(void) {
+  return threads_carve_and_trim(false);
+}
+
+/* The same with blocks of 1 to 3 MiB: allocs that lend blocks across
+ * classes (the shared lists' spare blocks) race with frees and trims. */
+static int t_threads_lend(void) { return threads_carve_and_trim(true); }
 
 /* slp_stats' peak_allocated / peak_held / peak_requested: what was
  * allocated, held and asked for when the reserved bytes set their peak (the block that needed the driver
@@ -393,6 +414,112 @@ static int t_stats_at_peak(void) {
   return teardown(&e);
 }
 
+/* LARGE BLOCKS LEND ACROSS CLASSES (pool.c; issue 14): a class of 1 MiB
+ * or more with no block of its own takes a spare cached block of a larger
+ * class up to three times its size instead of a new driver allocation; the
+ * lender keeps its last block; the lent block keeps its class (capacity)
+ * and goes back to it at free; small classes never borrow; a block listed
+ * by stream order is lent only to an alloc on its home stream. On main
+ * every case below made a new slab. */
+#define MLP ((size_t)5767168) /* 8 x 128 x 1408 floats: 5.5 MiB */
+static int t_large_lends_spare(void) {
+  env e;
+  if (setup(&e, NULL)) return 1;
+  slp_block *a[2], *x, *y, *z, *w, *sm;
+  /* Pinned host pool: blocks freed with nothing pending are FREE (shared
+   * list), data written through the host pointer. */
+  for (int i = 0; i < 2; i++)
+    CHECK_RC(slp_alloc(e.host, e.s, MLP, &a[i]), LDG_OK);
+  uintptr_t a0 = addr_of(a[0]), a1 = addr_of(a[1]);
+  for (int i = 0; i < 2; i++) CHECK_RC(slp_free(a[i]), LDG_OK);
+  slp_stats st = stats(e.host);
+  CHECK(st.reserved_bytes == 2 * MLP && st.slab_allocs == 2);
+  CHECK_RC(slp_alloc(e.host, e.s, 2 * MIB, &x), LDG_OK); /* lent */
+  CHECK(slp_block_capacity(x) == MLP && slp_block_size(x) == 2 * MIB);
+  CHECK(addr_of(x) == a0 || addr_of(x) == a1);
+  memset(slp_block_host(x), 7, MLP); /* its whole capacity is its own */
+  st = stats(e.host);
+  CHECK(st.reserved_bytes == 2 * MLP && st.slab_allocs == 2);
+  CHECK(st.allocated_bytes == MLP && st.requested_bytes == 2 * MIB);
+  /* The lender's last cached block stays: a new 2 MiB slab. */
+  CHECK_RC(slp_alloc(e.host, e.s, 2 * MIB, &y), LDG_OK);
+  CHECK(slp_block_capacity(y) == 2 * MIB);
+  CHECK(stats(e.host).reserved_bytes == 2 * MLP + 2 * MIB);
+  /* Freed, the lent block is the lender's again: two 5.5 MiB allocs take
+   * both original blocks, no driver call. */
+  unsigned char *stale = slp_block_host(x);
+  CHECK_RC(slp_free(x), LDG_OK);
+#if HAVE_ASAN
+  CHECK(__asan_address_is_poisoned(stale + MLP - 1));
+#endif
+  (void)stale;
+  CHECK_RC(slp_alloc(e.host, e.s, MLP, &z), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s, MLP, &w), LDG_OK);
+  CHECK(slp_block_capacity(z) == MLP && slp_block_capacity(w) == MLP);
+  CHECK((addr_of(z) == a0 && addr_of(w) == a1) ||
+        (addr_of(z) == a1 && addr_of(w) == a0));
+  st = stats(e.host);
+  CHECK(st.slab_allocs == 3 && st.reserved_bytes == 2 * MLP + 2 * MIB);
+  CHECK_RC(slp_free(z), LDG_OK);
+  CHECK_RC(slp_free(w), LDG_OK);
+  CHECK_RC(slp_free(y), LDG_OK);
+  /* Bounded waste: 6.5 MiB blocks are more than three times 2 MiB (a new
+   * slab), 6 MiB ones are not (lent). */
+  CHECK_RC(slp_trim(e.host, 0, NULL), LDG_OK);
+  CHECK(stats(e.host).reserved_bytes == 0);
+  const size_t too_big = 6 * MIB + MIB / 2, just = 6 * MIB;
+  slp_block *b[4];
+  for (int i = 0; i < 2; i++)
+    CHECK_RC(slp_alloc(e.host, e.s, too_big, &b[i]), LDG_OK);
+  for (int i = 0; i < 2; i++) CHECK_RC(slp_free(b[i]), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s, 2 * MIB, &x), LDG_OK);
+  CHECK(slp_block_capacity(x) == 2 * MIB);
+  CHECK_RC(slp_free(x), LDG_OK);
+  CHECK_RC(slp_trim(e.host, 0, NULL), LDG_OK);
+  for (int i = 0; i < 2; i++)
+    CHECK_RC(slp_alloc(e.host, e.s, just, &b[i]), LDG_OK);
+  for (int i = 0; i < 2; i++) CHECK_RC(slp_free(b[i]), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s, 2 * MIB, &x), LDG_OK);
+  CHECK(slp_block_capacity(x) == just);
+  /* A small class never borrows: 1.5 MiB blocks cached, a 768 KiB alloc
+   * is carved (a 2 MiB segment). */
+  for (int i = 0; i < 2; i++)
+    CHECK_RC(slp_alloc(e.host, e.s, 1536 << 10, &b[2 + i]), LDG_OK);
+  for (int i = 0; i < 2; i++) CHECK_RC(slp_free(b[2 + i]), LDG_OK);
+  size_t before = stats(e.host).reserved_bytes;
+  CHECK_RC(slp_alloc(e.host, e.s, 768 << 10, &sm), LDG_OK);
+  CHECK(slp_block_capacity(sm) == (768 << 10));
+  CHECK(stats(e.host).reserved_bytes == before + SEG);
+  CHECK_RC(slp_free(sm), LDG_OK);
+  CHECK_RC(slp_free(x), LDG_OK);
+  /* Device pool, stream order: two 5.5 MiB blocks freed with a use
+   * pending on s are listed for s. A 2 MiB alloc on s takes one (the new
+   * owner's work queues behind the old on s); on another stream it is not
+   * lent (a new slab). */
+  slc_stream *s2 = NULL;
+  CHECK_RC(slc_stream_create(e.c, 0, SLC_STREAM_NONBLOCKING, &s2), LDG_OK);
+  for (int i = 0; i < 2; i++) {
+    CHECK_RC(slp_alloc(e.dev, e.s, MLP, &a[i]), LDG_OK);
+    CHECK_RC(slp_record_use(e.s, &a[i], 1, NULL), LDG_OK);
+  }
+  for (int i = 0; i < 2; i++) CHECK_RC(slp_free(a[i]), LDG_OK);
+  st = stats(e.dev);
+  CHECK(st.reserved_bytes == 2 * MLP && st.allocated_bytes == 0);
+  CHECK_RC(slp_alloc(e.dev, s2, 2 * MIB, &y), LDG_OK);
+  CHECK(slp_block_capacity(y) == 2 * MIB);
+  CHECK(stats(e.dev).reserved_bytes == 2 * MLP + 2 * MIB);
+  CHECK_RC(slp_alloc(e.dev, e.s, 2 * MIB, &x), LDG_OK);
+  CHECK(slp_block_capacity(x) == MLP);
+  CHECK(slp_block_stream(x) == e.s);
+  CHECK(stats(e.dev).reserved_bytes == 2 * MLP + 2 * MIB);
+  CHECK_RC(slp_free(x), LDG_OK);
+  CHECK_RC(slp_free(y), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s), LDG_OK);
+  CHECK_RC(slc_stream_destroy(s2), LDG_OK);
+  slc_stream_unref(s2);
+  return teardown(&e);
+}
+
 static const struct {
   const char *name;
   int (*fn)(void);
@@ -408,10 +535,14 @@ static const struct {
      "limit at a segment: ENOMEM, then pages reused; driver errors"},
     {"poison_across_recarve", t_poison_across_recarve,
      "free blocks poisoned, re-carved pages writable (ASan)"},
+    {"large_lends_spare", t_large_lends_spare,
+     "a large class takes a spare cached block of a larger one (<= 3x)"},
     {"stats_at_peak", t_stats_at_peak,
      "allocated and held when the reserved bytes set their peak"},
     {"threads_carve_and_trim", t_threads_carve_and_trim,
      "request threads carve, free and trim at once; data kept"},
+    {"threads_lend", t_threads_lend,
+     "request threads lend large blocks across classes at once; data kept"},
 };
 
 int main(int argc, char **argv) {
