@@ -25,6 +25,12 @@ done
 [ "$(grep -c '"bench"' "$tmp/p.json")" -eq 12 ] || { echo "FAIL: JSON lacks rows" >&2; fail=1; }
 grep -q '^every result checked' "$out" || { echo "FAIL: no final line" >&2; fail=1; }
 grep -q "^diag *pool_2s *1 | engine/op" "$out" || { echo "FAIL: no diag line" >&2; fail=1; }
+# The serving diag's staging fill by who checked the block last: the three
+# shares cover every request (rounded to 0.1 % each).
+fill=$(grep "^diag *pool *1 |" "$out" | sed -n 's/.*fill us fresh [0-9.]* (\([0-9.]*\)%) own [0-9.]* (\([0-9.]*\)%) other [0-9.]* (\([0-9.]*\)%).*/\1 \2 \3/p')
+if [ -z "$fill" ] || ! echo "$fill" | awk '{ s = $1 + $2 + $3; exit !(s > 99.8 && s < 100.2) }'; then
+  echo "FAIL: serving diag: no fill shares summing to 100% ('$fill')" >&2; fail=1
+fi
 if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
   ! grep -q '^SKIPPED\|^every result checked' "$tmp/lib.txt"; then
   echo "FAIL: --driver=libcuda neither skipped nor ran" >&2
