@@ -94,6 +94,9 @@ static struct {
   bool wait_yield; /* serving pool: wait for a slot by yielding only */
   bool place_issuer; /* --placement issuer: SLC_ENGINE_PLACE_ISSUER */
   unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  /* serving pool: poll the thread's own streams every N requests, so the
+   * keeps (the checks) of its completed requests run on it (rows /oN) */
+  unsigned own_poll;
   const char *only; /* "overhead", "serving", one mode or NULL: all */
   unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
   bool spread;
@@ -176,6 +179,7 @@ typedef struct cell {
   slp_pool *mdev[MAX_GPUS], *mhost[MAX_GPUS];
   CUmemoryPool mmempool[MAX_GPUS];
   atomic_ullong sl_ns; /* request threads: cpu - driver - bench */
+  atomic_ullong req_drv_ns, req_bench_ns; /* request threads (--devices) */
 } cell;
 
 static _Thread_local bool tl_request;       /* a request thread */
@@ -486,6 +490,12 @@ static void *serving_thread(void *arg) {
                         &(slc_hold){.keep = {request_done_keep, r}}));
       CK(slp_free(stg));
       CK(slp_free(dev));
+      /* --own-poll N: this thread releases its completed requests itself
+       * every N (their checks run here, as before the owner's inbox; issue
+       * 10, "The serving regression at 1 thread"). */
+      if (opt.own_poll != 0 && (n + 1) % opt.own_poll == 0)
+        for (unsigned j = 0; j < ns; j++)
+          CK(slc_engine_poll_stream(ss[j], NULL));
     } else {
       CUdeviceptr p;
       if (ns > 1) CK(slc_device_make_current(ctx, dv));
@@ -523,6 +533,8 @@ static void *serving_thread(void *arg) {
                      (dt1.bench_ns - dt0.bench_ns),
              cpu = dt1.cpu_ns - dt0.cpu_ns;
     atomic_fetch_add(&c->sl_ns, cpu > other ? cpu - other : 0);
+    atomic_fetch_add(&c->req_drv_ns, dt1.driver_ns - dt0.driver_ns);
+    atomic_fetch_add(&c->req_bench_ns, dt1.bench_ns - dt0.bench_ns);
     dt_untrack();
   }
   for (unsigned k = 0; k < ns; k++) CK(slc_stream_synchronize(ss[k]));
@@ -580,17 +592,19 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
                      unsigned gpus) {
   /* A pool row with a non-default marker period or wait says so:
    * pool_2s/m64, pool_2s/m64t200, pool/y. */
-  static char labels[64][32];
+  static char labels[64][48];
   static int n_labels;
   bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
   if ((opt.every_ops != 0 || opt.every_us != 0 || opt.place_issuer ||
-       (serving_pool && opt.wait_yield)) &&
+       (serving_pool && (opt.wait_yield || opt.own_poll != 0))) &&
       mode[0] == 'p' && n_labels < 64) {
-    char m[12] = "", t[12] = "";
+    char m[12] = "", t[12] = "", o[12] = "";
     if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
     if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s%s", mode, m, t,
-             serving_pool && opt.wait_yield ? "y" : "",
+    if (serving_pool && opt.own_poll != 0)
+      snprintf(o, sizeof(o), "o%u", opt.own_poll);
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s%s%s", mode, m,
+             t, serving_pool && opt.wait_yield ? "y" : "", o,
              opt.place_issuer ? "pi" : "");
     mode = labels[n_labels++];
   }
@@ -773,6 +787,12 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
                   : 0.0,
                100.0 * (double)fn / dn);
       }
+      /* --devices: the request threads' CPU split (drvtime.h). */
+      if (gpus != 0)
+        printf(" | req thread us/req: driver %.2f bench %.2f sl %.2f",
+               (double)atomic_load(&c.req_drv_ns) / 1e3 / dn,
+               (double)atomic_load(&c.req_bench_ns) / 1e3 / dn,
+               (double)atomic_load(&c.sl_ns) / 1e3 / dn);
     }
     printf("\n");
   }
@@ -820,7 +840,9 @@ static int usage(void) {
           "per GPU)] [--spread]\n"
           "  [--engine-threads device|one (one per GPU, or one for all)]\n"
           "  [--count-driver (drvcalls lines: driver calls per iteration)]\n"
-          "  [--placement engine|issuer (who records markers; rows /pi)]\n");
+          "  [--placement engine|issuer (who records markers; rows /pi)]\n"
+          "  [--own-poll N (serving pool: poll own streams every N requests;"
+          " rows /oN)]\n");
   return 2;
 }
 
@@ -895,6 +917,7 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
                       : strcmp(a, "--every-us") == 0 ? &opt.every_us
                       : strcmp(a, "--iters") == 0 ? &opt.iters
+                      : strcmp(a, "--own-poll") == 0 ? &opt.own_poll
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }

@@ -37,7 +37,15 @@ if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
   cat "$tmp/lib.txt" >&2
   fail=1
 fi
-for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s"; do
+# --own-poll N: the serving pool rows say so (/oN) and check every result.
+if ! "$bench" --driver=host --smoke --only pool --own-poll 2 >"$tmp/o.txt" 2>&1 ||
+  ! grep -q "^serving *pool/o2 *1 |" "$tmp/o.txt" ||
+  ! grep -q '^every result checked' "$tmp/o.txt"; then
+  echo "FAIL: --own-poll 2" >&2
+  cat "$tmp/o.txt" >&2
+  fail=1
+fi
+for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s" "--own-poll x"; do
   set +e
   # shellcheck disable=SC2086
   "$bench" $bad >/dev/null 2>&1
