@@ -29,56 +29,32 @@ ms=${SERVE_AB_MS:-300}
 rounds=${SERVE_AB_ROUNDS:-3}
 budget=${SERVE_AB_BUDGET_S:-170}
 read -r -a extra <<< "${SERVE_AB_ARGS:-}"
-mkdir -p "$out"
-start=$(date +%s)
-rc=0
-sum=$out/SUMMARY.txt
-{
-  echo "serving A/B at 1 thread (issue 10): $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "host:   $(hostname), $(nproc) CPUs, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
-  nvidia-smi -L 2>/dev/null | sed 's/^/gpu:    /'
-  for d in "$bin" "$before"; do
-    [ -f "$d/BUILD_INFO.txt" ] && head -1 "$d/BUILD_INFO.txt" | sed "s|^|$d: |"
-  done
-  echo "after = $bin/pool_bench, before = $before/pool_bench; --only pool, $ms ms per cell, $rounds rounds"
-  echo "columns: req/s | cpu us/req, req-thread cpu us/req | p50 us, p99 us | resv MiB, used MiB"
-} > "$sum"
-cat "$sum"
-
-left() { echo $((budget - ($(date +%s) - start))); }
-# step NAME LIMIT_S COMMAND...: runs it under timeout if LIMIT_S still fits,
-# then copies its rows and diag lines to SUMMARY.txt, prefixed by NAME.
-step() {
-  local name=$1 lim=$2
-  shift 2
-  if [ "$(left)" -lt "$lim" ]; then
-    echo "SKIPPED $name: ${lim} s would pass the ${budget} s budget ($(left) s left)" | tee -a "$sum"
-    return 0
-  fi
-  timeout -k 5 "$lim" "$@" > "$out/$name.log" 2>&1
-  local e=$?
-  if [ $e -ne 0 ]; then
-    echo "FAILED $name (exit $e): $*" | tee -a "$sum"
-    tail -5 "$out/$name.log" >> "$sum"
-    rc=1
-  fi
-  grep '^serving\|^multigpu pool\|^diag' "$out/$name.log" | sed "s|^|$name: |" >> "$sum"
+# shellcheck source=bench/ab_lib.sh
+. "$(dirname "$0")/ab_lib.sh"
+ab_init "serving A/B at 1 thread (issue 10)" \
+  "after = $bin/pool_bench, before = $before/pool_bench; --only pool, $ms ms per cell, $rounds rounds
+columns: req/s | cpu us/req, req-thread cpu us/req | p50 us, p99 us | resv MiB, used MiB"
+# run NAME LIMIT_S COMMAND...: step, then its rows and diag lines into
+# SUMMARY.txt, prefixed by NAME.
+run() {
+  step "$@"
+  grep -s '^serving\|^multigpu pool\|^diag' "$out/$1.log" | sed "s|^|$1: |" >> "$sum"
 }
 
 a=("$bin/pool_bench" "${extra[@]}" --only pool --ms "$ms")
 b=("$before/pool_bench" "${extra[@]}" --only pool --ms "$ms")
 for r in $(seq 1 "$rounds"); do
-  step "before_r$r" 30 "${b[@]}" --threads 1
-  step "after_r$r" 30 "${a[@]}" --threads 1
-  step "after_o4_r$r" 30 "${a[@]}" --threads 1 --own-poll 4
-  step "after_o1_r$r" 30 "${a[@]}" --threads 1 --own-poll 1
-  step "after_pi_r$r" 30 "${a[@]}" --threads 1 --placement issuer
+  run "before_r$r" 30 "${b[@]}" --threads 1
+  run "after_r$r" 30 "${a[@]}" --threads 1
+  run "after_o4_r$r" 30 "${a[@]}" --threads 1 --own-poll 4
+  run "after_o1_r$r" 30 "${a[@]}" --threads 1 --own-poll 1
+  run "after_pi_r$r" 30 "${a[@]}" --threads 1 --placement issuer
 done
-step before_split 30 "${b[@]}" --threads 1 --devices 1
-step after_split 30 "${a[@]}" --threads 1 --devices 1
-step after_o4_split 30 "${a[@]}" --threads 1 --devices 1 --own-poll 4
-step after_t4_16 40 "${a[@]}" --threads 4,16
-step after_o4_t4_16 40 "${a[@]}" --threads 4,16 --own-poll 4
+run before_split 30 "${b[@]}" --threads 1 --devices 1
+run after_split 30 "${a[@]}" --threads 1 --devices 1
+run after_o4_split 30 "${a[@]}" --threads 1 --devices 1 --own-poll 4
+run after_t4_16 40 "${a[@]}" --threads 4,16
+run after_o4_t4_16 40 "${a[@]}" --threads 4,16 --own-poll 4
 echo "done in $(($(date +%s) - start)) s, rc $rc" >> "$sum"
 cat "$sum"
 exit $rc
