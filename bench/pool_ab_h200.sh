@@ -31,39 +31,10 @@ rounds=${POOL_AB_ROUNDS:-2}
 serve_ms=${POOL_AB_SERVE_MS:-300}
 budget=${POOL_AB_BUDGET_S:-230}
 read -r -a extra <<< "${POOL_AB_ARGS:-}"
-mkdir -p "$out"
-start=$(date +%s)
-rc=0
-sum=$out/SUMMARY.txt
-{
-  echo "pool A/B (issue 10): $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "host:   $(hostname), $(nproc) CPUs, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
-  nvidia-smi -L 2>/dev/null | sed 's/^/gpu:    /'
-  for d in "$bin" "$before"; do
-    [ -f "$d/BUILD_INFO.txt" ] && head -3 "$d/BUILD_INFO.txt" | sed "s|^|$d: |"
-  done
-  echo "after = $bin/pool_bench, before = $before/pool_bench; $ms ms per overhead cell, $rounds rounds each, threads $threads"
-} > "$sum"
-cat "$sum"
-
-left() { echo $((budget - ($(date +%s) - start))); }
-# step NAME LIMIT_S COMMAND...: runs it under timeout if LIMIT_S still fits.
-step() {
-  local name=$1 lim=$2
-  shift 2
-  if [ "$(left)" -lt "$lim" ]; then
-    echo "SKIPPED $name: ${lim} s would pass the ${budget} s budget ($(left) s left)" | tee -a "$sum"
-    return 0
-  fi
-  echo "=== $name: $*" >> "$sum"
-  timeout -k 5 "$lim" "$@" > "$out/$name.log" 2>&1
-  local e=$?
-  if [ $e -ne 0 ]; then
-    rc=1
-    echo "FAILED: $name (exit $e)" | tee -a "$sum"
-  fi
-  return 0
-}
+# shellcheck source=bench/ab_lib.sh
+. "$(dirname "$0")/ab_lib.sh"
+ab_init "pool A/B (issue 10)" \
+  "after = $bin/pool_bench, before = $before/pool_bench; $ms ms per overhead cell, $rounds rounds each, threads $threads"
 
 n_threads=$(echo "$threads" | tr ',' '\n' | grep -c .)
 over_s=$((n_threads * 4 * (ms + 250) / 1000 + 20)) # 4 modes, setup per cell

@@ -94,6 +94,9 @@ static struct {
   bool wait_yield; /* serving pool: wait for a slot by yielding only */
   bool place_issuer; /* --placement issuer: SLC_ENGINE_PLACE_ISSUER */
   unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  /* serving pool: poll the thread's own streams every N requests, so the
+   * keeps (the checks) of its completed requests run on it (rows /oN) */
+  unsigned own_poll;
   const char *only; /* "overhead", "serving", one mode or NULL: all */
   unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
   bool spread;
@@ -162,6 +165,11 @@ typedef struct cell {
    * on their request thread, slp_alloc pairs over 100 us and the longest,
    * time spent waiting for a slot. */
   atomic_ullong own_checks, slow_allocs, max_alloc_ns, wait_ns;
+  /* The request thread's fill of its staging block, by who checked that
+   * block's previous request (LAST_*): the check reads the 64 KiB, so its
+   * lines sit in the checking core's cache when the owner writes them next
+   * (bench/RESULTS.md, issue 10, "The serving regression at 1 thread"). */
+  atomic_ullong fill_ns[3], fill_n[3];
   /* Blocks the pools recycled on a request thread (on_recycle, counted per
    * thread, summed at its end), against frees: the rest were returned by
    * the engine thread. Not counted in pool_af (no callback there). */
@@ -171,6 +179,7 @@ typedef struct cell {
   slp_pool *mdev[MAX_GPUS], *mhost[MAX_GPUS];
   CUmemoryPool mmempool[MAX_GPUS];
   atomic_ullong sl_ns; /* request threads: cpu - driver - bench */
+  atomic_ullong req_drv_ns, req_bench_ns; /* request threads (--devices) */
 } cell;
 
 static _Thread_local bool tl_request;       /* a request thread */
@@ -320,8 +329,16 @@ static void *overhead_thread(void *arg) {
 
 /* ---- 2. Serving ------------------------------------------------------------- */
 
+/* Who checked a staging block's last request (request.last_check). */
+enum { LAST_NONE, LAST_OWN, LAST_OTHER };
+#define LAST_SLOTS 256 /* by (address >> 16): 64 KiB blocks, 16 MiB apart */
+static unsigned last_slot(const void *staging) {
+  return (unsigned)(((uintptr_t)staging >> 16) % LAST_SLOTS);
+}
+
 typedef struct request {
   cell *c;
+  atomic_uchar *last_check; /* its thread's LAST_SLOTS, by staging block */
   pthread_t owner; /* the request thread: was the check run on it? */
   uint32_t seed;
   uint64_t t0;
@@ -344,8 +361,13 @@ static void request_done(void *arg) {
       break;
     }
   uint64_t lat = now_ns() - r->t0;
-  if (pthread_equal(pthread_self(), r->owner))
+  bool own = pthread_equal(pthread_self(), r->owner);
+  if (own)
     atomic_fetch_add_explicit(&r->c->own_checks, 1, memory_order_relaxed);
+  /* Relaxed: the pool hands the block back only after this keep returned
+   * (its release), and the owner reads the slot after slp_alloc (acquire). */
+  atomic_store_explicit(&r->last_check[last_slot(r->staging)],
+                        own ? LAST_OWN : LAST_OTHER, memory_order_relaxed);
   unsigned long long k = atomic_fetch_add(&r->c->n_lat, 1);
   if (k < r->c->lat_cap) r->c->lat[k] = lat;
   atomic_store_explicit(&r->busy, 0, memory_order_release);
@@ -367,10 +389,14 @@ static void request_done_keep(void *arg) {
   dt_bench_add(now_ns() - t0);
 }
 
-static void fill_timed(uint32_t *p, uint32_t seed, unsigned n, bool split) {
-  uint64_t t0 = split ? now_ns() : 0;
+/* Fills the staging block; returns the time it took. */
+static uint64_t fill_timed(uint32_t *p, uint32_t seed, unsigned n,
+                           bool split) {
+  uint64_t t0 = now_ns();
   fill(p, seed, n);
-  if (split) dt_bench_add(now_ns() - t0); /* the benchmark's own work */
+  uint64_t dt = now_ns() - t0;
+  if (split) dt_bench_add(dt); /* the benchmark's own work */
+  return dt;
 }
 
 static void *serving_thread(void *arg) {
@@ -391,7 +417,9 @@ static void *serving_thread(void *arg) {
   CK(slc_device_make_current(ctx, devs[0]));
   request *rq = calloc(K, sizeof(*rq));
   void **ring = calloc(K, sizeof(void *)); /* async: pinned staging */
-  if (rq == NULL || ring == NULL) exit(1);
+  atomic_uchar *last = calloc(LAST_SLOTS, sizeof(*last));
+  if (rq == NULL || ring == NULL || last == NULL) exit(1);
+  uint64_t fill_ns[3] = {0, 0, 0}, fill_n[3] = {0, 0, 0};
   if (!pool) {
     for (unsigned k = 0; k < K; k++)
       CU(d->pfn_cuMemHostAlloc(&ring[k], opt.bytes, CU_MEMHOSTALLOC_PORTABLE));
@@ -433,6 +461,7 @@ static void *serving_thread(void *arg) {
     slc_stream *s = ss[k];
     const int dv = devs[k];
     r->c = c;
+    r->last_check = last;
     r->owner = pthread_self();
     r->seed = (uint32_t)(w->id * 1000003u + n * 7u);
     r->words = words;
@@ -448,7 +477,10 @@ static void *serving_thread(void *arg) {
       if (da > max_alloc) max_alloc = da;
       slow += da > 100000;
       r->staging = slp_block_host(stg);
-      fill_timed(r->staging, r->seed, words, split);
+      unsigned lc = atomic_load_explicit(&last[last_slot(r->staging)],
+                                         memory_order_relaxed);
+      fill_ns[lc] += fill_timed(r->staging, r->seed, words, split);
+      fill_n[lc]++;
       CK(slp_copy_async(s, dev, 0, stg, 0, opt.bytes, NULL));
       CUdeviceptr p = slp_block_dptr(dev);
       CK(slp_launch(s, add1_of[dv], (slc_dim3){(words + 255) / 256, 1, 1},
@@ -458,12 +490,18 @@ static void *serving_thread(void *arg) {
                         &(slc_hold){.keep = {request_done_keep, r}}));
       CK(slp_free(stg));
       CK(slp_free(dev));
+      /* --own-poll N: this thread releases its completed requests itself
+       * every N (their checks run here, as before the owner's inbox; issue
+       * 10, "The serving regression at 1 thread"). */
+      if (opt.own_poll != 0 && (n + 1) % opt.own_poll == 0)
+        for (unsigned j = 0; j < ns; j++)
+          CK(slc_engine_poll_stream(ss[j], NULL));
     } else {
       CUdeviceptr p;
       if (ns > 1) CK(slc_device_make_current(ctx, dv));
       CUstream cs = slc_stream_handle(s);
       r->staging = ring[n % K];
-      fill_timed(r->staging, r->seed, words, split);
+      (void)fill_timed(r->staging, r->seed, words, split);
       CU(d->pfn_cuMemAllocAsync(&p, opt.bytes, cs));
       CU(d->pfn_cuMemcpyHtoDAsync(p, r->staging, opt.bytes, cs));
       void *params[] = {&p, &nn};
@@ -478,6 +516,10 @@ static void *serving_thread(void *arg) {
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
   atomic_fetch_add(&c->wait_ns, waited);
+  for (int k = 0; k < 3; k++) {
+    atomic_fetch_add(&c->fill_ns[k], fill_ns[k]);
+    atomic_fetch_add(&c->fill_n[k], fill_n[k]);
+  }
   atomic_fetch_add(&c->slow_allocs, slow);
   atomic_fetch_add(&c->req_recycles, tl_recycles);
   tl_recycles = 0;
@@ -491,6 +533,8 @@ static void *serving_thread(void *arg) {
                      (dt1.bench_ns - dt0.bench_ns),
              cpu = dt1.cpu_ns - dt0.cpu_ns;
     atomic_fetch_add(&c->sl_ns, cpu > other ? cpu - other : 0);
+    atomic_fetch_add(&c->req_drv_ns, dt1.driver_ns - dt0.driver_ns);
+    atomic_fetch_add(&c->req_bench_ns, dt1.bench_ns - dt0.bench_ns);
     dt_untrack();
   }
   for (unsigned k = 0; k < ns; k++) CK(slc_stream_synchronize(ss[k]));
@@ -505,6 +549,7 @@ static void *serving_thread(void *arg) {
   }
   free(rq);
   free(ring);
+  free(last);
   return NULL;
 }
 
@@ -547,17 +592,19 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
                      unsigned gpus) {
   /* A pool row with a non-default marker period or wait says so:
    * pool_2s/m64, pool_2s/m64t200, pool/y. */
-  static char labels[64][32];
+  static char labels[64][48];
   static int n_labels;
   bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
   if ((opt.every_ops != 0 || opt.every_us != 0 || opt.place_issuer ||
-       (serving_pool && opt.wait_yield)) &&
+       (serving_pool && (opt.wait_yield || opt.own_poll != 0))) &&
       mode[0] == 'p' && n_labels < 64) {
-    char m[12] = "", t[12] = "";
+    char m[12] = "", t[12] = "", o[12] = "";
     if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
     if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s%s", mode, m, t,
-             serving_pool && opt.wait_yield ? "y" : "",
+    if (serving_pool && opt.own_poll != 0)
+      snprintf(o, sizeof(o), "o%u", opt.own_poll);
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s%s%s", mode, m,
+             t, serving_pool && opt.wait_yield ? "y" : "", o,
              opt.place_issuer ? "pi" : "");
     mode = labels[n_labels++];
   }
@@ -729,6 +776,24 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
              (unsigned long long)atomic_load(&c.slow_allocs),
              (double)atomic_load(&c.max_alloc_ns) / 1e3,
              (double)atomic_load(&c.wait_ns) / 1e3 / dn);
+    /* The staging fill, by who checked the block's last request. */
+    if (serving) {
+      printf(" | fill us");
+      static const char *const by[3] = {"fresh", "own", "other"};
+      for (int k = 0; k < 3; k++) {
+        unsigned long long fn = atomic_load(&c.fill_n[k]);
+        printf(" %s %.2f (%.1f%%)", by[k],
+               fn ? (double)atomic_load(&c.fill_ns[k]) / 1e3 / (double)fn
+                  : 0.0,
+               100.0 * (double)fn / dn);
+      }
+      /* --devices: the request threads' CPU split (drvtime.h). */
+      if (gpus != 0)
+        printf(" | req thread us/req: driver %.2f bench %.2f sl %.2f",
+               (double)atomic_load(&c.req_drv_ns) / 1e3 / dn,
+               (double)atomic_load(&c.req_bench_ns) / 1e3 / dn,
+               (double)atomic_load(&c.sl_ns) / 1e3 / dn);
+    }
     printf("\n");
   }
   /* --count-driver: driver calls per iteration (request), on the request
@@ -775,7 +840,9 @@ static int usage(void) {
           "per GPU)] [--spread]\n"
           "  [--engine-threads device|one (one per GPU, or one for all)]\n"
           "  [--count-driver (drvcalls lines: driver calls per iteration)]\n"
-          "  [--placement engine|issuer (who records markers; rows /pi)]\n");
+          "  [--placement engine|issuer (who records markers; rows /pi)]\n"
+          "  [--own-poll N (serving pool: poll own streams every N requests;"
+          " rows /oN)]\n");
   return 2;
 }
 
@@ -850,6 +917,7 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
                       : strcmp(a, "--every-us") == 0 ? &opt.every_us
                       : strcmp(a, "--iters") == 0 ? &opt.iters
+                      : strcmp(a, "--own-poll") == 0 ? &opt.own_poll
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }
