@@ -160,7 +160,7 @@ static int slc__check_device(const slc_context *c, int device,
   return LDG_OK;
 }
 
-int slc__make_current(slc_context *c, int device, const char *call) {
+int slc__make_current_slow(slc_context *c, int device, const char *call) {
   int rc = slc__check_device(c, device, call);
   if (rc != LDG_OK) return rc;
   const slc_driver *d = &c->drv;
@@ -185,14 +185,18 @@ int slc__make_current(slc_context *c, int device, const char *call) {
   }
   CUcontext cur = NULL;
   CUresult r = d->pfn_cuCtxGetCurrent(&cur);
+  if (r == CUDA_SUCCESS && cur == dev->ctx) return LDG_OK;
+  return slc__set_current(c, device, r, call);
+}
+
+int slc__set_current(slc_context *c, int device, CUresult r,
+                     const char *call) {
   if (r != CUDA_SUCCESS)
     return slc__fail_cu(c, "cuCtxGetCurrent", r, "for %s", call);
-  if (cur != dev->ctx) {
-    r = d->pfn_cuCtxSetCurrent(dev->ctx);
-    if (r != CUDA_SUCCESS)
-      return slc__fail_cu(c, "cuCtxSetCurrent", r, "device %d (for %s)", device,
-                          call);
-  }
+  r = c->drv.pfn_cuCtxSetCurrent(c->devices[device].ctx);
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(c, "cuCtxSetCurrent", r, "device %d (for %s)", device,
+                        call);
   return LDG_OK;
 }
 

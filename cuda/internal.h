@@ -118,7 +118,7 @@ struct slc_event {
   slc_context *c;
   int device;
   CUevent cu;
-  pthread_mutex_t mu;  /* see sl_cuda.h THREADING; guards the fields below */
+  atomic_uint lock;    /* 1 while held (event.c, THE LOCK); guards: */
   slc_stream *stream;  /* last record's stream (a reference), or NULL */
   ldg_seq mark;        /* its mark at that record */
   uint64_t generation; /* bumped by every successful record */
@@ -207,10 +207,33 @@ int slc__extend_hold(struct slc__xhold *x, const slc_hold *hold,
 /* ---- Devices (context.c) ---- */
 
 /* Retains the primary context on first use and makes it current. On error
- * the record is set and the code returned. */
-int slc__make_current(slc_context *c, int device, const char *call);
+ * the record is set and the code returned. The common case inline — the
+ * device's context retained and already current: one acquire load and
+ * cuCtxGetCurrent (sl_cuda.h THREADING promises that query on every call
+ * that reaches the driver); the rest out of line (context.c). */
+int slc__make_current_slow(slc_context *c, int device, const char *call);
+/* cuCtxGetCurrent returned r and, if it succeeded, not device's context. */
+int slc__set_current(slc_context *c, int device, CUresult r, const char *call);
+static inline int slc__make_current(slc_context *c, int device,
+                                    const char *call) {
+  if (c != NULL && device >= 0 && device < c->n_devices) {
+    struct slc__device *dev = &c->devices[device];
+    /* Pairs with the release store of ready: ctx is written before it. */
+    if (slc__load_acquire(&dev->ready)) {
+      CUcontext cur = NULL;
+      CUresult r = c->drv.pfn_cuCtxGetCurrent(&cur);
+      if (r == CUDA_SUCCESS && cur == dev->ctx) return LDG_OK;
+      return slc__set_current(c, device, r, call);
+    }
+  }
+  return slc__make_current_slow(c, device, call);
+}
 
 /* ---- Streams (stream.c) ---- */
+
+/* One step of a wait for another thread: sched_yield for the first 64
+ * steps, then 50 us sleeps. */
+void slc__backoff(unsigned *spins);
 
 /* Enters the stream's gate: LDG_OK, or LDG_EDESTROYED (record set). */
 int slc__stream_enter(slc_stream *s, const char *call);

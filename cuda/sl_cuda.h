@@ -117,17 +117,19 @@
  *     holder being destroyed waits until that destroy's synchronisation is
  *     decided (succeeded: drained; failed: it drains the stream itself) —
  *     never for the destroy's keeps, which may settle in turn.
- *   - events: one small mutex per event. The driver event's state (its last
+ *   - events: one lock word per event (taken with one compare-and-swap,
+ *     dropped with a release store; a taker that finds it held yields, then
+ *     sleeps: event.c, THE LOCK). The driver event's state (its last
  *     record) and the (stream, mark) the layer keeps for it must change
  *     together: two records racing on one event would otherwise leave the
  *     driver holding one record and the layer the other's mark, and a sync
- *     would release a stream that was never waited for. The mutex covers
+ *     would release a stream that was never waited for. The lock covers
  *     "read mark, cuEventRecord, store" and "cuStreamWaitEvent, read
  *     (stream, mark)"; the wait is recorded (ldg_add_wait, which runs keeps
  *     when a release of the waiting stream overtakes it) after the unlock,
  *     with the pair read under it. It is never held across a blocking
  *     driver call nor while keeps run: a sync reads the record under the
- *     mutex, waits with it unlocked, and releases only if no record came in
+ *     lock, waits with it unlocked, and releases only if no record came in
  *     between (a generation count); otherwise it releases nothing, which is
  *     always allowed.
  *   - devices: a primary context is retained on first use under a per-device
@@ -429,7 +431,7 @@ typedef struct slc_event slc_event;
 /* cuEventCreate(CU_EVENT_DISABLE_TIMING) on `device`. */
 int slc_event_create(slc_context *c, int device, slc_event **out);
 
-/* Under the event's mutex: m = ldg_mark(s), cuEventRecord(e, s), then the
+/* Under the event's lock: m = ldg_mark(s), cuEventRecord(e, s), then the
  * event remembers (s, m), replacing any earlier record. s must be on the
  * event's device (LDG_EINVAL otherwise). A failed record leaves the
  * previous record in place. */
@@ -450,7 +452,7 @@ int slc_event_query(slc_event *e, bool *complete);
  * past the wait releases the recorded stream up to its mark (transitively,
  * across devices too). A never-recorded event waits on nothing. If a release
  * of b overtakes the wait being recorded, the wait fires here and the
- * recorded stream's keeps run on this thread (the event's mutex is not
+ * recorded stream's keeps run on this thread (the event's lock is not
  * held). */
 int slc_stream_wait_event(slc_stream *b, slc_event *e);
 

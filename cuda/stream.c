@@ -70,7 +70,7 @@ void slc__stream_exit(slc_stream *s) {
   slc__fetch_sub_release(&s->gate, 1);
 }
 
-static void slc__backoff(unsigned *spins) {
+void slc__backoff(unsigned *spins) {
   if (++*spins < 64) {
     sched_yield();
   } else {
@@ -444,7 +444,7 @@ static const char *const slc__op_call[] = {
     [SLC__LAUNCH] = "cuLaunchKernel",
 };
 
-static CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
+static inline CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
   const slc_driver *d = &s->c->drv;
   switch (op->kind) {
     case SLC__HTOD:
@@ -500,10 +500,49 @@ static int slc__sync_after_failed_record(slc_stream *s, const char *call) {
   return LDG_OK;
 }
 
-static int slc__run_op(slc_stream *s, const struct slc__op *op,
-                       const slc_hold *hold, const char *call) {
+/* The driver refused the issue: nothing was recorded. The op by value: its
+ * address taken on the inlined path would make it built in memory there. */
+static __attribute__((noinline, cold)) int slc__issue_failed(
+    slc_stream *s, struct slc__op opv, CUresult r) {
+  const struct slc__op *op = &opv;
+  if (op->kind == SLC__LAUNCH)
+    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
+                        "grid (%u,%u,%u) block (%u,%u,%u) on stream %llu "
+                        "(device %d); nothing recorded",
+                        op->grid.x, op->grid.y, op->grid.z, op->block.x,
+                        op->block.y, op->block.z,
+                        (unsigned long long)ldg_stream_id(s->ls), s->device);
+  return slc__fail_cu(s->c, slc__op_call[op->kind], r,
+                      "%zu bytes on stream %llu (device %d); nothing "
+                      "recorded",
+                      op->bytes, (unsigned long long)ldg_stream_id(s->ls),
+                      s->device);
+}
+
+/* The driver accepted the issue but ldg_enqueue returned rc. */
+static __attribute__((noinline, cold)) int slc__record_failed(
+    slc_stream *s, enum slc__op_kind kind, ldg_keep keep, int rc) {
+  if (rc == LDG_EDESTROYED) {
+    /* s was destroyed after the issue: its destroy waited for the gate and
+     * then synchronised, so the operation is complete. */
+    slc__keeps_run_here(s->c, keep, SLC_CAUSE_DESTROY);
+    return LDG_OK;
+  }
+  int src = slc__sync_after_failed_record(s, slc__op_call[kind]);
+  if (src != LDG_OK) return src;
+  return slc__fail(rc, "ldg_enqueue",
+                   "%s was issued but could not be recorded; the stream was "
+                   "synchronised and the caller keeps its keep",
+                   slc__op_call[kind]);
+}
+
+/* Inlined into each operation, so that the kind is a constant there and
+ * the op is never built in memory on the path that succeeds. */
+static inline __attribute__((always_inline)) int slc__run_op(
+    slc_stream *s, const struct slc__op *op, const slc_hold *hold,
+    const char *call) {
   if (s == NULL) return slc__fail(LDG_EINVAL, call, "stream is NULL");
-  int rc = slc__check_hold(hold, call);
+  int rc = hold != NULL ? slc__check_hold(hold, call) : LDG_OK;
   if (rc != LDG_OK) return rc;
   rc = slc__stream_enter(s, call);
   if (rc != LDG_OK) return rc;
@@ -512,19 +551,7 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
   if (rc == LDG_OK) r = slc__issue(s, op);
   slc__stream_exit(s);
   if (rc != LDG_OK) return rc;
-  if (r != CUDA_SUCCESS && op->kind == SLC__LAUNCH)
-    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
-                        "grid (%u,%u,%u) block (%u,%u,%u) on stream %llu "
-                        "(device %d); nothing recorded",
-                        op->grid.x, op->grid.y, op->grid.z, op->block.x,
-                        op->block.y, op->block.z,
-                        (unsigned long long)ldg_stream_id(s->ls), s->device);
-  if (r != CUDA_SUCCESS)
-    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
-                        "%zu bytes on stream %llu (device %d); nothing "
-                        "recorded",
-                        op->bytes, (unsigned long long)ldg_stream_id(s->ls),
-                        s->device);
+  if (r != CUDA_SUCCESS) return slc__issue_failed(s, *op, r);
   /* Issue, then enqueue. */
   ldg_keep keep = {NULL, NULL};
   const uint64_t *ids = NULL;
@@ -541,22 +568,9 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
   slc__keeps_begin(&kf);
   rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
-  if (rc == LDG_OK) {
-    slc__engine_after_issue(s);
-    return LDG_OK;
-  }
-  if (rc == LDG_EDESTROYED) {
-    /* s was destroyed after the issue: its destroy waited for the gate and
-     * then synchronised, so the operation is complete. */
-    slc__keeps_run_here(s->c, keep, SLC_CAUSE_DESTROY);
-    return LDG_OK;
-  }
-  int src = slc__sync_after_failed_record(s, slc__op_call[op->kind]);
-  if (src != LDG_OK) return src;
-  return slc__fail(rc, "ldg_enqueue",
-                   "%s was issued but could not be recorded; the stream was "
-                   "synchronised and the caller keeps its keep",
-                   slc__op_call[op->kind]);
+  if (rc != LDG_OK) return slc__record_failed(s, op->kind, keep, rc);
+  slc__engine_after_issue(s);
+  return LDG_OK;
 }
 
 int slc_copy_htod_async(slc_stream *s, CUdeviceptr dst, const void *src,
