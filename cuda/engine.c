@@ -365,7 +365,7 @@ static bool slc__engine_current(const struct slc__dev_engine *e,
   CUcontext cur = *known;
   if (cur == NULL && c->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
     return false;
-  if (cur != dev->ctx && c->drv.pfn_cuCtxSetCurrent(dev->ctx) != CUDA_SUCCESS) {
+  if (cur != dev->ctx && slc__ctx_set(c, dev->ctx) != CUDA_SUCCESS) {
     *known = NULL;
     return false;
   }

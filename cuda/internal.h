@@ -71,6 +71,10 @@ struct slc_context {
    * unref and slc_engine_enable, never on an issuing or release path. */
   pthread_mutex_t streams_mu;
   slc_stream *streams;
+  /* slc_context_cache_current: trust this thread's slc__tls_ctx instead of
+   * asking the driver. Relaxed: a flag of the caller's choosing, no data
+   * hangs on it. */
+  atomic_bool cache_current;
 };
 
 /* The stream's gate word: bit 63 "destroying" (no new calls), bit 62
@@ -206,11 +210,25 @@ int slc__extend_hold(struct slc__xhold *x, const slc_hold *hold,
 
 /* ---- Devices (context.c) ---- */
 
+/* The context the layer last made current, or found current, on this
+ * thread (NULL: unknown). Every cuCtxSetCurrent of the layer goes through
+ * slc__ctx_set, which keeps it true; only a context switch made outside the
+ * layer makes it stale, which is why it is trusted only when the context
+ * asks for it (slc_context_cache_current). */
+extern _Thread_local CUcontext slc__tls_ctx;
+
+static inline CUresult slc__ctx_set(const slc_context *c, CUcontext ctx) {
+  CUresult r = c->drv.pfn_cuCtxSetCurrent(ctx);
+  slc__tls_ctx = r == CUDA_SUCCESS ? ctx : NULL;
+  return r;
+}
+
 /* Retains the primary context on first use and makes it current. On error
  * the record is set and the code returned. The common case inline — the
  * device's context retained and already current: one acquire load and
- * cuCtxGetCurrent (sl_cuda.h THREADING promises that query on every call
- * that reaches the driver); the rest out of line (context.c). */
+ * cuCtxGetCurrent (sl_cuda.h THREADING), or, with slc_context_cache_current
+ * on, no driver call when this thread's cache names that context; the rest
+ * out of line (context.c). */
 int slc__make_current_slow(slc_context *c, int device, const char *call);
 /* cuCtxGetCurrent returned r and, if it succeeded, not device's context. */
 int slc__set_current(slc_context *c, int device, CUresult r, const char *call);
@@ -220,9 +238,14 @@ static inline int slc__make_current(slc_context *c, int device,
     struct slc__device *dev = &c->devices[device];
     /* Pairs with the release store of ready: ctx is written before it. */
     if (slc__load_acquire(&dev->ready)) {
+      if (slc__tls_ctx == dev->ctx && slc__load_relaxed(&c->cache_current))
+        return LDG_OK;
       CUcontext cur = NULL;
       CUresult r = c->drv.pfn_cuCtxGetCurrent(&cur);
-      if (r == CUDA_SUCCESS && cur == dev->ctx) return LDG_OK;
+      if (r == CUDA_SUCCESS && cur == dev->ctx) {
+        slc__tls_ctx = cur;
+        return LDG_OK;
+      }
       return slc__set_current(c, device, r, call);
     }
   }

@@ -105,7 +105,10 @@
  *   LDG_EDESTROYED.
  *   Every call that reaches the driver makes the device's primary context
  *   current on the calling thread (cuCtxGetCurrent, then cuCtxSetCurrent if
- *   it differs) and leaves it current.
+ *   it differs) and leaves it current. With slc_context_cache_current on,
+ *   the cuCtxGetCurrent is skipped when this thread's cache says the layer
+ *   left that context current (see there for what the caller then
+ *   promises).
  *   Shared state and why it is safe:
  *   - streams: one atomic word per stream (a destroy flag, a "synced" flag
  *     and the count of calls inside the driver on its stream). Copies,
@@ -266,9 +269,30 @@ uint64_t slc_new_vector_id(slc_context *c);
 int slc_device_name(slc_context *c, int device, char *name, size_t len);
 
 /* Makes the device's primary context current on this thread (retaining it
- * on first use). For callers that make driver calls of their own.
+ * on first use). For callers that make driver calls of their own. Always
+ * asks the driver (cuCtxGetCurrent), also with slc_context_cache_current
+ * on, so it brings this thread's cache up to date.
  * LDG_EINVAL: device out of range. */
 int slc_device_make_current(slc_context *c, int device);
+
+/* Opt-in (off by default): the layer's calls on c trust a per-thread cache
+ * of the context the layer last made current (or found current) on the
+ * calling thread, and skip the cuCtxGetCurrent they make otherwise when it
+ * names the device's context: one driver call less on every call that
+ * reaches the driver (cuCtxGetCurrent costs 12-14 ns on an H200,
+ * bench/RESULTS.md). The driver cannot be asked more cheaply, so the cache
+ * is not checked against it: turn it on only where the threads that call
+ * the layer change their current context through the layer alone
+ * (its calls, slc_device_make_current). A thread that changes it by other
+ * means (cuCtxSetCurrent, cuCtxPushCurrent / cuCtxPopCurrent, cudaSetDevice,
+ * a library that does) must call slc_device_make_current before its next
+ * call into the layer; otherwise that call may run with another context
+ * current: it fails if the driver needs the stream's context current, and
+ * on an adopted legacy default stream it would reach the other device's
+ * stream. PyTorch switches devices by itself: leave it off there.
+ * May be called at any time (a relaxed flag, read per call).
+ * LDG_EINVAL: c NULL. */
+int slc_context_cache_current(slc_context *c, bool on);
 
 /* Synchronises one device: takes ldg_device_marks, makes the device current,
  * cuCtxSynchronize, then ldg_release_marks (each stream of the device,

@@ -2219,6 +2219,64 @@ static int t_event_race(suite *S) {
   return PASS;
 }
 
+/* The current context (sl_cuda.h THREADING, slc_context_cache_current).
+ * Off (the default): every call asks the driver (cuCtxGetCurrent), so a
+ * switch made behind the layer's back is undone by its next call. On: a
+ * thread whose cache names the context asks nothing; the layer's own
+ * switches keep the cache true; a switch made outside the layer and not
+ * told (slc_device_make_current) leaves the wrong context current, which
+ * the host executor refuses (CUDA_ERROR_INVALID_CONTEXT): the hazard the
+ * header names. */
+static int t_cache_current(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's call counts");
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  slc_stream *s, *s1;
+  slc_event *e;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CHECK_OK(slc_stream_create(S->c, 1, 0, &s1));
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  CUdevice d1;
+  CUcontext other, cur;
+  CHECK(S->drv.pfn_cuDeviceGet(&d1, 1) == CUDA_SUCCESS);
+  CHECK(S->drv.pfn_cuDevicePrimaryCtxRetain(&other, d1) == CUDA_SUCCESS);
+  /* Off. */
+  CHECK_OK(slc_event_record(e, s));
+  hd_calls_reset();
+  for (int i = 0; i < 10; i++) CHECK_OK(slc_event_record(e, s));
+  CHECK(hd_calls("cuCtxGetCurrent") == 10 && hd_calls("cuEventRecord") == 10);
+  CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS); /* not told */
+  CHECK_OK(slc_event_record(e, s));
+  CHECK(S->drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != other);
+  /* On. */
+  CHECK_RC(slc_context_cache_current(NULL, true), LDG_EINVAL);
+  CHECK_OK(slc_context_cache_current(S->c, true));
+  hd_calls_reset();
+  for (int i = 0; i < 10; i++) CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(hd_calls("cuCtxGetCurrent") == 0 && hd_calls("cuEventRecord") == 10);
+  /* The layer's own switches: device 1, then device 0 again. */
+  hd_calls_reset();
+  CHECK_OK(slc_stream_synchronize(s1));
+  CHECK_OK(slc_event_record(e, s));
+  CHECK(hd_calls("cuCtxGetCurrent") == 2 && hd_calls("cuCtxSetCurrent") == 2);
+  /* A switch outside the layer, not told: the wrong context is current. */
+  CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS);
+  CHECK_RC(slc_event_record(e, s), SLC_EDRIVER);
+  CHECK(slc_last_error()->cu == CUDA_ERROR_INVALID_CONTEXT);
+  /* Told: slc_device_make_current asks the driver and switches back. */
+  CHECK_OK(slc_device_make_current(S->c, 0));
+  CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(slc_context_cache_current(S->c, false));
+  CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS);
+  CHECK_OK(slc_event_record(e, s)); /* off again: undone */
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(s);
+  slc_stream_unref(s1);
+  CHECK(S->drv.pfn_cuDevicePrimaryCtxRelease(d1) == CUDA_SUCCESS);
+  return PASS;
+}
+
 /* ---- Issue 15: regressions of the review's findings ---------------------- */
 
 /* A keep that drops a stream reference it was given. */
@@ -3672,6 +3730,9 @@ static const test tests[] = {
      "a stream destroyed while threads copy on it", 0},
     {"event_race", t_event_race,
      "one event re-recorded while others sync, query and wait on it", 0},
+    {"cache_current", t_cache_current,
+     "slc_context_cache_current: no context query on a hit; a switch "
+     "outside the layer must be told", 0},
     {"settle_unref_in_keep", t_settle_unref_in_keep,
      "a keep run by a settle drops the next drained stream's last reference", 0},
     {"failed_unref_kept_for_waits", t_failed_unref_kept_for_waits,
