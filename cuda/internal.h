@@ -258,9 +258,20 @@ static inline int slc__make_current(slc_context *c, int device,
  * steps, then 50 us sleeps. */
 void slc__backoff(unsigned *spins);
 
-/* Enters the stream's gate: LDG_OK, or LDG_EDESTROYED (record set). */
-int slc__stream_enter(slc_stream *s, const char *call);
-void slc__stream_exit(slc_stream *s);
+/* Enters the stream's gate: LDG_OK, or LDG_EDESTROYED (record set). Inline:
+ * every call that reaches the driver on a stream makes it. */
+int slc__stream_refused(slc_stream *s, const char *call); /* stream.c */
+static inline int slc__stream_enter(slc_stream *s, const char *call) {
+  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
+  if (__builtin_expect((old & SLC__GATE_DESTROYING) != 0, 0))
+    return slc__stream_refused(s, call); /* backs out, sets the record */
+  return LDG_OK;
+}
+static inline void slc__stream_exit(slc_stream *s) {
+  /* Release: this call's driver work happens-before the destroy that waits
+   * for the count to drop (the acquire load in slc__wait_users). */
+  slc__fetch_sub_release(&s->gate, 1);
+}
 
 /* Fills s (its cu already set) and registers it: ledger stream, engine,
  * live count. On error frees s (destroying cu unless adopted). */

@@ -54,20 +54,10 @@
 
 /* ---- The gate ----------------------------------------------------------- */
 
-int slc__stream_enter(slc_stream *s, const char *call) {
-  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
-  if (old & SLC__GATE_DESTROYING) {
-    slc__fetch_sub_release(&s->gate, 1);
-    return slc__fail(LDG_EDESTROYED, call, "stream %llu was destroyed",
-                     (unsigned long long)ldg_stream_id(s->ls));
-  }
-  return LDG_OK;
-}
-
-void slc__stream_exit(slc_stream *s) {
-  /* Release: this call's driver work happens-before the destroy that waits
-   * for the count to drop (the acquire load in slc__wait_users). */
+int slc__stream_refused(slc_stream *s, const char *call) {
   slc__fetch_sub_release(&s->gate, 1);
+  return slc__fail(LDG_EDESTROYED, call, "stream %llu was destroyed",
+                   (unsigned long long)ldg_stream_id(s->ls));
 }
 
 void slc__backoff(unsigned *spins) {
