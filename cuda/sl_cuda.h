@@ -111,12 +111,15 @@
  *   promises).
  *   Shared state and why it is safe:
  *   - streams: one atomic word per stream (a destroy flag, a "synced" flag
- *     and the count of calls inside the driver on its stream). Copies,
- *     launches, records, waits and syncs only increment and decrement it;
- *     destroy sets the flag and waits for the count to reach zero before
- *     synchronising and destroying the driver stream. No lock, and no keep
- *     ever runs while the count is held, so a keep may call back into any
- *     slc_ function on any stream, this one included. A settle that finds a
+ *     and a count of calls inside the driver on its stream), and one word
+ *     per thread naming the stream it is inside. Copies, launches, records,
+ *     waits and syncs only write their thread's word (or increment and
+ *     decrement the count); destroy sets the flag and waits until the count
+ *     is zero and no thread's word names the stream before synchronising
+ *     and destroying the driver stream (it runs membarrier(2) first where
+ *     the kernel has it: stream.c, THE GATE). No lock, and no keep ever
+ *     runs while a call is inside, so a keep may call back into any slc_
+ *     function on any stream, this one included. A settle that finds a
  *     holder being destroyed waits until that destroy's synchronisation is
  *     decided (succeeded: drained; failed: it drains the stream itself) —
  *     never for the destroy's keeps, which may settle in turn.
