@@ -79,6 +79,7 @@
 #define _DEFAULT_SOURCE         /* syscall */
 #include <linux/membarrier.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -209,9 +210,14 @@ void slc__backoff(unsigned *spins) {
  * (THE GATE). */
 static void slc__wait_users(slc_stream *s) {
   if (slc__load_acquire(&slc__gate_mode) == SLC__GATE_MEMBARRIER &&
-      slc__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
-    abort(); /* cannot fail once registered (membarrier(2)); if it did,
-              * a thread inside the gate could be missed */
+      slc__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+    /* Cannot fail once registered (membarrier(2); a fork keeps the
+     * registration); if it did, a thread inside the gate could be missed
+     * and the stream destroyed under its driver call. */
+    fprintf(stderr, "streamledger: membarrier failed while destroying a "
+                    "stream; run with SLC_GATE=exchange\n");
+    abort();
+  }
   unsigned spins = 0;
   while ((slc__load_acquire(&s->gate) & SLC__GATE_USERS) != 0 ||
          slc__inside_holds(s))
