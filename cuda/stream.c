@@ -36,7 +36,10 @@
  *   the drains (slc__enter_unless_synced) and engine.c's marker records.
  *   Words are never freed: a thread's is given back when it ends (a
  *   pthread key's destructor) and taken again by the next new thread, so
- *   there are as many as threads ever alive at once.
+ *   there are as many as threads ever alive at once. A thread's first gate
+ *   takes one (a CAS on a free word, or calloc and a CAS push; the
+ *   process's first also chooses the mode under pthread_once: one
+ *   membarrier registration); every later one only reads its pointer.
  *
  * DRAINS DURING A DESTROY
  *   ldg_settle_vector calls a stream's drain with a mark it read before.
