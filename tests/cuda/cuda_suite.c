@@ -2091,6 +2091,60 @@ static int t_destroy_race(suite *S) {
   return PASS;
 }
 
+/* The gate holds a destroy back while a call is inside the driver on the
+ * stream (stream.c, THE GATE; sl_cuda.h THREADING): from inside
+ * cuEventRecord (the executor's hook, on the recording thread), another
+ * thread destroys the stream; once its flag is up, this call is still
+ * inside and the destroy must not have finished (synchronised, destroyed
+ * the driver stream) — checked after letting it run 20 ms, which a destroy
+ * that did not wait uses to finish. Passes whatever the timing when the
+ * gate holds; run in each mode of the gate (cuda_suite_gate_*_test). */
+typedef struct gate_hold {
+  slc_stream *s;
+  pthread_t th;
+  bool started, saw_flag, early;
+  int rc;
+  atomic_int done;
+} gate_hold;
+
+static void *gate_destroyer(void *p) {
+  gate_hold *g = p;
+  g->rc = slc_stream_destroy(g->s);
+  atomic_store(&g->done, 1);
+  return NULL;
+}
+
+static void gate_hook(void *arg) {
+  gate_hold *g = arg;
+  if (pthread_create(&g->th, NULL, gate_destroyer, g) != 0) return;
+  g->started = true;
+  for (int i = 0; i < 50000 && slc_stream_check_live(g->s) == LDG_OK; i++)
+    sleep_ms(0);
+  g->saw_flag = slc_stream_check_live(g->s) == LDG_EDESTROYED;
+  sleep_ms(20);
+  g->early = atomic_load(&g->done) != 0;
+}
+
+static int t_gate_waits(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hook");
+  gate_hold g;
+  memset(&g, 0, sizeof(g));
+  slc_event *e;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &g.s));
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  hd_set_hook(HD_FAULT_EVENT_RECORD, gate_hook, &g);
+  CHECK_OK(slc_event_record(e, g.s)); /* the hook runs inside */
+  CHECK(g.started);
+  pthread_join(g.th, NULL);
+  CHECK(g.saw_flag);
+  CHECK(!g.early); /* the destroy waited for the record to leave */
+  CHECK_OK(g.rc);
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(g.s);
+  return PASS;
+}
+
 /* Tracked copies: the keep checks a raw event recorded right after the copy
  * has completed, then frees the staging. */
 typedef struct tracked {
@@ -3737,6 +3791,8 @@ static const test tests[] = {
      "a stream destroyed while threads copy on it", 0},
     {"event_race", t_event_race,
      "one event re-recorded while others sync, query and wait on it", 0},
+    {"gate_waits", t_gate_waits,
+     "a destroy waits for a call inside the driver on its stream", 0},
     {"cache_current", t_cache_current,
      "slc_context_cache_current: no context query on a hit; a switch "
      "outside the layer must be told", 0},
