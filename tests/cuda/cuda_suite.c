@@ -2145,6 +2145,59 @@ static int t_gate_waits(suite *S) {
   return PASS;
 }
 
+/* The event's lock (event.c, THE LOCK) keeps two records in one order in
+ * the driver and in the layer: from inside the first record's cuEventRecord
+ * (on a), a second thread records the same event on b; it must not finish
+ * while the first is inside (checked after letting it run 20 ms), and
+ * afterwards the layer names b, whose record the driver has last. */
+typedef struct lock_order {
+  slc_event *e;
+  slc_stream *b;
+  pthread_t th;
+  bool started, early;
+  int rc;
+  atomic_int done;
+} lock_order;
+
+static void *lock_order_recorder(void *p) {
+  lock_order *o = p;
+  o->rc = slc_event_record(o->e, o->b);
+  atomic_store(&o->done, 1);
+  return NULL;
+}
+
+static void lock_order_hook(void *arg) {
+  lock_order *o = arg;
+  if (pthread_create(&o->th, NULL, lock_order_recorder, o) != 0) return;
+  o->started = true;
+  sleep_ms(20);
+  o->early = atomic_load(&o->done) != 0;
+}
+
+static int t_event_lock_orders(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hook");
+  lock_order o;
+  memset(&o, 0, sizeof(o));
+  slc_stream *a;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &o.b));
+  CHECK_OK(slc_event_create(S->c, 0, &o.e));
+  hd_set_hook(HD_FAULT_EVENT_RECORD, lock_order_hook, &o);
+  CHECK_OK(slc_event_record(o.e, a)); /* the hook runs inside */
+  CHECK(o.started);
+  pthread_join(o.th, NULL);
+  CHECK(!o.early); /* the second record waited for the first */
+  CHECK_OK(o.rc);
+  uint64_t sid = 0;
+  CHECK(slc_event_recorded(o.e, &sid, NULL));
+  CHECK(sid == ldg_stream_id(slc_stream_ledger(o.b)));
+  CHECK_OK(slc_event_synchronize(o.e));
+  CHECK_OK(slc_event_destroy(o.e));
+  slc_stream_unref(a);
+  slc_stream_unref(o.b);
+  return PASS;
+}
+
 /* Tracked copies: the keep checks a raw event recorded right after the copy
  * has completed, then frees the staging. */
 typedef struct tracked {
@@ -3791,6 +3844,8 @@ static const test tests[] = {
      "a stream destroyed while threads copy on it", 0},
     {"event_race", t_event_race,
      "one event re-recorded while others sync, query and wait on it", 0},
+    {"event_lock_orders", t_event_lock_orders,
+     "two records of one event: one order in the driver and the layer", 0},
     {"gate_waits", t_gate_waits,
      "a destroy waits for a call inside the driver on its stream", 0},
     {"cache_current", t_cache_current,
