@@ -2091,110 +2091,109 @@ static int t_destroy_race(suite *S) {
   return PASS;
 }
 
-/* The gate holds a destroy back while a call is inside the driver on the
- * stream (stream.c, THE GATE; sl_cuda.h THREADING): from inside
- * cuEventRecord (the executor's hook, on the recording thread), another
- * thread destroys the stream; once its flag is up, this call is still
- * inside and the destroy must not have finished (synchronised, destroyed
- * the driver stream) — checked after letting it run 20 ms, which a destroy
- * that did not wait uses to finish. Passes whatever the timing when the
- * gate holds; run in each mode of the gate (cuda_suite_gate_*_test). */
-typedef struct gate_hold {
-  slc_stream *s;
+/* A call made on another thread from inside a driver call (the executor's
+ * hook runs this on the calling thread): started, then — once `ready` says
+ * so, if given (a bounded wait) — given 20 ms, after which `early` says
+ * whether it had finished. A test checks that it had not, where the layer
+ * must hold it back until the driver call returns: that passes whatever
+ * the timing; a layer that does not hold it back fails it nearly always. */
+typedef struct side_call {
+  int (*call)(struct side_call *);
+  bool (*ready)(struct side_call *); /* may be NULL */
+  void *a, *b;                       /* the call's arguments */
   pthread_t th;
-  bool started, saw_flag, early;
+  bool started, was_ready, early;
   int rc;
   atomic_int done;
-} gate_hold;
+} side_call;
 
-static void *gate_destroyer(void *p) {
-  gate_hold *g = p;
-  g->rc = slc_stream_destroy(g->s);
-  atomic_store(&g->done, 1);
+static void *side_call_main(void *p) {
+  side_call *sc = p;
+  sc->rc = sc->call(sc);
+  atomic_store(&sc->done, 1);
   return NULL;
 }
 
-static void gate_hook(void *arg) {
-  gate_hold *g = arg;
-  if (pthread_create(&g->th, NULL, gate_destroyer, g) != 0) return;
-  g->started = true;
-  for (int i = 0; i < 50000 && slc_stream_check_live(g->s) == LDG_OK; i++)
+static void side_call_hook(void *arg) {
+  side_call *sc = arg;
+  if (pthread_create(&sc->th, NULL, side_call_main, sc) != 0) return;
+  sc->started = true;
+  for (int i = 0; sc->ready != NULL && i < 50000 && !sc->ready(sc); i++)
     sleep_ms(0);
-  g->saw_flag = slc_stream_check_live(g->s) == LDG_EDESTROYED;
+  sc->was_ready = sc->ready == NULL || sc->ready(sc);
   sleep_ms(20);
-  g->early = atomic_load(&g->done) != 0;
+  sc->early = atomic_load(&sc->done) != 0;
+}
+
+/* The gate holds a destroy back while a call is inside the driver on the
+ * stream (stream.c, THE GATE; sl_cuda.h THREADING): from inside
+ * cuEventRecord, another thread destroys the stream; once its flag is up,
+ * the destroy must not finish (synchronise, destroy the driver stream)
+ * while the record is inside. Run in each mode of the gate
+ * (cuda_suite_gate_*_test). */
+static int gate_destroy(side_call *sc) { return slc_stream_destroy(sc->a); }
+static bool gate_flag_up(side_call *sc) {
+  return slc_stream_check_live(sc->a) == LDG_EDESTROYED;
 }
 
 static int t_gate_waits(suite *S) {
   SKIP_IF(!S->host, "needs the host executor's hook");
-  gate_hold g;
-  memset(&g, 0, sizeof(g));
+  side_call sc;
+  memset(&sc, 0, sizeof(sc));
+  sc.call = gate_destroy;
+  sc.ready = gate_flag_up;
+  slc_stream *s;
   slc_event *e;
-  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &g.s));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &s));
+  sc.a = s;
   CHECK_OK(slc_event_create(S->c, 0, &e));
-  hd_set_hook(HD_FAULT_EVENT_RECORD, gate_hook, &g);
-  CHECK_OK(slc_event_record(e, g.s)); /* the hook runs inside */
-  CHECK(g.started);
-  pthread_join(g.th, NULL);
-  CHECK(g.saw_flag);
-  CHECK(!g.early); /* the destroy waited for the record to leave */
-  CHECK_OK(g.rc);
+  hd_set_hook(HD_FAULT_EVENT_RECORD, side_call_hook, &sc);
+  CHECK_OK(slc_event_record(e, s)); /* the hook runs inside */
+  CHECK(sc.started);
+  pthread_join(sc.th, NULL);
+  CHECK(sc.was_ready);
+  CHECK(!sc.early); /* the destroy waited for the record to leave */
+  CHECK_OK(sc.rc);
   CHECK_OK(slc_event_synchronize(e));
   CHECK_OK(slc_event_destroy(e));
-  slc_stream_unref(g.s);
+  slc_stream_unref(s);
   return PASS;
 }
 
 /* The event's lock (event.c, THE LOCK) keeps two records in one order in
  * the driver and in the layer: from inside the first record's cuEventRecord
  * (on a), a second thread records the same event on b; it must not finish
- * while the first is inside (checked after letting it run 20 ms), and
- * afterwards the layer names b, whose record the driver has last. */
-typedef struct lock_order {
-  slc_event *e;
-  slc_stream *b;
-  pthread_t th;
-  bool started, early;
-  int rc;
-  atomic_int done;
-} lock_order;
-
-static void *lock_order_recorder(void *p) {
-  lock_order *o = p;
-  o->rc = slc_event_record(o->e, o->b);
-  atomic_store(&o->done, 1);
-  return NULL;
-}
-
-static void lock_order_hook(void *arg) {
-  lock_order *o = arg;
-  if (pthread_create(&o->th, NULL, lock_order_recorder, o) != 0) return;
-  o->started = true;
-  sleep_ms(20);
-  o->early = atomic_load(&o->done) != 0;
+ * while the first is inside, and afterwards the layer names b, whose
+ * record the driver has last. */
+static int lock_order_record(side_call *sc) {
+  return slc_event_record(sc->a, sc->b);
 }
 
 static int t_event_lock_orders(suite *S) {
   SKIP_IF(!S->host, "needs the host executor's hook");
-  lock_order o;
-  memset(&o, 0, sizeof(o));
-  slc_stream *a;
+  side_call sc;
+  memset(&sc, 0, sizeof(sc));
+  sc.call = lock_order_record;
+  slc_stream *a, *b;
+  slc_event *e;
   CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
-  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &o.b));
-  CHECK_OK(slc_event_create(S->c, 0, &o.e));
-  hd_set_hook(HD_FAULT_EVENT_RECORD, lock_order_hook, &o);
-  CHECK_OK(slc_event_record(o.e, a)); /* the hook runs inside */
-  CHECK(o.started);
-  pthread_join(o.th, NULL);
-  CHECK(!o.early); /* the second record waited for the first */
-  CHECK_OK(o.rc);
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  sc.a = e;
+  sc.b = b;
+  hd_set_hook(HD_FAULT_EVENT_RECORD, side_call_hook, &sc);
+  CHECK_OK(slc_event_record(e, a)); /* the hook runs inside */
+  CHECK(sc.started);
+  pthread_join(sc.th, NULL);
+  CHECK(!sc.early); /* the second record waited for the first */
+  CHECK_OK(sc.rc);
   uint64_t sid = 0;
-  CHECK(slc_event_recorded(o.e, &sid, NULL));
-  CHECK(sid == ldg_stream_id(slc_stream_ledger(o.b)));
-  CHECK_OK(slc_event_synchronize(o.e));
-  CHECK_OK(slc_event_destroy(o.e));
+  CHECK(slc_event_recorded(e, &sid, NULL));
+  CHECK(sid == ldg_stream_id(slc_stream_ledger(b)));
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK_OK(slc_event_destroy(e));
   slc_stream_unref(a);
-  slc_stream_unref(o.b);
+  slc_stream_unref(b);
   return PASS;
 }
 
