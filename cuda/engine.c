@@ -365,7 +365,7 @@ static bool slc__engine_current(const struct slc__dev_engine *e,
   CUcontext cur = *known;
   if (cur == NULL && c->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
     return false;
-  if (cur != dev->ctx && c->drv.pfn_cuCtxSetCurrent(dev->ctx) != CUDA_SUCCESS) {
+  if (cur != dev->ctx && slc__ctx_set(c, dev->ctx) != CUDA_SUCCESS) {
     *known = NULL;
     return false;
   }
@@ -1349,17 +1349,18 @@ void slc__engine_unregister(slc_stream *s) {
    * either way: cuEventDestroy needs no current context (skipping them
    * when it could not be made current leaked them: the fault sweep). A
    * failed destroy is tried once more; an event whose destroy fails twice
-   * is left to the driver's context teardown and stays counted in
-   * events_live (nothing of the ledger depends on it). */
+   * is given up, left to the driver's context teardown: the engine holds
+   * it no more, so it leaves events_live all the same (nothing of the
+   * ledger depends on it). */
   CUcontext known = NULL;
   (void)slc__engine_current(e, &known);
   const slc_driver *d = &s->c->drv;
   for (unsigned i = 0; i < q->cap; i++) {
     CUevent ev = q->ring[i].ev;
     if (ev == NULL) continue;
-    if (d->pfn_cuEventDestroy(ev) == CUDA_SUCCESS ||
-        d->pfn_cuEventDestroy(ev) == CUDA_SUCCESS)
-      atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
+    if (d->pfn_cuEventDestroy(ev) != CUDA_SUCCESS)
+      (void)d->pfn_cuEventDestroy(ev);
+    atomic_fetch_sub_explicit(&e->n.events_live, 1, memory_order_relaxed);
   }
   free(q->ring);
   q->ring = NULL;

@@ -332,8 +332,9 @@ typedef struct slc_engine_stats {
   uint64_t seqs_released;    /* sequence numbers those covered (operations
                               * and waits), each counted once; some may
                               * have been released earlier by a sync */
-  uint64_t events_live;      /* marker events in existence (an event whose
-                              * cuEventDestroy failed twice stays counted) */
+  uint64_t events_live;      /* marker events the engine holds (an event
+                              * whose cuEventDestroy failed twice is given
+                              * up to the context's teardown, uncounted) */
   uint64_t markers_pending;  /* markers recorded and not yet found done */
   /* The engine threads' waits (0 without a thread): */
   uint64_t thread_wakes_by_issuers; /* futex wakes an issuing call made */

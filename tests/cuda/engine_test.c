@@ -769,6 +769,50 @@ static int t_adopt_external(void) {
   return teardown(c);
 }
 
+/* A marker event whose cuEventDestroy fails twice, as the stream leaves
+ * the engine, is given up (left to the driver's context teardown): it no
+ * longer counts in events_live, which then reads 0 again. The context is
+ * made over a copy of the driver table whose cuEventDestroy fails while
+ * g_destroy_fails is positive. */
+static atomic_int g_destroy_fails;
+static CUresult CUDAAPI failing_event_destroy(CUevent ev) {
+  if (atomic_load(&g_destroy_fails) > 0) {
+    atomic_fetch_sub(&g_destroy_fails, 1);
+    return CUDA_ERROR_UNKNOWN;
+  }
+  return g_drv.pfn_cuEventDestroy(ev);
+}
+
+static int t_marker_destroy_fails(void) {
+  hd_config hc = {2, 0};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_driver drv = g_drv;
+  drv.pfn_cuEventDestroy = failing_event_destroy;
+  slc_context *c;
+  CHECK_RC(slc_context_create(&drv, &c), LDG_OK);
+  slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  slc_stream *s;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &s), LDG_OK);
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK); /* one marker */
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 1);
+  atomic_store(&g_destroy_fails, 2); /* the destroy and its retry */
+  slc_stream_unref(s); /* synchronised: the keep ran; leaves the engine */
+  CHECK(atomic_load(&g_destroy_fails) == 0);
+  CHECK(atomic_load(&kept) == 1);
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0);
+  CHECK(es.markers_pending == 0);
+  CHECK_RC(slc_context_destroy(c), LDG_OK);
+  /* The given-up event is the executor's only leftover. */
+  CHECK(hd_shutdown() == 1);
+  return 0;
+}
+
 /* An adopted stream whose last unref meets a failed sync waits in the
  * context's limbo list, out of the engine; slc_context_destroy releases
  * nothing while its sync fails, then finishes it — and never destroys the
@@ -1412,6 +1456,8 @@ static const struct {
      "the legacy default stream adopted per device: recorded, released"},
     {"adopt_limbo", t_adopt_limbo,
      "an adopted stream kept after a failed sync: finished, never destroyed"},
+    {"marker_destroy_fails", t_marker_destroy_fails,
+     "a marker event whose destroy fails twice leaves events_live"},
     {"buffer_ops_hold", t_buffer_ops_hold,
      "slc_buf_* calls hold their buffers: no free under a pending copy"},
     {"buffer_ops_bad_input", t_buffer_ops_bad_input,
