@@ -6,7 +6,7 @@
  *
  * OPERATIONS (one row per operation and thread count)
  *   record       raw   cuEventRecord(ev, s)
- *                layer slc_event_record(e, s): event mutex, stream gate,
+ *                layer slc_event_record(e, s): event lock, stream gate,
  *                      make-current, ldg_mark, cuEventRecord, the event's
  *                      (stream, mark), stream references
  *   wait         raw   cuStreamWaitEvent(s, ev, 0)
@@ -25,7 +25,8 @@
  *                      both on a ledger of their own, released every K calls
  *                      (ldg_mark + ldg_release): the ledger's part alone
  *   ctx          raw   cuCtxGetCurrent; layer slc_device_make_current, which
- *                      the layer runs before every driver call; no syncs
+ *                      always asks the driver: the query every layer call
+ *                      makes (unless --cache-current); no syncs
  *   Each thread has its own stream(s) on device 0 (--nonblocking: created
  *   CU_STREAM_NON_BLOCKING), its own events and buffers, and is pinned to one
  *   CPU. Raw and layer calls go to the very same driver stream
@@ -242,6 +243,7 @@ static struct {
   bool run_op[N_OPS];
   bool pin;
   bool nonblocking; /* streams CU_STREAM_NON_BLOCKING */
+  bool cache_current; /* slc_context_cache_current(ctx, true) */
   bool smoke;
   const char *json;
 } opt = {
@@ -762,9 +764,11 @@ static void write_json(const char *path, int argc, char **argv) {
   json_str(f, g_device_name);
   fprintf(f, ", \"calls\": %" PRIu64 ", \"warmup\": %" PRIu64
              ", \"sync_every\": %u, \"repeat\": %u, \"pinned\": %s"
-             ", \"nonblocking\": %s, \"interleaved\": true",
+             ", \"nonblocking\": %s, \"cache_current\": %s"
+             ", \"interleaved\": true",
           opt.calls, opt.warmup, opt.sync_every, opt.repeat,
-          opt.pin ? "true" : "false", opt.nonblocking ? "true" : "false");
+          opt.pin ? "true" : "false", opt.nonblocking ? "true" : "false",
+          opt.cache_current ? "true" : "false");
   fprintf(f, ", \"argv\": [");
   for (int i = 0; i < argc; i++) {
     if (i) fputs(", ", f);
@@ -830,6 +834,9 @@ static void usage(FILE *f) {
           "  --ops LIST        some of record,wait,htod64,launch,ledger_hold,\n"
           "                    ledger_keep,ctx (default all)\n"
           "  --nonblocking     create the streams CU_STREAM_NON_BLOCKING\n"
+          "  --cache-current   the layer's context with\n"
+          "                    slc_context_cache_current on (no\n"
+          "                    cuCtxGetCurrent per layer call)\n"
           "  --no-pin          do not pin threads to CPUs\n"
           "  --json FILE       also write every row as JSON\n"
           "  --smoke           tiny run for CI: threads 1,2, 600 calls, 2 passes\n"
@@ -951,6 +958,9 @@ static void parse_args(int argc, char **argv) {
     } else if (strcmp(a, "--nonblocking") == 0) {
       NO_VALUE();
       opt.nonblocking = true;
+    } else if (strcmp(a, "--cache-current") == 0) {
+      NO_VALUE();
+      opt.cache_current = true;
     } else if (strcmp(a, "--no-pin") == 0) {
       NO_VALUE();
       opt.pin = false;
@@ -1045,6 +1055,10 @@ static void open_driver(void) {
     exit(1);
   }
   g_drv = slc_context_driver(g_ctx);
+  if (opt.cache_current && slc_context_cache_current(g_ctx, true) != LDG_OK) {
+    printf("FAILED: slc_context_cache_current: %s\n", slc_last_error_message());
+    exit(1);
+  }
   if (slc_device_name(g_ctx, 0, g_device_name, sizeof g_device_name) != LDG_OK)
     snprintf(g_device_name, sizeof g_device_name, "? (%s)",
              slc_last_error_message());
@@ -1074,8 +1088,9 @@ int main(int argc, char **argv) {
            "run, the times say nothing about a GPU\n");
   printf("cpus %d online, %d usable (%s); threads", online_cpus, n_cpus, model);
   for (int i = 0; i < opt.n_thread_list; i++) printf(" %d", opt.thread_list[i]);
-  printf(", each its own %sstream(s) on device 0; pinned %s\n",
-         opt.nonblocking ? "non-blocking " : "", opt.pin ? "yes" : "no");
+  printf(", each its own %sstream(s) on device 0; pinned %s%s\n",
+         opt.nonblocking ? "non-blocking " : "", opt.pin ? "yes" : "no",
+         opt.cache_current ? "; layer: slc_context_cache_current on" : "");
   printf("per pass %" PRIu64 " calls of each side per thread, raw and layer "
          "interleaved in batches of %u, each batch ended by a sync;\n"
          "%u passes after a %" PRIu64 "-call warm-up pass; ns = median over "

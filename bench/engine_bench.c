@@ -32,12 +32,19 @@
  *            and while one operation waits behind a --idle-ms kernel.
  *   counters the engine's slc_engine_stats per operation in the latency and
  *            rate scenarios: markers, tail markers, polls, the thread's
- *            timed sleeps and parks, and futex wake-ups made by issuers.
+ *            timed sleeps and parks, and futex wake-ups made by issuers;
+ *            wake-ups (sleeps + parks) and the streams that began batching
+ *            (sl_engine.h, PACING).
+ *   remote   (--remote, once, before the modes) the latency scenario
+ *            without an engine, synchronised by a second thread: the issue
+ *            cost of slc_launch when keeps run on another thread with no
+ *            marker at all (see scenario_remote).
  *   contention (--contention, once, before the modes) slc_launch's issue
  *            cost alone and while a second thread does one thing the
  *            engine thread does (see scenario_contention).
- * ENGINE OPTIONS --wait adaptive|fixed, --placement issuer|engine (who
- *   records the markers: sl_engine.h, PLACEMENT), --poll-us, --poll-max-us,
+ * ENGINE OPTIONS --wait adaptive|fixed, --placement engine|issuer (who
+ *   records the markers: sl_engine.h, PLACEMENT; the engine thread by
+ *   default since issue 9's pacing, the issuer before), --poll-us, --poll-max-us,
  *   --linger-us, --every-ops, --every-us (0 or absent: the defaults of
  *   sl_engine.h); --modes picks modes.
  *
@@ -45,6 +52,7 @@
  * --require-gpu) or --driver=host (the host executor: every path runs, the
  * times say nothing about GPUs). --smoke: tiny. Exit 0, 1 failure, 2 usage.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <linux/futex.h>
@@ -55,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -68,16 +77,10 @@
 
 
 
-static uint64_t process_cpu_ns(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
-         (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
-}
 
 
 static struct {
-  bool host, require_gpu, smoke, contention;
+  bool host, require_gpu, smoke, contention, remote;
   const char *libcuda, *json, *modes;
   unsigned samples, kernel_us, rate, rate_ops, idle_ms, sync_every, poll_us,
       every_ops, every_us, poll_max_us, linger_us;
@@ -238,6 +241,8 @@ typedef struct result {
   double lat_markers, lat_tails, lat_polls, lat_sleeps, lat_parks, lat_kicks;
   double rate_markers, rate_tails, rate_polls, rate_sleeps, rate_parks,
       rate_kicks;
+  /* Streams that began batching (sl_engine.h, PACING): counts, not per op. */
+  double lat_batches, rate_batches;
 } result;
 
 static void engine_counts(bctx *b, slc_engine_stats *st) {
@@ -249,13 +254,35 @@ static void engine_counts(bctx *b, slc_engine_stats *st) {
 static void engine_per_op(const slc_engine_stats *a, const slc_engine_stats *z,
                           unsigned n, double *markers, double *tails,
                           double *polls, double *sleeps, double *parks,
-                          double *kicks) {
+                          double *kicks, double *batches) {
   *markers = (double)(z->markers_placed - a->markers_placed) / n;
   *tails = (double)(z->tail_markers - a->tail_markers) / n;
   *polls = (double)(z->polls - a->polls) / n;
   *sleeps = (double)(z->thread_sleeps - a->thread_sleeps) / n;
   *parks = (double)(z->thread_parks - a->thread_parks) / n;
   *kicks = (double)(z->thread_wakes_by_issuers - a->thread_wakes_by_issuers) / n;
+  *batches = (double)(z->batch_enters - a->batch_enters);
+}
+
+/* The latency scenarios' end: each keep's completion-to-keep latency into
+ * lat[n] (the kernel's end stamp on the host clock), a failed run if a keep
+ * ran early, then issue[] and lat[] sorted. */
+static void keep_latencies(bctx *b, unsigned n, const char *who,
+                           uint64_t *issue, uint64_t *lat) {
+  const uint64_t *stamps = slc_buffer_host(b->stamps);
+  for (unsigned i = 0; i < n; i++) {
+    int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
+                  g_offset;
+    int64_t d = (int64_t)b->obs[i] - end;
+    lat[i] = d < 0 ? 0 : (uint64_t)d;
+  }
+  if (atomic_load(&b->early) != 0) {
+    fprintf(stderr, "FAILED: %s: %ld keeps ran before their kernel ended\n",
+            who, atomic_load(&b->early));
+    _exit(1);
+  }
+  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
+  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
 }
 
 static void scenario_latency(int mode, result *o) {
@@ -265,7 +292,6 @@ static void scenario_latency(int mode, result *o) {
   uint64_t *issue = xcalloc(n, sizeof(uint64_t));
   uint64_t *lat = xcalloc(n, sizeof(uint64_t));
   op_keep *ks = xcalloc(n, sizeof(op_keep));
-  uint64_t *stamps = slc_buffer_host(b.stamps);
   slc_engine_stats st0, st1;
   engine_counts(&b, &st0);
   for (unsigned i = 0; i < n; i++) {
@@ -277,20 +303,8 @@ static void scenario_latency(int mode, result *o) {
   }
   engine_counts(&b, &st1);
   engine_per_op(&st0, &st1, n, &o->lat_markers, &o->lat_tails, &o->lat_polls,
-                &o->lat_sleeps, &o->lat_parks, &o->lat_kicks);
-  for (unsigned i = 0; i < n; i++) {
-    int64_t end = (int64_t)__atomic_load_n(&stamps[i], __ATOMIC_ACQUIRE) +
-                  g_offset;
-    int64_t d = (int64_t)b.obs[i] - end;
-    lat[i] = d < 0 ? 0 : (uint64_t)d;
-  }
-  if (atomic_load(&b.early) != 0) {
-    fprintf(stderr, "FAILED: %s: %ld keeps ran before their kernel ended\n",
-            mode_names[mode], atomic_load(&b.early));
-    _exit(1);
-  }
-  qsort(issue, n, sizeof(uint64_t), bench_cmp_u64);
-  qsort(lat, n, sizeof(uint64_t), bench_cmp_u64);
+                &o->lat_sleeps, &o->lat_parks, &o->lat_kicks, &o->lat_batches);
+  keep_latencies(&b, n, mode_names[mode], issue, lat);
   o->issue_p50 = bench_pctl(issue, n, 0.5);
   o->lat_p50 = bench_pctl(lat, n, 0.5) / 1e3;
   o->lat_p99 = bench_pctl(lat, n, 0.99) / 1e3;
@@ -301,6 +315,64 @@ static void scenario_latency(int mode, result *o) {
   bctx_close(&b);
 }
 
+/* Each thread's CPU time, from /proc/self/task/TID/schedstat (its first
+ * field: ns on a CPU), so that the rate scenario can say which thread the
+ * process's CPU beyond the request thread's went to (the engine thread,
+ * liburcu's call_rcu thread, the driver's). */
+enum { MAX_THREADS = 64 };
+typedef struct tsnap {
+  int n;
+  long tid[MAX_THREADS];
+  uint64_t ns[MAX_THREADS];
+  char name[MAX_THREADS][20];
+} tsnap;
+
+static void threads_snapshot(tsnap *t) {
+  t->n = 0;
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL && t->n < MAX_THREADS) {
+    if (de->d_name[0] == '.') continue;
+    char path[320];
+    unsigned long long ns = 0;
+    snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", de->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) continue;
+    int ok = fscanf(f, "%llu", &ns) == 1;
+    fclose(f);
+    if (!ok) continue;
+    int i = t->n++;
+    t->tid[i] = atol(de->d_name);
+    t->ns[i] = ns;
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+    t->name[i][0] = 0;
+    if ((f = fopen(path, "r")) != NULL) {
+      if (fgets(t->name[i], sizeof(t->name[i]), f) != NULL)
+        t->name[i][strcspn(t->name[i], "\n")] = 0;
+      fclose(f);
+    }
+  }
+  closedir(d);
+}
+
+/* Per thread, CPU ns per op between a and z (threads that ran > 1 ns/op). */
+static void threads_print(const char *mode, const tsnap *a, const tsnap *z,
+                          unsigned n) {
+  long self = syscall(SYS_gettid);
+  printf("threads (%s, rate scenario, CPU ns/op by schedstat):", mode);
+  for (int i = 0; i < z->n; i++) {
+    uint64_t before = 0;
+    for (int j = 0; j < a->n; j++)
+      if (a->tid[j] == z->tid[i]) before = a->ns[j];
+    double per = (double)(z->ns[i] - before) / n;
+    if (per < 1) continue;
+    printf(" %s%s %.0f;", z->tid[i] == self ? "request/" : "", z->name[i],
+           per);
+  }
+  printf("\n");
+}
+
 static void scenario_rate(int mode, result *o) {
   unsigned n = opt.rate_ops;
   bctx b;
@@ -308,7 +380,9 @@ static void scenario_rate(int mode, result *o) {
   uint64_t period = 1000000000ull / opt.rate;
   slc_engine_stats st0, st1;
   engine_counts(&b, &st0);
-  uint64_t p0 = process_cpu_ns(), r0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
+  tsnap ta, tz;
+  threads_snapshot(&ta);
+  uint64_t p0 = bench_process_cpu_ns(), r0 = bench_thread_cpu_ns(), t0 = bench_now_ns();
   for (unsigned i = 0; i < n; i++) {
     while (bench_now_ns() < t0 + i * period) {
     }
@@ -323,13 +397,15 @@ static void scenario_rate(int mode, result *o) {
   }
   settle(&b, n);
   uint64_t wall = bench_now_ns() - t0;
-  o->cpu_per_op_ns = (double)(process_cpu_ns() - p0) / n;
+  o->cpu_per_op_ns = (double)(bench_process_cpu_ns() - p0) / n;
   o->req_cpu_per_op_ns = (double)(bench_thread_cpu_ns() - r0) / n;
   o->kops = n / ((double)wall / 1e9) / 1e3;
+  threads_snapshot(&tz);
+  threads_print(mode_names[mode], &ta, &tz, n);
   engine_counts(&b, &st1);
   engine_per_op(&st0, &st1, n, &o->rate_markers, &o->rate_tails,
                 &o->rate_polls, &o->rate_sleeps, &o->rate_parks,
-                &o->rate_kicks);
+                &o->rate_kicks, &o->rate_batches);
   if (atomic_load(&b.kept) != (long)n) {
     fprintf(stderr, "engine_bench: %ld keeps of %u\n", atomic_load(&b.kept), n);
     _exit(1);
@@ -343,10 +419,10 @@ static void scenario_idle(int mode, result *o) {
   launch(&b, 0, 0, (ldg_keep){keep_count, &b});
   settle(&b, 1);
   struct timespec ts = {opt.idle_ms / 1000, (long)(opt.idle_ms % 1000) * 1000000};
-  uint64_t p0 = process_cpu_ns(), t0 = bench_now_ns();
+  uint64_t p0 = bench_process_cpu_ns(), t0 = bench_now_ns();
   nanosleep(&ts, NULL);
-  o->idle_pct = 100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
-  p0 = process_cpu_ns();
+  o->idle_pct = 100.0 * (double)(bench_process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
+  p0 = bench_process_cpu_ns();
   t0 = bench_now_ns();
   launch(&b, (uint64_t)opt.idle_ms * 1000000, 0, (ldg_keep){keep_count, &b});
   if (mode == MODE_ENGINE) {
@@ -359,7 +435,7 @@ static void scenario_idle(int mode, result *o) {
     settle(&b, 2);
   }
   o->waiting_pct =
-      100.0 * (double)(process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
+      100.0 * (double)(bench_process_cpu_ns() - p0) / (double)(bench_now_ns() - t0);
   bctx_close(&b);
 }
 
@@ -379,12 +455,20 @@ static void scenario_idle(int mode, result *o) {
  *   futex       the helper parked on a futex; the issuing thread wakes it
  *               after each launch, inside the timed section, as
  *               slc__engine_kick does when the engine thread is parked
- *   wake0       FUTEX_WAKE with nobody waiting (the syscall alone) */
+ *   wake0       FUTEX_WAKE with nobody waiting (the syscall alone)
+ *   sleep5      nanosleep 5 us in a loop, nothing else (a napping thread's
+ *               wake-ups on another vCPU, with no driver call)
+ *   spin        a plain load in a loop, never sleeping
+ *   squery5     cuStreamQuery of the issuer's stream every 5 us (what the
+ *               engine would cost probing a waiting issuer's stream instead
+ *               of recording a marker: bench/RESULTS.md, issue 9, fifth
+ *               round) */
 enum { CT_ALONE, CT_Q5, CT_Q20, CT_Q50, CT_RQ5, CT_LOAD5, CT_FUTEX, CT_WAKE0,
-       N_CT };
+       CT_SLEEP5, CT_SPIN, CT_SQ5, N_CT };
 static const char *const ct_names[] = {"alone",     "query5", "query20",
                                        "query50",   "recquery5", "load5",
-                                       "futex",     "wake0"};
+                                       "futex",     "wake0",  "sleep5",
+                                       "spin",      "squery5"};
 
 typedef struct ct_helper {
   int kind;
@@ -403,6 +487,8 @@ static void *ct_main(void *arg) {
   ct_helper *h = arg;
   const slc_driver *d = slc_context_driver(h->b->c);
   CK(slc_device_make_current(h->b->c, 0));
+  /* As the engine thread: sleep as long as asked. */
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   unsigned us = h->kind == CT_Q20 ? 20 : h->kind == CT_Q50 ? 50 : 5;
   struct timespec ts = {0, (long)us * 1000};
   while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
@@ -425,6 +511,16 @@ static void *ct_main(void *arg) {
                                                 __ATOMIC_ACQUIRE) != 0,
                                 memory_order_relaxed);
       nanosleep(&ts, NULL);
+      break;
+    case CT_SLEEP5:
+      nanosleep(&ts, NULL);
+      break;
+    case CT_SQ5:
+      (void)d->pfn_cuStreamQuery(slc_stream_handle(h->b->s));
+      nanosleep(&ts, NULL);
+      break;
+    case CT_SPIN:
+      atomic_fetch_add_explicit(&h->loads, 1, memory_order_relaxed);
       break;
     case CT_FUTEX: {
       unsigned g = atomic_load_explicit(&h->word, memory_order_acquire);
@@ -499,13 +595,76 @@ static void scenario_contention(void) {
   bctx_close(&b);
 }
 
+/* ---- Remote: the latency scenario, released by another thread -----------
+ * No engine: a second thread synchronises the stream after each launch (so
+ * the keep, and the ledger's release, run on that thread, as on the engine
+ * thread), while the request thread spins until its keep ran, as in engine
+ * mode, then issues the next. No marker, no event, no driver call of the
+ * second thread but cuStreamSynchronize. If slc_launch costs here what it
+ * costs beside the engine, that cost is the release running on another
+ * thread, not the marker. Issue p50 and completion-to-keep p50 / p99. */
+typedef struct rs_helper {
+  bctx *b;
+  atomic_long launched;
+  atomic_int stop;
+} rs_helper;
+
+static void *rs_main(void *arg) {
+  rs_helper *h = arg;
+  long done = 0;
+  while (!atomic_load_explicit(&h->stop, memory_order_acquire)) {
+    long l = atomic_load_explicit(&h->launched, memory_order_acquire);
+    if (l > done) {
+      CK(slc_stream_synchronize(h->b->s));
+      done = l;
+    }
+  }
+  return NULL;
+}
+
+static void scenario_remote(void) {
+  unsigned n = opt.samples;
+  bctx b;
+  bctx_open(&b, MODE_SYNC, n);
+  b.mode = MODE_ENGINE; /* settle: spin on kept */
+  uint64_t *issue = xcalloc(n, sizeof(uint64_t));
+  uint64_t *lat = xcalloc(n, sizeof(uint64_t));
+  op_keep *ks = xcalloc(n, sizeof(op_keep));
+  rs_helper h = {.b = &b};
+  pthread_t th;
+  if (pthread_create(&th, NULL, rs_main, &h) != 0)
+    die("pthread_create", LDG_ENOMEM, __LINE__);
+  for (unsigned i = 0; i < n; i++) {
+    ks[i] = (op_keep){&b, i};
+    issue[i] = launch(&b, (uint64_t)opt.kernel_us * 1000,
+                      b.stamps_d + i * sizeof(uint64_t),
+                      (ldg_keep){keep_note, &ks[i]});
+    atomic_store_explicit(&h.launched, (long)i + 1, memory_order_release);
+    settle(&b, (long)i + 1);
+  }
+  atomic_store_explicit(&h.stop, 1, memory_order_release);
+  pthread_join(th, NULL);
+  keep_latencies(&b, n, "remote", issue, lat);
+  printf("remote: issue p50 %.0f ns; lat p50 %.2f us, p99 %.2f us (the "
+         "latency scenario, synchronised by a second thread: keeps run "
+         "there)\n",
+         bench_pctl(issue, n, 0.5), bench_pctl(lat, n, 0.5) / 1e3,
+         bench_pctl(lat, n, 0.99) / 1e3);
+  fflush(stdout);
+  free(issue);
+  free(lat);
+  free(ks);
+  b.mode = MODE_SYNC;
+  bctx_close(&b);
+}
+
 static int usage(void) {
   fprintf(stderr,
           "usage: engine_bench [--driver=libcuda|host] [--libcuda PATH]\n"
           "  [--require-gpu] [--smoke] [--json FILE] [--samples N]\n"
           "  [--kernel-us US] [--rate OPS_PER_S] [--rate-ops N] [--idle-ms MS]\n"
           "  [--sync-every N] [--poll-us US] [--every-ops N]\n"
-          "  [--modes sync,engine,poll] [--contention]\n"
+          "  [--modes sync,engine,poll] [--contention] [--remote]\n"
           "  [--wait adaptive|fixed] [--placement issuer|engine]\n"
           "  [--every-us US] [--poll-max-us US]\n"
           "  [--linger-us US]   (engine options; 0 or absent: the defaults)\n");
@@ -551,6 +710,9 @@ int main(int argc, char **argv) {
       else return usage();
     } else if (strcmp(a, "--contention") == 0) {
       opt.contention = true;
+    } else if (strcmp(a, "--remote") == 0) {
+      opt.remote = true;
+
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -599,6 +761,7 @@ int main(int argc, char **argv) {
   }
   calibrate();
   if (opt.contention) scenario_contention();
+  if (opt.remote) scenario_remote();
   printf("kernel %u us, %u samples; rate %u ops at %u/s (sync every %u); "
          "engine: wait %s, markers placed by the %s, poll %u us (max %u), "
          "linger %u us, a marker every "
@@ -632,18 +795,22 @@ int main(int argc, char **argv) {
            o->waiting_pct);
     fflush(stdout);
   }
+  /* (Wake-ups = sleeps + parks: each ends in one. "batches": streams that
+   * began batching in the scenario, a count. Columns after kicks are new
+   * since 7856fa6; scripts read the first six of each side by position.) */
   printf("engine, per operation | latency scenario: markers tails polls "
          "sleeps parks kicks | rate scenario: markers tails polls sleeps "
-         "parks kicks\n");
+         "parks kicks | wake-ups lat rate | batches lat rate\n");
   for (int m = MODE_ENGINE; m < N_MODES; m++) {
     const result *o = &res[m];
     if (!run_mode[m]) continue;
     printf("%-7s | %5.2f %5.2f %5.2f %5.2f %5.2f %5.2f | %5.2f %5.2f %5.2f "
-           "%5.2f %5.2f %5.2f\n",
+           "%5.2f %5.2f %5.2f | %5.2f %5.2f | %3.0f %3.0f\n",
            mode_names[m], o->lat_markers, o->lat_tails, o->lat_polls,
            o->lat_sleeps, o->lat_parks, o->lat_kicks, o->rate_markers,
            o->rate_tails, o->rate_polls, o->rate_sleeps, o->rate_parks,
-           o->rate_kicks);
+           o->rate_kicks, o->lat_sleeps + o->lat_parks,
+           o->rate_sleeps + o->rate_parks, o->lat_batches, o->rate_batches);
   }
   if (opt.json != NULL) {
     FILE *f = fopen(opt.json, "w");
@@ -665,12 +832,18 @@ int main(int argc, char **argv) {
               "\"rate_tails_per_op\": %.3f, \"rate_polls_per_op\": %.3f, "
               "\"rate_sleeps_per_op\": %.3f, \"rate_parks_per_op\": %.3f, "
               "\"rate_kicks_per_op\": %.3f, \"lat_kicks_per_op\": %.3f, "
+              "\"lat_markers_per_op\": %.3f, \"lat_polls_per_op\": %.3f, "
+              "\"lat_wakeups_per_op\": %.3f, \"rate_wakeups_per_op\": "
+              "%.3f, \"lat_batches\": %.0f, \"rate_batches\": %.0f, "
               "\"ran\": %s}%s\n",
               mode_names[m], o->issue_p50, o->lat_p50, o->lat_p99,
               o->lat_p999, o->cpu_per_op_ns, o->req_cpu_per_op_ns, o->kops,
               o->idle_pct, o->waiting_pct, o->rate_markers, o->rate_tails,
               o->rate_polls, o->rate_sleeps, o->rate_parks, o->rate_kicks,
-              o->lat_kicks, run_mode[m] ? "true" : "false",
+              o->lat_kicks, o->lat_markers, o->lat_polls,
+              o->lat_sleeps + o->lat_parks, o->rate_sleeps + o->rate_parks,
+              o->lat_batches, o->rate_batches,
+              run_mode[m] ? "true" : "false",
               m + 1 < N_MODES ? "," : "");
     }
     fprintf(f, "]}\n");

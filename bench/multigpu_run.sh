@@ -11,9 +11,14 @@
 #   3. the serving benchmark at 1, 2, ..., N GPUs (threads per GPU: TPG),
 #      grouped (a thread per GPU) then spread (every thread over all the
 #      GPUs of the cell): pool_bench --devices (the pool: its engine
-#      thread, and each request thread releasing its own streams while it
-#      waits for a slot; and cuMemAllocAsync) and pool_torch --devices
+#      threads, one per GPU, and each request thread releasing its own
+#      streams while it waits for a slot; and cuMemAllocAsync) and
+#      pool_torch --devices
 #      (PyTorch's caching allocators), one after the other on the same GPUs;
+#      then (ENGINE_ONE=1, the default with 2 GPUs or more) the pool cells
+#      again with one engine thread for all GPUs (pool_bench
+#      --engine-threads one: rows "pool-1t"), against the default of an
+#      engine per GPU ("pool"), in the same run;
 #   4. TABLE.txt (every row, side by side) and SCALING.txt: for each
 #      allocator, placing and threads per GPU, requests/s at g GPUs against
 #      g x the 1-GPU rate (issue 13's target: >= 90 % of linear at the most
@@ -21,7 +26,8 @@
 #      request (must not grow with g).
 # Usage: multigpu_run.sh [GPU_BIN_DIR] [OUT_DIR]
 # Environment: MS (ms per cell, 500), TPG (threads per GPU, "1,4"), COUNTS
-# (GPU counts, "1 2 ... N"), SPREAD (1: also the spread cells), BYTES
+# (GPU counts, "1 2 ... N"), SPREAD (1: also the spread cells), ENGINE_ONE
+# (1: also the pool cells with one engine thread for all GPUs), BYTES
 # (65536), INFLIGHT (32), SUITE_ONLY (cuda_suite --only=..., for a dry run:
 # bench/multigpu_run_smoke.sh runs this script on the host executor).
 # Exit status: 0 when every step passed; the results directory either way.
@@ -35,6 +41,7 @@ n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 MS=${MS:-500}
 TPG=${TPG:-1,4}
 SPREAD=${SPREAD:-1}
+if [ "$n" -ge 2 ]; then ENGINE_ONE=${ENGINE_ONE:-1}; else ENGINE_ONE=${ENGINE_ONE:-0}; fi
 BYTES=${BYTES:-65536}
 INFLIGHT=${INFLIGHT:-32}
 COUNTS=${COUNTS:-$(seq -s ' ' 1 "$n")}
@@ -61,7 +68,8 @@ failed() { # name, exit status: says so unless 0
   echo "torch:   $(python3 -c 'import torch;print(torch.__version__, torch.version.cuda)' 2>&1 | tail -1)"
   [ -f "$bin/BUILD_INFO.txt" ] && sed 's/^/build:   /' "$bin/BUILD_INFO.txt"
   echo "run:     $n GPUs; counts $COUNTS; threads per GPU $TPG; $MS ms per cell;" \
-    "$BYTES bytes, $INFLIGHT in flight per thread; spread cells: $SPREAD"
+    "$BYTES bytes, $INFLIGHT in flight per thread; spread cells: $SPREAD;" \
+    "one engine thread cells: $ENGINE_ONE"
 } | tee "$out/SUMMARY.txt"
 nvidia-smi topo -m >"$out/topo.txt" 2>&1 # NVLink / PCIe paths between GPUs
 
@@ -122,7 +130,7 @@ limit_for() { # cells -> seconds
   local want=$((2 * $1 * cell_ms / 1000 + 15)) have=$(($(left) - 5))
   echo $((want < have ? want : have))
 }
-bench() { # name, cells, command...
+bench() { # name, cells, command... (relabel: a sed script for its rows)
   local name=$1 limit
   limit=$(limit_for "$2")
   shift 2
@@ -130,6 +138,7 @@ bench() { # name, cells, command...
   say "=== $name (limit ${limit} s): $*"
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   failed "$name" $?
+  [ -n "${relabel:-}" ] && sed -i "$relabel" "$out/$name.log"
   grep '^multigpu [a-z]' "$out/$name.log" | grep -v '^multigpu mode'
 }
 placings=grouped
@@ -148,6 +157,15 @@ for placing in $placings; do
     bench "pool_torch_$placing" $((n_counts * n_tpg + 4)) "$out/pool_torch" \
       --devices "$counts_csv" --threads "$TPG" --ms "$MS" --bytes "$BYTES" \
       --inflight "$INFLIGHT" "${flag[@]}"
+  fi
+  # The same pool cells with one engine thread for all GPUs (the engine
+  # before issue 13's per-device engines): rows "pool-1t", same width.
+  if [ "$ENGINE_ONE" = 1 ]; then
+    relabel='s/^multigpu pool     /multigpu pool-1t  /' \
+      bench "pool_bench_${placing}_1t" $((n_counts * n_tpg)) "$bin/pool_bench" \
+      --devices "$counts_csv" --threads "$TPG" --ms "$MS" --bytes "$BYTES" \
+      --inflight "$INFLIGHT" "${flag[@]}" --only pool --engine-threads one \
+      --json "$out/pool_bench_${placing}_1t.json"
   fi
 done
 

@@ -43,6 +43,14 @@ for placing in grouped spread; do
     done
   done
 done
+for placing in grouped spread; do # ENGINE_ONE (3 GPUs): one engine thread
+  for g in 1 2 3; do
+    grep -q "^multigpu pool-1t *$g *$g $placing" "$tmp/out/TABLE.txt" ||
+      { echo "FAIL: no row pool-1t $g $placing in TABLE.txt" >&2; fail=1; }
+    grep -q "^pool-1t $placing 1 *$g |" "$tmp/out/SCALING.txt" ||
+      { echo "FAIL: no row pool-1t $g $placing in SCALING.txt" >&2; fail=1; }
+  done
+done
 grep -q 'pool_torch not built' "$tmp/out/build.log" ||
   { echo "FAIL: no word on pool_torch" >&2; fail=1; }
 [ "$fail" -eq 0 ] && echo PASS

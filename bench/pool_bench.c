@@ -39,7 +39,9 @@
  * 3. SEVERAL GPUS (--devices LIST, e.g. 1,2,4,8; issue 13): the serving
  *    cells only, at each GPU count g of LIST, with --threads request
  *    threads PER GPU (T x g in all), one device pool and one pinned pool
- *    per GPU, one context and its engine thread for all of them. Thread
+ *    per GPU, one context and its engine threads (one per GPU: the
+ *    engine is per device; --engine-threads one: one for all, as before
+ *    issue 13's per-device engines, for a side-by-side). Thread
  *    placement: grouped (default: thread i serves GPU i % g, on a stream of
  *    that GPU) or --spread (every thread has a stream on each of the g GPUs
  *    and sends its requests to them in turn; its wait polls all of them).
@@ -56,6 +58,12 @@
  *    is the loop itself).
  * A wrong result fails the run (exit 1).
  *
+ * --placement issuer: the issuing calls record the markers (the engine's
+ * default before issue 9's pacing; rows marked /pi).
+ * --count-driver adds a "drvcalls" line after each row: cuEventRecord,
+ * cuEventQuery, cuCtxGetCurrent/SetCurrent, cuStreamWaitEvent and the async
+ * allocator's calls per iteration, on the request threads and on the
+ * others (the engine thread).
  * DRIVERS: --driver=libcuda (default; no library or device: "SKIPPED", exit
  * 0 unless --require-gpu) or --driver=host (the host executor: every path
  * runs, times mean nothing). --smoke: tiny, for CI.
@@ -84,10 +92,16 @@ static struct {
   unsigned threads[16], n_threads;
   unsigned ms, bytes, inflight, every_ops, every_us;
   bool wait_yield; /* serving pool: wait for a slot by yielding only */
+  bool place_issuer; /* --placement issuer: SLC_ENGINE_PLACE_ISSUER */
   unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  /* serving pool: poll the thread's own streams every N requests, so the
+   * keeps (the checks) of its completed requests run on it (rows /oN) */
+  unsigned own_poll;
   const char *only; /* "overhead", "serving", one mode or NULL: all */
   unsigned gpus[MAX_GPUS], n_gpus; /* --devices: the multi-GPU cells */
   bool spread;
+  bool one_engine_thread; /* --engine-threads one */
+  bool count_driver; /* --count-driver: driver calls per iteration */
 } opt = {.ms = 300, .bytes = 65536, .inflight = 32};
 
 static slc_driver drv;
@@ -151,6 +165,11 @@ typedef struct cell {
    * on their request thread, slp_alloc pairs over 100 us and the longest,
    * time spent waiting for a slot. */
   atomic_ullong own_checks, slow_allocs, max_alloc_ns, wait_ns;
+  /* The request thread's fill of its staging block, by who checked that
+   * block's previous request (LAST_*): the check reads the 64 KiB, so its
+   * lines sit in the checking core's cache when the owner writes them next
+   * (bench/RESULTS.md, issue 10, "The serving regression at 1 thread"). */
+  atomic_ullong fill_ns[3], fill_n[3];
   /* Blocks the pools recycled on a request thread (on_recycle, counted per
    * thread, summed at its end), against frees: the rest were returned by
    * the engine thread. Not counted in pool_af (no callback there). */
@@ -160,6 +179,7 @@ typedef struct cell {
   slp_pool *mdev[MAX_GPUS], *mhost[MAX_GPUS];
   CUmemoryPool mmempool[MAX_GPUS];
   atomic_ullong sl_ns; /* request threads: cpu - driver - bench */
+  atomic_ullong req_drv_ns, req_bench_ns; /* request threads (--devices) */
 } cell;
 
 static _Thread_local bool tl_request;       /* a request thread */
@@ -177,6 +197,79 @@ typedef struct worker {
   int id;
   pthread_t th;
 } worker;
+
+/* ---- --count-driver: driver calls per iteration --------------------------
+ * The entries the overhead cells reach (markers: cuEventRecord, queries:
+ * cuEventQuery, the make-current pair, cuStreamWaitEvent, the async
+ * allocator) are wrapped to count calls, on request threads and on the
+ * others (the engine thread) apart. Each thread counts in its own slot
+ * (a load and a store on its own line: no shared line, no locked op), the
+ * diag line prints the sums per iteration. Off by default: the rows of a
+ * counted run pay one thread-local lookup per driver call. */
+enum { DC_RECORD, DC_QUERY, DC_GETCUR, DC_SETCUR, DC_WAIT, DC_ALLOC, DC_FREE,
+       DC_N };
+#define DC_SLOTS 256
+typedef struct dc_slot {
+  _Alignas(64) atomic_ullong n[2][DC_N]; /* [on a request thread][call] */
+} dc_slot;
+static dc_slot dc_slots[DC_SLOTS];
+static atomic_uint dc_next;
+static _Thread_local dc_slot *dc_mine;
+
+static void dc_count(int k) {
+  if (dc_mine == NULL) {
+    unsigned i = atomic_fetch_add_explicit(&dc_next, 1, memory_order_relaxed);
+    dc_mine = &dc_slots[i < DC_SLOTS ? i : DC_SLOTS - 1];
+  }
+  atomic_ullong *c = &dc_mine->n[tl_request][k];
+  if (dc_mine == &dc_slots[DC_SLOTS - 1]) /* shared by the overflow */
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+  else
+    atomic_store_explicit(
+        c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+}
+
+/* sums[r][k] over every slot. */
+static void dc_read(unsigned long long sums[2][DC_N]) {
+  memset(sums, 0, 2 * DC_N * sizeof(unsigned long long));
+  for (unsigned i = 0; i < DC_SLOTS; i++)
+    for (int r = 0; r < 2; r++)
+      for (int k = 0; k < DC_N; k++)
+        sums[r][k] +=
+            atomic_load_explicit(&dc_slots[i].n[r][k], memory_order_relaxed);
+}
+
+#define DC_WRAP(name, k, params, args)                  \
+  static CUresult(CUDAAPI *dc_orig_##name) params;       \
+  static CUresult CUDAAPI dc_##name params {            \
+    dc_count(k);                                         \
+    return dc_orig_##name args;                          \
+  }
+DC_WRAP(cuEventRecord, DC_RECORD, (CUevent e, CUstream s), (e, s))
+DC_WRAP(cuEventQuery, DC_QUERY, (CUevent e), (e))
+DC_WRAP(cuCtxGetCurrent, DC_GETCUR, (CUcontext * pctx), (pctx))
+DC_WRAP(cuCtxSetCurrent, DC_SETCUR, (CUcontext ctx), (ctx))
+DC_WRAP(cuStreamWaitEvent, DC_WAIT, (CUstream s, CUevent e, unsigned int f),
+        (s, e, f))
+DC_WRAP(cuMemAllocAsync, DC_ALLOC, (CUdeviceptr * p, size_t n, CUstream s),
+        (p, n, s))
+DC_WRAP(cuMemFreeAsync, DC_FREE, (CUdeviceptr p, CUstream s), (p, s))
+
+/* Before the context copies the table. */
+static void dc_wrap(slc_driver *d) {
+#define DC_SET(name)               \
+  dc_orig_##name = d->pfn_##name;  \
+  d->pfn_##name = dc_##name;
+  DC_SET(cuEventRecord)
+  DC_SET(cuEventQuery)
+  DC_SET(cuCtxGetCurrent)
+  DC_SET(cuCtxSetCurrent)
+  DC_SET(cuStreamWaitEvent)
+  DC_SET(cuMemAllocAsync)
+  DC_SET(cuMemFreeAsync)
+#undef DC_SET
+}
 
 /* ---- 1. Overhead ------------------------------------------------------------ */
 
@@ -196,8 +289,11 @@ static void *overhead_thread(void *arg) {
   tl_request = true;
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  /* At least 64 iterations: a thread that reached the barrier late on a
+   * loaded machine (CI) still reports the cell (the smoke test wants its
+   * diag line, printed only for cells that ran). */
   while (opt.iters != 0 ? n < opt.iters
-                        : (n & 63) != 0 || now_ns() < c->deadline) {
+                        : n < 64 || (n & 63) != 0 || now_ns() < c->deadline) {
     if (pool) {
       slp_block *b;
       CK(slp_alloc(c->dev, s1, 4096, &b));
@@ -233,8 +329,16 @@ static void *overhead_thread(void *arg) {
 
 /* ---- 2. Serving ------------------------------------------------------------- */
 
+/* Who checked a staging block's last request (request.last_check). */
+enum { LAST_NONE, LAST_OWN, LAST_OTHER };
+#define LAST_SLOTS 256 /* by (address >> 16): 64 KiB blocks, 16 MiB apart */
+static unsigned last_slot(const void *staging) {
+  return (unsigned)(((uintptr_t)staging >> 16) % LAST_SLOTS);
+}
+
 typedef struct request {
   cell *c;
+  atomic_uchar *last_check; /* its thread's LAST_SLOTS, by staging block */
   pthread_t owner; /* the request thread: was the check run on it? */
   uint32_t seed;
   uint64_t t0;
@@ -257,8 +361,13 @@ static void request_done(void *arg) {
       break;
     }
   uint64_t lat = now_ns() - r->t0;
-  if (pthread_equal(pthread_self(), r->owner))
+  bool own = pthread_equal(pthread_self(), r->owner);
+  if (own)
     atomic_fetch_add_explicit(&r->c->own_checks, 1, memory_order_relaxed);
+  /* Relaxed: the pool hands the block back only after this keep returned
+   * (its release), and the owner reads the slot after slp_alloc (acquire). */
+  atomic_store_explicit(&r->last_check[last_slot(r->staging)],
+                        own ? LAST_OWN : LAST_OTHER, memory_order_relaxed);
   unsigned long long k = atomic_fetch_add(&r->c->n_lat, 1);
   if (k < r->c->lat_cap) r->c->lat[k] = lat;
   atomic_store_explicit(&r->busy, 0, memory_order_release);
@@ -280,10 +389,14 @@ static void request_done_keep(void *arg) {
   dt_bench_add(now_ns() - t0);
 }
 
-static void fill_timed(uint32_t *p, uint32_t seed, unsigned n, bool split) {
-  uint64_t t0 = split ? now_ns() : 0;
+/* Fills the staging block; returns the time it took. */
+static uint64_t fill_timed(uint32_t *p, uint32_t seed, unsigned n,
+                           bool split) {
+  uint64_t t0 = now_ns();
   fill(p, seed, n);
-  if (split) dt_bench_add(now_ns() - t0); /* the benchmark's own work */
+  uint64_t dt = now_ns() - t0;
+  if (split) dt_bench_add(dt); /* the benchmark's own work */
+  return dt;
 }
 
 static void *serving_thread(void *arg) {
@@ -304,7 +417,9 @@ static void *serving_thread(void *arg) {
   CK(slc_device_make_current(ctx, devs[0]));
   request *rq = calloc(K, sizeof(*rq));
   void **ring = calloc(K, sizeof(void *)); /* async: pinned staging */
-  if (rq == NULL || ring == NULL) exit(1);
+  atomic_uchar *last = calloc(LAST_SLOTS, sizeof(*last));
+  if (rq == NULL || ring == NULL || last == NULL) exit(1);
+  uint64_t fill_ns[3] = {0, 0, 0}, fill_n[3] = {0, 0, 0};
   if (!pool) {
     for (unsigned k = 0; k < K; k++)
       CU(d->pfn_cuMemHostAlloc(&ring[k], opt.bytes, CU_MEMHOSTALLOC_PORTABLE));
@@ -346,6 +461,7 @@ static void *serving_thread(void *arg) {
     slc_stream *s = ss[k];
     const int dv = devs[k];
     r->c = c;
+    r->last_check = last;
     r->owner = pthread_self();
     r->seed = (uint32_t)(w->id * 1000003u + n * 7u);
     r->words = words;
@@ -361,7 +477,10 @@ static void *serving_thread(void *arg) {
       if (da > max_alloc) max_alloc = da;
       slow += da > 100000;
       r->staging = slp_block_host(stg);
-      fill_timed(r->staging, r->seed, words, split);
+      unsigned lc = atomic_load_explicit(&last[last_slot(r->staging)],
+                                         memory_order_relaxed);
+      fill_ns[lc] += fill_timed(r->staging, r->seed, words, split);
+      fill_n[lc]++;
       CK(slp_copy_async(s, dev, 0, stg, 0, opt.bytes, NULL));
       CUdeviceptr p = slp_block_dptr(dev);
       CK(slp_launch(s, add1_of[dv], (slc_dim3){(words + 255) / 256, 1, 1},
@@ -371,12 +490,18 @@ static void *serving_thread(void *arg) {
                         &(slc_hold){.keep = {request_done_keep, r}}));
       CK(slp_free(stg));
       CK(slp_free(dev));
+      /* --own-poll N: this thread releases its completed requests itself
+       * every N (their checks run here, as before the owner's inbox; issue
+       * 10, "The serving regression at 1 thread"). */
+      if (opt.own_poll != 0 && (n + 1) % opt.own_poll == 0)
+        for (unsigned j = 0; j < ns; j++)
+          CK(slc_engine_poll_stream(ss[j], NULL));
     } else {
       CUdeviceptr p;
       if (ns > 1) CK(slc_device_make_current(ctx, dv));
       CUstream cs = slc_stream_handle(s);
       r->staging = ring[n % K];
-      fill_timed(r->staging, r->seed, words, split);
+      (void)fill_timed(r->staging, r->seed, words, split);
       CU(d->pfn_cuMemAllocAsync(&p, opt.bytes, cs));
       CU(d->pfn_cuMemcpyHtoDAsync(p, r->staging, opt.bytes, cs));
       void *params[] = {&p, &nn};
@@ -391,6 +516,10 @@ static void *serving_thread(void *arg) {
   atomic_fetch_add(&c->req_cpu_ns, clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0);
   atomic_fetch_add(&c->iters, n);
   atomic_fetch_add(&c->wait_ns, waited);
+  for (int k = 0; k < 3; k++) {
+    atomic_fetch_add(&c->fill_ns[k], fill_ns[k]);
+    atomic_fetch_add(&c->fill_n[k], fill_n[k]);
+  }
   atomic_fetch_add(&c->slow_allocs, slow);
   atomic_fetch_add(&c->req_recycles, tl_recycles);
   tl_recycles = 0;
@@ -404,6 +533,8 @@ static void *serving_thread(void *arg) {
                      (dt1.bench_ns - dt0.bench_ns),
              cpu = dt1.cpu_ns - dt0.cpu_ns;
     atomic_fetch_add(&c->sl_ns, cpu > other ? cpu - other : 0);
+    atomic_fetch_add(&c->req_drv_ns, dt1.driver_ns - dt0.driver_ns);
+    atomic_fetch_add(&c->req_bench_ns, dt1.bench_ns - dt0.bench_ns);
     dt_untrack();
   }
   for (unsigned k = 0; k < ns; k++) CK(slc_stream_synchronize(ss[k]));
@@ -418,6 +549,7 @@ static void *serving_thread(void *arg) {
   }
   free(rq);
   free(ring);
+  free(last);
   return NULL;
 }
 
@@ -460,17 +592,20 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
                      unsigned gpus) {
   /* A pool row with a non-default marker period or wait says so:
    * pool_2s/m64, pool_2s/m64t200, pool/y. */
-  static char labels[64][32];
+  static char labels[64][48];
   static int n_labels;
   bool serving_pool = strcmp(bench, "serving") == 0 && mode[0] == 'p';
-  if ((opt.every_ops != 0 || opt.every_us != 0 ||
-       (serving_pool && opt.wait_yield)) &&
+  if ((opt.every_ops != 0 || opt.every_us != 0 || opt.place_issuer ||
+       (serving_pool && (opt.wait_yield || opt.own_poll != 0))) &&
       mode[0] == 'p' && n_labels < 64) {
-    char m[12] = "", t[12] = "";
+    char m[12] = "", t[12] = "", o[12] = "";
     if (opt.every_ops != 0) snprintf(m, sizeof(m), "m%u", opt.every_ops);
     if (opt.every_us != 0) snprintf(t, sizeof(t), "t%u", opt.every_us);
-    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s", mode, m, t,
-             serving_pool && opt.wait_yield ? "y" : "");
+    if (serving_pool && opt.own_poll != 0)
+      snprintf(o, sizeof(o), "o%u", opt.own_poll);
+    snprintf(labels[n_labels], sizeof(labels[0]), "%s/%s%s%s%s%s", mode, m,
+             t, serving_pool && opt.wait_yield ? "y" : "", o,
+             opt.place_issuer ? "pi" : "");
     mode = labels[n_labels++];
   }
   cell c;
@@ -515,6 +650,8 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   }
   slc_engine_stats es0, es1;
   CK(slc_engine_stats_get(ctx, &es0));
+  unsigned long long dc0[2][DC_N], dc1[2][DC_N];
+  dc_read(dc0);
   dt_sample k0 = dt_read_keep_threads();
   double cpu0 = process_cpu_ns();
   /* Written before the barrier that releases the workers. */
@@ -525,6 +662,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   double wall = (double)(now_ns() - t0);
   double cpu = process_cpu_ns() - cpu0;
   CK(slc_engine_stats_get(ctx, &es1));
+  dc_read(dc1);
   /* The workers waited for every keep of theirs: the keep threads are done
    * with this cell. */
   dt_sample k1 = dt_read_keep_threads();
@@ -638,6 +776,40 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
              (unsigned long long)atomic_load(&c.slow_allocs),
              (double)atomic_load(&c.max_alloc_ns) / 1e3,
              (double)atomic_load(&c.wait_ns) / 1e3 / dn);
+    /* The staging fill, by who checked the block's last request. */
+    if (serving) {
+      printf(" | fill us");
+      static const char *const by[3] = {"fresh", "own", "other"};
+      for (int k = 0; k < 3; k++) {
+        unsigned long long fn = atomic_load(&c.fill_n[k]);
+        printf(" %s %.2f (%.1f%%)", by[k],
+               fn ? (double)atomic_load(&c.fill_ns[k]) / 1e3 / (double)fn
+                  : 0.0,
+               100.0 * (double)fn / dn);
+      }
+      /* --devices: the request threads' CPU split (drvtime.h). */
+      if (gpus != 0)
+        printf(" | req thread us/req: driver %.2f bench %.2f sl %.2f",
+               (double)atomic_load(&c.req_drv_ns) / 1e3 / dn,
+               (double)atomic_load(&c.req_bench_ns) / 1e3 / dn,
+               (double)atomic_load(&c.sl_ns) / 1e3 / dn);
+    }
+    printf("\n");
+  }
+  /* --count-driver: driver calls per iteration (request), on the request
+   * threads and on the others (the engine thread), during the cell. */
+  if (opt.count_driver && n != 0) {
+    static const char *const nm[DC_N] = {"record", "query",  "getcur",
+                                         "setcur", "wait",   "alloc",
+                                         "free"};
+    printf("drvcalls %-9s %3u |", mode, threads);
+    for (int rq = 1; rq >= 0; rq--) {
+      printf(" %s/op:", rq ? "request threads" : "other threads");
+      for (int k = 0; k < DC_N; k++)
+        printf(" %s %.3f", nm[k], (double)(dc1[rq][k] - dc0[rq][k]) /
+                                      (double)n);
+      printf(rq ? " |" : "");
+    }
     printf("\n");
   }
   fflush(stdout);
@@ -665,7 +837,12 @@ static int usage(void) {
           "[--only overhead|serving|MODE]\n"
           "  [--iters N (overhead: N iterations per thread, not --ms)]\n"
           "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
-          "per GPU)] [--spread]\n");
+          "per GPU)] [--spread]\n"
+          "  [--engine-threads device|one (one per GPU, or one for all)]\n"
+          "  [--count-driver (drvcalls lines: driver calls per iteration)]\n"
+          "  [--placement engine|issuer (who records markers; rows /pi)]\n"
+          "  [--own-poll N (serving pool: poll own streams every N requests;"
+          " rows /oN)]\n");
   return 2;
 }
 
@@ -715,6 +892,20 @@ int main(int argc, char **argv) {
       if ((devices = VAL()) == NULL) return usage();
     } else if (strcmp(a, "--spread") == 0) {
       opt.spread = true;
+    } else if (strcmp(a, "--engine-threads") == 0) {
+      const char *ev = VAL();
+      if (ev == NULL) return usage();
+      if (strcmp(ev, "one") == 0) opt.one_engine_thread = true;
+      else if (strcmp(ev, "device") == 0) opt.one_engine_thread = false;
+      else return usage();
+    } else if (strcmp(a, "--count-driver") == 0) {
+      opt.count_driver = true;
+    } else if (strcmp(a, "--placement") == 0) {
+      const char *pv = VAL();
+      if (pv == NULL) return usage();
+      if (strcmp(pv, "issuer") == 0) opt.place_issuer = true;
+      else if (strcmp(pv, "engine") == 0) opt.place_issuer = false;
+      else return usage();
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -726,6 +917,7 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
                       : strcmp(a, "--every-us") == 0 ? &opt.every_us
                       : strcmp(a, "--iters") == 0 ? &opt.iters
+                      : strcmp(a, "--own-poll") == 0 ? &opt.own_poll
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
     }
@@ -776,6 +968,7 @@ int main(int argc, char **argv) {
     return opt.require_gpu ? 1 : 0;
   }
   if (devices != NULL) dt_wrap(&drv); /* the CPU split (bench/drvtime.h) */
+  if (opt.count_driver) dc_wrap(&drv); /* drvcalls lines */
   if (slc_context_create(&drv, &ctx) != LDG_OK) {
     printf("SKIPPED: no usable CUDA device (%s)\n", slc_last_error_message());
     return opt.require_gpu ? 1 : 0;
@@ -785,7 +978,11 @@ int main(int argc, char **argv) {
   printf("device: %s, %s\n", name, drv.origin);
   slc_engine_config ecfg = {.thread = true,
                             .marker_every_ops = opt.every_ops,
-                            .marker_every_us = opt.every_us};
+                            .marker_every_us = opt.every_us,
+                            .one_thread = opt.one_engine_thread,
+                            .placement = opt.place_issuer
+                                             ? SLC_ENGINE_PLACE_ISSUER
+                                             : SLC_ENGINE_PLACE_ENGINE};
   CK(slc_engine_enable(ctx, &ecfg));
   int visible = slc_device_count(ctx);
   if (all_gpus)
@@ -818,10 +1015,12 @@ int main(int argc, char **argv) {
   (opt.only == NULL || strcmp(opt.only, bench) == 0 || strcmp(opt.only, mode) == 0)
   if (devices != NULL) { /* several GPUs: the serving cells only */
     printf("several GPUs: %u ms per cell, %u bytes, %u in flight per thread, "
-           "threads per GPU, %s\n",
+           "threads per GPU, %s, %s\n",
            opt.ms, opt.bytes, opt.inflight,
            opt.spread ? "each thread spread over all GPUs"
-                      : "each thread on one GPU");
+                      : "each thread on one GPU",
+           opt.one_engine_thread ? "one engine thread for all GPUs"
+                                 : "an engine thread per GPU");
     printf("multigpu %-9s %4s %3s %-7s | %10s | %9s %9s | %7s %5s | %8s %8s "
            "| %9s %9s\n",
            "mode", "gpus", "thr", "placing", "req/s", "cpu/req", "req-thr",

@@ -2,8 +2,9 @@
 # Smoke test of pool_bench's several-GPU serving cells (--devices, issue 13)
 # on 8 simulated devices (the host executor): grouped and spread placing
 # at 1, 2 and 8 GPUs, a row per cell with the CPU split, every result
-# checked, the JSON rows carry the GPU count; bad --devices options are
-# refused. No timing is asserted.
+# checked, the JSON rows carry the GPU count; the pool cells again with one
+# engine thread for all GPUs (--engine-threads one); bad --devices and
+# --engine-threads options are refused. No timing is asserted.
 set -eu
 bench=$1
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
@@ -36,8 +37,26 @@ for placing in grouped spread; do
     fail=1
   fi
 done
+out=$tmp/one.txt
+if ! "$bench" --driver=host --smoke --devices 1,8 --engine-threads one \
+  --only pool >"$out" 2>&1; then
+  echo "FAIL: pool_bench --engine-threads one exited non-zero" >&2
+  cat "$out" >&2
+  exit 1
+fi
+cat "$out"
+grep -q 'one engine thread for all GPUs' "$out" ||
+  { echo "FAIL: --engine-threads one not said" >&2; fail=1; }
+for g in 1 8; do
+  grep -q "^multigpu pool *$g *$g grouped *|" "$out" ||
+    { echo "FAIL: no row pool $g GPUs, one engine thread" >&2; fail=1; }
+done
+if grep -q '^multigpu async' "$out"; then
+  echo "FAIL: --only pool ran async cells" >&2
+  fail=1
+fi
 for bad in "--devices 0" "--devices x" "--spread" "--devices 2,17" \
-  "--devices 8 --threads 32"; do
+  "--devices 8 --threads 32" "--devices 2 --engine-threads two"; do
   set +e
   # shellcheck disable=SC2086
   "$bench" --driver=host $bad >/dev/null 2>&1

@@ -25,13 +25,27 @@ done
 [ "$(grep -c '"bench"' "$tmp/p.json")" -eq 12 ] || { echo "FAIL: JSON lacks rows" >&2; fail=1; }
 grep -q '^every result checked' "$out" || { echo "FAIL: no final line" >&2; fail=1; }
 grep -q "^diag *pool_2s *1 | engine/op" "$out" || { echo "FAIL: no diag line" >&2; fail=1; }
+# The serving diag's staging fill by who checked the block last: the three
+# shares cover every request (rounded to 0.1 % each).
+fill=$(grep "^diag *pool *1 |" "$out" | sed -n 's/.*fill us fresh [0-9.]* (\([0-9.]*\)%) own [0-9.]* (\([0-9.]*\)%) other [0-9.]* (\([0-9.]*\)%).*/\1 \2 \3/p')
+if [ -z "$fill" ] || ! echo "$fill" | awk '{ s = $1 + $2 + $3; exit !(s > 99.8 && s < 100.2) }'; then
+  echo "FAIL: serving diag: no fill shares summing to 100% ('$fill')" >&2; fail=1
+fi
 if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
   ! grep -q '^SKIPPED\|^every result checked' "$tmp/lib.txt"; then
   echo "FAIL: --driver=libcuda neither skipped nor ran" >&2
   cat "$tmp/lib.txt" >&2
   fail=1
 fi
-for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s"; do
+# --own-poll N: the serving pool rows say so (/oN) and check every result.
+if ! "$bench" --driver=host --smoke --only pool --own-poll 2 >"$tmp/o.txt" 2>&1 ||
+  ! grep -q "^serving *pool/o2 *1 |" "$tmp/o.txt" ||
+  ! grep -q '^every result checked' "$tmp/o.txt"; then
+  echo "FAIL: --own-poll 2" >&2
+  cat "$tmp/o.txt" >&2
+  fail=1
+fi
+for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s" "--own-poll x"; do
   set +e
   # shellcheck disable=SC2086
   "$bench" $bad >/dev/null 2>&1

@@ -52,7 +52,8 @@ run() { # name, command...
   local name=$1
   shift
   echo "=== $name: $*" | tee -a "$out/SUMMARY.txt"
-  "$@" >"$out/$name.log" 2>&1 || { rc=1; echo "FAILED: $name (exit $?)" | tee -a "$out/SUMMARY.txt"; }
+  # The status is read first: after `rc=1`, $? would be 0.
+  "$@" >"$out/$name.log" 2>&1 || { local e=$?; rc=1; echo "FAILED: $name (exit $e)" | tee -a "$out/SUMMARY.txt"; }
   grep -v '^overhead\|^serving' "$out/$name.log" | tee -a "$out/SUMMARY.txt"
 }
 # 2-5, one after the other on the same GPU.

@@ -22,6 +22,9 @@ void bench_stamp_register_host(void);
 
 uint64_t bench_now_ns(void);        /* CLOCK_MONOTONIC */
 uint64_t bench_thread_cpu_ns(void); /* CLOCK_THREAD_CPUTIME_ID */
+/* getrusage(RUSAGE_SELF): every thread's user + system CPU, us resolution;
+ * a thread running on another CPU is counted up to its last tick. */
+uint64_t bench_process_cpu_ns(void);
 
 int bench_cmp_u64(const void *a, const void *b); /* for qsort */
 int bench_cmp_i64(const void *a, const void *b);

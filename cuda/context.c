@@ -70,6 +70,7 @@ int slc_context_create(const slc_driver *driver, slc_context **out) {
   c->limbo = NULL;
   pthread_mutex_init(&c->streams_mu, NULL);
   c->streams = NULL;
+  atomic_init(&c->cache_current, false);
   *out = c;
   return LDG_OK;
 fail:
@@ -111,7 +112,7 @@ int slc_context_destroy(slc_context *c) {
     if (!slc__load_acquire(&dev->ready)) continue;
     CUcontext cur = NULL;
     if (d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == dev->ctx)
-      (void)d->pfn_cuCtxSetCurrent(NULL);
+      (void)slc__ctx_set(c, NULL);
     CUresult r = d->pfn_cuDevicePrimaryCtxRelease(dev->dev);
     if (r != CUDA_SUCCESS)
       return slc__fail_cu(c, "cuDevicePrimaryCtxRelease", r,
@@ -151,6 +152,8 @@ uint64_t slc_new_vector_id(slc_context *c) {
 
 /* ---- Devices ------------------------------------------------------------ */
 
+_Thread_local CUcontext slc__tls_ctx;
+
 static int slc__check_device(const slc_context *c, int device,
                              const char *call) {
   if (c == NULL) return slc__fail(LDG_EINVAL, call, "context is NULL");
@@ -160,7 +163,7 @@ static int slc__check_device(const slc_context *c, int device,
   return LDG_OK;
 }
 
-int slc__make_current(slc_context *c, int device, const char *call) {
+int slc__make_current_slow(slc_context *c, int device, const char *call) {
   int rc = slc__check_device(c, device, call);
   if (rc != LDG_OK) return rc;
   const slc_driver *d = &c->drv;
@@ -185,19 +188,37 @@ int slc__make_current(slc_context *c, int device, const char *call) {
   }
   CUcontext cur = NULL;
   CUresult r = d->pfn_cuCtxGetCurrent(&cur);
-  if (r != CUDA_SUCCESS)
-    return slc__fail_cu(c, "cuCtxGetCurrent", r, "for %s", call);
-  if (cur != dev->ctx) {
-    r = d->pfn_cuCtxSetCurrent(dev->ctx);
-    if (r != CUDA_SUCCESS)
-      return slc__fail_cu(c, "cuCtxSetCurrent", r, "device %d (for %s)", device,
-                          call);
+  if (r == CUDA_SUCCESS && cur == dev->ctx) {
+    slc__tls_ctx = cur;
+    return LDG_OK;
   }
+  return slc__set_current(c, device, r, call);
+}
+
+int slc__set_current(slc_context *c, int device, CUresult r,
+                     const char *call) {
+  if (r != CUDA_SUCCESS) {
+    slc__tls_ctx = NULL;
+    return slc__fail_cu(c, "cuCtxGetCurrent", r, "for %s", call);
+  }
+  r = slc__ctx_set(c, c->devices[device].ctx);
+  if (r != CUDA_SUCCESS)
+    return slc__fail_cu(c, "cuCtxSetCurrent", r, "device %d (for %s)", device,
+                        call);
   return LDG_OK;
 }
 
 int slc_device_make_current(slc_context *c, int device) {
-  return slc__make_current(c, device, "slc_device_make_current");
+  /* Always asks the driver: the way to bring this thread's cache up to
+   * date after a switch made outside the layer. */
+  return slc__make_current_slow(c, device, "slc_device_make_current");
+}
+
+int slc_context_cache_current(slc_context *c, bool on) {
+  if (c == NULL)
+    return slc__fail(LDG_EINVAL, "slc_context_cache_current", "context is NULL");
+  atomic_store_explicit(&c->cache_current, on, memory_order_relaxed);
+  return LDG_OK;
 }
 
 int slc_device_name(slc_context *c, int device, char *name, size_t len) {

@@ -1,22 +1,57 @@
 /*
  * Events owned by the layer, and stream waits on them.
  *
- * An event remembers the (stream, mark) of its last record. The mutex e->mu
- * keeps that pair and the driver event's own last record in step (see
- * sl_cuda.h THREADING): it is held across "mark, cuEventRecord, store" and
- * across "cuStreamWaitEvent, read the pair" — driver calls that only
+ * An event remembers the (stream, mark) of its last record. Its lock
+ * (e->lock) keeps that pair and the driver event's own last record in step
+ * (see sl_cuda.h THREADING): it is held across "mark, cuEventRecord, store"
+ * and across "cuStreamWaitEvent, read the pair" — driver calls that only
  * enqueue — and never across a blocking call (cuEventSynchronize) or while
  * keeps may run: ldg_release, slc_stream_unref, and ldg_add_wait (a release
  * of the waiting stream that overtakes the wait makes ldg_add_wait fire it
  * and run keeps) all run unlocked. The wait records the pair it read with
  * the driver's wait, under a stream reference taken with it: a record
  * landing after the unlock changes neither. A sync or query reads the pair
- * and a generation under the mutex, calls the driver unlocked, and releases
+ * and a generation under the lock, calls the driver unlocked, and releases
  * only if the generation did not move meanwhile.
+ *
+ * THE LOCK
+ *   One word: taken by a compare-and-swap 0 -> 1 (acquire), dropped by a
+ *   store of 0 (release), which pairs with the next taker's acquire: what
+ *   one holder wrote, the next one reads. A pthread mutex costs a second
+ *   locked instruction (its unlock is an exchange), and a record on one
+ *   thread pays for every locked instruction it makes (bench/RESULTS.md,
+ *   "Issue 11, round 3"). A taker that finds it held yields, then sleeps
+ *   50 us between tries (as a stream destroy waits for its gate): a holder
+ *   is inside one enqueuing driver call or reads three fields, and never
+ *   waits for anything while it holds the lock, so it always drops it.
  */
 #include <stdlib.h>
 
 #include "cuda/internal.h"
+
+static void slc__event_lock(slc_event *e) {
+  unsigned expected = 0;
+  /* Acquire: pairs with the release store of the previous holder's unlock. */
+  if (atomic_compare_exchange_strong_explicit(&e->lock, &expected, 1,
+                                              memory_order_acquire,
+                                              memory_order_relaxed))
+    return;
+  unsigned spins = 0;
+  for (;;) {
+    expected = 0;
+    /* Relaxed read first: try the CAS only once the word looks free. */
+    if (slc__load_relaxed(&e->lock) == 0 &&
+        atomic_compare_exchange_weak_explicit(&e->lock, &expected, 1,
+                                              memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    slc__backoff(&spins);
+  }
+}
+
+static void slc__event_unlock(slc_event *e) {
+  slc__store_release(&e->lock, 0); /* pairs with the next taker's acquire */
+}
 
 int slc_event_create(slc_context *c, int device, slc_event **out) {
   static const char fn[] = "slc_event_create";
@@ -32,7 +67,7 @@ int slc_event_create(slc_context *c, int device, slc_event **out) {
   }
   e->c = c;
   e->device = device;
-  pthread_mutex_init(&e->mu, NULL);
+  atomic_init(&e->lock, 0);
   slc__fetch_add_acq_rel(&c->live_handles, 1);
   *out = e;
   return LDG_OK;
@@ -46,10 +81,10 @@ int slc_event_record(slc_event *e, slc_stream *s) {
   if (s->device != e->device)
     return slc__fail(LDG_EINVAL, fn, "stream on device %d, event on device %d",
                      s->device, e->device);
-  pthread_mutex_lock(&e->mu);
+  slc__event_lock(e);
   int rc = slc__stream_enter(s, fn);
   if (rc != LDG_OK) {
-    pthread_mutex_unlock(&e->mu);
+    slc__event_unlock(e);
     return rc;
   }
   rc = slc__make_current(e->c, e->device, fn);
@@ -62,7 +97,7 @@ int slc_event_record(slc_event *e, slc_stream *s) {
   if (rc == LDG_OK && r == CUDA_SUCCESS) {
     /* The event holds a reference to its stream; re-recording on the same
      * stream (the common case) keeps the one it has. Taking one never
-     * destroys anything, so it may happen under the mutex. */
+     * destroys anything, so it may happen under the lock. */
     if (e->stream != s) {
       slc_stream_ref(s);
       old = e->stream;
@@ -71,27 +106,27 @@ int slc_event_record(slc_event *e, slc_stream *s) {
     e->mark = m;
     e->generation++;
   }
-  pthread_mutex_unlock(&e->mu);
+  slc__event_unlock(e);
   if (rc != LDG_OK || r != CUDA_SUCCESS) {
     if (rc != LDG_OK) return rc;
     return slc__fail_cu(e->c, "cuEventRecord", r,
                         "on stream %llu; the previous record stands",
                         (unsigned long long)ldg_stream_id(s->ls));
   }
-  /* Outside the mutex: a last reference destroys, and keeps may run. */
-  slc_stream_unref(old);
+  /* Outside the lock: a last reference destroys, and keeps may run. */
+  if (old != NULL) slc_stream_unref(old);
   return LDG_OK;
 }
 
 /* Reads the last record; *s gets a reference of its own (or NULL). */
 static void slc__event_snapshot(slc_event *e, slc_stream **s, ldg_seq *m,
                                 uint64_t *gen) {
-  pthread_mutex_lock(&e->mu);
+  slc__event_lock(e);
   *s = e->stream;
   *m = e->mark;
   *gen = e->generation;
   if (*s != NULL) slc_stream_ref(*s);
-  pthread_mutex_unlock(&e->mu);
+  slc__event_unlock(e);
 }
 
 /* The driver reported the event complete: release the recorded stream to
@@ -101,9 +136,9 @@ static void slc__event_snapshot(slc_event *e, slc_stream **s, ldg_seq *m,
 static int slc__event_complete(slc_event *e, slc_stream *s, ldg_seq m,
                                uint64_t gen) {
   if (s == NULL) return LDG_OK; /* never recorded: nothing to release */
-  pthread_mutex_lock(&e->mu);
+  slc__event_lock(e);
   const bool same = e->generation == gen;
-  pthread_mutex_unlock(&e->mu);
+  slc__event_unlock(e);
   int rc = LDG_OK;
   if (same) {
     /* c read first: a keep may destroy e (and free s's handle). */
@@ -167,10 +202,10 @@ int slc_stream_wait_event(slc_stream *b, slc_event *e) {
   if (b == NULL || e == NULL) return slc__fail(LDG_EINVAL, fn, "NULL argument");
   if (b->c != e->c)
     return slc__fail(LDG_EINVAL, fn, "stream and event of different contexts");
-  pthread_mutex_lock(&e->mu);
+  slc__event_lock(e);
   int rc = slc__stream_enter(b, fn);
   if (rc != LDG_OK) {
-    pthread_mutex_unlock(&e->mu);
+    slc__event_unlock(e);
     return rc;
   }
   rc = slc__make_current(b->c, b->device, fn);
@@ -178,20 +213,20 @@ int slc_stream_wait_event(slc_stream *b, slc_event *e) {
   if (rc == LDG_OK) r = b->c->drv.pfn_cuStreamWaitEvent(b->cu, e->cu, 0);
   slc__stream_exit(b);
   if (rc != LDG_OK || r != CUDA_SUCCESS) {
-    pthread_mutex_unlock(&e->mu);
+    slc__event_unlock(e);
     if (rc != LDG_OK) return rc;
     return slc__fail_cu(b->c, "cuStreamWaitEvent", r,
                         "stream %llu; nothing recorded",
                         (unsigned long long)ldg_stream_id(b->ls));
   }
   /* The pair read here is the record the driver's wait refers to (the
-   * mutex keeps records out until now); the reference keeps a's ledger
+   * lock keeps records out until now); the reference keeps a's ledger
    * stream alive past the unlock. */
   slc_stream *a = e->stream;
   ldg_seq m = e->mark;
   const bool waits = a != NULL && m != 0;
   if (waits) slc_stream_ref(a);
-  pthread_mutex_unlock(&e->mu);
+  slc__event_unlock(e);
   if (!waits) return LDG_OK; /* never recorded, or recorded on nothing */
   /* Issue, then enqueue: the wait is recorded once the driver has it.
    * Unlocked: ldg_add_wait may run keeps. */
@@ -224,17 +259,16 @@ int slc_event_destroy(slc_event *e) {
   CUresult r = c->drv.pfn_cuEventDestroy(e->cu);
   if (r != CUDA_SUCCESS) return slc__fail_cu(c, "cuEventDestroy", r, NULL);
   slc_stream_unref(e->stream);
-  pthread_mutex_destroy(&e->mu);
   free(e);
   slc__fetch_sub_acq_rel(&c->live_handles, 1);
   return LDG_OK;
 }
 
 bool slc_event_recorded(slc_event *e, uint64_t *stream_id, ldg_seq *mark) {
-  pthread_mutex_lock(&e->mu);
+  slc__event_lock(e);
   const bool rec = e->stream != NULL;
   if (rec && stream_id != NULL) *stream_id = ldg_stream_id(e->stream->ls);
   if (rec && mark != NULL) *mark = e->mark;
-  pthread_mutex_unlock(&e->mu);
+  slc__event_unlock(e);
   return rec;
 }

@@ -71,16 +71,23 @@ struct slc_context {
    * unref and slc_engine_enable, never on an issuing or release path. */
   pthread_mutex_t streams_mu;
   slc_stream *streams;
+  /* slc_context_cache_current: trust this thread's slc__tls_ctx instead of
+   * asking the driver. Relaxed: a flag of the caller's choosing, no data
+   * hangs on it. */
+  atomic_bool cache_current;
 };
 
 /* The stream's gate word: bit 63 "destroying" (no new calls), bit 62
  * "synced" (that destroy's cuStreamSynchronize succeeded: everything ever
  * issued on the stream has completed), the low bits the number of calls
- * currently inside the driver on this stream. A call increments it
- * (acq_rel) and backs out if "destroying" was set; it decrements it
- * (release) once its driver call returned, before it touches the ledger or
- * runs a keep. Destroy sets "destroying" and waits (acquire) for the count
- * to reach zero: every driver call on the stream then happened-before its
+ * currently inside the driver on this stream that entered with the count.
+ * Such a call increments it (acq_rel) and backs out if "destroying" was
+ * set; it decrements it (release) once its driver call returned, before it
+ * touches the ledger or runs a keep. The calls of slc__stream_enter use
+ * their thread's word instead where they can (THE GATE'S THREAD WORDS
+ * below; stream.c, THE GATE). Destroy sets "destroying" (seq_cst) and
+ * waits (acquire) for the count to reach zero and for no thread's word to
+ * name the stream: every driver call on the stream then happened-before its
  * cuStreamSynchronize, and no later one starts. If that sync fails the
  * destroy clears "destroying" (the stream is live again); if it succeeds it
  * sets "synced" (acq_rel), which is never cleared. */
@@ -118,7 +125,7 @@ struct slc_event {
   slc_context *c;
   int device;
   CUevent cu;
-  pthread_mutex_t mu;  /* see sl_cuda.h THREADING; guards the fields below */
+  atomic_uint lock;    /* 1 while held (event.c, THE LOCK); guards: */
   slc_stream *stream;  /* last record's stream (a reference), or NULL */
   ldg_seq mark;        /* its mark at that record */
   uint64_t generation; /* bumped by every successful record */
@@ -206,15 +213,120 @@ int slc__extend_hold(struct slc__xhold *x, const slc_hold *hold,
 
 /* ---- Devices (context.c) ---- */
 
+/* The context the layer last made current, or found current, on this
+ * thread (NULL: unknown). Every cuCtxSetCurrent of the layer goes through
+ * slc__ctx_set, which keeps it true; only a context switch made outside the
+ * layer makes it stale, which is why it is trusted only when the context
+ * asks for it (slc_context_cache_current). */
+extern _Thread_local CUcontext slc__tls_ctx;
+
+static inline CUresult slc__ctx_set(const slc_context *c, CUcontext ctx) {
+  CUresult r = c->drv.pfn_cuCtxSetCurrent(ctx);
+  slc__tls_ctx = r == CUDA_SUCCESS ? ctx : NULL;
+  return r;
+}
+
 /* Retains the primary context on first use and makes it current. On error
- * the record is set and the code returned. */
-int slc__make_current(slc_context *c, int device, const char *call);
+ * the record is set and the code returned. The common case inline — the
+ * device's context retained and already current: one acquire load and
+ * cuCtxGetCurrent (sl_cuda.h THREADING), or, with slc_context_cache_current
+ * on, no driver call when this thread's cache names that context; the rest
+ * out of line (context.c). */
+int slc__make_current_slow(slc_context *c, int device, const char *call);
+/* cuCtxGetCurrent returned r and, if it succeeded, not device's context. */
+int slc__set_current(slc_context *c, int device, CUresult r, const char *call);
+static inline int slc__make_current(slc_context *c, int device,
+                                    const char *call) {
+  if (c != NULL && device >= 0 && device < c->n_devices) {
+    struct slc__device *dev = &c->devices[device];
+    /* Pairs with the release store of ready: ctx is written before it. */
+    if (slc__load_acquire(&dev->ready)) {
+      if (slc__tls_ctx == dev->ctx && slc__load_relaxed(&c->cache_current))
+        return LDG_OK;
+      CUcontext cur = NULL;
+      CUresult r = c->drv.pfn_cuCtxGetCurrent(&cur);
+      if (r == CUDA_SUCCESS && cur == dev->ctx) {
+        slc__tls_ctx = cur;
+        return LDG_OK;
+      }
+      return slc__set_current(c, device, r, call);
+    }
+  }
+  return slc__make_current_slow(c, device, call);
+}
 
 /* ---- Streams (stream.c) ---- */
 
-/* Enters the stream's gate: LDG_OK, or LDG_EDESTROYED (record set). */
-int slc__stream_enter(slc_stream *s, const char *call);
-void slc__stream_exit(slc_stream *s);
+/* One step of a wait for another thread: sched_yield for the first 64
+ * steps, then 50 us sleeps. */
+void slc__backoff(unsigned *spins);
+
+/* THE GATE'S THREAD WORDS (stream.c, THE GATE): a thread inside a stream's
+ * gate is counted either in the stream's gate word (a locked add and sub)
+ * or in its own word, `inside`, which names that stream (plain stores; the
+ * destroy pays with a barrier on every thread, membarrier). Words are
+ * allocated once per thread, on a list that only grows; a word whose
+ * thread ended is taken again by a new thread. */
+struct slc__inside {
+  _Atomic(slc_stream *) s;  /* the stream this thread is inside, or NULL */
+  atomic_int taken;         /* 1 while a thread owns the word */
+  struct slc__inside *next; /* slc__inside_list; set before it is pushed */
+};
+enum { SLC__GATE_COUNT = 1, SLC__GATE_MEMBARRIER, SLC__GATE_EXCHANGE };
+extern atomic_int slc__gate_mode; /* 0 until the first thread word */
+extern _Thread_local struct slc__inside *slc__tls_inside;
+/* This thread's word, made or taken on its first gate; never NULL: where
+ * no word can be had (the count mode, no memory) a shared word that names
+ * no stream, so that enter takes the count. */
+struct slc__inside *slc__inside_get(void);
+
+/* Enters the stream's gate: LDG_OK, or LDG_EDESTROYED (record set). Inline:
+ * every call that reaches the driver on a stream makes it. Calls inside
+ * one gate never enter another (no keep, no nested issue runs there); if
+ * one did, it would use the count (the thread's word is taken), and
+ * slc__stream_exit's rule below still balances both. */
+int slc__stream_refused(slc_stream *s, const char *call); /* stream.c */
+static inline int slc__stream_enter(slc_stream *s, const char *call) {
+  struct slc__inside *me = slc__tls_inside;
+  if (__builtin_expect(me == NULL, 0)) me = slc__inside_get();
+  if (slc__load_relaxed(&me->s) == NULL) {
+    uint64_t g;
+    if (slc__load_relaxed(&slc__gate_mode) == SLC__GATE_MEMBARRIER) {
+      /* Store, then load, in program order (the compiler barrier); the
+       * destroy's membarrier orders them on the CPU: either it sees this
+       * word, or this load sees its "destroying". */
+      atomic_store_explicit(&me->s, s, memory_order_relaxed);
+      atomic_signal_fence(memory_order_seq_cst);
+      g = slc__load_relaxed(&s->gate);
+    } else {
+      /* Seq_cst exchange and load against the destroy's seq_cst or and
+       * loads of the words: one of the two sees the other's store. */
+      atomic_exchange_explicit(&me->s, s, memory_order_seq_cst);
+      g = atomic_load_explicit(&s->gate, memory_order_seq_cst);
+    }
+    if (__builtin_expect((g & SLC__GATE_DESTROYING) == 0, 1)) return LDG_OK;
+    slc__store_release(&me->s, NULL);
+    return slc__stream_refused(s, call);
+  }
+  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
+  if (__builtin_expect((old & SLC__GATE_DESTROYING) != 0, 0)) {
+    slc__fetch_sub_release(&s->gate, 1);
+    return slc__stream_refused(s, call);
+  }
+  return LDG_OK;
+}
+/* Leaves the gate: the thread's word if it names s (entered that way),
+ * else the count (entered with the count: here, a drain, engine.c). */
+static inline void slc__stream_exit(slc_stream *s) {
+  struct slc__inside *me = slc__tls_inside;
+  /* Release, either way: this call's driver work happens-before the
+   * destroy that waits for the word or the count (its acquire loads in
+   * slc__wait_users). */
+  if (me != NULL && slc__load_relaxed(&me->s) == s)
+    slc__store_release(&me->s, NULL);
+  else
+    slc__fetch_sub_release(&s->gate, 1);
+}
 
 /* Fills s (its cu already set) and registers it: ledger stream, engine,
  * live count. On error frees s (destroying cu unless adopted). */
@@ -242,6 +354,9 @@ int slc__engine_register(slc_stream *s);
 void slc__engine_unregister(slc_stream *s);
 /* After an operation was enqueued on s: maybe a marker; wakes the engine. */
 void slc__engine_after_issue(slc_stream *s);
+/* After an entry that places no marker was enqueued on s
+ * (slc_stream_record_deferred): wakes a parked engine thread, nothing else. */
+void slc__engine_after_deferred(slc_stream *s);
 /* slc_context_destroy, before it finishes limbo streams: stops (joins) the
  * thread and frees the engine. Idempotent (a retried destroy). */
 void slc__engine_stop(slc_context *c);

@@ -105,29 +105,37 @@
  *   LDG_EDESTROYED.
  *   Every call that reaches the driver makes the device's primary context
  *   current on the calling thread (cuCtxGetCurrent, then cuCtxSetCurrent if
- *   it differs) and leaves it current.
+ *   it differs) and leaves it current. With slc_context_cache_current on,
+ *   the cuCtxGetCurrent is skipped when this thread's cache says the layer
+ *   left that context current (see there for what the caller then
+ *   promises).
  *   Shared state and why it is safe:
  *   - streams: one atomic word per stream (a destroy flag, a "synced" flag
- *     and the count of calls inside the driver on its stream). Copies,
- *     launches, records, waits and syncs only increment and decrement it;
- *     destroy sets the flag and waits for the count to reach zero before
- *     synchronising and destroying the driver stream. No lock, and no keep
- *     ever runs while the count is held, so a keep may call back into any
- *     slc_ function on any stream, this one included. A settle that finds a
+ *     and a count of calls inside the driver on its stream), and one word
+ *     per thread naming the stream it is inside. Copies, launches, records,
+ *     waits and syncs only write their thread's word (or increment and
+ *     decrement the count); destroy sets the flag and waits until the count
+ *     is zero and no thread's word names the stream before synchronising
+ *     and destroying the driver stream (it runs membarrier(2) first where
+ *     the kernel has it: stream.c, THE GATE). No lock, and no keep ever
+ *     runs while a call is inside, so a keep may call back into any slc_
+ *     function on any stream, this one included. A settle that finds a
  *     holder being destroyed waits until that destroy's synchronisation is
  *     decided (succeeded: drained; failed: it drains the stream itself) —
  *     never for the destroy's keeps, which may settle in turn.
- *   - events: one small mutex per event. The driver event's state (its last
+ *   - events: one lock word per event (taken with one compare-and-swap,
+ *     dropped with a release store; a taker that finds it held yields, then
+ *     sleeps: event.c, THE LOCK). The driver event's state (its last
  *     record) and the (stream, mark) the layer keeps for it must change
  *     together: two records racing on one event would otherwise leave the
  *     driver holding one record and the layer the other's mark, and a sync
- *     would release a stream that was never waited for. The mutex covers
+ *     would release a stream that was never waited for. The lock covers
  *     "read mark, cuEventRecord, store" and "cuStreamWaitEvent, read
  *     (stream, mark)"; the wait is recorded (ldg_add_wait, which runs keeps
  *     when a release of the waiting stream overtakes it) after the unlock,
  *     with the pair read under it. It is never held across a blocking
  *     driver call nor while keeps run: a sync reads the record under the
- *     mutex, waits with it unlocked, and releases only if no record came in
+ *     lock, waits with it unlocked, and releases only if no record came in
  *     between (a generation count); otherwise it releases nothing, which is
  *     always allowed.
  *   - devices: a primary context is retained on first use under a per-device
@@ -146,7 +154,8 @@
  *   slc_buffer_free, slc_copy_htod, slc_copy_dtoh, slc_host_range_settle,
  *   the asynchronous operations (a release overtook the enqueue, or the
  *   stream was destroyed between the issue and the record),
- *   slc_stream_record_external and the slc_buf_* operations (likewise:
+ *   slc_stream_record_external, slc_stream_record_deferred and the
+ *   slc_buf_* operations (likewise:
  *   they issue through the asynchronous operations; slc_buf_copy_peer_async
  *   too), the progress engine's
  *   thread and slc_engine_poll (cuda/sl_engine.h: releases to completed
@@ -263,9 +272,30 @@ uint64_t slc_new_vector_id(slc_context *c);
 int slc_device_name(slc_context *c, int device, char *name, size_t len);
 
 /* Makes the device's primary context current on this thread (retaining it
- * on first use). For callers that make driver calls of their own.
+ * on first use). For callers that make driver calls of their own. Always
+ * asks the driver (cuCtxGetCurrent), also with slc_context_cache_current
+ * on, so it brings this thread's cache up to date.
  * LDG_EINVAL: device out of range. */
 int slc_device_make_current(slc_context *c, int device);
+
+/* Opt-in (off by default): the layer's calls on c trust a per-thread cache
+ * of the context the layer last made current (or found current) on the
+ * calling thread, and skip the cuCtxGetCurrent they make otherwise when it
+ * names the device's context: one driver call less on every call that
+ * reaches the driver (cuCtxGetCurrent costs 12-14 ns on an H200,
+ * bench/RESULTS.md). The driver cannot be asked more cheaply, so the cache
+ * is not checked against it: turn it on only where the threads that call
+ * the layer change their current context through the layer alone
+ * (its calls, slc_device_make_current). A thread that changes it by other
+ * means (cuCtxSetCurrent, cuCtxPushCurrent / cuCtxPopCurrent, cudaSetDevice,
+ * a library that does) must call slc_device_make_current before its next
+ * call into the layer; otherwise that call may run with another context
+ * current: it fails if the driver needs the stream's context current, and
+ * on an adopted legacy default stream it would reach the other device's
+ * stream. PyTorch switches devices by itself: leave it off there.
+ * May be called at any time (a relaxed flag, read per call).
+ * LDG_EINVAL: c NULL. */
+int slc_context_cache_current(slc_context *c, bool on);
 
 /* Synchronises one device: takes ldg_device_marks, makes the device current,
  * cuCtxSynchronize, then ldg_release_marks (each stream of the device,
@@ -409,6 +439,17 @@ int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
  * itself. LDG_ENOMEM: as for the copies, after synchronising the stream. */
 int slc_stream_record_external(slc_stream *s, const slc_hold *hold);
 
+/* As slc_stream_record_external, except that the call never places the
+ * progress engine's marker (no cuEventRecord on the calling thread, and it
+ * does not count toward marker_every_ops): the entry is covered by the
+ * stream's next marker — a later operation's, the engine thread's tail
+ * marker, or one placed by slc_engine_poll / slc_engine_poll_stream, which
+ * place one when the stream has uncovered work and none pending — or by a
+ * synchronisation. A parked engine thread is woken as after any issue. For
+ * records nobody waits on at once (the pool's slp_record_use: issue 10).
+ * Same errors and keeps as slc_stream_record_external. */
+int slc_stream_record_deferred(slc_stream *s, const slc_hold *hold);
+
 /* ---- Events -----------------------------------------------------------------
  */
 
@@ -417,7 +458,7 @@ typedef struct slc_event slc_event;
 /* cuEventCreate(CU_EVENT_DISABLE_TIMING) on `device`. */
 int slc_event_create(slc_context *c, int device, slc_event **out);
 
-/* Under the event's mutex: m = ldg_mark(s), cuEventRecord(e, s), then the
+/* Under the event's lock: m = ldg_mark(s), cuEventRecord(e, s), then the
  * event remembers (s, m), replacing any earlier record. s must be on the
  * event's device (LDG_EINVAL otherwise). A failed record leaves the
  * previous record in place. */
@@ -438,7 +479,7 @@ int slc_event_query(slc_event *e, bool *complete);
  * past the wait releases the recorded stream up to its mark (transitively,
  * across devices too). A never-recorded event waits on nothing. If a release
  * of b overtakes the wait being recorded, the wait fires here and the
- * recorded stream's keeps run on this thread (the event's mutex is not
+ * recorded stream's keeps run on this thread (the event's lock is not
  * held). */
 int slc_stream_wait_event(slc_stream *b, slc_event *e);
 

@@ -7,6 +7,39 @@
  *   ledger (enqueue, release), whose keeps may call back into the layer. So
  *   a destroy waiting for the gate never waits for a keep, and a keep may
  *   destroy any stream, its own included.
+ *   A thread inside is counted in one of two places. The count in the gate
+ *   word costs two locked RMWs per call (a one-thread record paid them on
+ *   every call: bench/RESULTS.md, "Issue 11, round 3"); so slc__stream_enter
+ *   writes the stream into its thread's own word (struct slc__inside)
+ *   instead, then loads the gate word, and slc__stream_exit stores NULL
+ *   there (release). The destroy sets "destroying", then waits until the
+ *   count is zero and no word names the stream. The pair "a thread stores
+ *   its word, then loads the flag" against "the destroy sets the flag, then
+ *   loads the words" needs a store-load barrier on one side or the other;
+ *   by the mode (chosen once per process, SLC_GATE overrides):
+ *     membarrier  the thread: a plain store and load (a compiler barrier
+ *                 between them); the destroy: membarrier(PRIVATE_EXPEDITED)
+ *                 between setting the flag and reading the words, which
+ *                 runs a full barrier on every running thread of the
+ *                 process (a descheduled one passed one when it was
+ *                 switched out), as liburcu-memb's readers. So: either the
+ *                 thread's load sees the flag and it backs out, or its store
+ *                 was visible before the destroy reads the words, and the
+ *                 destroy waits for its exit. The default where the kernel
+ *                 has it (Linux >= 4.14): no locked RMW on the call's side.
+ *     exchange    the thread: a seq_cst exchange and a seq_cst load; the
+ *                 destroy: a seq_cst or and seq_cst loads (C11's total
+ *                 order gives the same either-or). One locked RMW per call.
+ *     count       the gate word's count alone (as before; two).
+ *   The count stays for whoever cannot use a word: a thread whose word
+ *   could not be made (memory), a call nested in another gate (none does),
+ *   the drains (slc__enter_unless_synced) and engine.c's marker records.
+ *   Words are never freed: a thread's is given back when it ends (a
+ *   pthread key's destructor) and taken again by the next new thread, so
+ *   there are as many as threads ever alive at once. A thread's first gate
+ *   takes one (a CAS on a free word, or calloc and a CAS push; the
+ *   process's first also chooses the mode under pthread_once: one
+ *   membarrier registration); every later one only reads its pointer.
  *
  * DRAINS DURING A DESTROY
  *   ldg_settle_vector calls a stream's drain with a mark it read before.
@@ -46,31 +79,126 @@
  *   too, so the driver stream is destroyed by the context at the latest.
  */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
+#define _DEFAULT_SOURCE         /* syscall */
+#include <linux/membarrier.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda/internal.h"
 
 /* ---- The gate ----------------------------------------------------------- */
 
-int slc__stream_enter(slc_stream *s, const char *call) {
-  uint64_t old = slc__fetch_add_acq_rel(&s->gate, 1);
-  if (old & SLC__GATE_DESTROYING) {
-    slc__fetch_sub_release(&s->gate, 1);
-    return slc__fail(LDG_EDESTROYED, call, "stream %llu was destroyed",
-                     (unsigned long long)ldg_stream_id(s->ls));
+/* The enter backed out already (internal.h). */
+int slc__stream_refused(slc_stream *s, const char *call) {
+  return slc__fail(LDG_EDESTROYED, call, "stream %llu was destroyed",
+                   (unsigned long long)ldg_stream_id(s->ls));
+}
+
+/* ---- The gate's thread words (THE GATE, internal.h) ---------------------- */
+
+atomic_int slc__gate_mode;
+_Thread_local struct slc__inside *slc__tls_inside;
+/* Every word ever made, newest first; pushed with a CAS, never unlinked. */
+static _Atomic(struct slc__inside *) slc__inside_list;
+static pthread_once_t slc__gate_once = PTHREAD_ONCE_INIT;
+static pthread_key_t slc__inside_key;
+
+static long slc__membarrier(int cmd) {
+  return syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+/* The thread ended: its word is free for the next thread (it is inside no
+ * gate: enter and exit are one call's). */
+static void slc__inside_release(void *word) {
+  struct slc__inside *w = word;
+  /* A later layer call of this thread (another key's destructor) takes a
+   * word again. */
+  slc__tls_inside = NULL;
+  slc__store_release(&w->taken, 0); /* pairs with the next taker's CAS */
+}
+
+/* SLC_GATE=count|exchange|membarrier chooses (tests run each); the default
+ * is membarrier where the kernel has it (Linux 4.14), else exchange. */
+static void slc__gate_init(void) {
+  const char *env = getenv("SLC_GATE");
+  int mode = SLC__GATE_MEMBARRIER;
+  if (env != NULL && strcmp(env, "count") == 0) mode = SLC__GATE_COUNT;
+  if (env != NULL && strcmp(env, "exchange") == 0) mode = SLC__GATE_EXCHANGE;
+  if (mode == SLC__GATE_MEMBARRIER &&
+      slc__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0)
+    mode = SLC__GATE_EXCHANGE;
+  if (mode != SLC__GATE_COUNT &&
+      pthread_key_create(&slc__inside_key, slc__inside_release) != 0)
+    mode = SLC__GATE_COUNT;
+  /* pthread_once orders this before every later reader of the mode. */
+  slc__store_release(&slc__gate_mode, mode);
+}
+
+/* The word of the threads that use the count: it always names something
+ * that is not a stream (itself), so slc__stream_enter takes the count and
+ * slc__stream_exit, finding no stream of theirs in it, gives it back. */
+static struct slc__inside slc__no_word = {.s = (slc_stream *)&slc__no_word,
+                                          .taken = 1};
+
+/* This thread's word, or slc__no_word: the count. */
+static struct slc__inside *slc__inside_take(void) {
+  pthread_once(&slc__gate_once, slc__gate_init);
+  if (slc__load_acquire(&slc__gate_mode) == SLC__GATE_COUNT)
+    return &slc__no_word;
+  struct slc__inside *w;
+  /* A word left by an ended thread, else a new one. */
+  for (w = slc__load_acquire(&slc__inside_list); w != NULL; w = w->next) {
+    int free_word = 0;
+    /* Acquire: pairs with the release of the thread that gave it up. */
+    if (slc__load_relaxed(&w->taken) == 0 &&
+        atomic_compare_exchange_strong_explicit(&w->taken, &free_word, 1,
+                                                memory_order_acquire,
+                                                memory_order_relaxed))
+      break;
   }
-  return LDG_OK;
+  if (w == NULL) {
+    w = calloc(1, sizeof(*w));
+    if (w == NULL) return &slc__no_word;
+    atomic_init(&w->s, NULL);
+    atomic_init(&w->taken, 1);
+    struct slc__inside *head = slc__load_relaxed(&slc__inside_list);
+    do {
+      w->next = head;
+      /* Release: the word's fields before the list reaches it. */
+    } while (!atomic_compare_exchange_weak_explicit(
+        &slc__inside_list, &head, w, memory_order_release,
+        memory_order_relaxed));
+  }
+  if (pthread_setspecific(slc__inside_key, w) != 0) {
+    slc__store_release(&w->taken, 0);
+    return &slc__no_word;
+  }
+  return w;
 }
 
-void slc__stream_exit(slc_stream *s) {
-  /* Release: this call's driver work happens-before the destroy that waits
-   * for the count to drop (the acquire load in slc__wait_users). */
-  slc__fetch_sub_release(&s->gate, 1);
+struct slc__inside *slc__inside_get(void) {
+  struct slc__inside *w = slc__inside_take();
+  slc__tls_inside = w;
+  return w;
 }
 
-static void slc__backoff(unsigned *spins) {
+/* Whether some thread's word names s. */
+static bool slc__inside_holds(slc_stream *s) {
+  for (struct slc__inside *w = slc__load_acquire(&slc__inside_list);
+       w != NULL; w = w->next) {
+    /* Acquire: pairs with the exit's release store of NULL. Seq_cst for
+     * the exchange mode's Dekker pair (a plain load on x86). */
+    if (atomic_load_explicit(&w->s, memory_order_seq_cst) == s) return true;
+  }
+  return false;
+}
+
+void slc__backoff(unsigned *spins) {
   if (++*spins < 64) {
     sched_yield();
   } else {
@@ -79,10 +207,23 @@ static void slc__backoff(unsigned *spins) {
   }
 }
 
-/* Waits until no call is inside the driver on s (the flag is already set). */
+/* Waits until no call is inside the driver on s (the flag is already set,
+ * seq_cst). In the membarrier mode, the barrier first: after it, a thread
+ * whose word does not name s yet will see the flag when it loads the gate
+ * (THE GATE). */
 static void slc__wait_users(slc_stream *s) {
+  if (slc__load_acquire(&slc__gate_mode) == SLC__GATE_MEMBARRIER &&
+      slc__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+    /* Cannot fail once registered (membarrier(2); a fork keeps the
+     * registration); if it did, a thread inside the gate could be missed
+     * and the stream destroyed under its driver call. */
+    fprintf(stderr, "streamledger: membarrier failed while destroying a "
+                    "stream; run with SLC_GATE=exchange\n");
+    abort();
+  }
   unsigned spins = 0;
-  while ((slc__load_acquire(&s->gate) & SLC__GATE_USERS) != 0)
+  while ((slc__load_acquire(&s->gate) & SLC__GATE_USERS) != 0 ||
+         slc__inside_holds(s))
     slc__backoff(&spins);
 }
 
@@ -271,7 +412,9 @@ static int slc__stream_destroy_driver(slc_stream *s, const char *call) {
 /* quiet: leave this thread's error record as it was (slc_stream_unref);
  * failures of keeps it runs still change it. */
 static int slc__stream_destroy(slc_stream *s, const char *call, bool quiet) {
-  uint64_t old = slc__fetch_or_acq_rel(&s->gate, SLC__GATE_DESTROYING);
+  /* Seq_cst: the exchange mode's Dekker pair with the enter (THE GATE). */
+  uint64_t old = atomic_fetch_or_explicit(&s->gate, SLC__GATE_DESTROYING,
+                                          memory_order_seq_cst);
   if (old & SLC__GATE_DESTROYING)
     return slc__fail(LDG_EDESTROYED, call,
                      "stream %llu already destroyed or being destroyed",
@@ -444,7 +587,7 @@ static const char *const slc__op_call[] = {
     [SLC__LAUNCH] = "cuLaunchKernel",
 };
 
-static CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
+static inline CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
   const slc_driver *d = &s->c->drv;
   switch (op->kind) {
     case SLC__HTOD:
@@ -500,10 +643,49 @@ static int slc__sync_after_failed_record(slc_stream *s, const char *call) {
   return LDG_OK;
 }
 
-static int slc__run_op(slc_stream *s, const struct slc__op *op,
-                       const slc_hold *hold, const char *call) {
+/* The driver refused the issue: nothing was recorded. The op by value: its
+ * address taken on the inlined path would make it built in memory there. */
+static __attribute__((noinline, cold)) int slc__issue_failed(
+    slc_stream *s, struct slc__op opv, CUresult r) {
+  const struct slc__op *op = &opv;
+  if (op->kind == SLC__LAUNCH)
+    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
+                        "grid (%u,%u,%u) block (%u,%u,%u) on stream %llu "
+                        "(device %d); nothing recorded",
+                        op->grid.x, op->grid.y, op->grid.z, op->block.x,
+                        op->block.y, op->block.z,
+                        (unsigned long long)ldg_stream_id(s->ls), s->device);
+  return slc__fail_cu(s->c, slc__op_call[op->kind], r,
+                      "%zu bytes on stream %llu (device %d); nothing "
+                      "recorded",
+                      op->bytes, (unsigned long long)ldg_stream_id(s->ls),
+                      s->device);
+}
+
+/* The driver accepted the issue but ldg_enqueue returned rc. */
+static __attribute__((noinline, cold)) int slc__record_failed(
+    slc_stream *s, enum slc__op_kind kind, ldg_keep keep, int rc) {
+  if (rc == LDG_EDESTROYED) {
+    /* s was destroyed after the issue: its destroy waited for the gate and
+     * then synchronised, so the operation is complete. */
+    slc__keeps_run_here(s->c, keep, SLC_CAUSE_DESTROY);
+    return LDG_OK;
+  }
+  int src = slc__sync_after_failed_record(s, slc__op_call[kind]);
+  if (src != LDG_OK) return src;
+  return slc__fail(rc, "ldg_enqueue",
+                   "%s was issued but could not be recorded; the stream was "
+                   "synchronised and the caller keeps its keep",
+                   slc__op_call[kind]);
+}
+
+/* Inlined into each operation, so that the kind is a constant there and
+ * the op is never built in memory on the path that succeeds. */
+static inline __attribute__((always_inline)) int slc__run_op(
+    slc_stream *s, const struct slc__op *op, const slc_hold *hold,
+    const char *call) {
   if (s == NULL) return slc__fail(LDG_EINVAL, call, "stream is NULL");
-  int rc = slc__check_hold(hold, call);
+  int rc = hold != NULL ? slc__check_hold(hold, call) : LDG_OK;
   if (rc != LDG_OK) return rc;
   rc = slc__stream_enter(s, call);
   if (rc != LDG_OK) return rc;
@@ -512,19 +694,7 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
   if (rc == LDG_OK) r = slc__issue(s, op);
   slc__stream_exit(s);
   if (rc != LDG_OK) return rc;
-  if (r != CUDA_SUCCESS && op->kind == SLC__LAUNCH)
-    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
-                        "grid (%u,%u,%u) block (%u,%u,%u) on stream %llu "
-                        "(device %d); nothing recorded",
-                        op->grid.x, op->grid.y, op->grid.z, op->block.x,
-                        op->block.y, op->block.z,
-                        (unsigned long long)ldg_stream_id(s->ls), s->device);
-  if (r != CUDA_SUCCESS)
-    return slc__fail_cu(s->c, slc__op_call[op->kind], r,
-                        "%zu bytes on stream %llu (device %d); nothing "
-                        "recorded",
-                        op->bytes, (unsigned long long)ldg_stream_id(s->ls),
-                        s->device);
+  if (r != CUDA_SUCCESS) return slc__issue_failed(s, *op, r);
   /* Issue, then enqueue. */
   ldg_keep keep = {NULL, NULL};
   const uint64_t *ids = NULL;
@@ -541,22 +711,9 @@ static int slc__run_op(slc_stream *s, const struct slc__op *op,
   slc__keeps_begin(&kf);
   rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
-  if (rc == LDG_OK) {
-    slc__engine_after_issue(s);
-    return LDG_OK;
-  }
-  if (rc == LDG_EDESTROYED) {
-    /* s was destroyed after the issue: its destroy waited for the gate and
-     * then synchronised, so the operation is complete. */
-    slc__keeps_run_here(s->c, keep, SLC_CAUSE_DESTROY);
-    return LDG_OK;
-  }
-  int src = slc__sync_after_failed_record(s, slc__op_call[op->kind]);
-  if (src != LDG_OK) return src;
-  return slc__fail(rc, "ldg_enqueue",
-                   "%s was issued but could not be recorded; the stream was "
-                   "synchronised and the caller keeps its keep",
-                   slc__op_call[op->kind]);
+  if (rc != LDG_OK) return slc__record_failed(s, op->kind, keep, rc);
+  slc__engine_after_issue(s);
+  return LDG_OK;
 }
 
 int slc_copy_htod_async(slc_stream *s, CUdeviceptr dst, const void *src,
@@ -587,8 +744,11 @@ int slc_memset_d8_async(slc_stream *s, CUdeviceptr dst, unsigned char value,
   return slc__run_op(s, &op, hold, "slc_memset_d8_async");
 }
 
-int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
-  static const char fn[] = "slc_stream_record_external";
+/* slc_stream_record_external and slc_stream_record_deferred: `marker`,
+ * whether this call may place the engine's marker (slc__engine_after_issue)
+ * or only wakes a parked engine thread (slc__engine_after_deferred). */
+static int slc__record_external(slc_stream *s, const slc_hold *hold,
+                                const char *fn, bool marker) {
   if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
   int rc = slc__check_hold(hold, fn);
   if (rc != LDG_OK) return rc;
@@ -605,7 +765,10 @@ int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
                    NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (rc == LDG_OK) {
-    slc__engine_after_issue(s);
+    if (marker)
+      slc__engine_after_issue(s);
+    else
+      slc__engine_after_deferred(s);
     return LDG_OK;
   }
   if (rc == LDG_EDESTROYED) {
@@ -618,6 +781,14 @@ int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
   return slc__fail(rc, "ldg_enqueue",
                    "external work could not be recorded; the stream was "
                    "synchronised and the caller keeps its keep");
+}
+
+int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
+  return slc__record_external(s, hold, "slc_stream_record_external", true);
+}
+
+int slc_stream_record_deferred(slc_stream *s, const slc_hold *hold) {
+  return slc__record_external(s, hold, "slc_stream_record_deferred", false);
 }
 
 int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,

@@ -32,50 +32,68 @@
  *   work the pool was not told about — is a reported use-after-poison.
  *
  * THE SECOND RULE: STREAM ORDER, FOR DEVICE BLOCKS
- *   Each block remembers its home stream (slp_alloc's) and counts its
- *   pending uses on other streams in xuses. A use on another stream raises
- *   xuses before its CAS on the state word and lowers it in its keep before
- *   the state's decrement. slp_free reads the state with acquire, then
- *   xuses: a cross-stream use counted in the state it read is seen in xuses
- *   unless its keep already ran, i.e. unless it completed; a use or keep
- *   that changes the state afterwards makes slp_free's CAS fail, and it
- *   decides again. If xuses is 0, every pending use is on the home stream:
+ *   Each block remembers its home stream (slp_alloc's), and its state word
+ *   counts, besides all pending uses, those on other streams (a second
+ *   field: a use on another stream adds 1 to both with its one CAS, its
+ *   keep subtracts both with one decrement). slp_free decides on the word
+ *   its CAS replaces, so both counts are of one instant: a use or keep
+ *   that changes the word first makes the CAS fail, and it decides again.
+ *   (They were two words, the cross count raised before the state's CAS
+ *   and read after it: two locked RMWs more per cross-stream use, issue
+ *   10.) If no cross use is pending, every pending use is on the home stream:
  *   the same CAS that clears ALLOC sets STREAM, and the block is listed
  *   in the freeing thread's cache, where only an slp_alloc on
  *   the same stream takes it (CAS STREAM -> ALLOC, keeping the count). The
  *   next owner's work on that stream is issued after the pending work, so
- *   the GPU runs it after: the order cuMemFreeAsync relies on. The first
- *   use of such a block on another stream first makes that stream wait for
- *   the home stream (an event): reuse elsewhere comes only after that
- *   stream waited on the freeing stream. Device
+ *   the GPU runs it after: the order cuMemFreeAsync relies on. Every use
+ *   of such a block on another stream (until its next alloc) first makes
+ *   that stream wait for the home stream (an event): reuse elsewhere comes
+ *   only after that stream waited on the freeing stream. Device
  *   memory only: the host cannot touch it outside stream order, whereas a
  *   pinned block is written by the host at once. Keeps leave STREAM blocks
- *   alone (their decrement never sees the bare count 1); a block leaves a
+ *   alone (their decrement never leaves the bare word 0); a block leaves a
  *   list unused (the list is full, a trim, the thread exits) by the free
  *   path's rule: free now if nothing is pending, else held. Listed blocks
  *   are not poisoned, so ASan checks this rule only through the data (the
  *   tests check it by contents, in stream order).
  *
  * WHERE BLOCKS LIVE AND WHO TAKES WHICH LOCK
- *   Size classes: 512 B, then two per power of two (2^k and 1.5 * 2^k), up
- *   to SLP_MAX_BYTES: rounding wastes at most a third. Classes below 1 MiB
- *   are carved from 2 MiB slabs; larger classes get one driver allocation
- *   per block (a slab of one). No splitting or coalescing across classes:
- *   simpler than PyTorch's best-fit splitting, at the cost of memory cached
- *   in one class not serving another until a trim returns whole slabs.
+ *   Size classes: 512 B, then two per power of two (2^k and 1.5 * 2^k) up
+ *   to 1 MiB (rounding wastes at most a third), then eight per power of two
+ *   (steps of 2^(k-3)) up to SLP_MAX_BYTES (at most an eighth). A class
+ *   below 1 MiB is carved from slabs of about four blocks (64 KiB to
+ *   2 MiB, whole 64 KiB pages) and every such slab is a run of pages of a
+ *   2 MiB segment that all small classes share (first fit, a page bitmap
+ *   under the pool mutex): a class in use costs its slab, not a 2 MiB
+ *   driver allocation of its own (issue 14: 8 small classes of the serving
+ *   benchmark held 16 MiB for 0.4 MiB in use). Larger classes get one
+ *   driver allocation per block (a slab of one). A trimmed slab's pages go
+ *   back to their segment, where any class carves them again; the segment
+ *   goes back to the driver once empty. No splitting or coalescing of
+ *   blocks across classes: simpler than PyTorch's best-fit splitting. A
+ *   class of 1 MiB or more may instead borrow a whole spare block of a
+ *   larger class, at most 3x its size, before a new slab (LARGE BLOCKS
+ *   LEND ACROSS CLASSES, at slp__borrow); otherwise memory cached in one
+ *   class serves no other until a trim returns its slabs
+ *   (bench/RESULTS.md, issue 14, measures what that costs the serving
+ *   benchmark).
  *   - Thread caches: one per (thread, pool), per class a short stack, owned
  *     by its thread; alloc and free touch only it on the common path.
  *   - Shared lists: per class, a stack pushed lock-free (CAS on the head;
  *     ABA-safe for pushes) by frees that overflow a thread cache and by the
  *     keeps that return held blocks, and popped under the class's take-mutex
  *     only (a single popper makes the pops ABA-free), a batch at a time.
- *   - The pool mutex: slab lists, the address map's writers, the stream
- *     registry. Never held across a driver call that may block for long,
- *     nor while keeps run. The registry mutex (process-wide): creating and
- *     retiring thread caches, pool slots.
+ *   - The pool mutex: slab lists, segments and their page bitmaps, the
+ *     address map's writers, the stream registry. Never held across a
+ *     driver call that may block for long, nor while keeps run. The
+ *     registry mutex (process-wide): creating and retiring thread caches,
+ *     pool slots.
  *   - Trim takes the trim mutex, then one class at a time that class's
- *     take-mutex: pops its shared list, frees each slab all of whose blocks
- *     it holds (a slab serves one class), and pushes the rest back.
+ *     take-mutex: pops its shared list, unlinks each slab all of whose
+ *     blocks it holds (a slab serves one class), and pushes the rest back;
+ *     then, with only the trim mutex, it frees each unlinked slab (its own
+ *     driver allocation) or gives its pages back to its segment, freeing
+ *     the segment once empty (the pool mutex for the bitmap).
  *   - free by pointer: an open-addressing map from block address to block,
  *     written under the pool mutex, read lock-free (key with acquire, value
  *     with acquire); a grown table is published with release, and old
@@ -90,9 +108,10 @@
  *   threads on it was the bottleneck (bench/RESULTS.md, issue 10). Now:
  *   - a keep that returns a block on a thread with a cache of the pool
  *     (slp__tc_peek: never creates one) pushes it there if it fits, then
- *     stores FREE (release) as its last touch of the pool; only the
- *     engine's keeps (no cache) and overflows take the shared path, under
- *     p->returning as before;
+ *     stores FREE (release) as its last touch of the pool; the engine's
+ *     keeps (no cache) and overflows take the other path, under
+ *     p->returning as before, to the inbox of the thread that freed the
+ *     block (below) or the shared list;
  *   - a thread whose cache runs dry after freeing blocks under pending
  *     work releases its own streams itself (slp__poll_own, with
  *     slc_engine_poll_stream), so those keeps run on it (while the shared
@@ -101,6 +120,27 @@
  *     allocated bytes are.
  *   A block pushed to a cache before its FREE store is reached by no one
  *   else: only its owner thread pops that cache, and it is that thread.
+ *
+ * THE OWNER'S INBOX
+ *   The keeps the engine thread still wins (at 16 request threads about
+ *   half) pushed their blocks to the class's shared list, and every request
+ *   thread whose cache ran dry popped that list under its take-mutex, one
+ *   CAS per block while the engine pushed: on the H200 the request threads
+ *   waited in futex ~70 % of the time (bench/RESULTS.md, issue 10). Now
+ *   slp_free records the freeing thread's inbox in the block (b->inbox,
+ *   before its CAS, which the returning keep's decrement reads), and a keep
+ *   on a thread without a cache pushes the FREE, poisoned block there
+ *   (slp__give_back_to). The owner takes its whole inbox with one CAS when
+ *   a class of its cache is empty, before any poll or the shared list. A
+ *   block in an inbox is FREE with no pending use: the first rule holds
+ *   whoever takes it, so anyone may: before carving a slab, trimming or an
+ *   out-of-memory retry, a thread moves every inbox to the shared lists
+ *   (slp__inboxes_flush), so blocks freed by a thread that no longer
+ *   allocates do not make the others grow the pool. An exiting thread
+ *   closes its inbox (SLP__CLOSED: pushers then use the shared list) and
+ *   moves what was in it to the shared lists; inboxes are freed only with
+ *   the pool, so a late pusher never touches freed memory, and a later
+ *   thread reopens a closed one.
  *
  * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
  * come back), then synchronise only the streams the pool saw work on that
@@ -144,20 +184,35 @@
                                         memory_order_acquire)
 
 #define SLP__MIN_SHIFT 9
-#define SLP__NCLASS (2 * (40 - SLP__MIN_SHIFT) + 1)
-#define SLP__SLAB ((size_t)2 << 20)
+#define SLP__NCLASS (2 * (20 - SLP__MIN_SHIFT) + 1 + 8 * (40 - 20))
+#define SLP__SLAB ((size_t)2 << 20) /* a segment of small-class slabs */
+#define SLP__PAGE ((size_t)64 << 10) /* its unit: 32 pages */
 #define SLP__MAGIC 0x736c7062u /* "slpb" */
 
 #define SLP__ALLOC (UINT64_C(1) << 63)
 #define SLP__FREE (UINT64_C(1) << 62)
 #define SLP__STREAM (UINT64_C(1) << 61) /* in a thread's stream-ordered list */
-#define SLP__COUNT (SLP__STREAM - 1)
+/* Pending uses: all of them (bits 0-29) and, of those, the ones on a stream
+ * other than the block's home (bits 30-59; see THE SECOND RULE). */
+#define SLP__XONE (UINT64_C(1) << 30)
+#define SLP__COUNT (SLP__XONE - 1)
+#define SLP__XCOUNT (SLP__COUNT * SLP__XONE)
+#define SLP__USES (SLP__COUNT | SLP__XCOUNT)
 #define SLP__SO_CAP 16 /* stream-ordered blocks per thread and class */
+
+/* A 2 MiB driver allocation whose pages small-class slabs share (see
+ * WHERE BLOCKS LIVE). Under the pool mutex. */
+struct slp__seg {
+  uintptr_t base;
+  uint32_t used; /* bit i: page i belongs to a slab */
+  struct slp__seg *next;
+};
 
 struct slp__slab {
   uintptr_t base;
   size_t bytes, n;
   int cls;
+  struct slp__seg *seg; /* small classes: its segment; NULL: its own */
   size_t scratch; /* trim's count of its blocks found free; trim mutex */
   slp_block *blocks;
   struct slp__slab *next; /* pool's live list or its class's retired list */
@@ -172,10 +227,16 @@ struct slp_block {
   size_t cap;
   uint64_t id;
   atomic_uint_fast64_t st;
-  atomic_uint_fast64_t xuses; /* pending uses on streams other than home */
   slc_stream *home; /* the stream of slp_alloc; its owner's */
-  atomic_bool fresh; /* handed out by stream order, not yet used elsewhere */
+  atomic_bool fresh; /* handed out by stream order with work pending: every
+                      * use on another stream waits for home first */
   slp_block *next; /* free-list link; written before the push that publishes */
+  /* The inbox of the thread that freed it last (NULL: none), where a keep
+   * on a thread without a cache returns it (THE OWNER'S INBOX). Written by
+   * slp_free before the CAS that may make the block held; read by the keep
+   * whose decrement returns it, after that CAS. Atomic (relaxed): a double
+   * free writes it while a keep may read it (the CASes order the rest). */
+  _Atomic(struct slp__inbox *) inbox;
   /* Written by the owner at alloc; atomic for snapshots. */
   atomic_size_t bytes;
   atomic_uint_fast64_t stream_id, alloc_ns;
@@ -190,6 +251,25 @@ struct slp__map {
   size_t cap, used;
   struct slp__mslot *slots;
   struct slp__map *retired;
+};
+
+/* THE OWNER'S INBOX: a stack of free blocks that other threads returned
+ * for this thread. Pushed by CAS (release), taken whole by CAS to NULL
+ * (acquire) by anyone: its owner when a class of its cache is empty, any
+ * thread before carving a slab or trimming; no pop of one node, so no ABA.
+ * SLP__CLOSED: its thread exited; pushers go to the shared list. Inboxes
+ * live until the pool is destroyed (p->inboxes) and are reused by later
+ * threads (p->inbox_free). */
+#define SLP__CLOSED ((slp_block *)1)
+struct slp__inbox {
+  _Alignas(64) _Atomic(slp_block *) head;
+  /* Held bytes that keeps returning blocks here took off (<= 0): on the
+   * line their push wrote, not the pool's `held`, which every thread's
+   * folds write too; the owner folds it into its d_held at a drain, and
+   * slp__allocated_exact adds what is left. */
+  atomic_int_fast64_t held;
+  struct slp__inbox *next_all;  /* p->inboxes; fixed once published */
+  struct slp__inbox *next_free; /* p->inbox_free; registry mutex */
 };
 
 /* Counters of one thread cache: written by its thread only. */
@@ -213,11 +293,13 @@ struct slp__tcache {
     unsigned n;
   } so[SLP__NCLASS];
   struct slp__tcounts n;
+  struct slp__inbox *inbox; /* this thread's (THE OWNER'S INBOX) */
   /* Bytes this thread allocated minus freed (class sizes, asked sizes),
    * not yet folded into the pool's counters (see slp__acct). */
   atomic_int_fast64_t d_alloc, d_req;
   /* Held bytes this thread added (freed under pending work) minus those
-   * its keeps returned, not yet folded into p->held (see slp__held_acct). */
+   * its keeps returned and those its inbox's count took off (folded here
+   * at a drain), not yet folded into p->held (see slp__held_acct). */
   atomic_int_fast64_t d_held;
   /* Frees that found pending work since this thread last polled its own
    * streams (see THE PER-THREAD RETURN PATH). */
@@ -240,11 +322,14 @@ struct slp_pool {
   int index;
   uint64_t uid;
   slp_config cfg;
-  pthread_mutex_t mu; /* slabs, map writers, stream registry */
+  pthread_mutex_t mu; /* slabs, segments, map writers, stream registry */
   struct slp__slab *slabs;
+  struct slp__seg *segs;
   struct slp__slab *retired[SLP__NCLASS];
   _Atomic(struct slp__map *) map;
   struct slp__tcache *tcaches; /* registry mutex */
+  _Atomic(struct slp__inbox *) inboxes; /* every inbox, pushed by CAS */
+  struct slp__inbox *inbox_free;        /* closed ones; registry mutex */
   struct slp__tcounts gone;    /* counts of exited threads' caches */
   slc_stream **streams;        /* registry for OOM syncs: a ref each */
   size_t n_streams, cap_streams;
@@ -256,6 +341,8 @@ struct slp_pool {
   } shared[SLP__NCLASS];
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
+  /* allocated, held, requested when reserved last set its peak */
+  atomic_int_fast64_t at_peak_allocated, at_peak_held, at_peak_requested;
   atomic_uint_fast64_t slab_allocs, slab_frees, oom_retries, ooms, trims;
   /* Keeps between making a held block free and their last touch of the
    * pool: slp_pool_destroy waits for 0 (see slp__unuse). */
@@ -307,8 +394,20 @@ static uint64_t slp__clamp(int_fast64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
 /* ---- Size classes --------------------------------------------------------- */
 
+/* Classes 0..SLP__NSMALL-1: 512 B, then two per power of two up to 1 MiB
+ * (2^k and 1.5 * 2^k); above 1 MiB eight per power of two (2^k + i *
+ * 2^(k-3), i = 1..8): a large block wastes at most 1/8 of its size, as
+ * the sizes of the tensors a model allocates (2.75 MiB, 5.5 MiB) fall on
+ * or near those steps (issue 14: the serving benchmark's weights wasted
+ * 3 MiB in 1.5 * 2^k classes). */
+#define SLP__NSMALL (2 * (20 - SLP__MIN_SHIFT) + 1)
+
 static size_t slp__class_size(int c) {
   if (c == 0) return (size_t)1 << SLP__MIN_SHIFT;
+  if (c >= SLP__NSMALL) {
+    int o = (c - SLP__NSMALL) / 8, i = (c - SLP__NSMALL) % 8;
+    return ((size_t)1 << (20 + o)) + (size_t)(i + 1) * ((size_t)1 << (17 + o));
+  }
   int j = (c - 1) / 2;
   if (c & 1) return (size_t)3 << (SLP__MIN_SHIFT + j - 1);
   return (size_t)1 << (SLP__MIN_SHIFT + 1 + j);
@@ -317,12 +416,29 @@ static size_t slp__class_size(int c) {
 static int slp__class_of(size_t bytes) {
   if (bytes <= ((size_t)1 << SLP__MIN_SHIFT)) return 0;
   int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < b */
+  if (k >= 20) /* the step of 2^(k-3) that holds bytes */
+    return SLP__NSMALL + 8 * (k - 20) +
+           (int)((bytes - ((size_t)1 << k) - 1) >> (k - 3));
   int j = k - SLP__MIN_SHIFT;
   return bytes <= ((size_t)3 << (k - 1)) ? 2 * j + 1 : 2 * j + 2;
 }
 
+size_t slp_round_size(size_t bytes) {
+  if (bytes == 0 || (uint64_t)bytes > SLP_MAX_BYTES) return 0;
+  return slp__class_size(slp__class_of(bytes));
+}
+
+/* Small classes (below 1 MiB) are carved from slabs of about four blocks
+ * (at least one page, at most a segment), which share 2 MiB segments;
+ * larger classes get a driver allocation per block (a slab of one). */
+static bool slp__small(size_t cap) { return cap < ((size_t)1 << 20); }
+
 static size_t slp__slab_bytes(size_t cap) {
-  return cap < ((size_t)1 << 20) ? SLP__SLAB : cap;
+  if (!slp__small(cap)) return cap;
+  size_t want = 4 * cap < SLP__PAGE ? SLP__PAGE : 4 * cap;
+  if (want > SLP__SLAB) want = SLP__SLAB;
+  size_t n = want / cap; /* >= 2: cap < 1 MiB */
+  return (n * cap + SLP__PAGE - 1) / SLP__PAGE * SLP__PAGE;
 }
 
 /* ---- Poisoning ------------------------------------------------------------ */
@@ -361,6 +477,58 @@ static slp_block *slp__shared_pop(slp_pool *p, int cls) {
   while (b != NULL && !slp__cas_weak_acq_rel(head, &b, b->next)) {
   }
   return b;
+}
+
+/* ---- Inboxes (THE OWNER'S INBOX) ----------------------------------------- */
+
+/* Pushes b (FREE, poisoned) to in; false if in is closed. Release: as
+ * slp__shared_push, b's history and link before the taker's acquire. */
+static bool slp__inbox_push(struct slp__inbox *in, slp_block *b) {
+  slp_block *old = slp__load_relaxed(&in->head);
+  do {
+    if (old == SLP__CLOSED) return false;
+    b->next = old;
+  } while (!slp__cas_weak_acq_rel(&in->head, &old, b));
+  return true;
+}
+
+/* Takes in's whole chain (NULL if empty or closed). A CAS of the head seen
+ * to NULL, not a pop: the chain is read only after it succeeded, so a head
+ * taken and pushed again meanwhile (ABA) hands over the current chain, which
+ * is just as valid. Acquire pairs with the pushers' release CASes (every
+ * write of head but a reopen, on an empty closed inbox, is an RMW: one
+ * release sequence). `close`: leaves SLP__CLOSED instead of NULL. */
+static slp_block *slp__inbox_take(struct slp__inbox *in, bool close) {
+  slp_block *old = slp__load_acquire(&in->head);
+  while (old != SLP__CLOSED && (old != NULL || close) &&
+         !slp__cas_weak_acq_rel(&in->head, &old,
+                                close ? SLP__CLOSED : NULL)) {
+  }
+  return old == SLP__CLOSED ? NULL : old;
+}
+
+/* Every inbox's blocks to the shared lists (before a new slab, a trim, an
+ * out-of-memory retry: blocks returned for a thread that does not allocate
+ * again must not make the others grow the pool). Returns how many. */
+static size_t slp__inboxes_flush(slp_pool *p) {
+  size_t n = 0;
+  /* Acquire pairs with the release CAS that published each inbox. */
+  for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
+       in = in->next_all) {
+    /* Its held count too, into the pool's: a trim reads p->held (cached =
+     * reserved - allocated - held) and would keep these slabs. */
+    if (slp__load_relaxed(&in->held) != 0)
+      slp__add(&p->held, NULL,
+               atomic_exchange_explicit(&in->held, 0, memory_order_relaxed));
+    if (slp__load_relaxed(&in->head) == NULL) continue;
+    for (slp_block *b = slp__inbox_take(in, false), *nx; b != NULL; b = nx) {
+      nx = b->next;
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+      n++;
+    }
+  }
+  return n;
 }
 
 /* ---- Thread caches ---------------------------------------------------- */
@@ -428,6 +596,17 @@ static void slp__tc_retire(struct slp__tcache *tc, slc_stream **drop,
   slp_pool *p = tc->pool;
   if (p != NULL) {
     slp__tc_flush_all(p, tc);
+    /* Closed first: a keep that returns a block this thread freed goes to
+     * the shared list from now on; what was pushed before goes there too.
+     * The inbox waits in p->inbox_free for a later thread. */
+    for (slp_block *b = slp__inbox_take(tc->inbox, true), *nx; b != NULL;
+         b = nx) {
+      nx = b->next;
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+    }
+    tc->inbox->next_free = p->inbox_free;
+    p->inbox_free = tc->inbox;
     slp__counts_add(&p->gone, &tc->n);
     slp__add(&p->allocated, &p->allocated_peak,
              slp__load_relaxed(&tc->d_alloc));
@@ -457,17 +636,44 @@ static void slp__make_key(void) {
   (void)pthread_key_create(&slp__key, slp__thread_exit);
 }
 
-/* This thread's cache of p; NULL only when out of memory. */
-static struct slp__tcache *slp__tc(slp_pool *p) {
-  struct slp__tcache *tc = slp__tls[p->index];
-  if (tc != NULL && tc->uid == p->uid) return tc;
+/* slp__tc's first call per thread and pool: creates the cache (tc: a
+ * stale one, of a destroyed pool that had this slot, retired here). Out of
+ * line, so that the lookup every alloc, free and use makes saves no
+ * registers (it was 26 instructions, most of them this one's prologue). */
+__attribute__((noinline)) static struct slp__tcache *slp__tc_create(
+    slp_pool *p, struct slp__tcache *tc) {
   pthread_once(&slp__key_once, slp__make_key);
   struct slp__tcache *fresh = calloc(1, sizeof(*fresh));
-  if (fresh == NULL) return NULL;
+  /* A new inbox, unless a closed one waits (then this one is dropped). */
+  size_t in_bytes = (sizeof(struct slp__inbox) + 63) / 64 * 64;
+  struct slp__inbox *in = aligned_alloc(64, in_bytes);
+  if (fresh == NULL || in == NULL) {
+    free(fresh);
+    free(in);
+    return NULL;
+  }
+  memset(in, 0, in_bytes);
   slc_stream *drop[8];
   size_t n_drop = 0;
   pthread_mutex_lock(&slp__reg_mu);
   if (tc != NULL) slp__tc_retire(tc, drop, &n_drop); /* a destroyed pool's */
+  if (p->inbox_free != NULL) {
+    free(in);
+    in = p->inbox_free;
+    p->inbox_free = in->next_free;
+    /* Reopened: closed inboxes are empty and nobody writes a closed head
+     * (pushers and takers leave it), so a store. Relaxed: the blocks later
+     * pushed publish themselves with their CASes. */
+    slp__store_relaxed(&in->head, NULL);
+  } else {
+    /* Published with release: next_all is fixed before (the flushers'
+     * acquire load). */
+    struct slp__inbox *old = slp__load_relaxed(&p->inboxes);
+    do {
+      in->next_all = old;
+    } while (!slp__cas_weak_acq_rel(&p->inboxes, &old, in));
+  }
+  fresh->inbox = in;
   fresh->pool = p;
   fresh->uid = p->uid;
   fresh->next = p->tcaches;
@@ -478,6 +684,13 @@ static struct slp__tcache *slp__tc(slp_pool *p) {
   slp__unref_all(drop, n_drop);
   (void)pthread_setspecific(slp__key, slp__tls);
   return fresh;
+}
+
+/* This thread's cache of p; NULL only when out of memory. */
+static inline struct slp__tcache *slp__tc(slp_pool *p) {
+  struct slp__tcache *tc = slp__tls[p->index];
+  if (tc != NULL && tc->uid == p->uid) return tc;
+  return slp__tc_create(p, tc);
 }
 
 /* ---- The address map --------------------------------------------------- */
@@ -552,6 +765,21 @@ static int slp__current(slp_pool *p) {
   return slc_device_make_current(p->c, p->device < 0 ? 0 : p->device);
 }
 
+/* A new reserved total v: the peak, and if v set it, what was allocated,
+ * held and requested then (the shared counters: relaxed, approximate, see
+ * slp_stats; two threads setting peaks at once may pair one's reserved
+ * with the other's counts). */
+static void slp__note_reserved_peak(slp_pool *p, int_fast64_t v) {
+  int_fast64_t cur = slp__load_relaxed(&p->reserved_peak);
+  if (v < cur) return;
+  slp__max(&p->reserved_peak, v);
+  slp__store_relaxed(&p->at_peak_allocated,
+                     slp__load_relaxed(&p->allocated));
+  slp__store_relaxed(&p->at_peak_held, slp__load_relaxed(&p->held));
+  slp__store_relaxed(&p->at_peak_requested,
+                     slp__load_relaxed(&p->requested));
+}
+
 /* One driver allocation of `bytes`; CUDA_ERROR_OUT_OF_MEMORY past the
  * pool's limit. */
 static CUresult slp__driver_alloc(slp_pool *p, size_t bytes, uintptr_t *out) {
@@ -578,7 +806,7 @@ static CUresult slp__driver_alloc(slp_pool *p, size_t bytes, uintptr_t *out) {
     slp__fetch_add_relaxed(&p->reserved, -(int_fast64_t)bytes);
     return cr;
   }
-  slp__max(&p->reserved_peak, r + (int_fast64_t)bytes);
+  slp__note_reserved_peak(p, r + (int_fast64_t)bytes);
   slp__bump(&p->slab_allocs);
   return CUDA_SUCCESS;
 }
@@ -596,15 +824,105 @@ static void slp__driver_free(slp_pool *p, uintptr_t base, size_t bytes) {
   slp__bump(&p->slab_frees);
 }
 
+/* ---- Segments: small-class slabs share 2 MiB driver allocations ------- */
+
+/* Under p->mu: `pages` free pages in a row of some segment (first fit),
+ * marked used; 0 if none has room. */
+static uintptr_t slp__seg_take(slp_pool *p, unsigned pages,
+                               struct slp__seg **seg) {
+  uint32_t run = pages >= 32 ? UINT32_MAX : (UINT32_C(1) << pages) - 1;
+  for (struct slp__seg *g = p->segs; g != NULL; g = g->next)
+    for (unsigned i = 0; i + pages <= 32; i++)
+      if ((g->used & (run << i)) == 0) {
+        g->used |= run << i;
+        *seg = g;
+        return g->base + i * SLP__PAGE;
+      }
+  return 0;
+}
+
+/* Under p->mu: gives a slab's pages back to its segment. Returns the
+ * segment, unlinked, if that left it empty and `unlink_empty` (the caller
+ * frees it with no lock held), else NULL. */
+static struct slp__seg *slp__seg_put(slp_pool *p, struct slp__seg *g,
+                                     uintptr_t base, size_t bytes,
+                                     bool unlink_empty) {
+  unsigned first = (unsigned)((base - g->base) / SLP__PAGE);
+  unsigned pages = (unsigned)(bytes / SLP__PAGE);
+  uint32_t run = pages >= 32 ? UINT32_MAX : (UINT32_C(1) << pages) - 1;
+  g->used &= ~(run << first);
+  if (g->used != 0 || !unlink_empty) return NULL;
+  for (struct slp__seg **l = &p->segs; *l != NULL; l = &(*l)->next)
+    if (*l == g) {
+      *l = g->next;
+      return g;
+    }
+  return NULL;
+}
+
+/* Memory for a slab of `bytes`: pages of a segment (small classes, *seg
+ * set; a new segment from the driver if none has room) or a driver
+ * allocation of its own (*seg NULL). On success p->mu is held. */
+static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool small,
+                              uintptr_t *base, struct slp__seg **seg) {
+  *seg = NULL;
+  if (small) {
+    pthread_mutex_lock(&p->mu);
+    *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
+    if (*base != 0) return CUDA_SUCCESS;
+    pthread_mutex_unlock(&p->mu);
+  }
+  size_t want = small ? SLP__SLAB : bytes;
+  uintptr_t mem = 0;
+  CUresult cr = slp__driver_alloc(p, want, &mem);
+  if (cr != CUDA_SUCCESS) return cr;
+  if (!small) {
+    *base = mem;
+    pthread_mutex_lock(&p->mu);
+    return CUDA_SUCCESS;
+  }
+  struct slp__seg *g = calloc(1, sizeof(*g));
+  if (g == NULL) {
+    slp__driver_free(p, mem, want);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  g->base = mem;
+  pthread_mutex_lock(&p->mu);
+  g->next = p->segs;
+  p->segs = g;
+  /* g is first and empty: the take cannot fail. */
+  *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
+  return CUDA_SUCCESS;
+}
+
+/* A slab unlinked from the pool (trim): its memory goes back, to its
+ * segment (freed to the driver once empty) or to the driver. Returns the
+ * bytes given to the driver. No lock held. */
+static size_t slp__slab_release(slp_pool *p, struct slp__slab *sl) {
+  if (sl->seg == NULL) {
+    slp__driver_free(p, sl->base, sl->bytes);
+    return sl->bytes;
+  }
+  pthread_mutex_lock(&p->mu);
+  struct slp__seg *g = slp__seg_put(p, sl->seg, sl->base, sl->bytes, true);
+  pthread_mutex_unlock(&p->mu);
+  sl->seg = NULL;
+  if (g == NULL) return 0;
+  slp__driver_free(p, g->base, SLP__SLAB);
+  free(g);
+  return SLP__SLAB;
+}
+
 /* A new slab of class cls: block 0 is returned (not poisoned, state 0), the
  * others are poisoned, FREE, and pushed to tc's cache or the shared list. */
 static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
                            slp_block **out) {
   size_t cap = slp__class_size(cls), bytes = slp__slab_bytes(cap);
   uintptr_t base = 0;
-  CUresult cr = slp__driver_alloc(p, bytes, &base);
+  struct slp__seg *seg = NULL;
+  CUresult cr = slp__slab_mem(p, bytes, slp__small(cap), &base, &seg);
   if (cr != CUDA_SUCCESS) return cr;
-  pthread_mutex_lock(&p->mu);
+  /* p->mu held. */
   struct slp__slab *sl = p->retired[cls];
   if (sl != NULL) {
     p->retired[cls] = sl->next;
@@ -624,10 +942,13 @@ static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
       sl->next = p->retired[cls];
       p->retired[cls] = sl;
     }
+    /* The pages stay with their segment (cached), or the memory goes. */
+    if (seg != NULL) (void)slp__seg_put(p, seg, base, bytes, false);
     pthread_mutex_unlock(&p->mu);
-    slp__driver_free(p, base, bytes);
+    if (seg == NULL) slp__driver_free(p, base, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  sl->seg = seg;
   sl->base = base;
   sl->bytes = bytes;
   sl->cls = cls;
@@ -678,7 +999,9 @@ static int_fast64_t slp__cached(slp_pool *p) {
 /* Under trim_mu and class k's take-mutex: pops the class's shared list,
  * unlinks each slab all of whose blocks it holds (while more than keep
  * stays cached), pushes the other blocks back. Returns the slabs to free,
- * their bytes in *unlinked (still counted as reserved until freed). */
+ * their bytes in *unlinked (still counted as reserved until freed; a
+ * small class's slab frees driver memory only when its segment empties,
+ * so a trim to keep > 0 may stop with more than keep cached). */
 static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
                                          size_t *unlinked) {
   slp_block *popped = NULL, *b;
@@ -725,17 +1048,17 @@ static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
  * one class at a time (a slab belongs to one class). */
 static size_t slp__trim_locked(slp_pool *p, size_t keep) {
   size_t released = 0;
+  (void)slp__inboxes_flush(p); /* their slabs may be whole again */
   for (int k = 0; k < SLP__NCLASS; k++) {
     if (slp__load_relaxed(&p->shared[k].head) == NULL) continue;
     size_t unlinked = 0;
     pthread_mutex_lock(&p->shared[k].take_mu);
     struct slp__slab *done = slp__trim_class(p, k, keep, &unlinked);
     pthread_mutex_unlock(&p->shared[k].take_mu);
-    released += unlinked;
     while (done != NULL) {
       struct slp__slab *sl = done;
       done = sl->next;
-      slp__driver_free(p, sl->base, sl->bytes);
+      released += slp__slab_release(p, sl);
       pthread_mutex_lock(&p->mu);
       sl->next = p->retired[sl->cls];
       p->retired[sl->cls] = sl;
@@ -804,6 +1127,24 @@ static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
 static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
                            int_fast64_t d);
 
+/* tc's inbox into tc's cache (what does not fit: the shared lists). */
+static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
+  /* The inbox's held count into this thread's (folded every 64 KiB). */
+  int_fast64_t h = atomic_exchange_explicit(&tc->inbox->held, 0,
+                                            memory_order_relaxed);
+  if (h != 0) slp__held_acct(p, tc, h);
+  for (slp_block *b = slp__inbox_take(tc->inbox, false), *nx; b != NULL;
+       b = nx) {
+    nx = b->next;
+    if (slp__tc_room(p, tc, b->cls)) {
+      slp__tc_push(tc, b);
+    } else {
+      b->next = NULL;
+      slp__shared_push(p, b->cls, b, b);
+    }
+  }
+}
+
 /* The block is FREE now: to the thread's cache, or the shared list. */
 static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
                            slp_block *b) {
@@ -828,18 +1169,31 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
   slp__shared_push(p, k, b, b);
 }
 
+/* A block FREE now, returned by a keep on a thread without room in a cache
+ * of the pool: to `in` (the inbox of the thread that freed it), or the
+ * shared list if there is none or it is closed. */
+static bool slp__give_back_to(slp_pool *p, struct slp__inbox *in,
+                              slp_block *b) {
+  if (p->cfg.on_recycle != NULL)
+    p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
+  slp__poison(b);
+  if (in != NULL && slp__inbox_push(in, b)) return true;
+  b->next = NULL;
+  slp__shared_push(p, b->cls, b, b);
+  return false;
+}
+
 /* Drops one pending use (`cross`: on a stream other than the block's home);
  * the last use of a held block returns it. Runs in keeps (any thread):
  * returns to the shared list. A block in a stream-ordered list (STREAM) is
  * left there: its owner reuses or releases it. */
 static void slp__unuse(slp_block *b, bool cross) {
-  /* Release: a free that reads xuses == 0 after this knows the cross use
-   * completed. */
-  if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
-  /* acq_rel: the keep's completion proof happens-before the free-list push;
-   * pairs with slp_free's CAS. */
-  uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, 1);
-  if (old != 1) return; /* allocated, listed, or other uses pending */
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
+  /* acq_rel: the keep's completion proof happens-before the free-list push
+   * (and, for a cross use, before a free that reads no cross use pending
+   * and lists the block for its home stream); pairs with slp_free's CAS. */
+  uint_fast64_t old = slp__fetch_sub_acq_rel(&b->st, d);
+  if (old != d) return; /* allocated, listed, or other uses pending */
   slp_pool *p = b->pool;
   /* The block is ours, in the bare state 0 (live for slp_snapshot). On a
    * thread with a cache of p and room in it (a request thread releasing
@@ -856,19 +1210,27 @@ static void slp__unuse(slp_block *b, bool cross) {
     slp__store_release(&b->st, SLP__FREE);
     return;
   }
-  /* Otherwise to the shared list. We
+  /* Otherwise, from a thread without a cache of p (the engine's), to the
+   * inbox of the thread that freed it (THE OWNER'S INBOX: its next alloc of
+   * an empty class takes them all with one CAS, where 16 threads
+   * convoyed on the shared list's take-mutex, bench/RESULTS.md), else to
+   * the shared list. We
    * announce ourselves in p->returning before the release store of FREE:
    * a destroy that sees the block free (acquire) then sees us there, and
    * waits for our release decrement, after our last touch of p and b. */
+  struct slp__inbox *in = tc == NULL ? slp__load_relaxed(&b->inbox) : NULL;
   slp__fetch_add_relaxed(&p->returning, 1);
   /* Read first: once listed, b may be taken, trimmed and its slab re-carved
    * (b->cap rewritten) by other threads. */
   int_fast64_t cap = (int_fast64_t)b->cap;
   slp__store_release(&b->st, SLP__FREE);
-  slp__give_back(p, NULL, b);
   /* Uncounted after it is listed: a reader that sees no bytes held finds
-   * the block on a list (a trim after waiting for held == 0 returns it). */
-  slp__held_acct(p, NULL, -cap);
+   * the block on a list (a trim after waiting for held == 0 returns it).
+   * In the inbox's count if it went there (see slp__inbox.held). */
+  if (slp__give_back_to(p, in, b))
+    slp__fetch_add_relaxed(&in->held, -cap);
+  else
+    slp__held_acct(p, NULL, -cap);
   atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
@@ -879,22 +1241,26 @@ static void slp__unuse_keep(void *ctx) {
   slp__unuse((slp_block *)(v & ~(uintptr_t)1), v & 1);
 }
 
-/* Counts a use on s; LDG_EINVAL if b is not allocated. A cross-stream use
- * is counted in xuses first, so that a free that sees the use sees it
- * there too. */
+/* Counts a use on s (a cross-stream use in both fields); LDG_EINVAL if b
+ * is not allocated. */
 static int slp__use(slp_block *b, bool cross, const char *fn) {
-  if (cross) slp__fetch_add_relaxed(&b->xuses, 1);
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
   uint_fast64_t old = slp__load_relaxed(&b->st);
   do {
-    if (!(old & SLP__ALLOC)) {
-      if (cross) slp__fetch_sub_acq_rel(&b->xuses, 1);
+    if (!(old & SLP__ALLOC))
       return slc_set_error(LDG_EINVAL, fn,
                            "block %#lx of the pool is not allocated (used "
                            "after slp_free?)",
                            (unsigned long)b->addr);
-    }
-    /* acq_rel: the xuses increment before it, for slp_free's acquire. */
-  } while (!slp__cas_weak_acq_rel(&b->st, &old, old + 1));
+    /* 2^30 - 1 uses pending on one block: the ledger holds an entry for
+     * each, so memory runs out long before; refused rather than wrapped. */
+    if ((old & SLP__COUNT) == SLP__COUNT)
+      return slc_set_error(LDG_ENOMEM, fn,
+                           "block %#lx has %llu pending uses, the most",
+                           (unsigned long)b->addr,
+                           (unsigned long long)SLP__COUNT);
+    /* acq_rel: pairs with slp_free's CAS and the keeps' decrements. */
+  } while (!slp__cas_weak_acq_rel(&b->st, &old, old + d));
   return LDG_OK;
 }
 
@@ -907,7 +1273,7 @@ static void slp__so_release(slp_pool *p, struct slp__tcache *tc,
                             slp_block *b) {
   uint_fast64_t old = slp__load_relaxed(&b->st), nw;
   do {
-    nw = (old & SLP__COUNT) == 0 ? SLP__FREE : (old & SLP__COUNT);
+    nw = (old & SLP__USES) == 0 ? SLP__FREE : (old & SLP__USES);
   } while (!slp__cas_weak_acq_rel(&b->st, &old, nw));
   if (nw == SLP__FREE)
     slp__give_back(p, tc, b);
@@ -950,7 +1316,7 @@ static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
     uint_fast64_t old = slp__load_relaxed(&b->st);
     /* acq_rel against the keeps still decrementing the count. */
     while (!slp__cas_weak_acq_rel(&b->st, &old,
-                                  (old & SLP__COUNT) | SLP__ALLOC)) {
+                                  (old & SLP__USES) | SLP__ALLOC)) {
     }
     slp__store_relaxed(&b->fresh, (old & SLP__COUNT) != 0);
     return b;
@@ -1019,6 +1385,9 @@ static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
     r += slp__load_relaxed(&tc->d_req);
     h += slp__load_relaxed(&tc->d_held);
   }
+  for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
+       in = in->next_all)
+    h += slp__load_relaxed(&in->held);
   pthread_mutex_unlock(&slp__reg_mu);
   *alloc = a;
   if (req != NULL) *req = r;
@@ -1156,6 +1525,7 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
  * cache to 0 and carve a new slab. */
 static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
                            slp_block **out, bool *reused) {
+  (void)slp__inboxes_flush(p);
   slp_block *b = slp__take(p, tc, cls);
   if (b != NULL) {
     *out = b;
@@ -1168,9 +1538,72 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
   return slp__carve(p, tc, cls, out);
 }
 
+/* LARGE BLOCKS LEND ACROSS CLASSES (issue 14). A class of 1 MiB or more
+ * that has no block for this alloc takes a spare one of a larger class, at
+ * most SLP__LEND_MAX times its size, before a new driver allocation: a
+ * class whose blocks sit idle (the serving benchmark's 5.5 MiB MLP
+ * activations during attention) serves another that peaks then (the
+ * 2 MiB activations), so the pool's reserve comes nearer the peak of the
+ * classes' sum than the sum of their peaks. The block keeps its class: its
+ * capacity is the lender's, and slp_free returns it there. "Spare": the
+ * lender keeps at least one more block cached (in this thread's
+ * stream-ordered lists or its shared list), so that a lent block that
+ * lives long (a key/value cache) does not make the lender's next alloc a
+ * driver allocation; lending a lender's last block was measured worse
+ * (bench/RESULTS.md, issue 14). Blocks come as an alloc of their own class
+ * takes them: by stream order from this thread's list for s, or free from
+ * the shared list (pool rules unchanged). Only on the way to a new slab:
+ * the fast path is untouched. */
+#define SLP__LEND_MAX 3
+
+/* Under the class's take-mutex: pops a block of class k only if another
+ * stays on the shared list, or `others` are cached elsewhere. */
+static slp_block *slp__shared_pop_spare(slp_pool *p, int k, unsigned others) {
+  pthread_mutex_lock(&p->shared[k].take_mu);
+  slp_block *b = slp__shared_pop(p, k);
+  if (b != NULL && others == 0 &&
+      slp__load_relaxed(&p->shared[k].head) == NULL) {
+    b->next = NULL; /* the last one: back (we are the only popper) */
+    slp__shared_push(p, k, b, b);
+    b = NULL;
+  }
+  pthread_mutex_unlock(&p->shared[k].take_mu);
+  return b;
+}
+
+static slp_block *slp__borrow(slp_pool *p, struct slp__tcache *tc, int cls,
+                              slc_stream *s) {
+  size_t want = slp__class_size(cls);
+  if (slp__small(want)) return NULL;
+  for (int k = cls + 1;
+       k < SLP__NCLASS && slp__class_size(k) <= SLP__LEND_MAX * want; k++) {
+    unsigned listed = p->device >= 0 ? tc->so[k].n : 0;
+    bool shared = slp__load_relaxed(&p->shared[k].head) != NULL;
+    slp_block *b = NULL;
+    if (listed >= 2 || (listed == 1 && shared))
+      b = slp__so_take(tc, k, s); /* ALLOC, home s, fresh as it says */
+    if (b == NULL && shared) /* FREE: slp_alloc makes s its home */
+      b = slp__shared_pop_spare(p, k, listed);
+    if (b != NULL) return b;
+  }
+  return NULL;
+}
+
 static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
-                                slp_block **out, bool *reused) {
+                                slc_stream *s, slp_block **out,
+                                bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
+  /* Before a new slab: blocks returned for other threads (their inboxes;
+   * a thread that frees and no longer allocates would otherwise make the
+   * others grow the pool). */
+  if (slp__inboxes_flush(p) != 0) {
+    slp_block *b = slp__take(p, tc, cls);
+    if (b != NULL) {
+      *out = b;
+      *reused = true;
+      return CUDA_SUCCESS;
+    }
+  }
   /* Before a new slab: if blocks are held, let the engine release what
    * completed, here (as PyTorch processes its events on malloc). Without
    * this, a request rate above the engine thread's would grow the pool
@@ -1183,6 +1616,12 @@ static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
       *reused = true;
       return CUDA_SUCCESS;
     }
+  }
+  slp_block *lent = slp__borrow(p, tc, cls, s);
+  if (lent != NULL) {
+    *out = lent;
+    *reused = true;
+    return CUDA_SUCCESS;
   }
   for (int step = 0; step < 4; step++) {
     if (step > 0) slp__bump(&p->oom_retries);
@@ -1240,7 +1679,15 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   slp__register_stream(p, tc, s);
   int cls = slp__class_of(bytes);
   if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
-  slp_block *b = p->device >= 0 ? slp__so_take(tc, cls, s) : NULL;
+  /* (Tested here first: the call is ~20 instructions when the list is
+   * empty, as in pool_2s, whose blocks are used on a second stream.) */
+  slp_block *b =
+      p->device >= 0 && tc->so[cls].n != 0 ? slp__so_take(tc, cls, s) : NULL;
+  /* Blocks other threads returned for this one, before any poll (a load
+   * of a line the engine thread writes, only when the class is empty). */
+  if (b == NULL && tc->cls[cls].head == NULL &&
+      slp__load_relaxed(&tc->inbox->head) != NULL)
+    slp__inbox_drain(p, tc);
   /* Dry: poll own streams, unless few frees were held since the last poll
    * and the shared list has blocks (slp__take below; a peek, as its own). */
   if (b == NULL && tc->cls[cls].head == NULL &&
@@ -1251,18 +1698,18 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   if (b == NULL) {
     b = slp__take(p, tc, cls);
     if (b != NULL) {
-      slp__store_relaxed(&b->xuses, 0);
       slp__store_relaxed(&b->fresh, false);
       b->home = s;
     }
   }
   bool reused = b != NULL;
   if (b == NULL) {
-    CUresult cr = slp__slow_alloc(p, tc, cls, &b, &reused);
+    CUresult cr = slp__slow_alloc(p, tc, cls, s, &b, &reused);
     if (cr != CUDA_SUCCESS) return slp__oom(p, bytes, cr);
-    slp__store_relaxed(&b->xuses, 0);
-    slp__store_relaxed(&b->fresh, false);
-    b->home = s;
+    if (!(slp__load_relaxed(&b->st) & SLP__ALLOC)) { /* not stream-ordered */
+      slp__store_relaxed(&b->fresh, false);
+      b->home = s;
+    }
   }
   slp__unpoison(b);
   slp__store_relaxed(&b->bytes, bytes);
@@ -1296,8 +1743,10 @@ int slp_free(slp_block *b) {
   /* Stream order applies to device blocks whose pending uses are all on
    * their home stream (no host access can race with device memory). */
   bool stream_order = p->device >= 0 && tc != NULL;
-  /* Acquire: a use counted in the word we read had raised xuses before
-   * its CAS (slp__use), so the xuses load below sees it. */
+  /* Where a keep on another thread returns it if it becomes held: before
+   * the CAS below, which that keep's decrement reads. */
+  slp__store_relaxed(&b->inbox, tc != NULL ? tc->inbox : NULL);
+  /* Acquire: the history of the uses counted in the word we read. */
   uint_fast64_t old = slp__load_acquire(&b->st), nw;
   do {
     if (!(old & SLP__ALLOC))
@@ -1305,10 +1754,10 @@ int slp_free(slp_block *b) {
                            "double free: block %#lx (%zu bytes) is not "
                            "allocated",
                            (unsigned long)b->addr, b->cap);
-    uint_fast64_t pending = old & SLP__COUNT;
+    uint_fast64_t pending = old & SLP__USES;
     if (pending == 0)
       nw = SLP__FREE;
-    else if (stream_order && slp__load_acquire(&b->xuses) == 0)
+    else if (stream_order && (old & SLP__XCOUNT) == 0)
       nw = pending | SLP__STREAM;
     else
       nw = pending;
@@ -1427,13 +1876,21 @@ static void slp__opkeep_run(void *ctx) {
   free(k);
 }
 
-/* The first use on another stream of a block handed out by stream order:
- * the previous owner's work may still be pending on the home stream, so s
+/* A use on another stream of a block handed out by stream order: the
+ * previous owner's work may still be pending on the home stream, so s
  * waits for it (an event recorded on home, cuStreamWaitEvent on s). A home
  * stream destroyed meanwhile was synchronised: nothing to wait for. */
 static int slp__order_fresh(slp_block *b, slc_stream *s) {
-  if (!atomic_exchange_explicit(&b->fresh, false, memory_order_relaxed))
-    return LDG_OK;
+  /* Set by the owner's slp_alloc (slp__so_take) before the block reaches
+   * any other thread, and kept until the next alloc: EVERY other stream
+   * waits, not only the first (that stream's wait orders nothing on the
+   * next one; the flag was cleared by the first use until issue 10's
+   * test stream_reuse_two_other_streams, where a third stream read the
+   * block before the previous owner's memset). The price: an event per
+   * use elsewhere of a block reused by stream order while its previous
+   * owner's work may be pending (pool_2s's blocks are never: a use on a
+   * second stream makes the free hold them). */
+  if (!slp__load_relaxed(&b->fresh)) return LDG_OK;
   slc_event *ev;
   int rc = slc_event_create(b->pool->c, slc_stream_device(b->home), &ev);
   if (rc == LDG_OK) {
@@ -1442,7 +1899,6 @@ static int slp__order_fresh(slp_block *b, slc_stream *s) {
     else if (rc == LDG_EDESTROYED) rc = LDG_OK;
     (void)slc_event_destroy(ev);
   }
-  if (rc != LDG_OK) slp__store_relaxed(&b->fresh, true);
   return rc;
 }
 
@@ -1463,6 +1919,28 @@ static void slp__xhold_undo(struct slp__xhold *x) {
     slp__unuse(x->blocks[i], (x->cross >> i) & 1);
   free(x->owned);
   free(x->k);
+}
+
+/* One block named by an operation on s: a block of a pool, the range
+ * [off, +len) inside its requested bytes (len NULL: all of them; *len_out
+ * the length), of s's device (device blocks). */
+static int slp__check_named(const slp_block *b, slc_stream *s, size_t off,
+                            const size_t *len, size_t *len_out,
+                            const char *fn) {
+  int rc = slp__check_block(b, fn);
+  if (rc != LDG_OK) return rc;
+  size_t have = slp__load_relaxed(&((slp_block *)b)->bytes);
+  size_t l = len ? *len : have;
+  if (off > have || l > have - off)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "range [%zu, +%zu) outside the block's %zu bytes",
+                         off, l, have);
+  if (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))
+    return slc_set_error(LDG_EINVAL, fn,
+                         "block of device %d, stream on device %d",
+                         b->pool->device, slc_stream_device(s));
+  *len_out = l;
+  return LDG_OK;
 }
 
 /* Checks blocks (with their ranges, lens NULL: whole), counts a use on each
@@ -1494,19 +1972,11 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
     return slc_set_error(LDG_EINVAL, fn, "bad hold");
   size_t n_hosts = 0;
   for (size_t i = 0; i < n; i++) {
-    int rc = slp__check_block(blocks[i], fn);
-    if (rc != LDG_OK) return rc;
     const slp_block *b = blocks[i];
-    size_t have = slp__load_relaxed(&((slp_block *)b)->bytes);
-    size_t off = offs ? offs[i] : 0, len = lens ? lens[i] : have;
-    if (off > have || len > have - off)
-      return slc_set_error(LDG_EINVAL, fn,
-                           "range [%zu, +%zu) outside the block's %zu bytes",
-                           off, len, have);
-    if (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))
-      return slc_set_error(LDG_EINVAL, fn,
-                           "block of device %d, stream on device %d",
-                           b->pool->device, slc_stream_device(s));
+    size_t len;
+    int rc = slp__check_named(b, s, offs ? offs[i] : 0, lens ? &lens[i] : NULL,
+                              &len, fn);
+    if (rc != LDG_OK) return rc;
     n_hosts += b->pool->device < 0 && len > 0;
     if (b->home != s) x->cross |= UINT64_C(1) << i;
   }
@@ -1630,13 +2100,48 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
   return slp__xhold_done(&x, rc);
 }
 
+/* slp_record_use of one block with no hold of the caller (a record_stream
+ * hook, pool_2s): the checks, use and hold of slp__xhold_make without
+ * building its general hold (231 of the request thread's ~1 150
+ * instructions per pool_2s iteration, bench/RESULTS.md). */
+static int slp__record_use_one(slc_stream *s, slp_block *b, const char *fn) {
+  size_t len;
+  int rc = slp__check_named(b, s, 0, NULL, &len, fn);
+  if (rc != LDG_OK) return rc;
+  bool cross = b->home != s;
+  if (cross && (rc = slp__order_fresh(b, s)) != LDG_OK) return rc;
+  if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
+  struct slp__tcache *tc = slp__tc(b->pool);
+  if (tc != NULL) slp__register_stream(b->pool, tc, s);
+  uint64_t id = b->id;
+  ldg_range r = {b->addr, len};
+  bool host = b->pool->device < 0 && len > 0; /* host blocks: their bytes */
+  slc_hold h = {{slp__unuse_keep, (void *)((uintptr_t)b | cross)},
+                &id, 1, host ? &r : NULL, host};
+  /* No marker (slp_record_use below says why). */
+  rc = slc_stream_record_deferred(s, &h);
+  if (rc != LDG_OK) slp__unuse(b, cross); /* nothing recorded */
+  return rc;
+}
+
 int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
                    const slc_hold *hold) {
+  if (s != NULL && n_blocks == 1 && blocks != NULL && hold == NULL)
+    return slp__record_use_one(s, blocks[0], "slp_record_use");
   struct slp__xhold x;
   int rc = slp__xhold_make(&x, s, hold, blocks, NULL, NULL, n_blocks,
                            "slp_record_use");
   if (rc != LDG_OK) return rc;
-  rc = slc_stream_record_external(s, &x.h);
+  /* No marker of its own (issue 10): a stream used only through
+   * record_use (a block's second user) needs one only when someone waits
+   * for its blocks: this thread's own poll (slp__poll_own, which places
+   * one when none is pending), another operation's, or the engine
+   * thread's tail marker. One cuEventRecord per 8 uses was the request
+   * thread's largest driver cost and, summed over 16 threads, the
+   * driver's ceiling (bench/RESULTS.md, "What pool_2s pays per
+   * iteration"). Later, never earlier: the ledger still holds the blocks
+   * until s is known complete past this point. */
+  rc = slc_stream_record_deferred(s, &x.h);
   return slp__xhold_done(&x, rc);
 }
 
@@ -1676,16 +2181,22 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   out->ooms = slp__load_relaxed(&p->ooms);
   out->trims = slp__load_relaxed(&p->trims);
   out->live_blocks = slp_snapshot(p, NULL, 0);
+  out->peak_allocated = slp__clamp(slp__load_relaxed(&p->at_peak_allocated));
+  out->peak_held = slp__clamp(slp__load_relaxed(&p->at_peak_held));
+  out->peak_requested = slp__clamp(slp__load_relaxed(&p->at_peak_requested));
   return LDG_OK;
 }
 
 void slp_stats_reset_peaks(slp_pool *p) {
   if (p == NULL) return;
-  int_fast64_t alloc, held;
-  slp__allocated_exact(p, &alloc, NULL, &held);
+  int_fast64_t alloc, req, held;
+  slp__allocated_exact(p, &alloc, &req, &held);
   slp__store_relaxed(&p->allocated_peak, alloc);
   slp__store_relaxed(&p->held_peak, held);
   slp__store_relaxed(&p->reserved_peak, slp__load_relaxed(&p->reserved));
+  slp__store_relaxed(&p->at_peak_allocated, alloc);
+  slp__store_relaxed(&p->at_peak_held, held);
+  slp__store_relaxed(&p->at_peak_requested, req);
 }
 
 size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
@@ -1700,7 +2211,7 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
       uint_fast64_t st = slp__load_acquire(&b->st);
       /* Free, or listed with nothing pending: not live. The bare state 0
        * (a keep returning it, or block 0 of a slab being carved) is. */
-      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__COUNT) == 0))
+      if ((st & SLP__FREE) || ((st & SLP__STREAM) && (st & SLP__USES) == 0))
         continue;
       if (n < cap && out != NULL) {
         slp_block_info *o = &out[n];
@@ -1829,9 +2340,15 @@ int slp_pool_destroy(slp_pool *p) {
   while (p->slabs != NULL) {
     struct slp__slab *sl = p->slabs;
     p->slabs = sl->next;
-    slp__driver_free(p, sl->base, sl->bytes);
+    if (sl->seg == NULL) slp__driver_free(p, sl->base, sl->bytes);
     free(sl->blocks);
     free(sl);
+  }
+  while (p->segs != NULL) {
+    struct slp__seg *g = p->segs;
+    p->segs = g->next;
+    slp__driver_free(p, g->base, SLP__SLAB);
+    free(g);
   }
   for (int k = 0; k < SLP__NCLASS; k++)
     while (p->retired[k] != NULL) {
@@ -1845,6 +2362,11 @@ int slp_pool_destroy(slp_pool *p) {
     nx = m->retired;
     free(m->slots);
     free(m);
+  }
+  for (struct slp__inbox *in = slp__load_relaxed(&p->inboxes), *nx;
+       in != NULL; in = nx) {
+    nx = in->next_all;
+    free(in);
   }
   for (size_t i = 0; i < p->n_streams; i++) slc_stream_unref(p->streams[i]);
   free(p->streams);

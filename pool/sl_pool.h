@@ -6,11 +6,13 @@
  *
  * THE MODEL
  *   slp_alloc(pool, stream, bytes) hands out a block (slp_block) rounded up
- *   to a size class. Operations name blocks through the pool's calls
- *   (slp_copy_async, slp_memset_async, slp_launch, slp_record_use): each one
- *   holds the blocks it names by itself — it counts a pending use on each
- *   block and records the operation in the ledger with the block's vector id
- *   (and, for host blocks, its bytes) plus a keep that drops the use. So
+ *   to a size class (or, from 1 MiB on, a spare cached block of a larger
+ *   class, at most 3x: see slp_alloc). Operations name blocks through the
+ *   pool's calls (slp_copy_async, slp_memset_async, slp_launch,
+ *   slp_record_use): each one holds the blocks it names by itself — it
+ *   counts a pending use on each block and records the operation in the
+ *   ledger with the block's vector id (and, for host blocks, its bytes)
+ *   plus a keep that drops the use. So
  *   there is no record_stream to forget: a block used on any stream is held
  *   until the ledger knows that operation complete.
  *   slp_free returns at once and never synchronises. A block with no pending
@@ -27,11 +29,11 @@
  *     uses are all on its home stream (the stream given to slp_alloc) is
  *     handed out again at once, but only to an slp_alloc on that same
  *     stream, from the freeing thread's cache (as cuMemFreeAsync): the new
- *     owner's work on that stream runs after the old work. The first pool
- *     call that uses such a block on another stream first makes that
- *     stream wait for the home stream (an event record and a stream wait),
- *     so reuse elsewhere comes only after that stream waited on the freeing
- *     stream. Pinned host blocks never take this path: the host writes them
+ *     owner's work on that stream runs after the old work. Every pool
+ *     call that uses such a block on another stream (until its next
+ *     slp_alloc) first makes that stream wait for the home stream (an event
+ *     record and a stream wait), so reuse elsewhere comes only after that
+ *     stream waited on the freeing stream. Pinned host blocks never take this path: the host writes them
  *     without stream order.
  *   Why this is safe and what it costs: pool.c.
  *   Raw calls (slc_copy_htod_async with slp_block_dptr...) are NOT seen by
@@ -62,7 +64,10 @@
  *   engine thread, slc_engine_poll callers, synchronising threads, and
  *   slp_alloc on a cache miss (its thread's own streams, see (j)); a block
  *   whose last keep runs on a thread with a cache of the pool goes back to
- *   that cache, otherwise to the shared list. The
+ *   that cache, otherwise to the inbox of the thread that freed it (taken
+ *   whole by that thread's next alloc of an empty class, or by any thread
+ *   before it carves a slab or trims), or the shared list when that thread
+ *   has exited. The
  *   caller's own keep in a pool call's hold runs first, then the block's use
  *   is dropped.
  *
@@ -70,7 +75,7 @@
  *   ------------------------  ---------------  -------------------  ----------
  *   slp_alloc (cache hit)     no               none (g)             (j)
  *   slp_alloc (cache miss)    no               take-mutex (a)       yes (j)
- *   slp_alloc (new slab)      yes: driver (b)  pool mutex           yes (i)
+ *   slp_alloc (new slab)      yes: driver (b)  pool, take mu (a)    yes (i)
  *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
  *   slp_block_find, getters   no               none                 no
@@ -80,8 +85,16 @@
  *   slp_snapshot              no               pool mutex           no
  *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
  *   (a) one per size class, taken once per batch of blocks moved from the
- *       shared free list to the thread's cache; never held across a driver
- *       call or a keep. (b) cuMemAlloc / cuMemHostAlloc of a slab.
+ *       shared free list to the thread's cache, and once per class looked
+ *       at for a spare block to lend (slp_alloc, classes of 1 MiB and
+ *       more, before a new slab: one take-mutex at a time); never held
+ *       across a driver call or a keep. The thread's inbox (blocks other
+ *       threads returned for it), tried first, is taken whole with one
+ *       CAS, no lock.
+ *       (b) cuMemAlloc / cuMemHostAlloc of a slab (classes of 1 MiB and more)
+ *       or of a 2 MiB segment whose pages the small classes' slabs share
+ *       (pool.c, WHERE BLOCKS LIVE); a slab that fits in a segment's free
+ *       pages takes only the pool mutex.
  *   (c) trim, slc_engine_poll, then slc_stream_synchronize of the streams
  *       with pending pool work (see slp_alloc). (d) the thread cache's
  *       overflow goes to the shared list lock-free; above the release
@@ -93,10 +106,13 @@
  *       per thread and stream (among its 8 latest), the pool mutex (the
  *       stream registry); the stream that leaves those 8 loses the
  *       cache's reference, its keeps run if that was its last one.
- *   (i) while blocks are held, slc_engine_poll first (non-blocking): keeps
- *       of completed work run here, and their blocks are taken if they fit.
- *   (h) the first use of a block handed out by stream order on another
- *       stream records an event and waits on it: the event's mutex.
+ *   (i) first every thread's inbox goes to the shared lists (lock-free) and
+ *       the shared list is tried again; then, while blocks are held,
+ *       slc_engine_poll (non-blocking): keeps of completed work run here,
+ *       and their blocks are taken if they fit; then (1 MiB and more) a
+ *       spare block of a larger class (a).
+ *   (h) each use of a block handed out by stream order on another stream
+ *       records an event and waits on it: the event's mutex.
  *   (j) a thread that freed 32 blocks under pending work since it last
  *       polled, or at least one and finds its cache empty, releases its
  *       own streams (its 8 latest, engine-driven, with pending work) to
@@ -182,11 +198,17 @@ int slp_pool_destroy(slp_pool *p);
 bool slp_pool_is_host(const slp_pool *p);
 int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
 
-/* A block of at least `bytes` for work on s (its home stream: see REUSE
- * RULES; the block may be used on any stream of the pool's device, or of
+/* A block of at least `bytes` (slp_round_size(bytes): 512 B, two classes
+ * per power of two up to 1 MiB, eight above) for work on s (its home
+ * stream: see REUSE RULES; the block may be used on any stream of the pool's device, or of
  * any device for host blocks). Served from the thread's blocks listed for
- * s (device pools), its cache, the shared free list of its size class,
- * then — after an slc_engine_poll if blocks are held — a new slab. At out
+ * s (device pools), its cache, its inbox, the shared free list of its size
+ * class, then — after moving every inbox to the shared lists, and an
+ * slc_engine_poll if blocks are held — for a class of 1 MiB or more a
+ * spare block of a larger class up to 3x its size (one listed for s, or
+ * one of the larger class's shared list, when the larger class keeps
+ * another cached; slp_block_capacity is then the larger class's, and
+ * slp_free gives it back to that class), then a new slab. At out
  * of memory (driver,
  * or limit_bytes): 1. trims the caches; 2. slc_engine_poll (if the engine
  * is enabled), so that held blocks whose work completed come back;
@@ -212,10 +234,15 @@ slp_block *slp_block_find(slp_pool *p, uintptr_t addr);
  * 0x..." for a foreign address. For allocator shims that free by pointer. */
 int slp_free_ptr(slp_pool *p, uintptr_t addr);
 
+/* The capacity slp_alloc gives a block of `bytes` (its size class, as
+ * PyTorch's round_size; a lent block's is larger, see slp_alloc): 0 for 0
+ * or more than SLP_MAX_BYTES. Pure. */
+size_t slp_round_size(size_t bytes);
+
 CUdeviceptr slp_block_dptr(const slp_block *b); /* 0 for host blocks */
 void *slp_block_host(const slp_block *b);       /* NULL for device blocks */
 size_t slp_block_size(const slp_block *b);      /* the bytes asked for */
-size_t slp_block_capacity(const slp_block *b);  /* its size class */
+size_t slp_block_capacity(const slp_block *b);  /* its size class's bytes */
 uint64_t slp_block_id(const slp_block *b);      /* its ledger vector id */
 slp_pool *slp_block_pool(const slp_block *b);
 /* The stream given to the slp_alloc that handed it out (its home; NULL for
@@ -251,8 +278,12 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
 
 /* Work on the blocks that something else already issued on s (a library
  * call, a raw slc_ call, a CUDA graph): holds them until s is known
- * complete past this point (slc_stream_record_external). The pool's
- * record_stream, except that it must come after the work was issued. */
+ * complete past this point. The pool's record_stream, except that it must
+ * come after the work was issued. It places no engine marker itself
+ * (slc_stream_record_deferred): the blocks come back once the stream's
+ * next marker completes — a later operation's, the engine thread's tail
+ * marker, or the one the freeing thread's own poll places (j) — or at a
+ * synchronisation of s. */
 int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
                    const slc_hold *hold);
 
@@ -260,9 +291,12 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
 
 /* Returns cached memory to the driver until at most keep_bytes stay cached:
  * the calling thread's cache, then every slab all of whose blocks are in
- * the shared free lists. Other threads' caches (at most thread_cache_bytes
- * each) stay until those threads allocate, free past their cap, or exit.
- * *released (may be NULL): bytes given back. */
+ * the shared free lists (every thread's inbox is moved there first; a
+ * small class's slab gives its pages back to its 2 MiB segment, which
+ * other classes carve again; the segment goes back once all its pages are
+ * free). Other threads' caches (at most thread_cache_bytes each) stay
+ * until those threads allocate, free past their cap, or exit. *released
+ * (may be NULL): bytes given back to the driver. */
 int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released);
 
 typedef struct slp_stats {
@@ -272,7 +306,7 @@ typedef struct slp_stats {
   uint64_t allocated_bytes, allocated_peak;
   uint64_t requested_bytes;                 /* handed out, as asked */
   uint64_t held_bytes, held_peak;   /* freed, waiting for pending work */
-  uint64_t reserved_bytes, reserved_peak; /* slabs from the driver */
+  uint64_t reserved_bytes, reserved_peak; /* slabs, segments: driver's */
   uint64_t cached_bytes; /* reserved - allocated - held: in free lists */
   uint64_t allocs, frees;      /* successful slp_alloc / slp_free */
   uint64_t reuses;             /* allocs served from a free list */
@@ -282,6 +316,13 @@ typedef struct slp_stats {
   uint64_t ooms;               /* allocs that failed with LDG_ENOMEM */
   uint64_t trims;              /* trims that released something */
   uint64_t live_blocks;        /* allocated or held */
+  /* When reserved_bytes last reached reserved_peak (the driver allocation
+   * that set it, for a block not yet counted as allocated): the allocated,
+   * held and requested bytes then, as the shared counters had them (each may miss
+   * up to 64 KiB per thread, see above). reserved_peak minus both is what
+   * was cached at the peak, the new block's slab included;
+   * peak_allocated - peak_requested the rounding then. */
+  uint64_t peak_allocated, peak_held, peak_requested;
 } slp_stats;
 
 /* Callable from any thread at any time; counters are read atomically, not

@@ -17,6 +17,18 @@ Printed and written (--out, JSON): requests/s, p50/p99 latency, peak
 reserved and allocated memory, host CPU per request (the whole process:
 Python, PyTorch, and the pool's engine thread if SL_TORCH_ENGINE=thread,
 labelled "pool+thr").
+
+SEVERAL PROCESSES (--procs N > 1): Python's GIL serialises the threads of
+one process, so the allocators' cost under concurrency shows only across
+processes. This process then starts N worker processes of this script
+(each with its own allocator, model and CUDA context, --threads threads
+each), waits until every one has warmed up, starts them together, and
+merges what they report: request r goes to worker r mod N (the same
+requests, inputs and outputs whatever N is), requests/s over the longest
+worker's time, p50/p99 over every request, peak reserved and allocated
+memory summed over the workers (each holds its own), CPU per request
+summed over the workers, and the first --keep requests' outputs saved or
+checked here. This process never touches CUDA.
 """
 import argparse
 import json
@@ -40,7 +52,126 @@ p.add_argument("--keep", type=int, default=32,
 p.add_argument("--save", default=None)
 p.add_argument("--check", default=None)
 p.add_argument("--out", default=None)
+p.add_argument("--label", default=None,
+               help="the allocator's name in the output (default: torch, "
+                    "pool, or pool+thr with SL_TORCH_ENGINE=thread)")
+p.add_argument("--procs", type=int, default=1,
+               help="worker processes (see SEVERAL PROCESSES)")
+p.add_argument("--worker", type=int, default=None,
+               help=argparse.SUPPRESS)  # set by the parent of --procs
 args = p.parse_args()
+if args.threads < 1 or args.seconds <= 0 or args.requests < 0 or \
+        args.batch < 1 or args.seq < 1 or args.keep < 0 or args.procs < 1:
+    p.error("threads, batch, seq, procs must be >= 1, seconds > 0, "
+            "requests and keep >= 0")
+if args.worker is not None and not 0 <= args.worker < args.procs:
+    p.error("--worker must be in [0, --procs)")
+
+
+def merge_workers():
+    """SEVERAL PROCESSES: the parent. Returns the exit status."""
+    import subprocess
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="serve_procs_")
+    base = [sys.executable, os.path.abspath(__file__),
+            "--allocator", args.allocator, "--threads", str(args.threads),
+            "--seconds", str(args.seconds), "--requests", str(args.requests),
+            "--batch", str(args.batch), "--seq", str(args.seq),
+            "--keep", str(args.keep), "--procs", str(args.procs)]
+    if args.so:
+        base += ["--so", args.so]
+    kids = []
+    for i in range(args.procs):
+        kids.append(subprocess.Popen(
+            base + ["--worker", str(i), "--out", f"{tmp}/w{i}.json",
+                    "--save", f"{tmp}/w{i}.pt"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+    ready = 0
+    for k in kids:  # each says READY once warmed up (or dies)
+        for line in k.stdout:
+            if line.strip() == "READY":
+                ready += 1
+                break
+    for k in kids:  # the start, together (a dead worker's pipe is closed)
+        try:
+            k.stdin.write("GO\n")
+            k.stdin.flush()
+        except OSError:
+            pass
+    for k in kids:
+        k.communicate()
+    codes = [k.returncode for k in kids]
+    ws, errors = [], []
+    for i, code in enumerate(codes):
+        try:
+            with open(f"{tmp}/w{i}.json") as f:
+                ws.append(json.load(f))
+        except (OSError, ValueError):
+            errors.append(f"worker {i}: exit {code}, no result")
+    if ready < args.procs:
+        errors.append(f"{args.procs - ready} workers never got ready")
+    lat = sorted(x for w in ws for x in w.get("latencies_ms", []))
+    n = len(lat)
+    wall = max((w["seconds"] for w in ws), default=0)
+    cpu = sum(w.get("cpu_s", 0) for w in ws)
+
+    def pct(q):
+        return lat[min(n - 1, int(q * n))] if n else float("nan")
+    res = {
+        "allocator": args.label or (ws[0]["allocator"] if ws else
+                                    args.allocator),
+        "threads": args.threads, "procs": args.procs,
+        "batch": args.batch, "seq": args.seq, "requests": n,
+        "seconds": round(wall, 3),
+        "req_per_s": round(n / wall, 2) if wall > 0 else 0,
+        "p50_ms": round(pct(0.50), 3), "p99_ms": round(pct(0.99), 3),
+        "reserved_peak_mib": round(sum(w["reserved_peak_mib"] for w in ws),
+                                   1),
+        "allocated_peak_mib": round(sum(w["allocated_peak_mib"]
+                                        for w in ws), 1),
+        "cpu_ms_per_req": round(cpu * 1e3 / n, 3) if n else None,
+        "torch": ws[0]["torch"] if ws else "?",
+        "gpu": ws[0]["gpu"] if ws else "?",
+        "errors": errors + [e for w in ws for e in w.get("errors", [])],
+        "extra": {f"worker{i}.{k}": v for i, w in enumerate(ws)
+                  for k, v in w.get("extra", {}).items()},
+    }
+    rc = 1 if res["errors"] or any(codes) else 0
+    if args.save or args.check:
+        import torch
+        outputs = {}
+        for i in range(len(ws)):
+            if os.path.exists(f"{tmp}/w{i}.pt"):
+                outputs.update(torch.load(f"{tmp}/w{i}.pt"))
+        if args.save:
+            torch.save({k: outputs[k] for k in sorted(outputs)}, args.save)
+        if args.check:
+            res["check"] = compare(torch, outputs, torch.load(args.check))
+            rc = rc or int(not res["check"]["ok"])
+    print(json.dumps(res))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+    return rc
+
+
+def compare(torch, outputs, ref):
+    """The first --keep requests' outputs against a reference run's."""
+    common = sorted(set(ref) & set(outputs))
+    worst, exact = 0.0, 0
+    for k in common:
+        d = (outputs[k] - ref[k]).abs().max().item()
+        worst = max(worst, d)
+        exact += int(torch.equal(outputs[k], ref[k]))
+    ok = len(common) > 0 and all(
+        torch.allclose(outputs[k], ref[k], rtol=1e-4, atol=1e-4)
+        for k in common)
+    return {"compared": len(common), "bit_exact": exact,
+            "max_abs_diff": worst, "ok": ok}
+
+
+if args.procs > 1 and args.worker is None:
+    sys.exit(merge_workers())
 
 import torch  # noqa: E402
 
@@ -79,6 +210,8 @@ errors = []
 def take():
     with lock:
         rid = next_id[0]
+        if args.worker is not None:  # request r goes to worker r mod N
+            rid = rid * args.procs + args.worker
         if args.requests and rid >= args.requests:
             return None
         if stop_at[0] is not None and time.perf_counter() >= stop_at[0]:
@@ -131,6 +264,9 @@ for t in threads:
     t.start()
 try:
     warmed.wait()  # every thread ran two requests (kernels, cuBLAS, caches)
+    if args.worker is not None:  # SEVERAL PROCESSES: start with the others
+        print("READY", flush=True)
+        sys.stdin.readline()
 except threading.BrokenBarrierError:
     pass
 torch.cuda.synchronize()
@@ -159,6 +295,19 @@ else:
     extra = {"num_alloc_retries": s.get("num_alloc_retries", 0),
              "allocation.all.allocated": s.get("allocation.all.allocated", 0)}
 
+# The driver's view (issue 14): device memory in use at the end, this
+# process's CUDA context and libraries included (the same in every cell of
+# one thread count) and every block the allocator holds (neither returns
+# memory while serving): between cells, the difference is the allocators'
+# physical footprint, with whatever rounding the driver adds to each
+# cuMemAlloc (its pages), which their own reserved counts do not see.
+# Device-wide: with --procs it counts the other workers too.
+try:
+    free_b, total_b = torch.cuda.mem_get_info(0)
+    extra["device_used_mib"] = round((total_b - free_b) / 2**20, 1)
+except Exception:  # informative only: never fails the run
+    extra["device_used_mib"] = None
+
 n = len(lat)
 lat.sort()
 
@@ -170,6 +319,8 @@ def pct(q):
 label = args.allocator
 if args.allocator == "pool" and os.environ.get("SL_TORCH_ENGINE") == "thread":
     label = "pool+thr"  # the engine thread instead of the hooks' polls
+if args.label:
+    label = args.label
 res = {
     "allocator": label, "threads": args.threads,
     "batch": args.batch, "seq": args.seq, "requests": n,
@@ -182,26 +333,18 @@ res = {
     "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
     "errors": errors, "extra": extra,
 }
+if args.worker is not None:  # for the parent's merge (--out only)
+    res["cpu_s"] = cpu
+    res["latencies_ms"] = [x * 1e3 for x in lat]
 
 rc = 1 if errors else 0
 if args.save:
     torch.save({k: outputs[k] for k in sorted(outputs)}, args.save)
 if args.check:
-    ref = torch.load(args.check)
-    common = sorted(set(ref) & set(outputs))
-    worst, exact = 0.0, 0
-    for k in common:
-        d = (outputs[k] - ref[k]).abs().max().item()
-        worst = max(worst, d)
-        exact += int(torch.equal(outputs[k], ref[k]))
-    ok = len(common) > 0 and all(
-        torch.allclose(outputs[k], ref[k], rtol=1e-4, atol=1e-4)
-        for k in common)
-    res["check"] = {"compared": len(common), "bit_exact": exact,
-                    "max_abs_diff": worst, "ok": ok}
-    if not ok:
+    res["check"] = compare(torch, outputs, torch.load(args.check))
+    if not res["check"]["ok"]:
         rc = 1
-print(json.dumps(res))
+print(json.dumps({k: v for k, v in res.items() if k != "latencies_ms"}))
 if args.out:
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)

@@ -139,7 +139,15 @@ static struct {
   struct slt__rec *recs[SLT__RBUCKETS]; /* rec_mu */
   atomic_uint_fast64_t bad_calls, recorded_uses;
   unsigned poll_every; /* 0: the engine thread polls; before ctx */
-} slt = {.mu = PTHREAD_MUTEX_INITIALIZER, .rec_mu = PTHREAD_MUTEX_INITIALIZER};
+  /* THE TRACE (SL_TORCH_TRACE): opened before ctx is published, closed at
+   * shutdown; lines written under trace_mu. */
+  FILE *trace;
+  pthread_mutex_t trace_mu;
+  uint64_t trace_left;           /* events still to write; trace_mu */
+  atomic_uint trace_tids;        /* thread numbers handed out */
+} slt = {.mu = PTHREAD_MUTEX_INITIALIZER,
+         .rec_mu = PTHREAD_MUTEX_INITIALIZER,
+         .trace_mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- The caller's current context ------------------------------------- */
 
@@ -175,6 +183,48 @@ static size_t slt__env_limit(void) {
   return end != NULL && *end == '\0' ? (size_t)n : 0;
 }
 
+/* THE TRACE: with SL_TORCH_TRACE=path, every successful alloc and free
+ * appends one line to path (truncated at the first call):
+ *   a TID STREAM SIZE PTR      f TID STREAM SIZE PTR
+ * TID numbers the calling threads 1, 2, ... in order of their first traced
+ * call, STREAM is PyTorch's CUstream (0: the legacy default stream), SIZE
+ * the bytes PyTorch asked for, PTR the block (hex). At most
+ * SL_TORCH_TRACE_MAX events (default 200000), flushed line by line (the
+ * process may exit without sl_torch_shutdown). A free's line is written
+ * just before its slp_free and an alloc's just after its slp_alloc, so a
+ * block's free always comes before its next alloc in the file. For the allocator's memory
+ * evidence (issue 14): bench/torch_trace.c replays a trace on the host
+ * executor. Costs one relaxed load per call when off. */
+static void slt__trace_open_locked(void) {
+  const char *path = secure_getenv("SL_TORCH_TRACE");
+  if (path == NULL || *path == '\0' || slt.trace != NULL) return;
+  const char *max = secure_getenv("SL_TORCH_TRACE_MAX");
+  char *end = NULL;
+  unsigned long long n = max != NULL ? strtoull(max, &end, 10) : 0;
+  slt.trace_left = end != NULL && end != max && *end == '\0' ? n : 200000;
+  slt.trace = fopen(path, "w");
+  if (slt.trace == NULL) {
+    fprintf(stderr, "sl_torch: SL_TORCH_TRACE=%s: cannot write it\n", path);
+    return;
+  }
+  fprintf(slt.trace, "# sl_torch trace v1: a|f TID STREAM SIZE PTR\n");
+  fflush(slt.trace);
+}
+
+static void slt__trace(char op, CUstream stream, size_t size, void *ptr) {
+  static _Thread_local unsigned tid;
+  pthread_mutex_lock(&slt.trace_mu);
+  if (slt.trace != NULL && slt.trace_left > 0) {
+    if (tid == 0) tid = atomic_fetch_add(&slt.trace_tids, 1) + 1;
+    slt.trace_left--;
+    fprintf(slt.trace, "%c %u %#lx %zu %#lx\n", op, tid,
+            (unsigned long)(uintptr_t)stream, size,
+            (unsigned long)(uintptr_t)ptr);
+    fflush(slt.trace);
+  }
+  pthread_mutex_unlock(&slt.trace_mu);
+}
+
 /* Under the init mutex. */
 static slc_context *slt__create_locked(void) {
   static const char fn[] = "sl_torch_init";
@@ -208,7 +258,9 @@ static slc_context *slt__create_locked(void) {
   size_t env = slt__env_limit();
   for (int i = 0; i < slt.n_dev; i++)
     if (slt.dev[i].limit == 0) slt.dev[i].limit = env;
-  /* Release: n_dev and the limits before the pointer (readers acquire). */
+  slt__trace_open_locked();
+  /* Release: n_dev, the limits and the trace before the pointer (readers
+   * acquire). */
   slt__store_release(&slt.ctx, c);
   return c;
 }
@@ -359,6 +411,8 @@ void *sl_torch_malloc(size_t size, int device, CUstream stream, int *rc_out) {
     slt__restore(c, was);
   }
   if (rc == LDG_OK && ptr == NULL && size != 0) rc = SLC_EDRIVER;
+  if (rc == LDG_OK && ptr != NULL && slt.trace != NULL)
+    slt__trace('a', stream, size, ptr);
   if (rc_out != NULL) *rc_out = rc;
   return ptr;
 }
@@ -446,7 +500,12 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
   for (size_t i = 0; r != NULL && rc == LDG_OK && i < r->n; i++)
     if (r->s[i] != home && r->s[i] != s) rc = slt__use(r->s[i], b);
   free(r);
-  if (rc == LDG_OK) rc = slp_free(b);
+  if (rc == LDG_OK) {
+    /* THE TRACE: the line goes before the free, so that it precedes the
+     * line of the block's next alloc (another thread may get it at once). */
+    if (slt.trace != NULL) slt__trace('f', stream, size, ptr);
+    rc = slp_free(b);
+  }
   /* No engine thread: every so many frees, this thread polls (as PyTorch
    * processes its events on malloc). Non-blocking; the keeps of completed
    * uses run here and return held blocks to the free lists. */
@@ -594,7 +653,8 @@ static const char *const slt__names[SL_TORCH_NSTATS] = {
     "frees",           "reuses",               "held_frees",
     "slab_allocs",     "slab_frees",           "oom_retries",
     "ooms",            "trims",                "live_blocks",
-    "bad_calls",       "recorded_uses",
+    "bad_calls",       "recorded_uses",        "peak_allocated_bytes",
+    "peak_held_bytes", "peak_requested_bytes",
 };
 
 const char *sl_torch_stat_name(int i) {
@@ -620,6 +680,9 @@ int sl_torch_memory_stats(int device, uint64_t *out, size_t n) {
                     st.slab_allocs,     st.slab_frees,     st.oom_retries,
                     st.ooms,            st.trims,          st.live_blocks};
     memcpy(v, w, sizeof(w));
+    v[SL_TORCH_PEAK_ALLOCATED] = st.peak_allocated;
+    v[SL_TORCH_PEAK_HELD] = st.peak_held;
+    v[SL_TORCH_PEAK_REQUESTED] = st.peak_requested;
   }
   v[SL_TORCH_BAD_CALLS] = slt__load_relaxed(&slt.bad_calls);
   v[SL_TORCH_RECORDED_USES] = slt__load_relaxed(&slt.recorded_uses);
@@ -713,5 +776,7 @@ int sl_torch_shutdown(void) {
   slt.n_dev = 0;
   slt__store_relaxed(&slt.bad_calls, 0);
   slt__store_relaxed(&slt.recorded_uses, 0);
+  if (slt.trace != NULL) fclose(slt.trace);
+  slt.trace = NULL;
   return LDG_OK;
 }

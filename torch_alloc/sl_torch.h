@@ -145,6 +145,8 @@ enum {
   SL_TORCH_REUSES, SL_TORCH_HELD_FREES, SL_TORCH_SLAB_ALLOCS,
   SL_TORCH_SLAB_FREES, SL_TORCH_OOM_RETRIES, SL_TORCH_OOMS, SL_TORCH_TRIMS,
   SL_TORCH_LIVE_BLOCKS, SL_TORCH_BAD_CALLS, SL_TORCH_RECORDED_USES,
+  SL_TORCH_PEAK_ALLOCATED, SL_TORCH_PEAK_HELD, /* at the reserved peak */
+  SL_TORCH_PEAK_REQUESTED,
   SL_TORCH_NSTATS
 };
 
@@ -174,6 +176,13 @@ const char *sl_torch_last_error(void);
  * the device's first alloc, so LDG_EBUSY afterwards. Also from the
  * environment: SL_TORCH_LIMIT_BYTES (every device). */
 int sl_torch_set_limit(int device, size_t bytes);
+
+/* SL_TORCH_TRACE=path (read when the state is made): every successful
+ * alloc and free appends "a|f TID STREAM SIZE PTR" to path, at most
+ * SL_TORCH_TRACE_MAX events (default 200000), flushed line by line, under
+ * a mutex (only then); bench/torch_trace.c replays such a trace on the
+ * host executor (sl_torch.c, THE TRACE). An unwritable path: one line on
+ * stderr, no trace, the hooks unharmed. */
 
 /* Before any other call: use `driver` (copied; e.g. the host executor)
  * instead of libcuda.so.1. LDG_EBUSY once the state exists. */

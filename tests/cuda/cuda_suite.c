@@ -2060,27 +2060,140 @@ static void *race_thread(void *p) {
 
 /* A stream destroyed while threads copy on it: each copy either lands
  * before the destroy (and is released by it or a sync) or is refused with
- * LDG_EDESTROYED and its keep is not called. */
+ * LDG_EDESTROYED and its keep is not called. Three rounds, each with a new
+ * stream and new threads: those of a round take the gate words (stream.c,
+ * THE GATE) that the threads of the round before left (SLC_GATE chooses
+ * the gate's mode: cuda_suite_gate_*_test run this in each). */
 static int t_destroy_race(suite *S) {
-  race r;
-  memset(&r, 0, sizeof(r));
-  r.S = S;
-  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 256, &r.D));
-  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &r.x));
-  enum { T = 3 };
-  pthread_t th[T];
-  for (int i = 0; i < T; i++)
-    CHECK(pthread_create(&th[i], NULL, race_thread, &r) == 0);
+  slc_buffer *D;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 256, &D));
+  for (int round = 0; round < 3; round++) {
+    race r;
+    memset(&r, 0, sizeof(r));
+    r.S = S;
+    r.D = D;
+    CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &r.x));
+    enum { T = 3 };
+    pthread_t th[T];
+    for (int i = 0; i < T; i++)
+      CHECK(pthread_create(&th[i], NULL, race_thread, &r) == 0);
+    sleep_ms(round == 0 ? 20 : 5);
+    CHECK_OK(slc_stream_destroy(r.x));
+    atomic_store(&r.stop, 1);
+    for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+    CHECK(atomic_load(&r.errors) == 0);
+    CHECK(count_of(&r.released) == atomic_load(&r.issued));
+    printf("    round %d: %d copies before the destroy, %d refused after it\n",
+           round, atomic_load(&r.issued), atomic_load(&r.refused));
+    slc_stream_unref(r.x);
+  }
+  CHECK_OK(slc_buffer_try_free(D));
+  return PASS;
+}
+
+/* A call made on another thread from inside a driver call (the executor's
+ * hook runs this on the calling thread): started, then — once `ready` says
+ * so, if given (a bounded wait) — given 20 ms, after which `early` says
+ * whether it had finished. A test checks that it had not, where the layer
+ * must hold it back until the driver call returns: that passes whatever
+ * the timing; a layer that does not hold it back fails it nearly always. */
+typedef struct side_call {
+  int (*call)(struct side_call *);
+  bool (*ready)(struct side_call *); /* may be NULL */
+  void *a, *b;                       /* the call's arguments */
+  pthread_t th;
+  bool started, was_ready, early;
+  int rc;
+  atomic_int done;
+} side_call;
+
+static void *side_call_main(void *p) {
+  side_call *sc = p;
+  sc->rc = sc->call(sc);
+  atomic_store(&sc->done, 1);
+  return NULL;
+}
+
+static void side_call_hook(void *arg) {
+  side_call *sc = arg;
+  if (pthread_create(&sc->th, NULL, side_call_main, sc) != 0) return;
+  sc->started = true;
+  for (int i = 0; sc->ready != NULL && i < 50000 && !sc->ready(sc); i++)
+    sleep_ms(0);
+  sc->was_ready = sc->ready == NULL || sc->ready(sc);
   sleep_ms(20);
-  CHECK_OK(slc_stream_destroy(r.x));
-  atomic_store(&r.stop, 1);
-  for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
-  CHECK(atomic_load(&r.errors) == 0);
-  CHECK(count_of(&r.released) == atomic_load(&r.issued));
-  printf("    %d copies before the destroy, %d refused after it\n",
-         atomic_load(&r.issued), atomic_load(&r.refused));
-  slc_stream_unref(r.x);
-  CHECK_OK(slc_buffer_try_free(r.D));
+  sc->early = atomic_load(&sc->done) != 0;
+}
+
+/* The gate holds a destroy back while a call is inside the driver on the
+ * stream (stream.c, THE GATE; sl_cuda.h THREADING): from inside
+ * cuEventRecord, another thread destroys the stream; once its flag is up,
+ * the destroy must not finish (synchronise, destroy the driver stream)
+ * while the record is inside. Run in each mode of the gate
+ * (cuda_suite_gate_*_test). */
+static int gate_destroy(side_call *sc) { return slc_stream_destroy(sc->a); }
+static bool gate_flag_up(side_call *sc) {
+  return slc_stream_check_live(sc->a) == LDG_EDESTROYED;
+}
+
+static int t_gate_waits(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hook");
+  side_call sc;
+  memset(&sc, 0, sizeof(sc));
+  sc.call = gate_destroy;
+  sc.ready = gate_flag_up;
+  slc_stream *s;
+  slc_event *e;
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &s));
+  sc.a = s;
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  hd_set_hook(HD_FAULT_EVENT_RECORD, side_call_hook, &sc);
+  CHECK_OK(slc_event_record(e, s)); /* the hook runs inside */
+  CHECK(sc.started);
+  pthread_join(sc.th, NULL);
+  CHECK(sc.was_ready);
+  CHECK(!sc.early); /* the destroy waited for the record to leave */
+  CHECK_OK(sc.rc);
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(s);
+  return PASS;
+}
+
+/* The event's lock (event.c, THE LOCK) keeps two records in one order in
+ * the driver and in the layer: from inside the first record's cuEventRecord
+ * (on a), a second thread records the same event on b; it must not finish
+ * while the first is inside, and afterwards the layer names b, whose
+ * record the driver has last. */
+static int lock_order_record(side_call *sc) {
+  return slc_event_record(sc->a, sc->b);
+}
+
+static int t_event_lock_orders(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's hook");
+  side_call sc;
+  memset(&sc, 0, sizeof(sc));
+  sc.call = lock_order_record;
+  slc_stream *a, *b;
+  slc_event *e;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &a));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &b));
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  sc.a = e;
+  sc.b = b;
+  hd_set_hook(HD_FAULT_EVENT_RECORD, side_call_hook, &sc);
+  CHECK_OK(slc_event_record(e, a)); /* the hook runs inside */
+  CHECK(sc.started);
+  pthread_join(sc.th, NULL);
+  CHECK(!sc.early); /* the second record waited for the first */
+  CHECK_OK(sc.rc);
+  uint64_t sid = 0;
+  CHECK(slc_event_recorded(e, &sid, NULL));
+  CHECK(sid == ldg_stream_id(slc_stream_ledger(b)));
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(a);
+  slc_stream_unref(b);
   return PASS;
 }
 
@@ -2219,6 +2332,64 @@ static int t_event_race(suite *S) {
   return PASS;
 }
 
+/* The current context (sl_cuda.h THREADING, slc_context_cache_current).
+ * Off (the default): every call asks the driver (cuCtxGetCurrent), so a
+ * switch made behind the layer's back is undone by its next call. On: a
+ * thread whose cache names the context asks nothing; the layer's own
+ * switches keep the cache true; a switch made outside the layer and not
+ * told (slc_device_make_current) leaves the wrong context current, which
+ * the host executor refuses (CUDA_ERROR_INVALID_CONTEXT): the hazard the
+ * header names. */
+static int t_cache_current(suite *S) {
+  SKIP_IF(!S->host, "needs the host executor's call counts");
+  SKIP_IF(S->devices < 2, "needs 2 devices");
+  slc_stream *s, *s1;
+  slc_event *e;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  CHECK_OK(slc_stream_create(S->c, 1, 0, &s1));
+  CHECK_OK(slc_event_create(S->c, 0, &e));
+  CUdevice d1;
+  CUcontext other, cur;
+  CHECK(S->drv.pfn_cuDeviceGet(&d1, 1) == CUDA_SUCCESS);
+  CHECK(S->drv.pfn_cuDevicePrimaryCtxRetain(&other, d1) == CUDA_SUCCESS);
+  /* Off. */
+  CHECK_OK(slc_event_record(e, s));
+  hd_calls_reset();
+  for (int i = 0; i < 10; i++) CHECK_OK(slc_event_record(e, s));
+  CHECK(hd_calls("cuCtxGetCurrent") == 10 && hd_calls("cuEventRecord") == 10);
+  CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS); /* not told */
+  CHECK_OK(slc_event_record(e, s));
+  CHECK(S->drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != other);
+  /* On. */
+  CHECK_RC(slc_context_cache_current(NULL, true), LDG_EINVAL);
+  CHECK_OK(slc_context_cache_current(S->c, true));
+  hd_calls_reset();
+  for (int i = 0; i < 10; i++) CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(hd_calls("cuCtxGetCurrent") == 0 && hd_calls("cuEventRecord") == 10);
+  /* The layer's own switches: device 1, then device 0 again. */
+  hd_calls_reset();
+  CHECK_OK(slc_stream_synchronize(s1));
+  CHECK_OK(slc_event_record(e, s));
+  CHECK(hd_calls("cuCtxGetCurrent") == 2 && hd_calls("cuCtxSetCurrent") == 2);
+  /* A switch outside the layer, not told: the wrong context is current. */
+  CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS);
+  CHECK_RC(slc_event_record(e, s), SLC_EDRIVER);
+  CHECK(slc_last_error()->cu == CUDA_ERROR_INVALID_CONTEXT);
+  /* Told: slc_device_make_current asks the driver and switches back. */
+  CHECK_OK(slc_device_make_current(S->c, 0));
+  CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(slc_context_cache_current(S->c, false));
+  CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS);
+  CHECK_OK(slc_event_record(e, s)); /* off again: undone */
+  CHECK_OK(slc_event_synchronize(e));
+  CHECK_OK(slc_event_destroy(e));
+  slc_stream_unref(s);
+  slc_stream_unref(s1);
+  CHECK(S->drv.pfn_cuDevicePrimaryCtxRelease(d1) == CUDA_SUCCESS);
+  return PASS;
+}
+
 /* ---- Issue 15: regressions of the review's findings ---------------------- */
 
 /* A keep that drops a stream reference it was given. */
@@ -2252,11 +2423,15 @@ static int t_settle_unref_in_keep(suite *S) {
     CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &n1));
     counter k2 = {0};
     slc_hold h2 = {count_keep(&k2), &id, 1, NULL, 0};
+    /* Each stream writes its own half (both hold B's id): the two are not
+     * ordered, and writing the same bytes was a data race in the
+     * executor's memory (TSan, cuda_suite_fake_libcuda_test). */
     CHECK_OK(busy(S, n2, 5, NULL));
-    CHECK_OK(slc_memset_d8_async(n2, slc_buffer_dptr(B), 1, bytes, &h2));
+    CHECK_OK(slc_memset_d8_async(n2, slc_buffer_dptr(B), 1, bytes / 2, &h2));
     unref_keep u = {n2, {0}};
     slc_hold h1 = {{unref_release, &u}, &id, 1, NULL, 0};
-    CHECK_OK(slc_memset_d8_async(n1, slc_buffer_dptr(B), 2, bytes, &h1));
+    CHECK_OK(slc_memset_d8_async(n1, slc_buffer_dptr(B) + bytes / 2, 2,
+                                 bytes / 2, &h1));
     if (mode == 0) {
       CHECK_OK(slc_copy_dtoh(out, B, 0, bytes));
     } else if (mode == 1) {
@@ -3672,6 +3847,13 @@ static const test tests[] = {
      "a stream destroyed while threads copy on it", 0},
     {"event_race", t_event_race,
      "one event re-recorded while others sync, query and wait on it", 0},
+    {"event_lock_orders", t_event_lock_orders,
+     "two records of one event: one order in the driver and the layer", 0},
+    {"gate_waits", t_gate_waits,
+     "a destroy waits for a call inside the driver on its stream", 0},
+    {"cache_current", t_cache_current,
+     "slc_context_cache_current: no context query on a hit; a switch "
+     "outside the layer must be told", 0},
     {"settle_unref_in_keep", t_settle_unref_in_keep,
      "a keep run by a settle drops the next drained stream's last reference", 0},
     {"failed_unref_kept_for_waits", t_failed_unref_kept_for_waits,

@@ -40,6 +40,9 @@
 #define CHECK_RC(call, want) CHECK((call) == (want))
 
 static slc_driver g_drv;
+/* Simulated devices of the tests that use two or more (--devices=N: 8 in
+ * engine_8dev_test, one engine and thread per device). */
+static int g_devices = 2;
 
 static void sleep_us(unsigned us) {
   struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
@@ -48,7 +51,7 @@ static void sleep_us(unsigned us) {
 
 static int setup(slc_context **c, unsigned delay_us,
                  const slc_engine_config *cfg) {
-  hd_config hc = {2, delay_us};
+  hd_config hc = {g_devices, delay_us};
   CHECK(hd_install(&g_drv, &hc) == 0);
   CHECK_RC(slc_context_create(&g_drv, c), LDG_OK);
   CHECK_RC(slc_engine_enable(*c, cfg), LDG_OK);
@@ -399,9 +402,13 @@ static void stall_keep(void *ctx) {
 
 static int t_stalled_engine(void) {
   slc_context *c;
-  /* A ring of 4 markers, one per op: it fills while the engine is stuck. */
-  slc_engine_config cfg = {
-      .thread = true, .marker_every_ops = 1, .markers_per_stream = 4};
+  /* A ring of 4 markers, one per op placed by the issuer: it fills while
+   * the engine is stuck. (With the thread placing them, the default, a
+   * stuck thread places none: nothing to fill.) */
+  slc_engine_config cfg = {.thread = true,
+                           .marker_every_ops = 1,
+                           .markers_per_stream = 4,
+                           .placement = SLC_ENGINE_PLACE_ISSUER};
   if (setup(&c, 0, &cfg)) return 1;
   slc_stream *a, *b;
   CHECK_RC(slc_stream_create(c, 0, 0, &a), LDG_OK);
@@ -760,6 +767,50 @@ static int t_adopt_external(void) {
   CHECK(strstr(slc_last_error_message(), "cuStreamGetCtx") != NULL);
   CHECK_RC(slc_stream_record_external(NULL, NULL), LDG_EINVAL);
   return teardown(c);
+}
+
+/* A marker event whose cuEventDestroy fails twice, as the stream leaves
+ * the engine, is given up (left to the driver's context teardown): it no
+ * longer counts in events_live, which then reads 0 again. The context is
+ * made over a copy of the driver table whose cuEventDestroy fails while
+ * g_destroy_fails is positive. */
+static atomic_int g_destroy_fails;
+static CUresult CUDAAPI failing_event_destroy(CUevent ev) {
+  if (atomic_load(&g_destroy_fails) > 0) {
+    atomic_fetch_sub(&g_destroy_fails, 1);
+    return CUDA_ERROR_UNKNOWN;
+  }
+  return g_drv.pfn_cuEventDestroy(ev);
+}
+
+static int t_marker_destroy_fails(void) {
+  hd_config hc = {2, 0};
+  CHECK(hd_install(&g_drv, &hc) == 0);
+  slc_driver drv = g_drv;
+  drv.pfn_cuEventDestroy = failing_event_destroy;
+  slc_context *c;
+  CHECK_RC(slc_context_create(&drv, &c), LDG_OK);
+  slc_engine_config cfg = {.thread = false, .marker_every_ops = 1};
+  CHECK_RC(slc_engine_enable(c, &cfg), LDG_OK);
+  slc_stream *s;
+  CHECK_RC(slc_stream_create(c, 0, SLC_STREAM_NONBLOCKING, &s), LDG_OK);
+  atomic_long kept = 0;
+  slc_hold h = {{count_keep, &kept}, NULL, 0, NULL, 0};
+  CHECK_RC(slc_stream_record_external(s, &h), LDG_OK); /* one marker */
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 1);
+  atomic_store(&g_destroy_fails, 2); /* the destroy and its retry */
+  slc_stream_unref(s); /* synchronised: the keep ran; leaves the engine */
+  CHECK(atomic_load(&g_destroy_fails) == 0);
+  CHECK(atomic_load(&kept) == 1);
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.events_live == 0);
+  CHECK(es.markers_pending == 0);
+  CHECK_RC(slc_context_destroy(c), LDG_OK);
+  /* The given-up event is the executor's only leftover. */
+  CHECK(hd_shutdown() == 1);
+  return 0;
 }
 
 /* An adopted stream whose last unref meets a failed sync waits in the
@@ -1150,8 +1201,10 @@ static int t_adopt_legacy(void) {
   CHECK_RC(slc_stream_adopt_legacy(NULL, 0, &x), LDG_EINVAL);
   CHECK_RC(slc_stream_adopt_legacy(c, 0, NULL), LDG_EINVAL);
   CHECK_RC(slc_stream_adopt_legacy(c, -1, &x), LDG_EINVAL);
-  CHECK_RC(slc_stream_adopt_legacy(c, 2, &x), LDG_EINVAL);
-  CHECK(strstr(slc_last_error_message(), "device 2 of 2") != NULL);
+  CHECK_RC(slc_stream_adopt_legacy(c, g_devices, &x), LDG_EINVAL);
+  char msg[32];
+  snprintf(msg, sizeof(msg), "device %d of %d", g_devices, g_devices);
+  CHECK(strstr(slc_last_error_message(), msg) != NULL);
   CHECK_RC(slc_stream_adopt(c, NULL, &x), LDG_EINVAL);
   CHECK(strstr(slc_last_error_message(), "slc_stream_adopt_legacy") != NULL);
   CHECK_RC(slc_stream_adopt(c, CU_STREAM_PER_THREAD, &x), LDG_EINVAL);
@@ -1164,7 +1217,7 @@ static int t_adopt_legacy(void) {
 /* slc_engine_poll_stream releases its stream only, on the calling thread
  * (no engine thread here), and refuses a NULL or not engine-driven stream. */
 static int t_poll_stream(void) {
-  hd_config hc = {2, 0};
+  hd_config hc = {g_devices, 0};
   CHECK(hd_install(&g_drv, &hc) == 0);
   slc_context *c;
   CHECK_RC(slc_context_create(&g_drv, &c), LDG_OK);
@@ -1403,6 +1456,8 @@ static const struct {
      "the legacy default stream adopted per device: recorded, released"},
     {"adopt_limbo", t_adopt_limbo,
      "an adopted stream kept after a failed sync: finished, never destroyed"},
+    {"marker_destroy_fails", t_marker_destroy_fails,
+     "a marker event whose destroy fails twice leaves events_live"},
     {"buffer_ops_hold", t_buffer_ops_hold,
      "slc_buf_* calls hold their buffers: no free under a pending copy"},
     {"buffer_ops_bad_input", t_buffer_ops_bad_input,
@@ -1412,6 +1467,15 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
+  if (argc > 1 && strncmp(argv[1], "--devices=", 10) == 0) {
+    g_devices = atoi(argv[1] + 10);
+    if (g_devices < 2 || g_devices > HD_MAX_DEVICES) {
+      fprintf(stderr, "--devices: 2 .. %d\n", HD_MAX_DEVICES);
+      return 2;
+    }
+    argc--;
+    argv++;
+  }
   const char *only = argc > 1 ? argv[1] : NULL;
   int failed = 0;
   for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {

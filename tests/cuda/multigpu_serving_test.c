@@ -1,9 +1,9 @@
 /*
  * multigpu_serving_test: request threads on 8 simulated devices (the host
- * executor), with a device pool and a pinned pool per device and one
- * progress engine for all of them, as bench/pool_bench.c --devices runs on
- * a GPU node (issue 13), here with every result checked and every block
- * accounted for, under ASan and TSan too:
+ * executor), with a device pool and a pinned pool per device and the
+ * progress engine (an engine and thread per device), as bench/pool_bench.c
+ * --devices runs on a GPU node (issue 13), here with every result checked
+ * and every block accounted for, under ASan and TSan too:
  *   grouped  16 threads, thread i serving device i % 8 on its own stream;
  *   spread   8 threads, each with a stream on every device, sending its
  *            requests to the devices in turn (a context switch each).
@@ -159,7 +159,7 @@ int main(void) {
   slc_test_register_host_kernels();
   CHECK(slc_context_create(&drv, &ctx) == LDG_OK);
   CHECK(slc_device_count(ctx) == DEVICES);
-  CHECK(slc_engine_enable(ctx, NULL) == LDG_OK); /* one engine, all GPUs */
+  CHECK(slc_engine_enable(ctx, NULL) == LDG_OK); /* an engine per GPU */
   slc_module *m[DEVICES];
   for (int d = 0; d < DEVICES; d++) {
     CHECK(slp_pool_create_device(ctx, d, NULL, &dev_pool[d]) == LDG_OK);

@@ -388,20 +388,28 @@ static int t_multi_device(void) {
 /* A block handed out by stream order and then used on another stream: that
  * stream first waits for the home stream, where the previous owner's slow
  * work is still running; otherwise the old memset would land last. */
+/* d (a device block on e->s1) gets a memset of 0x11 behind 50 ms of spin
+ * on s1, is freed, and comes back by stream order as *d2 with that work
+ * still pending. */
+static int reuse_under_pending(env *e, slp_block *d, slp_block **d2) {
+  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
+  CHECK_RC(slc_launch(e->s1, e->spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
+                      0, (void *[]){&ns}, NULL),
+           LDG_OK);
+  CHECK_RC(slp_memset_async(e->s1, d, 0, 0x11, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(d), LDG_OK);
+  CHECK_RC(slp_alloc(e->dev, e->s1, 4096, d2), LDG_OK);
+  CHECK(*d2 == d); /* by stream order, the old memset still pending */
+  return 0;
+}
+
 static int t_stream_reuse_then_other_stream(void) {
   env e;
   if (setup(&e, 0, NULL, true)) return 1;
   slp_block *d, *d2, *h;
   CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
   CHECK_RC(slp_alloc(e.host, e.s2, 4096, &h), LDG_OK);
-  unsigned long long ns = 50 * 1000 * 1000; /* s1 busy for 50 ms */
-  CHECK_RC(slc_launch(e.s1, e.spin, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1},
-                      0, (void *[]){&ns}, NULL),
-           LDG_OK);
-  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x11, 4096, NULL), LDG_OK);
-  CHECK_RC(slp_free(d), LDG_OK);
-  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d2), LDG_OK);
-  CHECK(d2 == d); /* by stream order, the old memset still pending */
+  if (reuse_under_pending(&e, d, &d2)) return 1;
   CHECK_RC(slp_memset_async(e.s2, d2, 0, 0x22, 4096, NULL), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
@@ -412,6 +420,46 @@ static int t_stream_reuse_then_other_stream(void) {
   CHECK_RC(slp_free(d2), LDG_OK);
   CHECK_RC(slp_free(h), LDG_OK);
   CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  return teardown(&e);
+}
+
+/* Every other stream, not only the first, waits for the home stream before
+ * it uses a block handed out by stream order while the previous owner's
+ * work on it may still run: here s2 and then s3 read it (copies to pinned
+ * blocks) while s1 is busy for 50 ms before that work (a memset of 0x11).
+ * Both must read 0x11. Watched fail before the fix (only the first other
+ * stream waited: the flag was cleared by its use): s3 read 0x00, the
+ * contents from before the previous owner's memset. */
+static int t_stream_reuse_two_other_streams(void) {
+  env e;
+  if (setup(&e, 0, NULL, true)) return 1;
+  slc_stream *s3;
+  CHECK_RC(slc_stream_create(e.c, 0, SLC_STREAM_NONBLOCKING, &s3), LDG_OK);
+  slp_block *d, *d2, *h2, *h3;
+  CHECK_RC(slp_alloc(e.dev, e.s1, 4096, &d), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, e.s2, 4096, &h2), LDG_OK);
+  CHECK_RC(slp_alloc(e.host, s3, 4096, &h3), LDG_OK);
+  CHECK_RC(slp_memset_async(e.s1, d, 0, 0x00, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  if (reuse_under_pending(&e, d, &d2)) return 1;
+  CHECK_RC(slp_copy_async(e.s2, h2, 0, d2, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_copy_async(s3, h3, 0, d2, 0, 4096, NULL), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s2), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(s3), LDG_OK);
+  const unsigned char *p2 = slp_block_host(h2), *p3 = slp_block_host(h3);
+  for (int i = 0; i < 4096; i++)
+    if (p2[i] != 0x11 || p3[i] != 0x11) {
+      fprintf(stderr, "byte %d: s2 read %#x, s3 read %#x, expected 0x11\n",
+              i, (unsigned)p2[i], (unsigned)p3[i]);
+      CHECK(p2[i] == 0x11 && p3[i] == 0x11);
+    }
+  CHECK_RC(slc_stream_synchronize(e.s1), LDG_OK);
+  CHECK_RC(slp_free(d2), LDG_OK);
+  CHECK_RC(slp_free(h2), LDG_OK);
+  CHECK_RC(slp_free(h3), LDG_OK);
+  CHECK(wait_unheld(e.dev) == 0 && wait_unheld(e.host) == 0);
+  CHECK_RC(slc_stream_destroy(s3), LDG_OK);
+  slc_stream_unref(s3);
   return teardown(&e);
 }
 
@@ -460,6 +508,12 @@ static int t_bad_input(void) {
   CHECK_RC(slp_alloc(e.host, e.s1, 100, &h), LDG_OK);
   CHECK_RC(slp_memset_async(other, b, 0, 0, 100, NULL), LDG_EINVAL);
   CHECK_MSG("device 0, stream on device 1");
+  /* slp_record_use of one block (its own path): the same refusals. */
+  CHECK_RC(slp_record_use(other, &b, 1, NULL), LDG_EINVAL);
+  CHECK_MSG("device 0, stream on device 1");
+  slp_block *none = NULL;
+  CHECK_RC(slp_record_use(e.s1, &none, 1, NULL), LDG_EINVAL);
+  CHECK_MSG("block is NULL");
   CHECK_RC(slp_memset_async(e.s1, b, 1, 0, 100, NULL), LDG_EINVAL);
   CHECK_MSG("outside");
   CHECK_RC(slp_copy_async(e.s1, h, 0, h, 0, 10, NULL), LDG_EINVAL);
@@ -485,6 +539,8 @@ static int t_bad_input(void) {
   CHECK_RC(slp_free_ptr(e.dev, (uintptr_t)slp_block_dptr(b)), LDG_EINVAL);
   CHECK_MSG("double free");
   CHECK_RC(slp_memset_async(e.s1, b, 0, 0, 1, NULL), LDG_EINVAL);
+  CHECK_MSG("not allocated");
+  CHECK_RC(slp_record_use(e.s2, &b, 1, NULL), LDG_EINVAL);
   CHECK_MSG("not allocated");
   CHECK_RC(slp_free_ptr(e.dev, (uintptr_t)slp_block_dptr(b) + 8), LDG_EINVAL);
   CHECK_MSG("foreign");
@@ -677,7 +733,10 @@ static int t_own_poll_cadence(void) {
   CHECK_RC(slc_engine_stats_get(e.c, &s0), LDG_OK);
   long before = recycled_here;
   int first_poll = -1;
-  for (int i = 0; i < 12; i++) {
+  /* record_use places no marker: the poll at alloc 8 places the one that
+   * covers the first 8 uses, and the poll at alloc 16 finds it complete and
+   * returns them. */
+  for (int i = 0; i < 17; i++) {
     slp_block *x;
     CHECK_RC(slp_alloc(e.dev, a, 4096, &x), LDG_OK);
     CHECK_RC(slc_engine_stats_get(e.c, &s1), LDG_OK);
@@ -690,10 +749,262 @@ static int t_own_poll_cadence(void) {
   if (first_poll != 8)
     fprintf(stderr, "first own poll at alloc %d, expected 8\n", first_poll);
   CHECK(first_poll == 8);
-  CHECK(recycled_here - before >= 1); /* and that poll returned them here */
+  CHECK(recycled_here - before >= 1); /* the next poll returned them here */
   slp_stats st;
   CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
   CHECK(st.slab_allocs == 1); /* the shared list served the others */
+  return own_teardown(&e, a, b);
+}
+
+/* Issue 10: slp_record_use places no marker of its own. A stream whose only
+ * pool work is record_use (a block's second user, PyTorch's record_stream)
+ * got a cuEventRecord every 8 of them on the request thread, and at 16
+ * threads the driver's calls were the ceiling (bench/RESULTS.md, "What
+ * pool_2s pays per iteration"). Its uses are covered by the stream's next
+ * marker: a later operation's, the engine's tail marker, or the pool's own
+ * poll, which places one when none is pending. Engine without a thread;
+ * 16 uses of 16 blocks on b, fewer than the 32 held frees of an own poll:
+ * no marker is placed; then a poll of b places one, and once b completed
+ * the next poll returns every block (nothing is lost). Watched fail on
+ * main: "16 record_use calls placed 2 markers, expected 0". */
+static int t_record_use_no_marker(void) {
+  env e;
+  slc_stream *a, *b;
+  if (own_setup(&e, NULL, &a, &b)) return 1;
+  slc_engine_stats s0, s1;
+  CHECK_RC(slc_engine_stats_get(e.c, &s0), LDG_OK);
+  for (int i = 0; i < 16; i++) {
+    slp_block *x;
+    /* Every 4th a pinned block (its hold names its bytes). */
+    CHECK_RC(slp_alloc(i % 4 == 3 ? e.host : e.dev, a, 4096, &x), LDG_OK);
+    CHECK_RC(slp_record_use(b, &x, 1, NULL), LDG_OK);
+    CHECK_RC(slp_free(x), LDG_OK); /* held: its use on b is pending */
+  }
+  CHECK_RC(slc_engine_stats_get(e.c, &s1), LDG_OK);
+  uint64_t placed = s1.markers_placed - s0.markers_placed;
+  if (placed != 0)
+    fprintf(stderr, "16 record_use calls placed %llu markers, expected 0\n",
+            (unsigned long long)placed);
+  CHECK(placed == 0);
+  slp_stats st, sh;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK_RC(slp_stats_get(e.host, &sh), LDG_OK);
+  CHECK(st.held_bytes == 12 * 4096 && sh.held_bytes == 4 * 4096);
+  /* A poll places the marker that covers them (a tail marker)... */
+  size_t released = 0;
+  CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK);
+  CHECK_RC(slc_engine_stats_get(e.c, &s1), LDG_OK);
+  CHECK(s1.markers_placed - s0.markers_placed == 1);
+  /* ...and once it completed (the raw driver: no ledger release), the next
+   * poll returns every block. */
+  CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
+  CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK);
+  CHECK(released == 1);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK_RC(slp_stats_get(e.host, &sh), LDG_OK);
+  CHECK(st.held_bytes == 0 && sh.held_bytes == 0);
+  return own_teardown(&e, a, b);
+}
+
+/* Issue 10: a held block whose last keep runs on a thread without a cache
+ * of the pool (the engine thread's) goes to the inbox of the thread that
+ * freed it, and that thread's next alloc of an empty class takes it; before,
+ * it went to the class's shared list, and at 16 request threads every
+ * thread whose cache ran dry queued on that list's take-mutex (the lead's
+ * H200 profile: request threads in futex waits ~70 % of the time, the
+ * engine thread at 100 %). Engine without a thread: the owner (this
+ * thread, a one-block cache, empty) frees 8 blocks used on b, a poll of b
+ * places the marker; a foreign thread's slc_engine_poll runs the keeps. Then a
+ * third thread allocates (from the shared list: none of the 8) and the
+ * owner allocates 8 (exactly the 8, from its inbox). Watched fail before
+ * the inbox: "the third thread got one of the owner's returned blocks". */
+typedef struct foreign_arg {
+  env *e;
+  slp_pool *p;
+  slc_stream *s;
+  slp_block *got;
+  int rc;
+} foreign_arg;
+
+static void *foreign_poll(void *arg) {
+  foreign_arg *f = arg;
+  f->rc = slc_engine_poll(f->e->c, NULL);
+  return NULL;
+}
+
+static void *foreign_alloc(void *arg) {
+  foreign_arg *f = arg;
+  f->rc = slp_alloc(f->p, f->s, 4096, &f->got);
+  if (f->rc == LDG_OK) f->rc = slp_free(f->got); /* free now: its cache */
+  return NULL;
+}
+
+/* The keeps of everything used on b run on a thread without a cache of
+ * the pool: a poll of b places the marker (record_use placed none), the
+ * raw driver completes it (no ledger release), a new thread's
+ * slc_engine_poll releases b. */
+static int release_on_foreign_thread(env *e, slc_stream *b) {
+  size_t released = 0;
+  CHECK_RC(slc_engine_poll_stream(b, &released), LDG_OK);
+  CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
+  foreign_arg f = {e, NULL, NULL, NULL, -1};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, foreign_poll, &f) == 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_RC(f.rc, LDG_OK);
+  return 0;
+}
+
+/* Uses each of x[0..n) on b (slp_record_use) and frees it: held. */
+static int use_and_free(slc_stream *b, slp_block **x, int n) {
+  for (int i = 0; i < n; i++) {
+    CHECK_RC(slp_record_use(b, &x[i], 1, NULL), LDG_OK);
+    CHECK_RC(slp_free(x[i]), LDG_OK);
+  }
+  return 0;
+}
+
+static int t_inbox_return(void) {
+  env e;
+  /* A one-block cache: after two allocs (the slab's block 0 and the one
+   * the cache got) the cache is empty and each take moves one block. */
+  slp_config cfg = {.poison_device = true, .thread_cache_bytes = 16384};
+  slc_stream *a, *b;
+  if (own_setup(&e, &cfg, &a, &b)) return 1;
+  enum { N = 8 };
+  slp_block *x[N];
+  uintptr_t addr[N];
+  slp_stats st;
+  for (int i = 0; i < N; i++) {
+    CHECK_RC(slp_alloc(e.dev, a, 4096, &x[i]), LDG_OK);
+    addr[i] = (uintptr_t)slp_block_dptr(x[i]);
+  }
+  if (use_and_free(b, x, N) || release_on_foreign_thread(&e, b)) return 1;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_bytes == 0); /* the foreign thread returned all 8 */
+  foreign_arg f = {&e, e.dev, a, NULL, -1};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, foreign_alloc, &f) == 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_RC(f.rc, LDG_OK);
+  bool third_got_one = false;
+  for (int i = 0; i < N; i++)
+    third_got_one |= (uintptr_t)slp_block_dptr(f.got) == addr[i];
+  if (third_got_one)
+    fprintf(stderr, "the third thread got one of the owner's returned "
+                    "blocks\n");
+  CHECK(!third_got_one);
+  int mine = 0;
+  for (int i = 0; i < N; i++) {
+    CHECK_RC(slp_alloc(e.dev, a, 4096, &x[i]), LDG_OK);
+    for (int j = 0; j < N; j++)
+      mine += (uintptr_t)slp_block_dptr(x[i]) == addr[j];
+  }
+  if (mine != N)
+    fprintf(stderr, "the owner got %d of its %d returned blocks back\n", mine,
+            N);
+  CHECK(mine == N);
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.slab_allocs == 1);
+  for (int i = 0; i < N; i++) CHECK_RC(slp_free(x[i]), LDG_OK);
+  return own_teardown(&e, a, b);
+}
+
+/* The other side of the inbox: blocks returned for a thread that does not
+ * allocate again must not make the others grow the pool. Before carving a
+ * slab, a thread moves every inbox to the shared lists. The owner (this
+ * thread, a one-block cache) frees 8 held blocks, a foreign thread returns
+ * them to its inbox; another thread then allocates all 512 blocks of the
+ * slab: the last 8 come from the owner's inbox, and no second slab is
+ * carved. Watched fail without that flush: "2 slabs for 512 blocks". */
+typedef struct many_arg {
+  slp_pool *p;
+  slc_stream *s;
+  int rc;
+} many_arg;
+
+static void *alloc_slab(void *arg) {
+  many_arg *m = arg;
+  slp_block **v = malloc(512 * sizeof(*v));
+  m->rc = v == NULL ? LDG_ENOMEM : LDG_OK;
+  int n = 0;
+  for (; m->rc == LDG_OK && n < 512; n++)
+    m->rc = slp_alloc(m->p, m->s, 4096, &v[n]);
+  if (m->rc != LDG_OK) n--;
+  for (int i = 0; i < n; i++)
+    if (slp_free(v[i]) != LDG_OK) m->rc = LDG_EINVAL;
+  free(v);
+  return NULL;
+}
+
+static int t_inbox_flush_before_slab(void) {
+  env e;
+  slp_config cfg = {.poison_device = true, .thread_cache_bytes = 16384};
+  slc_stream *a, *b;
+  if (own_setup(&e, &cfg, &a, &b)) return 1;
+  slp_block *x[8];
+  for (int i = 0; i < 8; i++) CHECK_RC(slp_alloc(e.dev, a, 4096, &x[i]), LDG_OK);
+  if (use_and_free(b, x, 8) || release_on_foreign_thread(&e, b)) return 1;
+  many_arg m = {e.dev, a, -1};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, alloc_slab, &m) == 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_RC(m.rc, LDG_OK);
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  if (st.slab_allocs != 1)
+    fprintf(stderr, "%llu slabs for 512 blocks\n",
+            (unsigned long long)st.slab_allocs);
+  CHECK(st.slab_allocs == 1);
+  return own_teardown(&e, a, b);
+}
+
+/* A thread that exits closes its inbox: the blocks it freed under pending
+ * work, returned later by a thread without a cache, go to the shared list,
+ * where the next alloc of anyone takes them (not to an inbox nobody
+ * drains). A worker frees 8 held blocks and exits; a foreign thread
+ * returns them; this thread's next alloc (a one-block cache, empty) gets
+ * one of them. Watched fail with the inbox left open at exit: "got a block
+ * the exited thread did not free". */
+typedef struct exit_arg {
+  slp_pool *p;
+  slc_stream *a, *b;
+  uintptr_t addr[8];
+  int rc;
+} exit_arg;
+
+static void *free_held_and_exit(void *arg) {
+  exit_arg *x = arg;
+  x->rc = LDG_OK;
+  for (int i = 0; i < 8 && x->rc == LDG_OK; i++) {
+    slp_block *blk;
+    x->rc = slp_alloc(x->p, x->a, 4096, &blk);
+    if (x->rc != LDG_OK) break;
+    x->addr[i] = (uintptr_t)slp_block_dptr(blk);
+    x->rc = slp_record_use(x->b, &blk, 1, NULL);
+    if (x->rc == LDG_OK) x->rc = slp_free(blk);
+  }
+  return NULL;
+}
+
+static int t_inbox_closed_at_exit(void) {
+  env e;
+  slp_config cfg = {.poison_device = true, .thread_cache_bytes = 16384};
+  slc_stream *a, *b;
+  if (own_setup(&e, &cfg, &a, &b)) return 1;
+  exit_arg x = {e.dev, a, b, {0}, -1};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, free_held_and_exit, &x) == 0);
+  CHECK(pthread_join(th, NULL) == 0);
+  CHECK_RC(x.rc, LDG_OK);
+  if (release_on_foreign_thread(&e, b)) return 1;
+  slp_block *y;
+  CHECK_RC(slp_alloc(e.dev, a, 4096, &y), LDG_OK);
+  bool theirs = false;
+  for (int i = 0; i < 8; i++) theirs |= (uintptr_t)slp_block_dptr(y) == x.addr[i];
+  if (!theirs) fprintf(stderr, "got a block the exited thread did not free\n");
+  CHECK(theirs);
+  CHECK_RC(slp_free(y), LDG_OK);
   return own_teardown(&e, a, b);
 }
 
@@ -833,6 +1144,8 @@ static const struct {
      "a pool per device, one pinned pool, requests on both devices"},
     {"stream_reuse_then_other_stream", t_stream_reuse_then_other_stream,
      "a stream-ordered reuse used elsewhere waits for the home stream"},
+    {"stream_reuse_two_other_streams", t_stream_reuse_two_other_streams,
+     "every other stream waits for the home stream, not only the first"},
     {"destroy_waits_for_held", t_destroy_waits_for_held,
      "a pool destroyed under pending copies waits for them"},
     {"bad_input", t_bad_input,
@@ -843,6 +1156,14 @@ static const struct {
      "a thread's held blocks come back on it when its cache runs dry"},
     {"own_poll_cadence", t_own_poll_cadence,
      "a dry cache polls own streams every 8 held frees, shared list first"},
+    {"record_use_no_marker", t_record_use_no_marker,
+     "record_use places no marker; a poll covers and returns its blocks"},
+    {"inbox_return", t_inbox_return,
+     "a block returned by a thread without a cache goes to its freer"},
+    {"inbox_flush_before_slab", t_inbox_flush_before_slab,
+     "before a new slab, blocks in other threads' inboxes are taken"},
+    {"inbox_closed_at_exit", t_inbox_closed_at_exit,
+     "an exited thread's returned blocks go to the shared list"},
     {"torture", t_torture,
      "request threads, random delays, cross-stream uses, injected OOM"},
     {"asan_reports_untracked_use", t_asan_reports_untracked_use,

@@ -391,6 +391,63 @@ static int t_threads(void) {
   return teardown();
 }
 
+/* THE TRACE (sl_torch.c): with SL_TORCH_TRACE, each successful alloc and
+ * free is one line (thread, stream, size, pointer); refused calls write
+ * nothing; SL_TORCH_TRACE_MAX caps the events; an unwritable path leaves
+ * the hooks working. */
+static int t_trace(void) {
+  char path[256];
+  const char *dir = getenv("TEST_TMPDIR");
+  snprintf(path, sizeof(path), "%s/sl_torch_trace.txt",
+           dir != NULL ? dir : "/tmp");
+  CHECK(setenv("SL_TORCH_TRACE", path, 1) == 0);
+  CHECK(setenv("SL_TORCH_TRACE_MAX", "3", 1) == 0);
+  if (setup(0)) return 1;
+  CUstream s;
+  if (raw_stream(&s)) return 1;
+  int rc;
+  void *a = sl_torch_malloc(N, 0, NULL, &rc);
+  void *b = sl_torch_malloc(2 * N, 0, s, &rc);
+  CHECK(a != NULL && b != NULL);
+  CHECK(sl_torch_malloc(SIZE_MAX, 0, NULL, &rc) == NULL); /* not traced */
+  CHECK_RC(sl_torch_free_checked(a, N + 1, 0, NULL), LDG_EINVAL); /* nor */
+  CHECK_RC(sl_torch_free_checked(a, N, 0, NULL), LDG_OK);
+  CHECK_RC(sl_torch_free_checked(b, 2 * N, 0, s), LDG_OK); /* past MAX */
+  if (wait_unheld(0)) return 1;
+  if (teardown()) return 1;
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL);
+  char line[4][160];
+  int n = 0;
+  while (n < 4 && fgets(line[n], sizeof(line[n]), f) != NULL) n++;
+  fclose(f);
+  CHECK(n == 4 && line[0][0] == '#');
+  unsigned tid = 0;
+  CHECK(sscanf(line[1], "a %u ", &tid) == 1 && tid > 0);
+  char want[3][160];
+  snprintf(want[0], sizeof(want[0]), "a %u %#lx %d %#lx\n", tid, 0ul, N,
+           (unsigned long)(uintptr_t)a);
+  snprintf(want[1], sizeof(want[1]), "a %u %#lx %d %#lx\n", tid,
+           (unsigned long)(uintptr_t)s, 2 * N, (unsigned long)(uintptr_t)b);
+  snprintf(want[2], sizeof(want[2]), "f %u %#lx %d %#lx\n", tid, 0ul, N,
+           (unsigned long)(uintptr_t)a);
+  for (int i = 0; i < 3; i++) {
+    if (strcmp(line[i + 1], want[i]) != 0)
+      fprintf(stderr, "  line %d: %s  wanted %s", i + 1, line[i + 1], want[i]);
+    CHECK(strcmp(line[i + 1], want[i]) == 0);
+  }
+  /* A path that cannot be written: one line on stderr, hooks unharmed. */
+  CHECK(setenv("SL_TORCH_TRACE", "/nonexistent-dir/trace.txt", 1) == 0);
+  if (setup(0)) return 1;
+  a = sl_torch_malloc(N, 0, NULL, &rc);
+  CHECK(a != NULL);
+  CHECK_RC(sl_torch_free_checked(a, N, 0, NULL), LDG_OK);
+  if (wait_unheld(0)) return 1;
+  CHECK(unsetenv("SL_TORCH_TRACE") == 0 &&
+        unsetenv("SL_TORCH_TRACE_MAX") == 0);
+  return teardown();
+}
+
 static const struct {
   const char *name;
   int (*fn)(void);
@@ -405,6 +462,8 @@ static const struct {
     {"bad_input", t_bad_input, "every hook refuses bad arguments clearly"},
     {"threads", t_threads,
      "request threads free at once; no data of another request seen"},
+    {"trace", t_trace,
+     "SL_TORCH_TRACE: a line per alloc and free, capped; bad path harmless"},
 };
 
 int main(int argc, char **argv) {
