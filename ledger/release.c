@@ -89,10 +89,13 @@ static uint16_t ldg__overtake(ldg_stream *s, struct ldg__slot *slot) {
     uint16_t st = ldg__load_acquire(&slot->state);
     if (st != LDG__SLOT_EMPTY) return st;
   }
-  /* Relaxed: ordered before the load below by the asymmetric fence, the
-   * rare side of the handshake (rcu.h). Only the owning release writes
-   * ASKED, and nobody writes over before it. */
-  ldg__store_relaxed(&slot->over, (uint16_t)LDG__OVER_ASKED);
+  /* Ordered before the load below by the asymmetric fence, the rare side
+   * of the handshake (rcu.h). Release: an enqueuer that reads ASKED and
+   * takes its entry back runs the keep after our claim and what we knew
+   * when we made it (the work complete): its acquire pairs with this.
+   * Only the owning release writes ASKED, and nobody writes over before
+   * it. */
+  ldg__store_release(&slot->over, (uint16_t)LDG__OVER_ASKED);
   LDG__HOOK(LDG__HOOK_RELEASE_ASKED, s);
   ldg__asym_heavy();
   /* Acquire: pairs with the publishing store, so a FULL slot's payload is
@@ -102,8 +105,9 @@ static uint16_t ldg__overtake(ldg_stream *s, struct ldg__slot *slot) {
   if (st == LDG__SLOT_RETRACTED) return st;
   /* FULL: take it, unless its enqueuer answered first (its CAS ASKED ->
    * ENQUEUER). EMPTY: unpublished after the fence, so its enqueuer will
-   * read ASKED or ENQUEUER: give it back. acq_rel by habit: the CAS alone
-   * decides (one modification order of over). */
+   * read ASKED or ENQUEUER: give it back. The CAS alone decides (one
+   * modification order of over); acq_rel: its release half is what an
+   * enqueuer reading ENQUEUER acquires (see the store of ASKED). */
   uint16_t asked = LDG__OVER_ASKED;
   uint16_t decide =
       st == LDG__SLOT_FULL ? LDG__OVER_RELEASE : LDG__OVER_ENQUEUER;

@@ -46,8 +46,10 @@
  *   slot->state (release store EMPTY->FULL) the entry's keep, ids, ranges
  *               or wait are written and readable. Payload is immutable once
  *               FULL.
- *   slot->over  (relaxed store ASKED, acq_rel CASes) who takes an entry
- *               whose owning release found it EMPTY (OVERTAKING).
+ *   slot->over  (release store ASKED, acq_rel CASes, acquire load) who
+ *               takes an entry whose owning release found it EMPTY
+ *               (OVERTAKING); an enqueuer that takes it back acquires what
+ *               the release knew (the work complete) before its keep runs.
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
  *               over: intervals (old, new] of concurrent releases are
  *               disjoint, so each seq is claimed by exactly one release.
@@ -246,9 +248,11 @@ static void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
  * question first), false if the release takes it. */
 static bool ldg__overtaken_take_back(struct ldg__slot *slot, uint16_t over) {
   if (over == LDG__OVER_ASKED) {
-    /* acq_rel by habit; the CAS alone decides against the release's CAS
-     * ASKED -> RELEASE (one modification order of over). On failure over
-     * is what the release decided. */
+    /* The CAS alone decides against the release's CAS ASKED -> RELEASE
+     * (one modification order of over). acq_rel: its acquire pairs with
+     * the release store of ASKED (or, on failure, the release's CAS), as
+     * the load of over above. On failure over is what the release
+     * decided. */
     uint16_t asked = LDG__OVER_ASKED;
     if (ldg__cas_acq_rel(&slot->over, &asked, (uint16_t)LDG__OVER_ENQUEUER))
       return true;
@@ -356,11 +360,13 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   ldg__store_release(&slot->state, (uint16_t)LDG__SLOT_FULL);
   LDG__HOOK(LDG__HOOK_ENQUEUE_STORED, s);
   /* The hot side of OVERTAKING's handshake: the store above before the
-   * load below, by the owning release's asymmetric fence (rcu.h). Relaxed:
-   * NONE or RELEASE leave the entry to the release, and ENQUEUER gives us
-   * back our own entry; nothing to acquire. */
+   * load below, by the owning release's asymmetric fence (rcu.h).
+   * Acquire: pairs with the release's store of ASKED and its CAS to
+   * ENQUEUER (release), so the keep we may run below happens after what
+   * that release knew: the work it covered complete (tests/cuda's
+   * engine_test under TSan: a keep reading the copied bytes). */
   ldg__asym_light();
-  uint16_t over = ldg__load_relaxed(&slot->over);
+  uint16_t over = ldg__load_acquire(&slot->over);
   bool ours = __builtin_expect(over != LDG__OVER_NONE, 0) &&
               ldg__overtaken_take_back(slot, over);
   /* Given back, the slot is ours again (taken, unresolved: pinned). */

@@ -29,7 +29,8 @@
  *   SC a seq_cst load waits until the thread has no seq_cst write buffered:
  *      seq_cst RMW -> seq_cst load is the one store->load order C11 keeps
  *      (the S order); a weaker RMW or load gets no such wait;
- *   REL a release write (the publishing store of FULL, the CAS on released)
+ *   REL a release write (the publishing store of FULL, the store of ASKED,
+ *      the CAS on released)
  *      waits until the thread's buffer is empty: what it publishes includes
  *      every earlier write. RMWs on a slot's state, over and on released go
  *      straight to memory.
@@ -42,7 +43,7 @@
  *
  *   enqueuer:  store state = FULL (release; buffered); compiler barrier;
  *              load over
- *   release:   (state read EMPTY) store over = ASKED (relaxed; buffered);
+ *   release:   (state read EMPTY) store over = ASKED (release; buffered);
  *              membarrier; load state; CAS over ASKED -> RELEASE/ENQUEUER
  *
  * Without the membarrier (BUG_SB_NO_FENCE) both loads may miss the other
@@ -250,8 +251,8 @@ proctype Destroyer() {
      if
      :: st == ST_EMPTY ->
         /* ldg__overtake (its spin: the read above, scheduled later):
-         * relaxed store over = ASKED, into the buffer */
-        atomic { bo_full[T] = 1; bo_q[T] = q; bo_v[T] = OV_ASKED }
+         * release store over = ASKED (REL rule), into the buffer */
+        atomic { BUFFER_EMPTY(T) -> bo_full[T] = 1; bo_q[T] = q; bo_v[T] = OV_ASKED }
 #ifndef BUG_SB_NO_FENCE
         ALL_BUFFERS_EMPTY;                       /* the asymmetric fence */
 #endif
@@ -325,7 +326,7 @@ proctype Enqueuer() {
         }
         /* the hot side of the asymmetric fence: a compiler barrier only,
          * so the load below may pass the buffered store */
-        atomic { ok = LOAD_O(T, seq) }           /* relaxed load over */
+        atomic { ok = LOAD_O(T, seq) }           /* acquire load over */
         if
         :: ok == OV_NONE || ok == OV_RELEASE -> skip   /* the release's */
         :: else ->

@@ -68,11 +68,12 @@
  *   relaxed:  loads of tail (ldg__ring_reserve, ldg__ring_extend), tail_end
  *             (ldg__raise_tail_end), released (segment size: not modelled);
  *             stores of slot->state = EMPTY and slot->over = NONE by the
- *             slot's resolver, of slot->over = ASKED (ordered by the
- *             asymmetric fence), and of g->dirty by a retracting enqueuer;
- *             the enqueuer's load of slot->over; a pooled g->next (push,
+ *             slot's resolver, and of g->dirty by a retracting enqueuer; a pooled g->next (push,
  *             pop, drain), a pool's top in a push, pool_bytes;
- *   release:  (also) the publishing store slot->state = FULL;
+ *   release:  (also) the publishing store slot->state = FULL, the store
+ *             slot->over = ASKED (ordered before the release's load of
+ *             state by the asymmetric fence); acquire: (also) the
+ *             enqueuer's load of slot->over;
  *   acq_rel:  CASes of slot->over (ASKED -> RELEASE / ENQUEUER), exchange
  *             slot->state RETRACTED, weak CAS released, weak CAS and
  *             exchange of a pool's top;
@@ -940,7 +941,7 @@ inline take_chunk() {
          * (a step of its own) reads when scheduled later. */
         if
         :: true ->
-           /* relaxed store over = ASKED; the asymmetric fence; acquire
+           /* release store over = ASKED; the asymmetric fence; acquire
             * load state. One step: the fence is nothing under sequential
             * consistency (destroy_sb.pml checks the handshake with store
             * buffers), and the only access that can fall between the two
@@ -1116,7 +1117,7 @@ inline enqueue(s, e) {
         }
         /* (the hot side of the asymmetric fence: nothing under sequential
          * consistency) */
-        d_step {                                   /* relaxed load over; CAS */
+        d_step {                                   /* acquire load over; CAS */
 #ifndef BUG_PUBLISH_NO_RCU
           TOUCH(rs_g);
 #else
