@@ -25,15 +25,24 @@
 
 /* ---- Slots ------------------------------------------------------------------ */
 
-/* slot.state: the handshake between the enqueuer that fills a slot and the
- * release that covers its seq (see ring.c, "PUBLICATION"). */
+/* slot.state: written by the slot's enqueuer (FULL, RETRACTED) and its
+ * resolver (back to EMPTY); see ring.c, "PUBLICATION". */
 enum {
   LDG__SLOT_EMPTY = 0,     /* reserved, not yet published */
-  LDG__SLOT_FULL = 1,      /* published; the covering release takes it */
-  LDG__SLOT_ABANDONED = 2, /* a release covered it before publication:
-                              the enqueuer takes it back and releases it */
+  LDG__SLOT_FULL = 1,      /* published; the covering release takes it
+                              (or, when overtaken, whoever slot.over says) */
   LDG__SLOT_RETRACTED = 3, /* its stream was destroyed before publication:
                               the enqueue was refused */
+};
+
+/* slot.over: the rare handshake between a release that found the slot still
+ * EMPTY and its enqueuer (ring.c, "OVERTAKING"). */
+enum {
+  LDG__OVER_NONE = 0,     /* no release asked: a FULL slot is the release's */
+  LDG__OVER_ASKED = 1,    /* the owning release found it EMPTY, asked, and
+                             is deciding after an asymmetric fence */
+  LDG__OVER_ENQUEUER = 2, /* decided: the enqueuer releases its entry itself */
+  LDG__OVER_RELEASE = 3,  /* decided: the release takes it */
 };
 
 /* slot.kind */
@@ -68,7 +77,8 @@ struct ldg__seg;
  * being fired, which becomes the release's stack frame (no reader looks at a
  * wait's payload). */
 struct ldg__slot {
-  alignas(LDG__CACHE_LINE) _Atomic uint32_t state;
+  alignas(LDG__CACHE_LINE) _Atomic uint16_t state;
+  _Atomic uint16_t over;
   uint16_t kind;
   uint16_t aux;
   union {
@@ -131,6 +141,10 @@ struct ldg_stream {
   ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
+  /* The ledger's vector index (vindex.c) or NULL, copied at creation
+   * (ldg__registry_link): read by every enqueue and taken chunk, beside
+   * tailseg rather than on the ledger's line that l->refs shares. */
+  struct ldg__vindex *vindex;
 
   /* Registry links: written under ledger.reg_lock; reg_next is read by
    * lock-free readers under RCU. */
@@ -193,7 +207,10 @@ struct ldg_ledger {
   _Atomic bool destroying; /* ldg_ledger_destroy began: pools take nothing */
   /* The vector index (vindex.c), or NULL: set before the first stream and
    * fixed from then on (the registry mutex orders it before every stream's
-   * creation, hence before every enqueue); freed with the ledger. */
+   * creation, hence before every enqueue); freed with the ledger. Each
+   * stream keeps a copy (ldg_stream.vindex): the enqueue and release paths
+   * never read this line, which refs (written by every segment and payload
+   * allocation) shares. */
   struct ldg__vindex *vindex;
   alignas(LDG__CACHE_LINE) _Atomic size_t bytes;
   /* Retired segments past their grace period, kept for reuse, one lock-free

@@ -81,6 +81,7 @@ void ldg__ledger_unref(ldg_ledger *l) {
 
 int ldg_ledger_create(ldg_ledger **out) {
   if (out == NULL) return LDG_EINVAL;
+  ldg__asym_init(); /* the publication handshake's fences (rcu.h) */
   ldg_ledger *l = ldg__aligned_alloc(LDG__CACHE_LINE, sizeof(*l));
   if (l == NULL) return LDG_ENOMEM;
   memset(l, 0, sizeof(*l));
@@ -259,6 +260,14 @@ static void ldg__registry_link(ldg_stream *s) {
   /* Relaxed: under reg_lock; s->reg_next is published by the release
    * store of reg_head below. */
   ldg_stream *first = ldg__load_relaxed(&l->reg_head);
+  /* The vector index, copied into the stream so that its enqueues and
+   * releases read it on the stream's own read-mostly line, not on the
+   * ledger's line with l->refs, which every segment and payload
+   * allocation writes (issue 11, round 3). Under reg_lock: a setter that
+   * succeeded held it before us (vindex.c, WHY ONLY BEFORE THE FIRST
+   * STREAM), and the store below publishes s to the registry's readers;
+   * the caller's own enqueues follow create's return. */
+  s->vindex = l->vindex;
   ldg__store_relaxed(&s->reg_next, first);
   s->reg_prev = NULL;
   if (first != NULL) first->reg_prev = s;
