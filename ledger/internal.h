@@ -25,24 +25,15 @@
 
 /* ---- Slots ------------------------------------------------------------------ */
 
-/* slot.state: written by the slot's enqueuer (FULL, RETRACTED) and its
- * resolver (back to EMPTY); see ring.c, "PUBLICATION". */
+/* slot.state: the handshake between the enqueuer that fills a slot and the
+ * release that covers its seq (see ring.c, "PUBLICATION"). */
 enum {
   LDG__SLOT_EMPTY = 0,     /* reserved, not yet published */
-  LDG__SLOT_FULL = 1,      /* published; the covering release takes it
-                              (or, when overtaken, whoever slot.over says) */
+  LDG__SLOT_FULL = 1,      /* published; the covering release takes it */
+  LDG__SLOT_ABANDONED = 2, /* a release covered it before publication:
+                              the enqueuer takes it back and releases it */
   LDG__SLOT_RETRACTED = 3, /* its stream was destroyed before publication:
                               the enqueue was refused */
-};
-
-/* slot.over: the rare handshake between a release that found the slot still
- * EMPTY and its enqueuer (ring.c, "OVERTAKING"). */
-enum {
-  LDG__OVER_NONE = 0,     /* no release asked: a FULL slot is the release's */
-  LDG__OVER_ASKED = 1,    /* the owning release found it EMPTY, asked, and
-                             is deciding after an asymmetric fence */
-  LDG__OVER_ENQUEUER = 2, /* decided: the enqueuer releases its entry itself */
-  LDG__OVER_RELEASE = 3,  /* decided: the release takes it */
 };
 
 /* slot.kind */
@@ -77,8 +68,7 @@ struct ldg__seg;
  * being fired, which becomes the release's stack frame (no reader looks at a
  * wait's payload). */
 struct ldg__slot {
-  alignas(LDG__CACHE_LINE) _Atomic uint16_t state;
-  _Atomic uint16_t over;
+  alignas(LDG__CACHE_LINE) _Atomic uint32_t state;
   uint16_t kind;
   uint16_t aux;
   union {

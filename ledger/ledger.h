@@ -60,12 +60,7 @@
  *
  *   (a) Only when a release overtook this enqueue or wait (see ldg_enqueue
  *       and ldg_add_wait).
- *   (b) The ledger itself never blocks; the keeps it runs may. A release
- *       that finds an entry reserved but not yet published spins at most
- *       64 pauses for it and then, rarely, makes one membarrier(2) system
- *       call (an asymmetric fence: ledger/ring.c, OVERTAKING); it waits
- *       for no other thread (interleave_test overtake-gives-back: it
- *       returns while the enqueuer stays parked).
+ *   (b) The ledger itself never blocks; the keeps it runs may.
  *   (c) It calls the drains, which synchronise device streams.
  *   (d) Briefly, on the registry's writer mutex; never while holding it
  *       across a callback.

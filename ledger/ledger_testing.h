@@ -64,14 +64,7 @@ enum ldg__hook_point {
                                      about to empty the pools (s: NULL) */
   LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
                                      enqueuer has not published), before
-                                     its spin (ring.c, OVERTAKING) */
-  LDG__HOOK_ENQUEUE_STORED,       /* (rcu) the publishing store done,
-                                     `over` not yet read */
-  LDG__HOOK_RELEASE_ASKED,        /* (rcu) a release still found the slot
-                                     EMPTY after its spin and stored
-                                     ASKED; asymmetric fence not yet made */
-  LDG__HOOK_RELEASE_RECHECKED,    /* (rcu) ... and read the state again
-                                     after it; not yet decided (CAS) */
+                                     the CAS that abandons it */
 };
 
 struct ldg_stream;

@@ -81,7 +81,6 @@ void ldg__ledger_unref(ldg_ledger *l) {
 
 int ldg_ledger_create(ldg_ledger **out) {
   if (out == NULL) return LDG_EINVAL;
-  ldg__asym_init(); /* the publication handshake's fences (rcu.h) */
   ldg_ledger *l = ldg__aligned_alloc(LDG__CACHE_LINE, sizeof(*l));
   if (l == NULL) return LDG_ENOMEM;
   memset(l, 0, sizeof(*l));

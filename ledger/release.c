@@ -62,60 +62,6 @@ static bool ldg__claim(ldg_stream *s, ldg_seq upto, ldg_seq *from) {
   return false;
 }
 
-/* Spins before asking: an enqueuer between its reservation and its
- * publication is usually tens of ns from it; one that is descheduled there
- * is what the asymmetric fence is for. */
-#define LDG__OVERTAKE_SPINS 64
-
-static inline void ldg__cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
-/* The release's side of OVERTAKING (ring.c): the walk owns seq and read
- * its slot EMPTY. Returns FULL when the walk takes the entry, else RETRACTED
- * (the enqueuer resolved it) or EMPTY (the enqueuer releases it itself).
- * Never waits for the enqueuer beyond a bounded spin. Under RCU. */
-static uint16_t ldg__overtake(ldg_stream *s, struct ldg__slot *slot) {
-  (void)s; /* for the hooks */
-  for (int i = 0; i < LDG__OVERTAKE_SPINS; i++) {
-    ldg__cpu_relax();
-    /* Acquire: as the first read of state in ldg__take_chunk. A FULL
-     * seen here, before we asked, is ours as always: over stays NONE, and
-     * its enqueuer, reading NONE, leaves it to us. */
-    uint16_t st = ldg__load_acquire(&slot->state);
-    if (st != LDG__SLOT_EMPTY) return st;
-  }
-  /* Ordered before the load below by the asymmetric fence, the rare side
-   * of the handshake (rcu.h). Release: an enqueuer that reads ASKED and
-   * takes its entry back runs the keep after our claim and what we knew
-   * when we made it (the work complete): its acquire pairs with this.
-   * Only the owning release writes ASKED, and nobody writes over before
-   * it. */
-  ldg__store_release(&slot->over, (uint16_t)LDG__OVER_ASKED);
-  LDG__HOOK(LDG__HOOK_RELEASE_ASKED, s);
-  ldg__asym_heavy();
-  /* Acquire: pairs with the publishing store, so a FULL slot's payload is
-   * read as written. */
-  uint16_t st = ldg__load_acquire(&slot->state);
-  LDG__HOOK(LDG__HOOK_RELEASE_RECHECKED, s);
-  if (st == LDG__SLOT_RETRACTED) return st;
-  /* FULL: take it, unless its enqueuer answered first (its CAS ASKED ->
-   * ENQUEUER). EMPTY: unpublished after the fence, so its enqueuer will
-   * read ASKED or ENQUEUER: give it back. The CAS alone decides (one
-   * modification order of over); acq_rel: its release half is what an
-   * enqueuer reading ENQUEUER acquires (see the store of ASKED). */
-  uint16_t asked = LDG__OVER_ASKED;
-  uint16_t decide =
-      st == LDG__SLOT_FULL ? LDG__OVER_RELEASE : LDG__OVER_ENQUEUER;
-  if (ldg__cas_acq_rel(&slot->over, &asked, decide) && st == LDG__SLOT_FULL)
-    return st;
-  return LDG__SLOT_EMPTY;
-}
-
 /* Where a walk stands on one stream: seqs next..end (inclusive) are owned and
  * not yet taken. frame is the wait slot whose firing started this walk, NULL
  * for the walk the caller started. */
@@ -160,22 +106,23 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     }
     struct ldg__slot *slot = &g->slots[c->next - g->base];
     LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
-    /* Acquire: pairs with the publishing store (EMPTY -> FULL, release)
-     * in ldg__ring_enqueue, so the payload is read as written. */
-    uint16_t st = ldg__load_acquire(&slot->state);
-    if (st == LDG__SLOT_EMPTY) {
-      LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
-      st = ldg__overtake(s, slot); /* OVERTAKING (ring.c) */
+    /* Acquire: pairs with the publishing CAS (EMPTY -> FULL, release half)
+     * in ldg__ring_enqueue, so the payload is read as written. The
+     * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
+     * keeps its entry in hand) and the CAS alone decides the race. */
+    uint32_t st = ldg__load_acquire(&slot->state);
+    if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
+    if (st == LDG__SLOT_EMPTY &&
+        ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
+      c->next++; /* the enqueuer releases it (PUBLICATION above) */
+      continue;
     }
     c->next++;
-    /* Not FULL: retracted (the enqueuer resolved it), or given back to
-     * its enqueuer, which releases the entry itself. */
-    if (st != LDG__SLOT_FULL) continue;
+    if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
     if (slot->kind == LDG__KIND_WAIT) {
       if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
-        /* Relaxed: see the stores below. */
-        ldg__store_relaxed(&slot->state, (uint16_t)LDG__SLOT_EMPTY);
-        ldg__store_relaxed(&slot->over, (uint16_t)LDG__OVER_NONE);
+        /* Relaxed: see the store to EMPTY below. */
+        ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
         taken++;
         continue;
       }
@@ -199,9 +146,8 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
      * Relaxed: sequenced before our seq_cst add to g->resolved (release
      * sequence), which the retirer reads; the retire happens-before the
      * pool's push (grace period), whose release pairs with the next
-     * owner's acquire pop. over likewise (NONE unless we were asked). */
-    ldg__store_relaxed(&slot->state, (uint16_t)LDG__SLOT_EMPTY);
-    ldg__store_relaxed(&slot->over, (uint16_t)LDG__OVER_NONE);
+     * owner's acquire pop. */
+    ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
     taken++;
   }
   if (taken != 0) ldg__seg_resolve(s, g, taken);
@@ -350,8 +296,7 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     pop_s = parent.s;
     /* Relaxed: as in ldg__take_chunk, ordered by the resolve of pop_g
      * (sequenced after this store). */
-    ldg__store_relaxed(&f->state, (uint16_t)LDG__SLOT_EMPTY);
-    ldg__store_relaxed(&f->over, (uint16_t)LDG__OVER_NONE);
+    ldg__store_relaxed(&f->state, (uint32_t)LDG__SLOT_EMPTY);
     cur = parent;
   }
 }

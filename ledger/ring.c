@@ -43,21 +43,15 @@
  *   s->tail     (seq_cst CAS) a seq is reserved. It is taken only if its slot
  *               exists (t + 1 < tail_end), so reserving never fails after
  *               the fact and a refused enqueue leaves no hole.
- *   slot->state (release store EMPTY->FULL) the entry's keep, ids, ranges
- *               or wait are written and readable. Payload is immutable once
- *               FULL.
- *   slot->over  (release store ASKED, acq_rel CASes, acquire load) who
- *               takes an entry whose owning release found it EMPTY
- *               (OVERTAKING); an enqueuer that takes it back acquires what
- *               the release knew (the work complete) before its keep runs.
+ *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
+ *               wait are written and readable. Payload is immutable once FULL.
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
  *               over: intervals (old, new] of concurrent releases are
  *               disjoint, so each seq is claimed by exactly one release.
  *   g->resolved (seq_cst add) slots of the segment whose entry has been taken
  *               by its one owner; at g->size the segment is done.
  *   s->head     (seq_cst CAS) the oldest segment not retired.
- *   slot->state = EMPTY, slot->over = NONE (relaxed stores) by a slot's
- *               resolver, before the
+ *   slot->state = EMPTY (relaxed store) by a slot's resolver, before the
  *               add to g->resolved that publishes it; g->dirty (relaxed
  *               store) by a retracting enqueuer, before its resolution.
  *   s->ops_released, s->waits_enqueued (release adds / acquire loads in
@@ -69,60 +63,18 @@
  *   access in the code has a comment saying what it pairs with.
  *
  * PUBLICATION, AND A RELEASE THAT OVERTAKES AN ENQUEUE
- *   Enqueue: reserve seq (CAS tail), write the slot, store state = FULL
- *   (release), then read slot->over, the store and the read inside a
- *   read-side section (once FULL, the slot may be taken and resolved and
- *   its segment retired; liburcu's memb read side is a compiler barrier
- *   and two thread-local accesses, no locked operation). One locked
- *   operation per enqueue: the
- *   publication is a plain store because only the enqueuer ever writes a
- *   slot's state before it is published (and the resolver after it is
- *   taken); a release that must decide against the enqueuer does so
- *   through the slot's second word, over, and pays for the fence.
- *   A release owning seq (its claim covers seq) looks at the slot:
- *     FULL   - published: the release takes the entry, over untouched.
- *     EMPTY  - reserved but not yet published (the enqueuer is between its
- *              reservation and its store; a mark covering seq was read
- *              meanwhile): OVERTAKING, below.
- *     RETRACTED - refused (DESTROY): skipped; its enqueuer resolved it.
- *
- * OVERTAKING (release.c, ldg__overtake; the enqueuer's side in
- * ldg__ring_enqueue)
- *   The release first re-reads state a bounded number of times (64 pauses):
- *   a FULL seen then is taken as above. Still EMPTY (the enqueuer was
- *   descheduled there, or is slow), the release stores over = ASKED, makes
- *   the rare side of an asymmetric fence (membarrier, rcu.h), and reads
- *   state again. The enqueuer, after its store of FULL, makes the hot side
- *   (a compiler barrier) and reads over. A store->load handshake: either
- *   the release's second read sees FULL, or the enqueuer's read sees ASKED
- *   (or both). Then one CAS each on over decides, and neither waits:
- *     enqueuer reads NONE     - the release's second read sees FULL (by the
- *                               handshake): the release takes it; the
- *                               enqueuer returns.
- *     release reads FULL      - CAS over ASKED -> RELEASE; won: it takes the
- *                               entry.
- *     release reads EMPTY     - CAS over ASKED -> ENQUEUER (won or lost to the
- *                               enqueuer's same CAS, the enqueuer takes it)
- *                               and moves on without waiting.
- *     enqueuer reads ASKED    - CAS over ASKED -> ENQUEUER; won, or reading
- *                               ENQUEUER: it takes its entry back; reading
- *                               RELEASE: the release takes it.
- *   Each side takes the entry only on ENQUEUER / RELEASE being its own
- *   decision or the other's, so exactly one takes it. The enqueuer that
- *   takes it back releases it itself (runs the keep, or fires the wait)
- *   before ldg_enqueue returns, and resolves the slot; its slot was FULL, so
- *   an out-of-line payload goes through a grace period. A FULL read during
- *   the spin leaves over NONE, so the enqueuer, reading NONE, leaves the
- *   entry to the release: no decision is needed. Only the owning release
- *   writes ASKED (claims are disjoint), before anything else writes over in
- *   the slot's life; whoever takes the entry resets state and over (EMPTY,
- *   NONE) before resolving the slot, and a CAS of a release that lost comes
- *   before its read-side section ends, so before the slot can be reused.
- *   A stalled enqueuer never blocks a release (the spin is bounded), and
- *   a stalled release never blocks an enqueue.
- *   Models: ring_common.pml (the protocol, sequentially consistent) and
- *   destroy_sb.pml (the handshake with store buffers: without the fence,
- *   an accepted entry is never released, BUG_SB_NO_FENCE).
+ *   Enqueue: reserve seq (CAS tail), write the slot, CAS state EMPTY -> FULL.
+ *   A release owning seq looks at the slot:
+ *     FULL   - published: the release takes the entry. Nobody else touches a
+ *              FULL slot's state, so no atomic read-modify-write is needed.
+ *     EMPTY  - reserved but not yet published (the enqueuer is between its two
+ *              CASes; a mark covering seq was read meanwhile). The release
+ *              CASes EMPTY -> ABANDONED and moves on without waiting. The
+ *              enqueuer's publishing CAS then fails, and the enqueuer, which
+ *              still has the entry in hand, releases it itself (runs the keep,
+ *              or fires the wait) before ldg_enqueue returns.
+ *   The two CASes on one word decide: exactly one side takes the entry, and
+ *   a stalled enqueuer never blocks a release.
  *
  * DESTROY
  *   ldg__destroy sets s->destroyed (seq_cst), then reads tail (seq_cst) and
@@ -146,9 +98,8 @@
  *   tailseg reached the segment covering seq), so it may read it without
  *   RCU; if tailseg has already moved past seq's segment, the enqueuer finds
  *   it by walking from head under rcu_read_lock (head may be retired under
- *   it). Only extending the ring, resolving a slot (which may retire
- *   segments) and the publication (the read of over after the store of
- *   FULL, PUBLICATION above) enter a read-side section.
+ *   it). Only extending the ring and resolving a slot (which may retire
+ *   segments) enter a read-side section.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
@@ -243,24 +194,6 @@ static void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
 
 /* ---- Enqueue ------------------------------------------------------------------------- */
 
-/* The enqueuer's side of OVERTAKING, after it read `over` != NONE: true if
- * the entry is ours to release (the release gave it back, or we answer its
- * question first), false if the release takes it. */
-static bool ldg__overtaken_take_back(struct ldg__slot *slot, uint16_t over) {
-  if (over == LDG__OVER_ASKED) {
-    /* The CAS alone decides against the release's CAS ASKED -> RELEASE
-     * (one modification order of over). acq_rel: its acquire pairs with
-     * the release store of ASKED (or, on failure, the release's CAS), as
-     * the load of over above. On failure over is what the release
-     * decided. */
-    uint16_t asked = LDG__OVER_ASKED;
-    if (ldg__cas_acq_rel(&slot->over, &asked, (uint16_t)LDG__OVER_ENQUEUER))
-      return true;
-    over = asked;
-  }
-  return over == LDG__OVER_ENQUEUER;
-}
-
 static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
                            struct ldg__ext *ext) {
   slot->kind = e->kind;
@@ -321,11 +254,10 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
    * seq_cst CAS. */
   if (ldg__load_seq_cst(&s->destroyed)) {
-    /* An exchange by habit (nobody else writes state before publication
-     * now: a destroyer that found it EMPTY asks through `over`, OVERTAKING
-     * above); it publishes nothing: a destroyer that reads RETRACTED
-     * (acquire) skips the slot without touching its state. */
-    ldg__exchange_acq_rel(&slot->state, (uint16_t)LDG__SLOT_RETRACTED);
+    /* An exchange, whatever the destroyer left (EMPTY or ABANDONED); it
+     * publishes nothing: a destroyer that reads RETRACTED (acquire) skips
+     * the slot without touching it. */
+    ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
@@ -350,42 +282,24 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
   ldg__fill_slot(slot, e, ext);
-  /* Once FULL, a release may take the entry and resolve the slot, and its
-   * segment may be retired: our read of over after the store needs the
-   * read-side section (PUBLICATION above). */
-  ldg__rcu_read_lock();
-  /* Publishes the payload written above (release; acquire in the release
-   * walk and in the queries). A plain store: nobody else writes state
-   * before it (PUBLICATION above). */
-  ldg__store_release(&slot->state, (uint16_t)LDG__SLOT_FULL);
-  LDG__HOOK(LDG__HOOK_ENQUEUE_STORED, s);
-  /* The hot side of OVERTAKING's handshake: the store above before the
-   * load below, by the owning release's asymmetric fence (rcu.h).
-   * Acquire: pairs with the release's store of ASKED and its CAS to
-   * ENQUEUER (release), so the keep we may run below happens after what
-   * that release knew: the work it covered complete (tests/cuda's
-   * engine_test under TSan: a keep reading the copied bytes). */
-  ldg__asym_light();
-  uint16_t over = ldg__load_acquire(&slot->over);
-  bool ours = __builtin_expect(over != LDG__OVER_NONE, 0) &&
-              ldg__overtaken_take_back(slot, over);
-  /* Given back, the slot is ours again (taken, unresolved: pinned). */
-  ldg__rcu_read_unlock();
-  if (!ours) {
+  uint32_t expected = LDG__SLOT_EMPTY;
+  /* Publishes the payload written above (release half; acquire in the
+   * release walk and in the queries). Fails only if a release abandoned the
+   * slot to us (the failure's acquire pairs with that CAS). */
+  if (ldg__cas_acq_rel(&slot->state, &expected, (uint32_t)LDG__SLOT_FULL)) {
     LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     if (seq_out != NULL) *seq_out = seq;
     return LDG_OK;
   }
 
-  /* The release covering seq gave the entry back: it is ours to release.
-   * The slot was FULL, so a query may be reading its payload: an
-   * out-of-line one goes through a grace period. Back to EMPTY and NONE
-   * for the segment's next life; relaxed: ordered by the resolve below, as
-   * in ldg__take_chunk. */
-  ldg__store_relaxed(&slot->state, (uint16_t)LDG__SLOT_EMPTY);
-  ldg__store_relaxed(&slot->over, (uint16_t)LDG__OVER_NONE);
+  /* A release covering seq passed while we were publishing: the entry is
+   * ours to release. The slot was never FULL, so no query read its
+   * payload: it can be freed at once. The release that abandoned it is done
+   * with it: back to EMPTY for the segment's next life. Relaxed: ordered
+   * by the resolve below, as in ldg__take_chunk. */
+  ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
   ldg__resolve_one(s, g);
-  if (ext != NULL) ldg__call_rcu(&ext->rcu, ldg__ext_free_cb);
+  ldg__ext_free_now(ext);
   if (seq_out != NULL) *seq_out = seq;
   /* Taken by us: out of the index before the keep runs. */
   if (vx != NULL) ldg__vindex_remove(vx, e->vec_ids, e->n_vec);
@@ -412,7 +326,7 @@ bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg) {
   /* released: acquire pairs with the claims' CAS; seqs at or below it are
    * skipped (their release began). tail: as ldg_mark, every seq up to it is
    * linked. head, next: as in ldg__take_chunk. state: acquire pairs with
-   * the publishing store, so a FULL slot's payload is read as written. */
+   * the publishing CAS, so a FULL slot's payload is read as written. */
   ldg_seq r = ldg__load_acquire(&s->released);
   ldg_seq t = ldg__load_acquire(&s->tail);
   for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;

@@ -5,10 +5,9 @@
  *
  * WHO MAY RECLAIM A SLOT, AND WHEN
  *   A slot is resolved once, by whoever took its entry: the release that took
- *   a FULL slot, or the enqueuer of a RETRACTED one or of one a release gave
- *   back (ring.c, OVERTAKING). A wait's
+ *   a FULL slot, or the enqueuer of an ABANDONED or RETRACTED one. A wait's
  *   slot is resolved only when its firing has finished (see below). The
- *   resolver also puts the slot's state back to EMPTY (and over to NONE) — before counting it
+ *   resolver also puts the slot's state back to EMPTY — before counting it
  *   resolved, since after that the segment may be retired — (nobody else
  *   looks at it in this life), so a retired segment comes back to the pool clean and
  *   needs no zeroing — except a RETRACTED slot, which the destroyer may

@@ -17,7 +17,7 @@
 #   --deep     also CFG_EE3R (140M states: 8.3 GB and ~7 min)
 #   --jobs N   runs at once (default 2)
 #   --only RE  only the runs whose line matches RE (e.g. --only EER, --only ^pass)
-#   -DNAME     add a define to every run (e.g. -DBUG_OVER_NO_CAS --only ^pass
+#   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass
 #              to watch a mutant fail everywhere, with its counterexample)
 #   --keep     keep the work directory (pan output, trails) and print it
 # Needs spin and gcc on PATH. Works under $TEST_TMPDIR when Bazel sets it.
@@ -78,8 +78,7 @@ pass  destroy_sb.pml
 pass  unlink_sb.pml
 pass  extend_mp.pml
 pass  spare.pml
-fail  ring.pml  -DCFG_EER -DBUG_OVER_NO_CAS
-fail  ring.pml  -DCFG_EER -DBUG_PUBLISH_NO_RCU
+fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
 fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
 fail  ring.pml  -DCFG_EER -DBUG_EXTEND_NO_ADVANCE
@@ -98,7 +97,6 @@ fail  destroy_sb.pml  -DBUG_SB_DESTROY_CAS
 fail  destroy_sb.pml  -DBUG_SB_TAIL_LOAD
 fail  destroy_sb.pml  -DBUG_SB_RESERVE_CAS
 fail  destroy_sb.pml  -DBUG_SB_DESTROYED_LOAD
-fail  destroy_sb.pml  -DBUG_SB_NO_FENCE
 fail  unlink_sb.pml  -DBUG_SETTLE_NO_FENCE
 fail  unlink_sb.pml  -DBUG_PUSHER_NO_FENCE
 fail  unlink_sb.pml  -DBUG_HOLDER_NO_FENCE
@@ -108,7 +106,6 @@ fail  spare.pml  -DBUG_SPARE_TAKE_CLAIM
 fail  spare.pml  -DBUG_SPARE_DROP_NOW
 fail  spare.pml  -DBUG_SPARE_ASIDE_NOW
 reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
-reach ring.pml  -DCFG_EER -DPROBE_ASKED_FULL
 reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
 reach ring.pml  -DCFG_EER -DPROBE_HELP
@@ -133,7 +130,6 @@ reach ring.pml  -DCFG_EET -DPROBE_TRIM_HELD
 reach destroy_sb.pml  -DPROBE_SB_STALE
 reach destroy_sb.pml  -DPROBE_SB_RETRACT
 reach destroy_sb.pml  -DPROBE_SB_ABANDON
-reach destroy_sb.pml  -DPROBE_SB_ASKED_FULL
 reach unlink_sb.pml  -DPROBE_UL_HANDOFF
 reach unlink_sb.pml  -DPROBE_UL_STALE
 reach extend_mp.pml  -DPROBE_MP_STALE

@@ -29,40 +29,23 @@
  *   SC a seq_cst load waits until the thread has no seq_cst write buffered:
  *      seq_cst RMW -> seq_cst load is the one store->load order C11 keeps
  *      (the S order); a weaker RMW or load gets no such wait;
- *   REL a release write (the publishing store of FULL, the store of ASKED,
- *      the CAS on released)
+ *   REL a release write (the acq_rel CASes and the exchange on slot->state)
  *      waits until the thread's buffer is empty: what it publishes includes
- *      every earlier write. RMWs on a slot's state, over and on released go
- *      straight to memory.
- *   MB membarrier (the asymmetric fence, rcu.h) waits until every thread's
- *      buffer is empty: every store issued before it is visible after it.
- *
- * THE PUBLICATION HANDSHAKE (ring.c, OVERTAKING) is the second store-
- * buffering pattern checked here, with the destroyer as the release that
- * owns the enqueuer's seq:
- *
- *   enqueuer:  store state = FULL (release; buffered); compiler barrier;
- *              load over
- *   release:   (state read EMPTY) store over = ASKED (release; buffered);
- *              membarrier; load state; CAS over ASKED -> RELEASE/ENQUEUER
- *
- * Without the membarrier (BUG_SB_NO_FENCE) both loads may miss the other
- * store: the release reads EMPTY and gives the entry back, the enqueuer
- * reads NONE and leaves it to the release, and its keep never runs.
+ *      every earlier write. slot->state and released are RMWs of one location
+ *      each, straight to memory.
  * Loads are never reordered with each other (no load buffering): the model
  * under-approximates C11, so a failure is a real C11 execution.
  *
  * C functions (release.c, ring.c; ring_common.pml has the full protocol):
  *   proctype Destroyer  ldg__destroy: ldg__mark_destroyed (CAS destroyed,
  *                       seq_cst), load tail (seq_cst), ldg__engine ->
- *                       ldg__claim, ldg__take_chunk (FULL: take; EMPTY:
- *                       ldg__overtake; RETRACTED: skip)
+ *                       ldg__claim, ldg__take_chunk (FULL: take; EMPTY: CAS
+ *                       EMPTY -> ABANDONED; RETRACTED: skip)
  *   proctype Enqueuer   ldg__ring_enqueue: load destroyed (acquire, early
  *                       refusal), ldg__ring_reserve (load tail relaxed, CAS
  *                       tail seq_cst), load destroyed (seq_cst), then retract
- *                       (exchange RETRACTED) or publish (store FULL, load
- *                       over, and on ASKED or ENQUEUER take the entry back:
- *                       ldg__overtaken_take_back)
+ *                       (exchange RETRACTED) or publish (CAS EMPTY -> FULL;
+ *                       failing on ABANDONED, it releases the entry itself)
  * Segments, RCU, resolution and reclamation are ring_common.pml's business:
  * here every seq has its slot from the start.
  *
@@ -77,12 +60,10 @@
  *   BUG_SB_RESERVE_CAS     ldg__ring_reserve's CAS on tail acq_rel
  *   BUG_SB_DESTROYED_LOAD  the enqueuer's load of destroyed after reserving
  *                          acquire, not seq_cst
- *   BUG_SB_NO_FENCE        the overtaking release's membarrier left out
  * Probes: PROBE_SB_STALE (a load misses another thread's buffered write: the
  * buffers are exercised in the correct protocol), PROBE_SB_RETRACT (an
- * enqueuer retracts), PROBE_SB_ABANDON (the destroyer gives a reserved
- * slot's entry back to its enqueuer), PROBE_SB_ASKED_FULL (it asked, and
- * read FULL after the fence).
+ * enqueuer retracts), PROBE_SB_ABANDON (the destroyer abandons a reserved
+ * slot to its enqueuer).
  */
 
 #define NE 2         /* enqueuers, one enqueue each */
@@ -91,12 +72,8 @@
 
 #define ST_EMPTY     0
 #define ST_FULL      1
+#define ST_ABANDONED 2
 #define ST_RETRACTED 3
-
-#define OV_NONE      0
-#define OV_ASKED     1
-#define OV_ENQUEUER  2
-#define OV_RELEASE   3
 
 #define R_NONE    0
 #define R_OK      1
@@ -140,27 +117,17 @@
 #else
 #define P_ABANDON(c) skip
 #endif
-#ifdef PROBE_SB_ASKED_FULL
-#define P_ASKED_FULL(c) PROBE_AT(c)
-#else
-#define P_ASKED_FULL(c) skip
-#endif
 
 /* Memory. */
 bool destroyed;          /* s->destroyed */
 byte tail;               /* s->tail */
 byte released;           /* s->released */
 byte slot[NSEQ + 1];     /* slot->state of seq 1..NSEQ */
-byte over[NSEQ + 1];     /* slot->over */
 byte sent[NSEQ + 1];     /* its entry (the enqueuer's thread id) */
 
 /* Store buffers: thread t's pending write to destroyed / tail. */
 bit  bd_full[NT]; bool bd_v[NT]; bit bd_sc[NT];
 bit  bt_full[NT]; byte bt_v[NT]; bit bt_sc[NT];
-/* ... and to one slot's state / over (the publishing store of FULL, the
- * overtaking release's store of ASKED: plain stores, OVERTAKING). */
-bit  bs_full[NT]; byte bs_q[NT]; byte bs_v[NT];
-bit  bo_full[NT]; byte bo_q[NT]; byte bo_v[NT];
 
 /* Ghost: per enqueuer (by thread id). */
 byte eres[NT];   /* R_* */
@@ -178,25 +145,15 @@ byte rel[NT];    /* times its keep ran */
 #error "OTHERS_BUFFER_* are written for three threads"
 #endif
 #define NO_SC_PENDING(t) (!(bd_full[t] && bd_sc[t]) && !(bt_full[t] && bt_sc[t]))
-#define BUFFER_EMPTY(t) (!bd_full[t] && !bt_full[t] && !bs_full[t] && !bo_full[t])
-#define OTHERS_BUFFER_O(t, q) (bo_full[0] && bo_q[0] == q && t != 0 || \
-                               bo_full[1] && bo_q[1] == q && t != 1 || \
-                               bo_full[2] && bo_q[2] == q && t != 2)
-/* membarrier (rcu.h): every thread executes a full barrier, so every store
- * buffered before the call reaches memory before it returns. */
-#define ALL_BUFFERS_EMPTY (BUFFER_EMPTY(0) && BUFFER_EMPTY(1) && BUFFER_EMPTY(2))
+#define BUFFER_EMPTY(t) (!bd_full[t] && !bt_full[t])
 
 /* L: loads. */
 #define LOAD_D(t) (bd_full[t] -> bd_v[t] : destroyed)
 #define LOAD_T(t) (bt_full[t] -> bt_v[t] : tail)
-#define LOAD_S(t, q) (bs_full[t] && bs_q[t] == q -> bs_v[t] : slot[q])
-#define LOAD_O(t, q) (bo_full[t] && bo_q[t] == q -> bo_v[t] : over[q])
 
 /* W: a buffered write reaches memory, at any step. */
 #define FLUSH_D(t) atomic { bd_full[t] -> destroyed = bd_v[t]; bd_full[t] = 0; bd_sc[t] = 0 }
 #define FLUSH_T(t) atomic { bt_full[t] -> tail = bt_v[t]; bt_full[t] = 0; bt_sc[t] = 0 }
-#define FLUSH_S(t) atomic { bs_full[t] -> slot[bs_q[t]] = bs_v[t]; bs_full[t] = 0 }
-#define FLUSH_O(t) atomic { bo_full[t] -> over[bo_q[t]] = bo_v[t]; bo_full[t] = 0 }
 proctype Flusher() {
 end:
   do
@@ -206,9 +163,6 @@ end:
   :: FLUSH_T(0)
   :: FLUSH_T(1)
   :: FLUSH_T(2)
-  :: FLUSH_S(1)            /* enqueuers store state */
-  :: FLUSH_S(2)
-  :: FLUSH_O(0)            /* the destroyer stores over */
   od
 }
 
@@ -246,44 +200,23 @@ proctype Destroyer() {
   :: else ->
      atomic {
        BUFFER_EMPTY(T) ->
-       st = slot[q]                              /* acquire load state */
+       st = slot[q];
+       if
+       :: st == ST_EMPTY -> slot[q] = ST_ABANDONED; P_ABANDON(true)   /* CAS EMPTY -> ABANDONED */
+       :: st == ST_FULL ->                                           /* take */
+          assert(rel[sent[q]] == 0); rel[sent[q]]++;
+          slot[q] = ST_EMPTY
+       :: else                                                       /* RETRACTED */
+       fi;
+       q++
      }
-     if
-     :: st == ST_EMPTY ->
-        /* ldg__overtake (its spin: the read above, scheduled later):
-         * release store over = ASKED (REL rule), into the buffer */
-        atomic { BUFFER_EMPTY(T) -> bo_full[T] = 1; bo_q[T] = q; bo_v[T] = OV_ASKED }
-#ifndef BUG_SB_NO_FENCE
-        ALL_BUFFERS_EMPTY;                       /* the asymmetric fence */
-#endif
-        atomic {                                 /* acquire load state */
-          st = LOAD_S(T, q);
-          P_STALE(st == ST_EMPTY && (bs_full[1] && bs_q[1] == q || bs_full[2] && bs_q[2] == q))
-        }
-        atomic {                                 /* CAS over ASKED -> RELEASE / ENQUEUER (RMW) */
-          !OTHERS_BUFFER_O(T, q) ->
-          if
-          :: LOAD_O(T, q) == OV_ASKED && st == ST_FULL ->
-             over[q] = OV_RELEASE; bo_full[T] = 0; P_ASKED_FULL(true);
-             assert(rel[sent[q]] == 0); rel[sent[q]]++
-          :: LOAD_O(T, q) == OV_ASKED && st == ST_EMPTY ->
-             over[q] = OV_ENQUEUER; bo_full[T] = 0; P_ABANDON(true)
-          :: else -> skip                        /* retracted, or answered */
-          fi
-        }
-     :: st == ST_FULL ->
-        atomic { assert(rel[sent[q]] == 0); rel[sent[q]]++ }   /* take */
-     :: else                                     /* RETRACTED */
-     fi;
-     st = 0;
-     q++
   od;
 done:
   skip
 }
 
 proctype Enqueuer() {
-  byte t, seq, ok; bool d;
+  byte t, seq; bool d, ok;
   /* early refusal: acquire load destroyed */
   if
   :: atomic { LOAD_D(T) -> eres[T] = R_REFUSED }
@@ -319,29 +252,17 @@ proctype Enqueuer() {
           BUFFER_EMPTY(T) -> slot[seq] = ST_RETRACTED; eres[T] = R_REFUSED; P_RETRACT(true)
         }
      :: else ->
-        atomic {                                 /* fill, release store FULL (REL rule) */
+        atomic {                                 /* fill, CAS EMPTY -> FULL (REL rule) */
           BUFFER_EMPTY(T) ->
           sent[seq] = T; eres[T] = R_OK;
-          bs_full[T] = 1; bs_q[T] = seq; bs_v[T] = ST_FULL
+          if
+          :: slot[seq] == ST_EMPTY -> slot[seq] = ST_FULL
+          :: else ->                             /* ABANDONED: ours to release */
+             assert(slot[seq] == ST_ABANDONED);
+             assert(rel[T] == 0); rel[T]++;
+             slot[seq] = ST_EMPTY
+          fi
         }
-        /* the hot side of the asymmetric fence: a compiler barrier only,
-         * so the load below may pass the buffered store */
-        atomic { ok = LOAD_O(T, seq) }           /* acquire load over */
-        if
-        :: ok == OV_NONE || ok == OV_RELEASE -> skip   /* the release's */
-        :: else ->
-           atomic {                              /* CAS ASKED -> ENQUEUER (RMW) */
-             !OTHERS_BUFFER_O(T, seq) ->
-             if
-             :: over[seq] == OV_ASKED -> over[seq] = OV_ENQUEUER
-             :: else
-             fi;
-             if
-             :: over[seq] == OV_ENQUEUER -> assert(rel[T] == 0); rel[T]++   /* taken back */
-             :: else
-             fi
-           }
-        fi
      fi
   fi
 }

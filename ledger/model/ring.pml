@@ -59,7 +59,7 @@
  * tail, tail_end and released only grow (asserted at each CAS), tail_end
  * never passes tailseg's end, a reserved seq always has its slot; no entry
  * released twice (rel goes 0 -> 1 once); an enqueue overtaken by a release
- * that gives its entry back releases it itself (OVERTAKING); a segment whose grace
+ * releases its entry itself (the ABANDONED path); a segment whose grace
  * period ends (and would be pooled for reuse without zeroing) has every
  * slot back to EMPTY unless it is dirty; at the end: no invalid
  * end state, no done segment left at the head, every accepted entry
@@ -71,12 +71,7 @@
  * its stack holds exactly the pooled segments.
  *
  * Mutants (spin -DBUG_...: each must fail; check.sh checks that it does):
- *   BUG_OVER_NO_CAS        an overtaking release that asked and then read
- *                          FULL takes the entry without its CAS on over
- *                          (the enqueuer may have answered: taken twice)
- *   BUG_PUBLISH_NO_RCU     the enqueuer reads over after its store of FULL
- *                          outside a read-side section (the slot may have
- *                          been taken and its segment retired meanwhile)
+ *   BUG_ABANDON_STORE      take_chunk abandons with a plain store, not a CAS
  *   BUG_HEAD_NO_RECHECK    advance_head retires without reading resolved
  *   BUG_NO_TAILSEG_CHECK   advance_head may retire the segment tailseg names
  *                          (ring.c before 8e6cfe0)

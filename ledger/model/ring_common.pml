@@ -67,14 +67,10 @@
  *   release:  CAS tail_end (ldg__raise_tail_end);
  *   relaxed:  loads of tail (ldg__ring_reserve, ldg__ring_extend), tail_end
  *             (ldg__raise_tail_end), released (segment size: not modelled);
- *             stores of slot->state = EMPTY and slot->over = NONE by the
- *             slot's resolver, and of g->dirty by a retracting enqueuer; a pooled g->next (push,
+ *             stores of slot->state = EMPTY by the slot's resolver, and of
+ *             g->dirty by a retracting enqueuer; a pooled g->next (push,
  *             pop, drain), a pool's top in a push, pool_bytes;
- *   release:  (also) the publishing store slot->state = FULL, the store
- *             slot->over = ASKED (ordered before the release's load of
- *             state by the asymmetric fence); acquire: (also) the
- *             enqueuer's load of slot->over;
- *   acq_rel:  CASes of slot->over (ASKED -> RELEASE / ENQUEUER), exchange
+ *   acq_rel:  CAS slot->state EMPTY->FULL and EMPTY->ABANDONED, exchange
  *             slot->state RETRACTED, weak CAS released, weak CAS and
  *             exchange of a pool's top;
  *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
@@ -84,10 +80,7 @@
  * (Dekker) handshake: the add to g->resolved against the loads of head,
  * h->resolved, h->next and tailseg in advance_head, and the CASes of
  * g->next and tailseg (WHO MAY RECLAIM A SLOT, segment.c); CAS destroyed /
- * load tail against CAS tail / load destroyed (DESTROY, ring.c); and on
- * the asymmetric fence for the store of FULL / load of over against the
- * store of ASKED / load of state (OVERTAKING, ring.c: destroy_sb.pml
- * checks it with store buffers). The
+ * load tail against CAS tail / load destroyed (DESTROY, ring.c). The
  * BUG_RESOLVE_REORDER and BUG_DESTROY_ORDER mutants model losing such an
  * order (a load satisfied
  * before the store it follows) and fail. Which C11 orders keep the DESTROY
@@ -149,13 +142,8 @@
 /* slot->state (internal.h) */
 #define ST_EMPTY     0
 #define ST_FULL      1
+#define ST_ABANDONED 2
 #define ST_RETRACTED 3
-
-/* slot->over (internal.h; ring.c, OVERTAKING) */
-#define OV_NONE      0
-#define OV_ASKED     1
-#define OV_ENQUEUER  2
-#define OV_RELEASE   3
 
 /* lifetime of a segment or an ext (ghost) */
 #define SEG_UNUSED  0   /* not yet allocated */
@@ -182,7 +170,6 @@ byte sstate[NSEG];     /* ghost: SEG_* */
 byte sgp[NSEG];        /* ghost: readers its grace period still waits for */
 byte sstream[NSEG];    /* ghost: the stream it belongs to */
 byte slot[NSEG * SZ];  /* slot->state */
-byte sover[NSEG * SZ]; /* slot->over */
 byte sent[NSEG * SZ];  /* slot payload: the entry (keep + ext, or wait) */
 bit  sfin[NSEG * SZ];  /* ghost: its owner is done with it (may reclaim) */
 bit  sdirty[NSEG];     /* g->dirty: a slot was retracted, never pooled */
@@ -261,7 +248,6 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   :: sfreecb[g] -> sstate[g] = SEG_FREED   /* ldg__seg_free_cb */ \
   :: !sfreecb[g] && !sdirty[g] -> \
      assert(slot[g * SZ] == ST_EMPTY && slot[g * SZ + 1] == ST_EMPTY); \
-     assert(sover[g * SZ] == OV_NONE && sover[g * SZ + 1] == OV_NONE); \
      if \
      :: POOL_HAS_NO_ROOM -> sstate[g] = SEG_FREED; P_POOL_FULL(true) \
      :: else -> POOL_PUSH(g) \
@@ -273,7 +259,7 @@ byte inrcu;              /* ghost: processes inside a read-side section */
  * assertion failure, so that check.sh can show that the configurations do
  * reach it (the checks are not vacuous). Without the switch: nothing. */
 #define PROBE_AT(c) if :: (c) -> assert(false) :: else fi
-#ifdef PROBE_ABANDONED      /* an overtaken enqueuer takes its entry back (OVERTAKING) */
+#ifdef PROBE_ABANDONED      /* an overtaken enqueuer takes its entry back */
 #define P_ABANDONED(c) PROBE_AT(c)
 #else
 #define P_ABANDONED(c) skip
@@ -332,11 +318,6 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define P_NESTED(c) PROBE_AT(c)
 #else
 #define P_NESTED(c) skip
-#endif
-#ifdef PROBE_ASKED_FULL     /* an asking release reads FULL after its fence */
-#define P_ASKED_FULL(c) PROBE_AT(c)
-#else
-#define P_ASKED_FULL(c) skip
 #endif
 #ifdef PROBE_WAIT_ABANDONED /* an overtaken enqueuer of a wait fires it */
 #define P_WAIT_ABANDONED(c) PROBE_AT(c)
@@ -442,44 +423,42 @@ inline rcu_lock() {
   d_step { assert((inrcu & PBIT) == 0); inrcu = inrcu | PBIT }
 }
 
-/* The body of rcu_unlock, for a d_step of its own or another's. */
-#define RCU_UNLOCK_STEPS \
-    assert((inrcu & PBIT) != 0); \
-    inrcu = inrcu & ~PBIT; \
-    rc_i = 0; \
-    do \
-    :: rc_i < NSEG -> \
-       if \
-       :: sstate[rc_i] == SEG_RETIRED -> \
-          sgp[rc_i] = sgp[rc_i] & ~PBIT; \
-          if \
-          :: sgp[rc_i] == 0 -> FREE_SEG(rc_i) \
-          :: else \
-          fi \
-       :: else \
-       fi; \
-       rc_i++ \
-    :: else -> break \
-    od; \
-    rc_i = 1; \
-    do \
-    :: rc_i <= NENT -> \
-       if \
-       :: xstate[rc_i] == SEG_RETIRED -> \
-          xgp[rc_i] = xgp[rc_i] & ~PBIT; \
-          if \
-          :: xgp[rc_i] == 0 -> xstate[rc_i] = SEG_FREED \
-          :: else \
-          fi \
-       :: else \
-       fi; \
-       rc_i++ \
-    :: else -> break \
-    od; \
-    rc_i = 0
-
 inline rcu_unlock() {
-  d_step { RCU_UNLOCK_STEPS }
+  d_step {
+    assert((inrcu & PBIT) != 0);
+    inrcu = inrcu & ~PBIT;
+    rc_i = 0;
+    do
+    :: rc_i < NSEG ->
+       if
+       :: sstate[rc_i] == SEG_RETIRED ->
+          sgp[rc_i] = sgp[rc_i] & ~PBIT;
+          if
+          :: sgp[rc_i] == 0 -> FREE_SEG(rc_i)
+          :: else
+          fi
+       :: else
+       fi;
+       rc_i++
+    :: else -> break
+    od;
+    rc_i = 1;
+    do
+    :: rc_i <= NENT ->
+       if
+       :: xstate[rc_i] == SEG_RETIRED ->
+          xgp[rc_i] = xgp[rc_i] & ~PBIT;
+          if
+          :: xgp[rc_i] == 0 -> xstate[rc_i] = SEG_FREED
+          :: else
+          fi
+       :: else
+       fi;
+       rc_i++
+    :: else -> break
+    od;
+    rc_i = 0
+  }
 }
 
 /* ldg__call_rcu(&g->rcu, ldg__seg_pool_cb), inside a d_step: g's grace
@@ -866,7 +845,7 @@ inline claim(s, upto) {
  * takes an operation (keep copied, ext passed to call_rcu; rel is ghost). */
 #define A_DONE    0   /* slot dealt with, or seq skipped */
 #define A_NEXTSEG 1   /* seq is past g: go to g->next */
-#define A_EMPTY   2   /* reserved, not published: overtake (OVERTAKING) */
+#define A_EMPTY   2   /* reserved, not published: try to abandon it */
 #define A_WAIT    3   /* a published wait: stop, it becomes a frame */
 
 #ifdef BUG_FRAME_EARLY_RESOLVE
@@ -878,9 +857,9 @@ inline claim(s, upto) {
 #endif
 
 #ifndef BUG_NO_RESET
-#define TAKEN_RESET slot[tc_idx] = ST_EMPTY; sover[tc_idx] = OV_NONE   /* relaxed stores: back to EMPTY, NONE */
+#define TAKEN_RESET slot[tc_idx] = ST_EMPTY   /* relaxed store: back to EMPTY */
 #else
-#define TAKEN_RESET sover[tc_idx] = OV_NONE   /* mutant: a taken slot stays FULL */
+#define TAKEN_RESET skip   /* mutant: a taken slot stays FULL */
 #endif
 
 #define TAKE_IF_FULL \
@@ -890,7 +869,7 @@ inline claim(s, upto) {
   :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_WAIT && etarget[sent[tc_idx]] == NIL -> \
      /* a wait on itself: fires nothing; back to EMPTY */ \
      assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
-     slot[tc_idx] = ST_EMPTY; sover[tc_idx] = OV_NONE; sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
+     slot[tc_idx] = ST_EMPTY; sfin[tc_idx] = 1; tc_taken++; tc_act = A_DONE \
   :: tc_st == ST_FULL && ekind[sent[tc_idx]] == K_OP -> \
      assert(rel[sent[tc_idx]] == 0); rel[sent[tc_idx]] = 1; \
      assert(xstate[sent[tc_idx]] == SEG_LIVE); \
@@ -936,48 +915,20 @@ inline take_chunk() {
           assert(tc_g != NIL)                      /* "every seq <= tail has a segment" */
         }
      :: tc_act == A_EMPTY ->
-        /* ldg__overtake. Its bounded spin is not modelled: under sequential
-         * consistency a FULL or RETRACTED it reads is what the first read
-         * (a step of its own) reads when scheduled later. */
-        if
-        :: true ->
-           /* release store over = ASKED; the asymmetric fence; acquire
-            * load state. One step: the fence is nothing under sequential
-            * consistency (destroy_sb.pml checks the handshake with store
-            * buffers), and the only access that can fall between the two
-            * is the enqueuer's store of FULL, whose effect is the same as
-            * before the step (its read of over comes after either way). */
-           d_step {
-             TOUCH(tc_g); assert(sover[tc_idx] == OV_NONE); sover[tc_idx] = OV_ASKED;
-             tc_st = slot[tc_idx]; P_ASKED_FULL(tc_st == ST_FULL)
-           }
-           d_step {
-             TOUCH(tc_g);
-             c_next++;
-             if
-             :: tc_st == ST_RETRACTED -> tc_act = A_DONE
-#ifndef BUG_OVER_NO_CAS
-             :: tc_st != ST_RETRACTED && sover[tc_idx] == OV_ASKED ->   /* acq_rel CAS wins */
-                if
-                :: tc_st == ST_FULL -> sover[tc_idx] = OV_RELEASE; TAKE_IF_FULL
-                :: else -> sover[tc_idx] = OV_ENQUEUER; tc_act = A_DONE
-                fi
-             :: tc_st != ST_RETRACTED && sover[tc_idx] != OV_ASKED ->   /* the enqueuer answered */
-                tc_act = A_DONE
+#ifndef BUG_ABANDON_STORE
+        d_step {                                   /* acq_rel CAS EMPTY -> ABANDONED */
+          TOUCH(tc_g);
+          c_next++;
+          if
+          :: slot[tc_idx] == ST_EMPTY -> slot[tc_idx] = ST_ABANDONED; tc_act = A_DONE
+          :: else -> tc_st = slot[tc_idx]; TAKE_IF_FULL   /* published meanwhile */
+          fi;
+          tc_st = 0
+        }
 #else
-             /* mutant: a FULL read after the fence is taken without the CAS */
-             :: tc_st == ST_FULL -> TAKE_IF_FULL
-             :: tc_st == ST_EMPTY ->
-                if
-                :: sover[tc_idx] == OV_ASKED -> sover[tc_idx] = OV_ENQUEUER
-                :: else
-                fi;
-                tc_act = A_DONE
+        /* mutant: the EMPTY seen is overwritten with a plain store */
+        d_step { TOUCH(tc_g); c_next++; slot[tc_idx] = ST_ABANDONED; tc_act = A_DONE; tc_st = 0 }
 #endif
-             fi;
-             tc_st = 0
-           }
-        fi;
         if
         :: tc_act == A_WAIT -> tc_w = tc_idx; tc_wg = tc_g; break
         :: else
@@ -1049,7 +1000,6 @@ inline engine(s, upto) {
           f_g = fr_seg[c_frame];
           sfin[c_frame] = 1; P_FRAME(true);
           slot[c_frame] = ST_EMPTY;                /* relaxed store f->state */
-          sover[c_frame] = OV_NONE;                /* relaxed store f->over */
           P_FRAME_PIN(snext[f_g] != NIL && sres[f_g] == SZ - 1);
           rc_i = c_frame;
           c_s = fr_ps[rc_i]; c_next = fr_pn[rc_i]; c_end = fr_pe[rc_i];
@@ -1101,69 +1051,32 @@ inline enqueue(s, e) {
         d_step {
           TOUCH_PINNED(rs_g);
           sent[en_idx] = e;                        /* ldg__fill_slot (plain writes) */
-          eres[e] = R_OK
-        }
-        /* Once FULL the slot may be taken, resolved and its segment
-         * retired: the store and the read of over are inside a section. */
-        d_step {
-#ifndef BUG_PUBLISH_NO_RCU
-          /* rcu_lock, in the store's step: entering earlier only makes
-           * grace periods wait longer */
-          assert((inrcu & PBIT) == 0); inrcu = inrcu | PBIT;
-#endif
-          TOUCH_PINNED(rs_g);
-          assert(slot[en_idx] == ST_EMPTY);       /* nobody else writes it */
-          slot[en_idx] = ST_FULL                   /* release store FULL */
-        }
-        /* (the hot side of the asymmetric fence: nothing under sequential
-         * consistency) */
-        d_step {                                   /* acquire load over; CAS */
-#ifndef BUG_PUBLISH_NO_RCU
-          TOUCH(rs_g);
-#else
-          TOUCH_PINNED(rs_g);                      /* mutant: no section */
-#endif
-          if
-          :: sover[en_idx] == OV_NONE || sover[en_idx] == OV_RELEASE -> en_ok = 1
-          :: sover[en_idx] == OV_ASKED -> sover[en_idx] = OV_ENQUEUER; en_ok = 0   /* CAS wins */
-          :: sover[en_idx] == OV_ENQUEUER -> en_ok = 0
-          fi;
-#ifndef BUG_PUBLISH_NO_RCU
-          /* rcu_unlock, in the read's step: leaving later only makes grace
-           * periods wait longer */
-          RCU_UNLOCK_STEPS
-#endif
-        }
-        if
-        :: en_ok -> skip
-        :: else ->
-           d_step {
-             /* The release gave the entry back: ours to release. */
-             TOUCH_PINNED(rs_g);
-             P_ABANDONED(true);
+          eres[e] = R_OK;
+          if                                       /* acq_rel CAS EMPTY -> FULL */
+          :: slot[en_idx] == ST_EMPTY -> slot[en_idx] = ST_FULL; en_ok = 1
+          :: else ->
+             /* A release covering seq passed: the entry is ours to release. */
+             assert(slot[en_idx] == ST_ABANDONED); en_ok = 0; P_ABANDONED(true);
              P_WAIT_ABANDONED(ekind[e] == K_WAIT && etarget[e] != NIL);
              sfin[en_idx] = 1;
              assert(rel[e] == 0); rel[e] = 1;      /* run the keep, or fire (below) */
 #ifndef BUG_RESET_AFTER_RESOLVE
-             slot[en_idx] = ST_EMPTY;              /* relaxed stores: back to EMPTY, NONE */
-             sover[en_idx] = OV_NONE;
+             slot[en_idx] = ST_EMPTY;              /* relaxed store: back to EMPTY */
 #endif
-             if                                    /* call_rcu of the ext: it was FULL */
-             :: xstate[e] == SEG_LIVE && inrcu == 0 -> xstate[e] = SEG_FREED
-             :: xstate[e] == SEG_LIVE && inrcu != 0 -> xstate[e] = SEG_RETIRED; xgp[e] = inrcu
+             if                                    /* ldg__ext_free_now (after) */
+             :: xstate[e] == SEG_LIVE -> xstate[e] = SEG_FREED
              :: else
              fi
-           }
-        fi;
-        en_idx = 0;
+          fi;
+          en_idx = 0
+        }
         if
         :: en_ok -> skip
         :: else ->
            resolve_one(s, rs_g);
 #ifdef BUG_RESET_AFTER_RESOLVE
            /* mutant: the reset after the resolution (the slot may be gone) */
-           d_step { TOUCH_PINNED(rs_g); slot[rs_g * SZ + rs_seq - sbase[rs_g]] = ST_EMPTY;
-                    sover[rs_g * SZ + rs_seq - sbase[rs_g]] = OV_NONE }
+           d_step { TOUCH_PINNED(rs_g); slot[rs_g * SZ + rs_seq - sbase[rs_g]] = ST_EMPTY }
 #endif
 #ifdef WAITS
            if
