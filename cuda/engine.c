@@ -68,7 +68,8 @@
  *   stream's mark over windows of poll_max_us, which it needs no extra
  *   wake-up for (it polls at least that often while the stream has work)
  *   and which costs the issuer nothing (the mark is the ledger's). The
- *   threshold, 8 per poll_max_us (12.5 us apart at the default), sits
+ *   threshold, one issue per 12.5 us on average over a window (8 per
+ *   100 us; the rate, whatever poll_max_us), sits
  *   between the two with margin both ways; a waiting issuer that does
  *   cross it is found out by the same count one window later — it issued
  *   nothing while its keep was held — and backs off (doubling the windows
@@ -160,12 +161,16 @@
 
 #define SLC__MAX_RING 4096
 #define SLC__BATCH 64 /* stream releases collected per poll */
-/* PACING: a stream that issues at least SLC__PACE_OPS sequence numbers per
- * poll_max_us, SLC__PACE_NEED0 windows in a row, is batched; fewer than
- * half as many in one window ends it. A batching that ended in its first
- * window (the issuer was waiting after all) doubles the windows needed
- * next time, up to SLC__PACE_NEED_MAX; one that went on resets them. */
-#define SLC__PACE_OPS 8u
+/* PACING: a stream that issues a sequence number at least every
+ * SLC__PACE_GAP_NS on average over a window of poll_max_us (80 k/s: 8 per
+ * 100 us, 16 per the default 200 us), SLC__PACE_NEED0 windows in a row, is
+ * batched; less than half that rate in one window ends it. The rate, not a
+ * count per window, so that a longer window (fewer wake-ups) does not also
+ * lower the threshold towards a waiting issuer's rate (~25 us apart on the
+ * H200). A batching that ended in its first window (the issuer was
+ * waiting after all) doubles the windows needed next time, up to
+ * SLC__PACE_NEED_MAX; one that went on resets them. */
+#define SLC__PACE_GAP_NS 12500u
 #define SLC__PACE_NEED0 2u
 #define SLC__PACE_NEED_MAX 1024u
 
@@ -607,9 +612,9 @@ static void slc__mq_pace(struct slc__dev_engine *e, struct slc__mq *q, ldg_seq m
   uint64_t ops = m - q->win_mark;
   q->win_ns = now;
   q->win_mark = m;
-  /* ops / elapsed against SLC__PACE_OPS / win, without dividing. */
+  /* ops / elapsed against 1 / SLC__PACE_GAP_NS, without dividing. */
   if (!q->batching) {
-    bool fast = ops * win >= SLC__PACE_OPS * elapsed;
+    bool fast = ops * SLC__PACE_GAP_NS >= elapsed;
     q->fast = fast ? q->fast + 1 : 0;
     if (q->fast >= q->need) {
       q->batching = true;
@@ -617,7 +622,7 @@ static void slc__mq_pace(struct slc__dev_engine *e, struct slc__mq *q, ldg_seq m
       q->fast = 0;
       slc__count(&e->n.batch_enters, 1);
     }
-  } else if (2 * ops * win >= SLC__PACE_OPS * elapsed) {
+  } else if (2 * ops * SLC__PACE_GAP_NS >= elapsed) {
     q->confirmed = true;
   } else {
     q->batching = false;
@@ -1212,7 +1217,7 @@ static int slc__engine_enable(slc_context *c, const slc_engine_config *cfg,
   if (k.marker_every_us == 0) k.marker_every_us = 20;
   if (k.poll_us == 0) k.poll_us = 5;
   if (k.markers_per_stream == 0) k.markers_per_stream = 64;
-  if (k.poll_max_us == 0) k.poll_max_us = 100;
+  if (k.poll_max_us == 0) k.poll_max_us = 200;
   if (k.poll_max_us < k.poll_us) k.poll_max_us = k.poll_us;
   if (k.linger_us == 0) k.linger_us = 2000;
   if (k.wait != SLC_ENGINE_WAIT_ADAPTIVE && k.wait != SLC_ENGINE_WAIT_FIXED)

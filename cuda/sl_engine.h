@@ -76,8 +76,9 @@
  * PACING (the adaptive thread's: streaming or waiting, per stream)
  *   A stream is streaming when its issuer does not wait for its keeps: it
  *   issued past a marker still pending or just completed, or it issues
- *   fast — at least 8 sequence numbers (operations, waits) per poll_max_us,
- *   over 2 consecutive windows of poll_max_us each. The second test is the
+ *   fast — a sequence number (operation, wait) at least every 12.5 us on
+ *   average (80 k/s, whatever poll_max_us), over 2 consecutive windows of
+ *   poll_max_us each. The second test is the
  *   one that matters when the GPU finishes each operation before the next
  *   is issued (100 k empty kernels/s on an H200): then every marker
  *   completes with nothing past it, and only the rate tells the issuer
@@ -89,14 +90,14 @@
  *   prompt again.
  *   THE BOUND: a batched operation's keep runs at most
  *   2 x poll_max_us + poll_us after the operation completed (plus the
- *   thread's own scheduling delay): 205 us at the defaults. A waiting
+ *   thread's own scheduling delay): 405 us at the defaults. A waiting
  *   issuer is never batched unless it issues that fast (a request of many
  *   operations, or operations that complete at once); then it is found out
  *   in the first window of its batching (it issued < 4 while waiting), one
  *   keep is delayed by at most the bound, and a batching that ended in its
  *   first window doubles the windows needed to begin the next (up to 1024;
  *   one that went on resets them). The price of the margin: a stream
- *   issuing slower than that (below 80 k ops/s at the default) whose
+ *   issuing slower than that (below 80 k ops/s) whose
  *   operations each complete before the next issue still costs about one
  *   wake-up per operation, as before pacing. Counters: slc_engine_stats's
  *   batch_enters and batch_exits, thread_sleeps + thread_parks (the
@@ -245,7 +246,7 @@ typedef struct slc_engine_config {
   unsigned markers_per_stream; /* ring size, a power of two <= 4096 (0: 64) */
   slc_engine_wait wait;        /* the thread's wait policy (0: adaptive) */
   unsigned poll_max_us;        /* adaptive: longest sleep, and the batch
-                                * period of PACING (0: 100) */
+                                * period of PACING (0: 200) */
   unsigned linger_us;          /* adaptive: awake this long after work
                                 * before parking (0: 2000) */
   /* Called once per stream whose engine error became sticky, on the engine

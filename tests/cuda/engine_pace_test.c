@@ -171,8 +171,8 @@ static int drain(sim *m, long n, uint64_t limit) {
 }
 
 /* The documented bound on a batched keep (sl_engine.h, PACING), at the
- * defaults (poll_us 5, poll_max_us 100): 2 x poll_max_us + poll_us. */
-static const uint64_t batch_bound = (2 * 100 + 5) * US;
+ * defaults (poll_us 5, poll_max_us 200): 2 x poll_max_us + poll_us. */
+static const uint64_t batch_bound = (2 * 200 + 5) * US;
 
 static int run_streaming(slc_engine_placement placement) {
   sim *m = calloc(1, sizeof(*m));
