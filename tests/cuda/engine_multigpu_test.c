@@ -36,18 +36,9 @@
 #include "cuda/host_executor.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
+#include "tests/testing/check.h"
 
 #define DEVICES 8
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
-              __LINE__, #cond, slc_last_error_message());                  \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
-#define CHECK_RC(call, want) CHECK((call) == (want))
 
 static slc_driver g_drv;
 
@@ -393,11 +384,7 @@ static int t_device_stats_bad_input(void) {
 
 /* ---- Main ----------------------------------------------------------------- */
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-  const char *what;
-} tests[] = {
+static const test_case tests[] = {
     {"ctx_switches_poll", t_ctx_switches_poll,
      "slc_engine_poll: at most one context switch per device per poll"},
     {"ctx_switches_thread", t_ctx_switches_thread,
@@ -414,21 +401,5 @@ static const struct {
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
-  int failed = 0;
-  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
-    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
-    fflush(stdout);
-    int rc = tests[i].fn();
-    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
-    fflush(stdout);
-    failed |= rc;
-    if (rc != 0 && only == NULL) {
-      /* The executor may be left installed: the next tests cannot run. */
-      break;
-    }
-  }
-  printf(failed ? "engine_multigpu_test: FAILED\n"
-                : "engine_multigpu_test: all passed\n");
-  return failed;
+  return run_test_table("engine_multigpu_test", tests, TEST_COUNT(tests), only);
 }

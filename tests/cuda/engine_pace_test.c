@@ -35,16 +35,7 @@
 #include "cuda/host_executor.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
-              __LINE__, #cond, slc_last_error_message());                  \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
-#define CHECK_RC(call, want) CHECK((call) == (want))
+#include "tests/testing/check.h"
 
 #define US 1000u
 #define MAX_OPS 2000
@@ -342,11 +333,7 @@ static int t_slow_device(void) {
   return 0;
 }
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-  const char *what;
-} tests[] = {
+static const test_case tests[] = {
     {"streaming", t_streaming,
      "ops at 100 k/s completing before the next: batched, counted"},
     {"waiting", t_waiting,
@@ -359,18 +346,5 @@ static const struct {
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
-  int failed = 0;
-  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
-    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
-    fflush(stdout);
-    int rc = tests[i].fn();
-    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
-    fflush(stdout);
-    failed |= rc;
-    if (rc != 0) break;
-  }
-  printf(failed ? "engine_pace_test: FAILED\n"
-                : "engine_pace_test: all passed\n");
-  return failed;
+  return run_test_table("engine_pace_test", tests, TEST_COUNT(tests), only);
 }

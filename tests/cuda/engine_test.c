@@ -22,22 +22,13 @@
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
 #include "cuda/host_executor.h"
+#include "tests/testing/check.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
 #else
 #define SANITIZED 0
 #endif
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
-              __LINE__, #cond, slc_last_error_message());                  \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
-#define CHECK_RC(call, want) CHECK((call) == (want))
 
 static slc_driver g_drv;
 /* Simulated devices of the tests that use two or more (--devices=N: 8 in
@@ -1414,11 +1405,7 @@ static int t_torture(void) {
 
 /* ---- Main -------------------------------------------------------------------- */
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-  const char *what;
-} tests[] = {
+static const test_case tests[] = {
     {"thread_serving", t_thread_serving,
      "engine thread recycles staging buffers, no sync, data checked"},
     {"poll_serving", t_poll_serving,
@@ -1477,17 +1464,5 @@ int main(int argc, char **argv) {
     argv++;
   }
   const char *only = argc > 1 ? argv[1] : NULL;
-  int failed = 0;
-  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
-    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
-    fflush(stdout);
-    int rc = tests[i].fn();
-    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
-    fflush(stdout);
-    failed |= rc;
-    if (rc != 0) break; /* the executor may be left installed */
-  }
-  printf(failed ? "engine_test: FAILED\n" : "engine_test: all passed\n");
-  return failed;
+  return run_test_table("engine_test", tests, TEST_COUNT(tests), only);
 }

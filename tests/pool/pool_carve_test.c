@@ -21,6 +21,7 @@
 #include "cuda/host_executor.h"
 #include "cuda/sl_cuda.h"
 #include "pool/sl_pool.h"
+#include "tests/testing/check.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -33,16 +34,6 @@
 #else
 #define SANITIZED 0
 #endif
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
-              __LINE__, #cond, slc_last_error_message());                  \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
-#define CHECK_RC(call, want) CHECK((call) == (want))
 
 #define MIB ((size_t)1 << 20)
 #define SEG (2 * MIB)
@@ -520,11 +511,7 @@ static int t_large_lends_spare(void) {
   return teardown(&e);
 }
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-  const char *what;
-} tests[] = {
+static const test_case tests[] = {
     {"classes_share_a_segment", t_classes_share_a_segment,
      "eleven small classes in one 2 MiB segment, blocks disjoint"},
     {"trim_reuses_pages", t_trim_reuses_pages,
@@ -547,17 +534,5 @@ static const struct {
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
-  int failed = 0;
-  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
-    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
-    fflush(stdout);
-    int rc = tests[i].fn();
-    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
-    fflush(stdout);
-    failed |= rc;
-    if (rc != 0) break; /* its state is not torn down */
-  }
-  printf(failed ? "pool_carve_test: FAILED\n" : "pool_carve_test: all passed\n");
-  return failed;
+  return run_test_table("pool_carve_test", tests, TEST_COUNT(tests), only);
 }

@@ -26,6 +26,7 @@
 #include "pool/sl_pool.h"
 #include "cuda/host_executor.h"
 #include "tests/cuda/kernels.h"
+#include "tests/testing/check.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -38,17 +39,6 @@
 #else
 #define SANITIZED 0
 #endif
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
-              __LINE__, #cond, slc_last_error_message());                  \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
-#define CHECK_RC(call, want) CHECK((call) == (want))
-#define CHECK_MSG(sub) CHECK(strstr(slc_last_error_message(), (sub)) != NULL)
 
 static slc_driver g_drv;
 
@@ -1129,11 +1119,7 @@ static int t_asan_reports_untracked_use(void) {
 #endif
 }
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-  const char *what;
-} tests[] = {
+static const test_case tests[] = {
     {"serving", t_serving,
      "requests free their blocks at once; data checked; blocks reused"},
     {"no_reuse_before_completion", t_no_reuse_before_completion,
@@ -1172,17 +1158,5 @@ static const struct {
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
-  int failed = 0;
-  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
-    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
-    fflush(stdout);
-    int rc = tests[i].fn();
-    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
-    fflush(stdout);
-    failed |= rc;
-    if (rc != 0) break;
-  }
-  printf(failed ? "pool_test: FAILED\n" : "pool_test: all passed\n");
-  return failed;
+  return run_test_table("pool_test", tests, TEST_COUNT(tests), only);
 }

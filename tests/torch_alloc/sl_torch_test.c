@@ -26,23 +26,15 @@
 #include "cuda/host_executor.h"
 #include "cuda/sl_cuda.h"
 #include "torch_alloc/sl_torch.h"
+/* CHECK prints the allocator's last error. */
+#define TESTING_LAST_ERROR() sl_torch_last_error()
+#include "tests/testing/check.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
 #else
 #define SANITIZED 0
 #endif
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "  FAILED %s:%d: %s (last error: %s)\n", __FILE__,   \
-              __LINE__, #cond, sl_torch_last_error());                     \
-      return 1;                                                            \
-    }                                                                      \
-  } while (0)
-#define CHECK_RC(call, want) CHECK((call) == (want))
-#define CHECK_MSG(sub) CHECK(strstr(sl_torch_last_error(), (sub)) != NULL)
 
 #define N 4096 /* bytes per "tensor" */
 
@@ -448,11 +440,7 @@ static int t_trace(void) {
   return teardown();
 }
 
-static const struct {
-  const char *name;
-  int (*fn)(void);
-  const char *what;
-} tests[] = {
+static const test_case tests[] = {
     {"reuse_rules", t_reuse_rules,
      "stream 0, same-stream reuse at once, none elsewhere while pending"},
     {"record_stream", t_record_stream,
@@ -472,17 +460,5 @@ int main(int argc, char **argv) {
   printf("engine: %s\n", engine != NULL && strcmp(engine, "thread") == 0
                               ? "its thread (SL_TORCH_ENGINE=thread)"
                               : "polled by the hooks");
-  int failed = 0;
-  for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-    if (only != NULL && strcmp(only, tests[i].name) != 0) continue;
-    printf("RUN  %s: %s\n", tests[i].name, tests[i].what);
-    fflush(stdout);
-    int rc = tests[i].fn();
-    printf("%s %s\n", rc == 0 ? "PASS" : "FAIL", tests[i].name);
-    fflush(stdout);
-    failed |= rc;
-    if (rc != 0) break; /* the executor may be left installed */
-  }
-  printf(failed ? "sl_torch_test: FAILED\n" : "sl_torch_test: all passed\n");
-  return failed;
+  return run_test_table("sl_torch_test", tests, TEST_COUNT(tests), only);
 }
