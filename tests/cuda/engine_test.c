@@ -24,12 +24,6 @@
 #include "cuda/host_executor.h"
 #include "tests/testing/check.h"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 static slc_driver g_drv;
 /* Simulated devices of the tests that use two or more (--devices=N: 8 in
  * engine_8dev_test, one engine and thread per device). */

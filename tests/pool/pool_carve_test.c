@@ -23,18 +23,6 @@
 #include "pool/sl_pool.h"
 #include "tests/testing/check.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define HAVE_ASAN 1
-#else
-#define HAVE_ASAN 0
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 #define MIB ((size_t)1 << 20)
 #define SEG (2 * MIB)
 

@@ -28,18 +28,6 @@
 #include "tests/cuda/kernels.h"
 #include "tests/testing/check.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define HAVE_ASAN 1
-#else
-#define HAVE_ASAN 0
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 static slc_driver g_drv;
 
 typedef struct env {

@@ -19,6 +19,20 @@
 #include <stdio.h>
 #include <string.h>
 
+/* SANITIZED: built with ASan or TSan (tests scale their loops down);
+ * HAVE_ASAN: with ASan, whose interface (poisoning queries) is included. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define HAVE_ASAN 1
+#else
+#define HAVE_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
 #ifndef TESTING_LAST_ERROR
 #define TESTING_LAST_ERROR() slc_last_error_message()
 #endif

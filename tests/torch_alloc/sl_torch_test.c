@@ -30,12 +30,6 @@
 #define TESTING_LAST_ERROR() sl_torch_last_error()
 #include "tests/testing/check.h"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 #define N 4096 /* bytes per "tensor" */
 
 static slc_driver g_drv;
