@@ -507,6 +507,20 @@ static slp_block *slp__inbox_take(struct slp__inbox *in, bool close) {
   return old == SLP__CLOSED ? NULL : old;
 }
 
+/* in's whole chain to the shared lists of its blocks' classes (`close`: as
+ * slp__inbox_take). Returns how many. */
+static size_t slp__inbox_to_shared(slp_pool *p, struct slp__inbox *in,
+                                   bool close) {
+  size_t n = 0;
+  for (slp_block *b = slp__inbox_take(in, close), *nx; b != NULL; b = nx) {
+    nx = b->next;
+    b->next = NULL;
+    slp__shared_push(p, b->cls, b, b);
+    n++;
+  }
+  return n;
+}
+
 /* Every inbox's blocks to the shared lists (before a new slab, a trim, an
  * out-of-memory retry: blocks returned for a thread that does not allocate
  * again must not make the others grow the pool). Returns how many. */
@@ -521,12 +535,7 @@ static size_t slp__inboxes_flush(slp_pool *p) {
       slp__add(&p->held, NULL,
                atomic_exchange_explicit(&in->held, 0, memory_order_relaxed));
     if (slp__load_relaxed(&in->head) == NULL) continue;
-    for (slp_block *b = slp__inbox_take(in, false), *nx; b != NULL; b = nx) {
-      nx = b->next;
-      b->next = NULL;
-      slp__shared_push(p, b->cls, b, b);
-      n++;
-    }
+    n += slp__inbox_to_shared(p, in, false);
   }
   return n;
 }
@@ -599,12 +608,7 @@ static void slp__tc_retire(struct slp__tcache *tc, slc_stream **drop,
     /* Closed first: a keep that returns a block this thread freed goes to
      * the shared list from now on; what was pushed before goes there too.
      * The inbox waits in p->inbox_free for a later thread. */
-    for (slp_block *b = slp__inbox_take(tc->inbox, true), *nx; b != NULL;
-         b = nx) {
-      nx = b->next;
-      b->next = NULL;
-      slp__shared_push(p, b->cls, b, b);
-    }
+    (void)slp__inbox_to_shared(p, tc->inbox, true);
     tc->inbox->next_free = p->inbox_free;
     p->inbox_free = tc->inbox;
     slp__counts_add(&p->gone, &tc->n);
