@@ -31,7 +31,10 @@ summed over the workers, and the first --keep requests' outputs saved or
 checked here. This process never touches CUDA.
 
 HOLD (--hold): after the warm-up, print READY and wait for a line on stdin
-before the clock starts (what each worker of --procs does). A benchmark
+before the clock starts (what each worker of --procs does; with --procs,
+the parent says READY once every worker is ready). --check FILE is read
+at the end: a FILE that does not exist then is reported
+("check_missing"), not an error. A benchmark
 script starts several cells' processes together (their imports and warm-up
 in parallel), then lets one at a time run: each cell still runs alone.
 
@@ -108,6 +111,9 @@ def merge_workers():
             if line.strip() == "READY":
                 ready += 1
                 break
+    if args.hold:  # HOLD: every worker warmed up; wait for the go
+        print("READY", flush=True)
+        sys.stdin.readline()
     for k in kids:  # the start, together (a dead worker's pipe is closed)
         try:
             k.stdin.write("GO\n")
@@ -161,9 +167,11 @@ def merge_workers():
                 outputs.update(torch.load(f"{tmp}/w{i}.pt"))
         if args.save:
             torch.save({k: outputs[k] for k in sorted(outputs)}, args.save)
-        if args.check:
+        if args.check and os.path.exists(args.check):
             res["check"] = compare(torch, outputs, torch.load(args.check))
             rc = rc or int(not res["check"]["ok"])
+        elif args.check:
+            res["check_missing"] = args.check
     print(json.dumps(res))
     if args.out:
         with open(args.out, "w") as f:
@@ -336,12 +344,34 @@ else:
 # memory while serving): between cells, the difference is the allocators'
 # physical footprint, with whatever rounding the driver adds to each
 # cuMemAlloc (its pages), which their own reserved counts do not see.
-# Device-wide: with --procs it counts the other workers too.
+# Device-wide: with --procs (or parked --hold cells) it counts the other
+# processes too; process_used_mib is this process's alone.
 try:
     free_b, total_b = torch.cuda.mem_get_info(0)
     extra["device_used_mib"] = round((total_b - free_b) / 2**20, 1)
 except Exception:  # informative only: never fails the run
     extra["device_used_mib"] = None
+
+
+def process_used_mib():
+    """This process's device memory as the driver counts it (nvidia-smi's
+    per-process used memory, MiB): unlike device_used_mib, right while other
+    processes hold the device too (HOLD's parked cells, --procs)."""
+    import subprocess
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                            "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20)
+        for line in q.stdout.splitlines():
+            pid, used = (x.strip() for x in line.split(","))
+            if int(pid) == os.getpid():
+                return float(used)
+    except Exception:  # informative only: never fails the run
+        pass
+    return None
+
+
+extra["process_used_mib"] = process_used_mib()
 
 n = len(lat)
 lat.sort()
@@ -377,10 +407,12 @@ if args.worker is not None:  # for the parent's merge (--out only)
 rc = 1 if errors else 0
 if args.save:
     torch.save({k: outputs[k] for k in sorted(outputs)}, args.save)
-if args.check:
+if args.check and os.path.exists(args.check):
     res["check"] = compare(torch, outputs, torch.load(args.check))
     if not res["check"]["ok"]:
         rc = 1
+elif args.check:  # its writer did not run (a skipped cell): no check
+    res["check_missing"] = args.check
 print(json.dumps({k: v for k, v in res.items() if k != "latencies_ms"}))
 if args.out:
     with open(args.out, "w") as f:
