@@ -13,11 +13,12 @@
  *   find its device and refuses it. slc_stream_adopt_legacy takes the device
  *   from the caller and stores CU_STREAM_LEGACY (explicit: the legacy stream
  *   even in a program built for per-thread default streams). It is sound
- *   because every driver call of the layer on a stream — issues, event
- *   records, markers, syncs, queries — first makes the stream's device's
- *   primary context current (slc__make_current), so CU_STREAM_LEGACY always
- *   means that device's legacy stream, the one PyTorch's runtime uses (the
- *   runtime works in the primary contexts).
+ *   because every driver call of the layer on such a stream — issues, event
+ *   records, waits, markers, syncs, queries — first makes the stream's
+ *   device's primary context current (slc__current_for: the one kind of
+ *   stream for which copies, records, waits, syncs and queries do), so
+ *   CU_STREAM_LEGACY always means that device's legacy stream, the one
+ *   PyTorch's runtime uses (the runtime works in the primary contexts).
  *   What the ledger may conclude from it: only what the layer recorded on
  *   this object. A sync or event on the legacy stream proves complete the
  *   work issued on it before; the stream's implicit barriers (its work waits

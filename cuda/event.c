@@ -87,7 +87,7 @@ int slc_event_record(slc_event *e, slc_stream *s) {
     slc__event_unlock(e);
     return rc;
   }
-  rc = slc__make_current(e->c, e->device, fn);
+  rc = slc__current_for(s, fn);
   /* Mark, then record: every entry up to m was issued before the record. */
   ldg_seq m = ldg_mark(s->ls);
   CUresult r = CUDA_SUCCESS;
@@ -161,12 +161,11 @@ int slc_event_synchronize(slc_event *e) {
   ldg_seq m;
   uint64_t gen;
   slc__event_snapshot(e, &s, &m, &gen);
-  int rc = slc__make_current(e->c, e->device, fn);
-  CUresult r = CUDA_SUCCESS;
-  if (rc == LDG_OK) r = e->c->drv.pfn_cuEventSynchronize(e->cu);
-  if (rc != LDG_OK || r != CUDA_SUCCESS) {
+  /* No context made current: the driver reaches the event through its
+   * handle (sl_cuda.h THREADING). */
+  CUresult r = e->c->drv.pfn_cuEventSynchronize(e->cu);
+  if (r != CUDA_SUCCESS) {
     slc_stream_unref(s); /* a failed sync releases nothing */
-    if (rc != LDG_OK) return rc;
     return slc__fail_cu(e->c, "cuEventSynchronize", r, "nothing released");
   }
   return slc__event_complete(e, s, m, gen);
@@ -180,17 +179,14 @@ int slc_event_query(slc_event *e, bool *complete) {
   ldg_seq m;
   uint64_t gen;
   slc__event_snapshot(e, &s, &m, &gen);
-  int rc = slc__make_current(e->c, e->device, fn);
-  CUresult r = CUDA_SUCCESS;
-  if (rc == LDG_OK) r = e->c->drv.pfn_cuEventQuery(e->cu);
-  if (rc == LDG_OK && r == CUDA_ERROR_NOT_READY) {
+  CUresult r = e->c->drv.pfn_cuEventQuery(e->cu); /* as in the sync */
+  if (r == CUDA_ERROR_NOT_READY) {
     slc_stream_unref(s);
     *complete = false;
     return LDG_OK;
   }
-  if (rc != LDG_OK || r != CUDA_SUCCESS) {
+  if (r != CUDA_SUCCESS) {
     slc_stream_unref(s);
-    if (rc != LDG_OK) return rc;
     return slc__fail_cu(e->c, "cuEventQuery", r, "nothing released");
   }
   *complete = true;
@@ -208,7 +204,7 @@ int slc_stream_wait_event(slc_stream *b, slc_event *e) {
     slc__event_unlock(e);
     return rc;
   }
-  rc = slc__make_current(b->c, b->device, fn);
+  rc = slc__current_for(b, fn);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = b->c->drv.pfn_cuStreamWaitEvent(b->cu, e->cu, 0);
   slc__stream_exit(b);

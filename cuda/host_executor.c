@@ -558,12 +558,26 @@ static bool hd_range_ok(uintptr_t p, size_t n, bool host) {
   return false;
 }
 
-/* A stream the current context may issue on, or an error. */
-static CUresult hd_stream_for_issue(CUstream h, struct hd_stream **out) {
-  if (hd_current == NULL) return CUDA_ERROR_INVALID_CONTEXT;
+/* A stream a call may issue on, or an error. As the driver (CUDA
+ * Programming Guide, "Stream and Event Behavior"; measured on the H200):
+ * copies, event records and stream waits reach the context through their
+ * stream, whatever is current (none, or another device's), so for those
+ * (current_needed false) only the legacy handle, which names the current
+ * context's stream, needs one. Kernel launches, memsets (the guide names
+ * copies only), host functions and stream memory operations
+ * (current_needed true) need the stream's own context
+ * current: stricter than the driver, which refuses a launch only when the
+ * current context is another device's, so that the layer's launch and the
+ * engine's markers are checked to make it current. */
+static CUresult hd_stream_for_issue(CUstream h, bool current_needed,
+                                    struct hd_stream **out) {
+  const bool legacy = h == NULL || h == CU_STREAM_LEGACY;
+  if ((current_needed || legacy) && hd_current == NULL)
+    return CUDA_ERROR_INVALID_CONTEXT;
   struct hd_stream *s = hd_find_stream(h);
   if (s == NULL) return CUDA_ERROR_INVALID_HANDLE;
-  if (s->ctx != hd_current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (current_needed && s->ctx != hd_current)
+    return CUDA_ERROR_INVALID_CONTEXT;
   if (hd.sticky != CUDA_SUCCESS) return hd.sticky;
   *out = s;
   return CUDA_SUCCESS;
@@ -972,7 +986,7 @@ static CUresult CUDAAPI hd_cuStreamWaitEvent(CUstream hStream, CUevent hEvent,
   if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   hd_lock();
   struct hd_stream *s = NULL;
-  CUresult r = hd_stream_for_issue(hStream, &s);
+  CUresult r = hd_stream_for_issue(hStream, false, &s);
   struct hd_event *e = r == CUDA_SUCCESS ? hd_find_event(hEvent) : NULL;
   if (r == CUDA_SUCCESS && e == NULL) r = CUDA_ERROR_INVALID_HANDLE;
   if (r == CUDA_SUCCESS && !hd_fault_take(HD_FAULT_STREAM_WAIT, &r) &&
@@ -1036,7 +1050,7 @@ static CUresult CUDAAPI hd_cuEventRecord(CUevent hEvent, CUstream hStream) {
   }
   hd_lock();
   struct hd_stream *s = NULL;
-  CUresult r = hd_stream_for_issue(hStream, &s);
+  CUresult r = hd_stream_for_issue(hStream, false, &s);
   struct hd_event *e = r == CUDA_SUCCESS ? hd_find_event(hEvent) : NULL;
   if (r == CUDA_SUCCESS && e == NULL) r = CUDA_ERROR_INVALID_HANDLE;
   /* As the driver: the event and the stream must share a context. */
@@ -1179,7 +1193,7 @@ static CUresult CUDAAPI hd_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
   if (dptr == NULL) return CUDA_ERROR_INVALID_VALUE;
   hd_lock();
   struct hd_stream *s = NULL;
-  CUresult r = hd_stream_for_issue(hStream, &s);
+  CUresult r = hd_stream_for_issue(hStream, true, &s);
   hd_unlock();
   if (r != CUDA_SUCCESS) return r;
   void *p = NULL;
@@ -1194,7 +1208,7 @@ static CUresult CUDAAPI hd_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   hd_lock();
   struct hd_stream *s = NULL;
-  CUresult r = hd_stream_for_issue(hStream, &s);
+  CUresult r = hd_stream_for_issue(hStream, true, &s);
   bool live = false;
   for (struct hd_alloc *a = hd.allocs; a != NULL && !live; a = a->next)
     live = a->base == (uintptr_t)dptr && !a->host;
@@ -1276,7 +1290,7 @@ static CUresult hd_queue_mem(CUstream hStream, enum hd_task_kind kind,
   if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   hd_lock();
   struct hd_stream *s = NULL;
-  CUresult r = hd_stream_for_issue(hStream, &s);
+  CUresult r = hd_stream_for_issue(hStream, kind == HD_SET, &s);
   if (r == CUDA_SUCCESS &&
       ((dst_dev && !hd_range_ok((uintptr_t)dst, n, false)) ||
        (src_dev && !hd_range_ok((uintptr_t)src, n, false))))
@@ -1490,7 +1504,7 @@ static CUresult CUDAAPI hd_cuLaunchKernel(
   if (t == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
   hd_lock();
   struct hd_stream *s = NULL;
-  CUresult r = hd_stream_for_issue(hStream, &s);
+  CUresult r = hd_stream_for_issue(hStream, true, &s);
   struct hd_function *fn = r == CUDA_SUCCESS ? hd_find_function(f) : NULL;
   if (r == CUDA_SUCCESS && fn == NULL) r = CUDA_ERROR_INVALID_HANDLE;
   const struct hd_kernel *k = fn != NULL ? fn->kernel : NULL;
@@ -1549,7 +1563,7 @@ static CUresult CUDAAPI hd_cuStreamGetFlags(CUstream hStream,
 static CUresult hd_queue_marker(CUstream hStream, struct hd_task *t) {
   hd_lock();
   struct hd_stream *s = NULL;
-  CUresult r = hd_stream_for_issue(hStream, &s);
+  CUresult r = hd_stream_for_issue(hStream, true, &s);
   if (r == CUDA_SUCCESS && t->kind == HD_WRITE64 &&
       ((uintptr_t)t->dst % 8 != 0 ||
        (!hd_range_ok((uintptr_t)t->dst, 8, true) &&

@@ -255,6 +255,21 @@ static inline int slc__make_current(slc_context *c, int device,
   return slc__make_current_slow(c, device, call);
 }
 
+/* What a call that names s needs current (sl_cuda.h THREADING): nothing
+ * when s->cu is a stream of its own — the driver takes the context from the
+ * stream for copies, event records, stream waits, queries and syncs, whatever
+ * is current (CUDA Programming Guide, "Stream and Event Behavior": they
+ * succeed on a stream of a device that is not current; measured on the
+ * H200, bench/RESULTS.md "Issue 11, fifth session: the layer") — and the
+ * device's primary context for the adopted legacy default stream, whose
+ * handle means "the current context's" (adopt.c). Kernel launches and
+ * memsets do not use this: a launch on a stream of a device that is not
+ * current fails, and the guide does not name memsets. */
+static inline int slc__current_for(slc_stream *s, const char *call) {
+  if (s->cu != CU_STREAM_LEGACY) return LDG_OK;
+  return slc__make_current(s->c, s->device, call);
+}
+
 /* ---- Streams (stream.c) ---- */
 
 /* One step of a wait for another thread: sched_yield for the first 64

@@ -103,12 +103,19 @@
  *   may be destroyed while other threads use them: each of their calls then
  *   either completes before the destroy synchronises, or is refused with
  *   LDG_EDESTROYED.
- *   Every call that reaches the driver makes the device's primary context
- *   current on the calling thread (cuCtxGetCurrent, then cuCtxSetCurrent if
- *   it differs) and leaves it current. With slc_context_cache_current on,
- *   the cuCtxGetCurrent is skipped when this thread's cache says the layer
- *   left that context current (see there for what the caller then
- *   promises).
+ *   The current context: copies, event records, stream waits, stream and
+ *   event syncs and queries leave it as it is (none, or another device's):
+ *   the driver reaches the work through the stream or event handle (CUDA
+ *   Programming Guide, "Stream and Event Behavior"; checked on the H200 and
+ *   by cuda_suite's no_current test). The exception is a stream adopted with
+ *   slc_stream_adopt_legacy, whose handle means "the current context's":
+ *   calls on it make its device's primary context current. Every other call
+ *   that reaches the driver (launches, memsets, allocations, frees, creates
+ *   and destroys, device syncs) makes the device's primary context current
+ *   on the calling thread (cuCtxGetCurrent, then cuCtxSetCurrent if it
+ *   differs) and leaves it current. With slc_context_cache_current on, the
+ *   cuCtxGetCurrent is skipped when this thread's cache says the layer left
+ *   that context current (see there for what the caller then promises).
  *   Shared state and why it is safe:
  *   - streams: one atomic word per stream (a destroy flag, a "synced" flag
  *     and a count of calls inside the driver on its stream), and one word
@@ -282,8 +289,10 @@ int slc_device_make_current(slc_context *c, int device);
  * of the context the layer last made current (or found current) on the
  * calling thread, and skip the cuCtxGetCurrent they make otherwise when it
  * names the device's context: one driver call less on every call that
- * reaches the driver (cuCtxGetCurrent costs 12-14 ns on an H200,
- * bench/RESULTS.md). The driver cannot be asked more cheaply, so the cache
+ * makes a context current (THREADING: launches, memsets, allocations, calls
+ * on the adopted legacy stream; copies, records, waits and syncs on other
+ * streams make none current and gain nothing) (cuCtxGetCurrent costs 9-14
+ * ns on an H200, bench/RESULTS.md). The driver cannot be asked more cheaply, so the cache
  * is not checked against it: turn it on only where the threads that call
  * the layer change their current context through the layer alone
  * (its calls, slc_device_make_current). A thread that changes it by other

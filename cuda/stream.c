@@ -341,7 +341,7 @@ int slc_stream_synchronize(slc_stream *s) {
   if (rc != LDG_OK) return rc;
   /* Mark, then complete. */
   ldg_seq m = ldg_mark(s->ls);
-  rc = slc__make_current(s->c, s->device, fn);
+  rc = slc__current_for(s, fn);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
   slc__stream_exit(s);
@@ -367,7 +367,7 @@ int slc_stream_query(slc_stream *s, bool *idle) {
   int rc = slc__stream_enter(s, fn);
   if (rc != LDG_OK) return rc;
   ldg_seq m = ldg_mark(s->ls);
-  rc = slc__make_current(s->c, s->device, fn);
+  rc = slc__current_for(s, fn);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamQuery(s->cu);
   slc__stream_exit(s);
@@ -630,7 +630,7 @@ static int slc__check_hold(const slc_hold *h, const char *call) {
 static int slc__sync_after_failed_record(slc_stream *s, const char *call) {
   /* Being destroyed: its sync covered the operation (issued before). */
   if (slc__enter_unless_synced(s) == SLC__SYNCED) return LDG_OK;
-  int rc = slc__make_current(s->c, s->device, call);
+  int rc = slc__current_for(s, call);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
   slc__stream_exit(s);
@@ -689,7 +689,12 @@ static inline __attribute__((always_inline)) int slc__run_op(
   if (rc != LDG_OK) return rc;
   rc = slc__stream_enter(s, call);
   if (rc != LDG_OK) return rc;
-  rc = slc__make_current(s->c, s->device, call);
+  /* A launch (and a memset: the guide names copies only) makes the
+   * stream's device current; a copy reaches its context through the stream
+   * (slc__current_for). The kind is a constant here. */
+  rc = op->kind == SLC__LAUNCH || op->kind == SLC__MEMSET
+           ? slc__make_current(s->c, s->device, call)
+           : slc__current_for(s, call);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = slc__issue(s, op);
   slc__stream_exit(s);

@@ -2332,61 +2332,186 @@ static int t_event_race(suite *S) {
   return PASS;
 }
 
-/* The current context (sl_cuda.h THREADING, slc_context_cache_current).
- * Off (the default): every call asks the driver (cuCtxGetCurrent), so a
- * switch made behind the layer's back is undone by its next call. On: a
- * thread whose cache names the context asks nothing; the layer's own
- * switches keep the cache true; a switch made outside the layer and not
- * told (slc_device_make_current) leaves the wrong context current, which
- * the host executor refuses (CUDA_ERROR_INVALID_CONTEXT): the hazard the
- * header names. */
+/* An empty launch of spin on s. */
+static int spin0(slc_stream *s, CUfunction f) {
+  unsigned long long ns = 0;
+  void *params[] = {&ns};
+  return slc_launch(s, f, (slc_dim3){1, 1, 1}, (slc_dim3){1, 1, 1}, 0, params,
+                    NULL);
+}
+
+/* The current context (sl_cuda.h THREADING, slc_context_cache_current),
+ * on launches (records, copies and syncs make no context current: see
+ * no_current below). Off (the default): every launch asks the driver
+ * (cuCtxGetCurrent), so a switch made behind the layer's back is undone by
+ * the next launch. On: a thread whose cache names the context asks nothing;
+ * the layer's own switches keep the cache true; a switch made outside the
+ * layer and not told (slc_device_make_current) leaves the wrong context
+ * current, which the host executor refuses on a launch
+ * (CUDA_ERROR_INVALID_CONTEXT): the hazard the header names. */
 static int t_cache_current(suite *S) {
   SKIP_IF(!S->host, "needs the host executor's call counts");
   SKIP_IF(S->devices < 2, "needs 2 devices");
   slc_stream *s, *s1;
-  slc_event *e;
   CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
   CHECK_OK(slc_stream_create(S->c, 1, 0, &s1));
-  CHECK_OK(slc_event_create(S->c, 0, &e));
   CUdevice d1;
   CUcontext other, cur;
   CHECK(S->drv.pfn_cuDeviceGet(&d1, 1) == CUDA_SUCCESS);
   CHECK(S->drv.pfn_cuDevicePrimaryCtxRetain(&other, d1) == CUDA_SUCCESS);
+  /* The functions first: getting one asks for the context too. */
+  CUfunction f0, f1;
+  CHECK_OK(kernel(S, 0, "spin", &f0));
+  CHECK_OK(kernel(S, 1, "spin", &f1));
   /* Off. */
-  CHECK_OK(slc_event_record(e, s));
   hd_calls_reset();
-  for (int i = 0; i < 10; i++) CHECK_OK(slc_event_record(e, s));
-  CHECK(hd_calls("cuCtxGetCurrent") == 10 && hd_calls("cuEventRecord") == 10);
+  for (int i = 0; i < 10; i++) CHECK_OK(spin0(s, f0));
+  CHECK(hd_calls("cuCtxGetCurrent") == 10 && hd_calls("cuLaunchKernel") == 10);
   CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS); /* not told */
-  CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(spin0(s, f0));
   CHECK(S->drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != other);
   /* On. */
   CHECK_RC(slc_context_cache_current(NULL, true), LDG_EINVAL);
   CHECK_OK(slc_context_cache_current(S->c, true));
   hd_calls_reset();
-  for (int i = 0; i < 10; i++) CHECK_OK(slc_event_record(e, s));
+  for (int i = 0; i < 10; i++) CHECK_OK(spin0(s, f0));
   CHECK_OK(slc_stream_synchronize(s));
-  CHECK(hd_calls("cuCtxGetCurrent") == 0 && hd_calls("cuEventRecord") == 10);
+  CHECK(hd_calls("cuCtxGetCurrent") == 0 && hd_calls("cuLaunchKernel") == 10);
   /* The layer's own switches: device 1, then device 0 again. */
   hd_calls_reset();
-  CHECK_OK(slc_stream_synchronize(s1));
-  CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(spin0(s1, f1));
+  CHECK_OK(spin0(s, f0));
   CHECK(hd_calls("cuCtxGetCurrent") == 2 && hd_calls("cuCtxSetCurrent") == 2);
   /* A switch outside the layer, not told: the wrong context is current. */
   CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS);
-  CHECK_RC(slc_event_record(e, s), SLC_EDRIVER);
+  CHECK_RC(spin0(s, f0), SLC_EDRIVER);
   CHECK(slc_last_error()->cu == CUDA_ERROR_INVALID_CONTEXT);
   /* Told: slc_device_make_current asks the driver and switches back. */
   CHECK_OK(slc_device_make_current(S->c, 0));
-  CHECK_OK(slc_event_record(e, s));
+  CHECK_OK(spin0(s, f0));
   CHECK_OK(slc_context_cache_current(S->c, false));
   CHECK(S->drv.pfn_cuCtxSetCurrent(other) == CUDA_SUCCESS);
-  CHECK_OK(slc_event_record(e, s)); /* off again: undone */
-  CHECK_OK(slc_event_synchronize(e));
-  CHECK_OK(slc_event_destroy(e));
+  CHECK_OK(spin0(s, f0)); /* off again: undone */
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK_OK(slc_stream_synchronize(s1));
   slc_stream_unref(s);
   slc_stream_unref(s1);
   CHECK(S->drv.pfn_cuDevicePrimaryCtxRelease(d1) == CUDA_SUCCESS);
+  return PASS;
+}
+
+/* Copies, event records, stream waits, syncs and queries need no context
+ * current and leave it as it is (sl_cuda.h THREADING): on a new thread
+ * (none current) and with another device's context current, they run and
+ * order their work (the copy back reads what the copy in wrote, through an
+ * event wait between two streams); a launch makes its device's context
+ * current; on a stream adopted with slc_stream_adopt_legacy, whose handle
+ * means "the current context's", a record makes it current too. With the
+ * host executor also counted: no context call at all on the first part. */
+typedef struct nocur {
+  suite *S;
+  slc_stream *s, *s2;
+  slc_event *e;
+  slc_buffer *in, *out, *D;
+} nocur;
+
+static int nocur_ops(nocur *n, unsigned char v) {
+  memset(slc_buffer_host(n->in), v, 256);
+  memset(slc_buffer_host(n->out), 0, 256);
+  CHECK_OK(slc_copy_htod_async(n->s, slc_buffer_dptr(n->D),
+                               slc_buffer_host(n->in), 256, NULL));
+  CHECK_OK(slc_event_record(n->e, n->s));
+  CHECK_OK(slc_stream_wait_event(n->s2, n->e));
+  CHECK_OK(slc_copy_dtoh_async(n->s2, slc_buffer_host(n->out),
+                               slc_buffer_dptr(n->D), 256, NULL));
+  bool idle;
+  CHECK_OK(slc_stream_query(n->s2, &idle));
+  CHECK_OK(slc_event_query(n->e, &idle));
+  CHECK_OK(slc_event_synchronize(n->e));
+  CHECK_OK(slc_stream_synchronize(n->s2));
+  CHECK(all_bytes(slc_buffer_host(n->out), 256, v));
+  return PASS;
+}
+
+static void *nocur_thread(void *arg) {
+  nocur *n = arg;
+  suite *S = n->S;
+  intptr_t rc = FAIL;
+  CUcontext cur = (CUcontext)1, ctx0 = NULL;
+  if (S->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != NULL) {
+    fprintf(stderr, "    a new thread has a context current\n");
+    return (void *)rc;
+  }
+  if (S->host) hd_calls_reset();
+  if (nocur_ops(n, 0x5a) != PASS) return (void *)rc;
+  if (S->host && (hd_calls("cuCtxGetCurrent") != 0 ||
+                  hd_calls("cuCtxSetCurrent") != 0)) {
+    fprintf(stderr, "    %ld context queries, %ld switches\n",
+            hd_calls("cuCtxGetCurrent"), hd_calls("cuCtxSetCurrent"));
+    return (void *)rc;
+  }
+  if (S->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != NULL) {
+    fprintf(stderr, "    a copy, record or sync made a context current\n");
+    return (void *)rc;
+  }
+  /* A launch makes device 0's context current. */
+  if (busy(S, n->s, 0, NULL) != LDG_OK ||
+      S->drv.pfn_cuCtxGetCurrent(&ctx0) != CUDA_SUCCESS || ctx0 == NULL) {
+    fprintf(stderr, "    the launch did not make a context current: %s\n",
+            slc_last_error_message());
+    return (void *)rc;
+  }
+  /* Another device's context current: the same calls, and it stays. */
+  if (S->devices >= 2) {
+    CUcontext ctx1 = NULL;
+    if (slc_device_make_current(S->c, 1) != LDG_OK ||
+        S->drv.pfn_cuCtxGetCurrent(&ctx1) != CUDA_SUCCESS || ctx1 == ctx0)
+      return (void *)rc;
+    if (nocur_ops(n, 0xa5) != PASS) return (void *)rc;
+    if (S->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx1) {
+      fprintf(stderr, "    the current context changed under device 1\n");
+      return (void *)rc;
+    }
+  }
+  /* The adopted legacy stream: a record makes device 0's context current. */
+  slc_stream *L = NULL;
+  if (S->drv.pfn_cuCtxSetCurrent(NULL) != CUDA_SUCCESS ||
+      slc_stream_adopt_legacy(S->c, 0, &L) != LDG_OK)
+    return (void *)rc;
+  if (S->drv.pfn_cuCtxSetCurrent(NULL) != CUDA_SUCCESS) return (void *)rc;
+  if (slc_event_record(n->e, L) != LDG_OK ||
+      S->drv.pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx0) {
+    fprintf(stderr, "    a record on the legacy stream: current %p, want %p\n",
+            (void *)cur, (void *)ctx0);
+    slc_stream_unref(L);
+    return (void *)rc;
+  }
+  if (slc_stream_synchronize(L) == LDG_OK) rc = PASS;
+  slc_stream_unref(L);
+  return (void *)rc;
+}
+
+static int t_no_current(suite *S) {
+  nocur n = {.S = S};
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &n.s));
+  CHECK_OK(slc_stream_create(S->c, 0, SLC_STREAM_NONBLOCKING, &n.s2));
+  CHECK_OK(slc_event_create(S->c, 0, &n.e));
+  CHECK_OK(slc_buffer_alloc_host(S->c, 256, &n.in));
+  CHECK_OK(slc_buffer_alloc_host(S->c, 256, &n.out));
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 256, &n.D));
+  CUfunction f; /* load the module here: the thread counts context calls */
+  CHECK_OK(kernel(S, 0, "spin", &f));
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, nocur_thread, &n) == 0);
+  void *ret = NULL;
+  pthread_join(th, &ret);
+  CHECK((intptr_t)ret == PASS);
+  CHECK_OK(slc_event_destroy(n.e));
+  slc_stream_unref(n.s);
+  slc_stream_unref(n.s2);
+  CHECK_OK(slc_buffer_try_free(n.in));
+  CHECK_OK(slc_buffer_try_free(n.out));
+  CHECK_OK(slc_buffer_try_free(n.D));
   return PASS;
 }
 
@@ -3854,6 +3979,9 @@ static const test tests[] = {
     {"cache_current", t_cache_current,
      "slc_context_cache_current: no context query on a hit; a switch "
      "outside the layer must be told", 0},
+    {"no_current", t_no_current,
+     "copies, records, waits and syncs need no context current and keep it",
+     0},
     {"settle_unref_in_keep", t_settle_unref_in_keep,
      "a keep run by a settle drops the next drained stream's last reference", 0},
     {"failed_unref_kept_for_waits", t_failed_unref_kept_for_waits,
