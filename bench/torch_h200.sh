@@ -37,9 +37,11 @@
 # of one thread each, no GIL between them; rows "torch Np" etc.);
 # TORCH_H200_THREADS (default "1 4") the thread counts, TORCH_H200_TRACES=0
 # no traces. Issue 14's final comparison, 1 and 4 threads and 4 processes,
-# three rounds, ~215 s on the H200 (16 vCPUs; a round of 9 cells ~65 s):
-#   TORCH_H200_PROCS=4 TORCH_H200_ROUNDS=3 TORCH_H200_TRACES=0 \
-#     bench/torch_h200.sh gpu-bin .devcarry/gpu-bin-cea4c18 OUT
+# three rounds, at most 300 s on the H200 (16 vCPUs; a round of 9 cells,
+# 21 processes starting at once, estimated 70-90 s; a round that would not
+# fit is skipped and says so):
+#   TORCH_H200_BUDGET=300 TORCH_H200_PROCS=4 TORCH_H200_ROUNDS=3 \
+#     TORCH_H200_TRACES=0 bench/torch_h200.sh gpu-bin .devcarry/gpu-bin-cea4c18 OUT
 # Exit 0 when every step that ran passed.
 set -uo pipefail
 bin=${1:?usage: torch_h200.sh BIN BEFORE OUT [SECONDS]}
