@@ -9,9 +9,13 @@
 #   1. torch_gpu_test.py on BIN's library (PyTorch's allocator behaviours);
 #   2. serve.py (a random Llama served from Python threads, fp32), one
 #      process per cell: PyTorch's caching allocator ("torch"), BEFORE's
-#      library ("before") and BIN's ("after"), at 1 and 4 threads, two
-#      rounds, interleaved (round 1 torch, before, after; round 2 after,
-#      before, torch, per thread count); the first torch cell saves the
+#      library ("before") and BIN's ("after"), at 1 and 4 threads,
+#      TORCH_H200_ROUNDS rounds (default 2), interleaved (odd rounds torch,
+#      before, after; even ones after, before, torch, per thread count).
+#      bench/torch_cells.py runs them: per round every cell's process
+#      starts at once (imports, model, warm-up in parallel: most of a
+#      cell's time), then the cells serve one at a time, each alone (the
+#      others parked idle: serve.py --hold). The first torch cell saves the
 #      outputs of its first 32 requests and every pool cell checks its own
 #      against them;
 #   3. if time is left: serve.py on BIN's library with SL_TORCH_TRACE at 1
@@ -22,17 +26,22 @@
 # SUMMARY.txt: every step, then per cell requests/s, p50/p99 latency, peak
 # reserved and allocated MiB, for BIN's library the requested, allocated and
 # held MiB when the reserved peak was set, host CPU ms per request (the
-# whole process), the output check; then the mean of the two rounds per allocator with the
-# ratios to PyTorch's; then per thread count the device memory in use at
-# the end of each cell (serve.py's cuMemGetInfo: what the driver gave, its
-# rounding included), mean and ratio to PyTorch's. Every step runs under timeout; a step that would
+# whole process), the output check; then the mean of the rounds per allocator with the
+# ratios to PyTorch's; then per thread count the device memory the cell's
+# process used at its end (serve.py's process_used_mib, nvidia-smi per
+# process: what the driver gave, its page rounding included), mean and
+# ratio to PyTorch's. Every step runs under timeout; a step (or round) that would
 # pass the budget (TORCH_H200_BUDGET seconds, default 235) is skipped and
-# says so. TORCH_H200_PROCS=N (default off: the budget has no room for it)
+# says so. TORCH_H200_PROCS=N (default off)
 # adds per round the three allocators with serve.py --procs N (N processes
 # of one thread each, no GIL between them; rows "torch Np" etc.);
 # TORCH_H200_THREADS (default "1 4") the thread counts, TORCH_H200_TRACES=0
-# no traces: TORCH_H200_THREADS= TORCH_H200_TRACES=0 TORCH_H200_PROCS=4
-# runs only the test and the process cells (about 130 s).
+# no traces. Issue 14's final comparison, 1 and 4 threads and 4 processes,
+# three rounds, at most 300 s on the H200 (16 vCPUs; a round of 9 cells,
+# 21 processes starting at once, estimated 70-90 s; a round that would not
+# fit is skipped and says so):
+#   TORCH_H200_BUDGET=300 TORCH_H200_PROCS=4 TORCH_H200_ROUNDS=3 \
+#     TORCH_H200_TRACES=0 bench/torch_h200.sh gpu-bin .devcarry/gpu-bin-cea4c18 OUT
 # Exit 0 when every step that ran passed.
 set -uo pipefail
 bin=${1:?usage: torch_h200.sh BIN BEFORE OUT [SECONDS]}
@@ -43,7 +52,9 @@ budget=${TORCH_H200_BUDGET:-235}
 procs=${TORCH_H200_PROCS:-0}
 threads=${TORCH_H200_THREADS-1 4}
 traces=${TORCH_H200_TRACES:-1}
+rounds=${TORCH_H200_ROUNDS:-2}
 case $procs in '' | *[!0-9]*) echo "TORCH_H200_PROCS must be a number" >&2; exit 2 ;; esac
+case $rounds in '' | *[!0-9]*) echo "TORCH_H200_ROUNDS must be a number" >&2; exit 2 ;; esac
 case $secs in '' | *[!0-9.]*) echo "SECONDS must be a number" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=$root/torch_alloc
@@ -92,36 +103,33 @@ say "tree:   $(git -C "$root" log --oneline -1 2>/dev/null || echo '?')"
 
 step torch_gpu_test 45 python3 "$py/torch_gpu_test.py" --so "$so_after"
 
-cell() { # round, allocator label, threads, [processes]
-  local r=$1 label=$2 t=$3 np=${4:-1} name=serve_r$1_$2_t$3
-  local args=(--threads "$t" --seconds "$secs" --out "$out/$name.json" --label "$label")
-  if [ "$np" -gt 1 ]; then
-    name=serve_r$1_$2_p$np
-    args=(--threads 1 --procs "$np" --seconds "$secs" --out "$out/$name.json" --label "$label")
-  fi
-  case $label in
-    torch)
-      if [ ! -f "$out/ref.pt" ]; then args+=(--save "$out/ref.pt"); fi
-      step "$name" $((secs + 35)) python3 "$py/serve.py" --allocator torch "${args[@]}" ;;
-    before)
-      step "$name" $((secs + 35)) python3 "$py/serve.py" --allocator pool --so "$so_before" \
-        --check "$out/ref.pt" "${args[@]}" ;;
-    after)
-      step "$name" $((secs + 35)) python3 "$py/serve.py" --allocator pool --so "$so_after" \
-        --check "$out/ref.pt" "${args[@]}" ;;
-  esac
-}
-for t in $threads; do
-  for a in torch before after; do cell 1 $a $t; done
+# The serving cells: per round all of them start at once and run one at a
+# time (bench/torch_cells.py), in the order torch, before, after per
+# parallelism in odd rounds and after, before, torch in even ones.
+pars=
+for t in $threads; do pars="$pars t$t"; done
+[ "$procs" -gt 1 ] && pars="$pars p$procs"
+round_args=()
+for r in $(seq 1 "$rounds"); do
+  order="torch before after"
+  [ $((r % 2)) = 0 ] && order="after before torch"
+  cells=
+  for par in $pars; do
+    for a in $order; do cells="$cells $a:$par"; done
+  done
+  [ -n "$cells" ] && round_args+=(--round "$cells")
 done
-if [ "$procs" -gt 1 ]; then
-  for a in torch before after; do cell 1 $a 1 "$procs"; done
-fi
-for t in $threads; do
-  for a in after before torch; do cell 2 $a $t; done
-done
-if [ "$procs" -gt 1 ]; then
-  for a in after before torch; do cell 2 $a 1 "$procs"; done
+# The traces' step, if it runs, needs ~40 s per thread count.
+reserve=0
+[ "$traces" = 1 ] && for t in $threads; do reserve=$((reserve + 40)); done
+left=$((budget - (SECONDS - t_start) - reserve))
+if [ ${#round_args[@]} -gt 0 ]; then
+  timeout $((left > 10 ? left : 10)) python3 "$root/bench/torch_cells.py" "$out" \
+    --serve "$py/serve.py" --seconds "$secs" --budget "$left" \
+    --alloc torch=torch --alloc before="$so_before" --alloc after="$so_after" \
+    "${round_args[@]}" >"$out/cells.log" 2>&1 || rc=1
+  grep -E '^(---|===)' "$out/cells.log" | tee -a "$sum"
+  rm -f "$out/ref.pt"
 fi
 
 # The traces (after), and their replay on the host executor.
@@ -184,23 +192,32 @@ for key, t in sorted({(r["par_key"], r["par"]) for r in rows}):
             return f"{m[k] / ref[k]:.3f}" if ref and ref[k] else "-"
         print(f"{a:20} {t:>3} | {m['req_per_s']:7.1f} ({x('req_per_s')}) | {m['p99_ms']:6.2f} | "
               f"{m['reserved_peak_mib']:8.1f} ({x('reserved_peak_mib')}) | {m['cpu_ms_per_req']:7.3f} ({x('cpu_ms_per_req')}) | {m['n']}")
-# serve.py's device_used_mib (cuMemGetInfo at the end of the cell, one
-# process): what the driver gave, its page rounding included.
-dev = [r for r in rows if r.get("procs", 1) == 1 and
-       isinstance(r.get("extra", {}).get("device_used_mib"), (int, float))]
+# The device memory each cell's process used at its end, as the driver
+# counts it (its page rounding included): serve.py's process_used_mib
+# (nvidia-smi per process: right although the round's other cells sit
+# parked on the device), else device_used_mib (cuMemGetInfo, device-wide:
+# right only for a process alone on the device). One process per cell.
+def used(r):
+    x = r.get("extra", {})
+    for k in ("process_used_mib", "device_used_mib"):
+        if isinstance(x.get(k), (int, float)):
+            return x[k], k
+    return None, None
+
+
+dev = [r for r in rows if r.get("procs", 1) == 1 and used(r)[0] is not None]
 if dev:
     print()
-    print("device memory in use at the end (cuMemGetInfo: context, libraries, every block held)")
+    print(f"device memory in use at the end, MiB ({used(dev[0])[1]}: context, libraries, every block held)")
     print("mean of the rounds   thr | used MiB (x torch) | cells")
     for t in sorted({r["par"] for r in dev}, key=lambda p: int(p[:-1])):
-        used = {}
+        means = {}
         for a in ("torch", "before", "after"):
-            v = [r["extra"]["device_used_mib"] for r in dev
-                 if r["par"] == t and r["allocator"] == a]
+            v = [used(r)[0] for r in dev if r["par"] == t and r["allocator"] == a]
             if v:
-                used[a] = (sum(v) / len(v), len(v))
-        ref = used.get("torch", (0, 0))[0]
-        for a, (m, n) in used.items():
+                means[a] = (sum(v) / len(v), len(v))
+        ref = means.get("torch", (0, 0))[0]
+        for a, (m, n) in means.items():
             x = f"{m / ref:.3f}" if ref else "-"
             print(f"{a:20} {t:>3} | {m:8.1f} ({x}) | {n}")
 if rows:

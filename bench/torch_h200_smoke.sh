@@ -1,8 +1,9 @@
 #!/bin/bash
 # Smoke test of bench/torch_h200.sh without a GPU or torch: a fake python3
 # (and nvidia-smi) on PATH answers for serve.py and torch_gpu_test.py as
-# they would (serve.py: a JSON per cell, its arguments logged), the real
-# python3 runs the script's table. Checks: the cells ran in the
+# they would (serve.py: READY and the wait for the go with --hold, a JSON
+# per cell, its arguments logged when it goes), the real python3 runs
+# bench/torch_cells.py and the script's table. Checks: the cells ran in the
 # interleaved order with the right libraries and the reference saved once
 # and checked by every pool cell, SUMMARY.txt has a row per cell and the
 # means with ratios to torch (reserved, and the device memory in use at
@@ -28,17 +29,22 @@ cat >"$tmp/fake/python3" <<F
 case "\${1:-}" in
   *serve.py)
     shift
-    echo "serve.py \$*" >>"$tmp/calls.txt"
-    out= thr=1 label=x so=none procs=1
+    args="\$*"
+    out= thr=1 label=x so=none procs=1 hold=0 save=
     while [ \$# -gt 0 ]; do
       case \$1 in
         --out) out=\$2; shift ;; --threads) thr=\$2; shift ;;
         --label) label=\$2; shift ;; --so) so=\$2; shift ;;
-        --save) : >"\$2"; shift ;;
-        --procs) procs=\$2; shift ;;
+        --save) save=\$2; shift ;;
+        --procs) procs=\$2; shift ;; --hold) hold=1 ;;
       esac
       shift
     done
+    # --hold: ready, then the go (torch_cells.py); the call is logged when
+    # the cell goes, so the log has the order the cells ran in.
+    if [ \$hold = 1 ]; then echo READY; read -r _; fi
+    echo "serve.py \$args" >>"$tmp/calls.txt"
+    [ -n "\$save" ] && : >"\$save"
     if [ -n "\${SL_TORCH_TRACE:-}" ]; then
       printf 'a 1 0 4096 0x1000\na 1 0 33554432 0x2000\nf 1 0 4096 0x1000\n' >"\$SL_TORCH_TRACE"
     fi
@@ -106,6 +112,15 @@ if [ "$(grep -c -- '--procs 3' "$tmp/calls.txt")" != 6 ] || [ "$(wc -l <"$tmp/ca
    [ "$(grep -cE '^(torch|before|after) +[12] +3p \|' "$tmp/out3/SUMMARY.txt")" != 6 ] ||
    ! grep -qE '^after +3p \| +300.0 \(1.000\)' "$tmp/out3/SUMMARY.txt"; then
   echo "FAIL: TORCH_H200_PROCS=3 did not add the process cells" >&2
+  fail=1
+fi
+# TORCH_H200_ROUNDS=3: a third round, in the first one's order.
+: >"$tmp/calls.txt"
+TORCH_H200_THREADS=1 TORCH_H200_TRACES=0 TORCH_H200_ROUNDS=3 "$script" "$tmp/bin" "$tmp/before" "$tmp/out4" 1 >/dev/null 2>&1 || fail=1
+got=$(sed -E 's/.*--label ([a-z]+).*/\1/' "$tmp/calls.txt" | tr '\n' ' ' | sed 's/ $//')
+if [ "$got" != "torch before after after before torch torch before after" ] ||
+   [ "$(grep -cE '^(torch|before|after) +3 +1t \|' "$tmp/out4/SUMMARY.txt")" != 3 ]; then
+  echo "FAIL: TORCH_H200_ROUNDS=3 ran '$got'" >&2
   fail=1
 fi
 # A budget too small for any step: each is skipped, and says so.

@@ -26,6 +26,8 @@
  * peaked: reserved = requested (what PyTorch asked for, live) + rounding
  * (class size - request, live blocks) + held (freed, waiting for their
  * streams) + cached (in free lists and never-used parts of slabs).
+ * With SL_TORCH_STATS=1 also the shim's call counters (the ns inside the
+ * hooks, the driver calls by kind), each per alloc of the trace.
  * pages_reserved_peak: the same driver allocations counted as a GPU's
  * driver lays them out (each device allocation above 1 MiB rounded up to
  * 2 MiB pages; 1 MiB and less as asked, packed): on the H200, serve.py's
@@ -387,6 +389,12 @@ int main(int argc, char **argv) {
   pthread_mutex_lock(&pages_mu);
   print_mib("pages_reserved_peak", pages_peak);
   pthread_mutex_unlock(&pages_mu);
+  /* SL_TORCH_STATS=1 (sl_torch.c, THE CALL COUNTERS): the hooks' time and
+   * the driver calls of the replay, per alloc of the trace. */
+  for (int i = SL_TORCH_ALLOC_NS; i < SL_TORCH_NSTATS; i++)
+    if (stat(i) != 0)
+      printf("%-28s %12" PRIu64 "  (%.3f per alloc)\n", sl_torch_stat_name(i),
+             stat(i), allocs ? stat(i) / (double)allocs : 0.0);
   if (classes) {
     printf("%12s %10s %10s %14s %14s\n", "class_bytes", "allocs",
            "peak_live", "peak_live_MiB", "live_at_peak");

@@ -63,11 +63,19 @@
  *   (steps of 2^(k-3)) up to SLP_MAX_BYTES (at most an eighth). A class
  *   below 1 MiB is carved from slabs of about four blocks (64 KiB to
  *   2 MiB, whole 64 KiB pages) and every such slab is a run of pages of a
- *   2 MiB segment that all small classes share (first fit, a page bitmap
+ *   2 MiB segment that all small classes share (best fit, a page bitmap
  *   under the pool mutex): a class in use costs its slab, not a 2 MiB
  *   driver allocation of its own (issue 14: 8 small classes of the serving
- *   benchmark held 16 MiB for 0.4 MiB in use). Larger classes get one
- *   driver allocation per block (a slab of one). A trimmed slab's pages go
+ *   benchmark held 16 MiB for 0.4 MiB in use). A larger class's slab is
+ *   one block; on a device, up to SLP__SEG_MAX, it too comes from
+ *   segments (best fit over every segment's free pages, else a new one of
+ *   the block rounded up to 2 MiB), because the driver gives every
+ *   allocation above 1 MiB whole 2 MiB pages: a 2.75 MiB block alone took
+ *   4 MiB of device memory, which the pool's reserved count did not see;
+ *   now its 1.25 MiB tail holds a 1 MiB block or small slabs, and the
+ *   reserved count is what the driver holds (issue 14: the serving
+ *   benchmark's device pages at one thread 209 -> 198 MiB, PyTorch's 194;
+ *   bench/RESULTS.md). A trimmed slab's pages go
  *   back to their segment, where any class carves them again; the segment
  *   goes back to the driver once empty. No splitting or coalescing of
  *   blocks across classes: simpler than PyTorch's best-fit splitting. A
@@ -148,6 +156,7 @@
  */
 /* CLOCK_MONOTONIC_COARSE and nanosleep: GNU and POSIX declarations. */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -186,7 +195,11 @@
 #define SLP__MIN_SHIFT 9
 #define SLP__NCLASS (2 * (20 - SLP__MIN_SHIFT) + 1 + 8 * (40 - 20))
 #define SLP__SLAB ((size_t)2 << 20) /* a segment of small-class slabs */
-#define SLP__PAGE ((size_t)64 << 10) /* its unit: 32 pages */
+#define SLP__PAGE ((size_t)64 << 10) /* a segment's unit */
+/* Device blocks up to this size are carved from segments too (whole 2 MiB
+ * driver pages; see WHERE BLOCKS LIVE); larger ones get their own driver
+ * allocation, whose page rounding is at most 1/32 of it. */
+#define SLP__SEG_MAX ((size_t)64 << 20)
 #define SLP__MAGIC 0x736c7062u /* "slpb" */
 
 #define SLP__ALLOC (UINT64_C(1) << 63)
@@ -200,19 +213,21 @@
 #define SLP__USES (SLP__COUNT | SLP__XCOUNT)
 #define SLP__SO_CAP 16 /* stream-ordered blocks per thread and class */
 
-/* A 2 MiB driver allocation whose pages small-class slabs share (see
- * WHERE BLOCKS LIVE). Under the pool mutex. */
+/* A driver allocation, a multiple of 2 MiB, whose 64 KiB pages slabs of
+ * any class share (see WHERE BLOCKS LIVE). Under the pool mutex. */
 struct slp__seg {
   uintptr_t base;
-  uint32_t used; /* bit i: page i belongs to a slab */
+  size_t bytes;
+  unsigned pages;
   struct slp__seg *next;
+  uint64_t used[]; /* bit i: page i belongs to a slab */
 };
 
 struct slp__slab {
   uintptr_t base;
   size_t bytes, n;
   int cls;
-  struct slp__seg *seg; /* small classes: its segment; NULL: its own */
+  struct slp__seg *seg; /* its segment; NULL: a driver allocation of its own */
   size_t scratch; /* trim's count of its blocks found free; trim mutex */
   slp_block *blocks;
   struct slp__slab *next; /* pool's live list or its class's retired list */
@@ -828,21 +843,52 @@ static void slp__driver_free(slp_pool *p, uintptr_t base, size_t bytes) {
   slp__bump(&p->slab_frees);
 }
 
-/* ---- Segments: small-class slabs share 2 MiB driver allocations ------- */
+/* ---- Segments: slabs share driver allocations of whole 2 MiB pages ---- */
 
-/* Under p->mu: `pages` free pages in a row of some segment (first fit),
- * marked used; 0 if none has room. */
+/* Whether the slab of a block of cap bytes comes from a segment: every
+ * small class, and device blocks up to SLP__SEG_MAX (a pinned host block
+ * keeps an allocation of its own: no 2 MiB pages to fill). */
+static bool slp__in_seg(const slp_pool *p, size_t cap) {
+  return slp__small(cap) || (p->device >= 0 && cap <= SLP__SEG_MAX);
+}
+
+static bool slp__page_used(const struct slp__seg *g, unsigned i) {
+  return (g->used[i / 64] >> (i % 64)) & 1;
+}
+
+static void slp__pages_mark(struct slp__seg *g, unsigned first,
+                            unsigned pages, bool used) {
+  for (unsigned i = first; i < first + pages; i++) {
+    uint64_t bit = UINT64_C(1) << (i % 64);
+    g->used[i / 64] = used ? g->used[i / 64] | bit : g->used[i / 64] & ~bit;
+  }
+}
+
+/* Under p->mu: `pages` free pages in a row, taken from the shortest free
+ * run of any segment that holds them (best fit: a large block's tail, the
+ * rest of its last 2 MiB page, stays open for the blocks that fit it),
+ * marked used; 0 if no segment has room. */
 static uintptr_t slp__seg_take(slp_pool *p, unsigned pages,
                                struct slp__seg **seg) {
-  uint32_t run = pages >= 32 ? UINT32_MAX : (UINT32_C(1) << pages) - 1;
+  struct slp__seg *best = NULL;
+  unsigned best_at = 0, best_len = UINT_MAX;
   for (struct slp__seg *g = p->segs; g != NULL; g = g->next)
-    for (unsigned i = 0; i + pages <= 32; i++)
-      if ((g->used & (run << i)) == 0) {
-        g->used |= run << i;
-        *seg = g;
-        return g->base + i * SLP__PAGE;
+    for (unsigned i = 0, run = 0; i <= g->pages; i++) {
+      if (i < g->pages && !slp__page_used(g, i)) {
+        run++;
+        continue;
       }
-  return 0;
+      if (run >= pages && run < best_len) {
+        best = g;
+        best_at = i - run;
+        best_len = run;
+      }
+      run = 0;
+    }
+  if (best == NULL) return 0;
+  slp__pages_mark(best, best_at, pages, true);
+  *seg = best;
+  return best->base + best_at * SLP__PAGE;
 }
 
 /* Under p->mu: gives a slab's pages back to its segment. Returns the
@@ -851,11 +897,11 @@ static uintptr_t slp__seg_take(slp_pool *p, unsigned pages,
 static struct slp__seg *slp__seg_put(slp_pool *p, struct slp__seg *g,
                                      uintptr_t base, size_t bytes,
                                      bool unlink_empty) {
-  unsigned first = (unsigned)((base - g->base) / SLP__PAGE);
-  unsigned pages = (unsigned)(bytes / SLP__PAGE);
-  uint32_t run = pages >= 32 ? UINT32_MAX : (UINT32_C(1) << pages) - 1;
-  g->used &= ~(run << first);
-  if (g->used != 0 || !unlink_empty) return NULL;
+  slp__pages_mark(g, (unsigned)((base - g->base) / SLP__PAGE),
+                  (unsigned)(bytes / SLP__PAGE), false);
+  for (unsigned w = 0; w < (g->pages + 63) / 64; w++)
+    if (g->used[w] != 0) return NULL;
+  if (!unlink_empty) return NULL;
   for (struct slp__seg **l = &p->segs; *l != NULL; l = &(*l)->next)
     if (*l == g) {
       *l = g->next;
@@ -864,38 +910,44 @@ static struct slp__seg *slp__seg_put(slp_pool *p, struct slp__seg *g,
   return NULL;
 }
 
-/* Memory for a slab of `bytes`: pages of a segment (small classes, *seg
- * set; a new segment from the driver if none has room) or a driver
+/* Memory for a slab of `bytes`: pages of a segment (slp__in_seg, *seg
+ * set; a new segment from the driver if none has room: 2 MiB for a small
+ * class, the slab rounded up to 2 MiB for a large one) or a driver
  * allocation of its own (*seg NULL). On success p->mu is held. */
-static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool small,
+static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool in_seg,
                               uintptr_t *base, struct slp__seg **seg) {
   *seg = NULL;
-  if (small) {
+  if (in_seg) {
     pthread_mutex_lock(&p->mu);
     *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
     if (*base != 0) return CUDA_SUCCESS;
     pthread_mutex_unlock(&p->mu);
   }
-  size_t want = small ? SLP__SLAB : bytes;
+  size_t want = !in_seg ? bytes : (bytes + SLP__SLAB - 1) / SLP__SLAB * SLP__SLAB;
   uintptr_t mem = 0;
   CUresult cr = slp__driver_alloc(p, want, &mem);
   if (cr != CUDA_SUCCESS) return cr;
-  if (!small) {
+  if (!in_seg) {
     *base = mem;
     pthread_mutex_lock(&p->mu);
     return CUDA_SUCCESS;
   }
-  struct slp__seg *g = calloc(1, sizeof(*g));
+  unsigned pages = (unsigned)(want / SLP__PAGE);
+  struct slp__seg *g =
+      calloc(1, sizeof(*g) + (pages + 63) / 64 * sizeof(uint64_t));
   if (g == NULL) {
     slp__driver_free(p, mem, want);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   g->base = mem;
+  g->bytes = want;
+  g->pages = pages;
+  slp__pages_mark(g, 0, (unsigned)(bytes / SLP__PAGE), true);
   pthread_mutex_lock(&p->mu);
   g->next = p->segs;
   p->segs = g;
-  /* g is first and empty: the take cannot fail. */
-  *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
+  *base = mem;
+  *seg = g;
   return CUDA_SUCCESS;
 }
 
@@ -912,9 +964,10 @@ static size_t slp__slab_release(slp_pool *p, struct slp__slab *sl) {
   pthread_mutex_unlock(&p->mu);
   sl->seg = NULL;
   if (g == NULL) return 0;
-  slp__driver_free(p, g->base, SLP__SLAB);
+  size_t bytes = g->bytes;
+  slp__driver_free(p, g->base, bytes);
   free(g);
-  return SLP__SLAB;
+  return bytes;
 }
 
 /* A new slab of class cls: block 0 is returned (not poisoned, state 0), the
@@ -924,7 +977,7 @@ static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
   size_t cap = slp__class_size(cls), bytes = slp__slab_bytes(cap);
   uintptr_t base = 0;
   struct slp__seg *seg = NULL;
-  CUresult cr = slp__slab_mem(p, bytes, slp__small(cap), &base, &seg);
+  CUresult cr = slp__slab_mem(p, bytes, slp__in_seg(p, cap), &base, &seg);
   if (cr != CUDA_SUCCESS) return cr;
   /* p->mu held. */
   struct slp__slab *sl = p->retired[cls];
@@ -2351,7 +2404,7 @@ int slp_pool_destroy(slp_pool *p) {
   while (p->segs != NULL) {
     struct slp__seg *g = p->segs;
     p->segs = g->next;
-    slp__driver_free(p, g->base, SLP__SLAB);
+    slp__driver_free(p, g->base, g->bytes);
     free(g);
   }
   for (int k = 0; k < SLP__NCLASS; k++)

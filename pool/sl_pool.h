@@ -91,10 +91,12 @@
  *       across a driver call or a keep. The thread's inbox (blocks other
  *       threads returned for it), tried first, is taken whole with one
  *       CAS, no lock.
- *       (b) cuMemAlloc / cuMemHostAlloc of a slab (classes of 1 MiB and more)
- *       or of a 2 MiB segment whose pages the small classes' slabs share
- *       (pool.c, WHERE BLOCKS LIVE); a slab that fits in a segment's free
- *       pages takes only the pool mutex.
+ *       (b) cuMemHostAlloc of a slab (pinned classes of 1 MiB and more,
+ *       device blocks above 64 MiB) or cuMemAlloc of a segment of whole
+ *       2 MiB pages whose pages slabs share (2 MiB for the small classes,
+ *       a device block of up to 64 MiB rounded up to 2 MiB; pool.c, WHERE
+ *       BLOCKS LIVE); a slab that fits in a segment's free pages takes
+ *       only the pool mutex.
  *   (c) trim, slc_engine_poll, then slc_stream_synchronize of the streams
  *       with pending pool work (see slp_alloc). (d) the thread cache's
  *       overflow goes to the shared list lock-free; above the release
@@ -292,8 +294,8 @@ int slp_record_use(slc_stream *s, slp_block *const *blocks, size_t n_blocks,
 /* Returns cached memory to the driver until at most keep_bytes stay cached:
  * the calling thread's cache, then every slab all of whose blocks are in
  * the shared free lists (every thread's inbox is moved there first; a
- * small class's slab gives its pages back to its 2 MiB segment, which
- * other classes carve again; the segment goes back once all its pages are
+ * slab carved from a segment gives its pages back to it, and other
+ * classes carve them again; the segment goes back once all its pages are
  * free). Other threads' caches (at most thread_cache_bytes each) stay
  * until those threads allocate, free past their cap, or exit. *released
  * (may be NULL): bytes given back to the driver. */

@@ -29,6 +29,22 @@ worker's time, p50/p99 over every request, peak reserved and allocated
 memory summed over the workers (each holds its own), CPU per request
 summed over the workers, and the first --keep requests' outputs saved or
 checked here. This process never touches CUDA.
+
+HOLD (--hold): after the warm-up, print READY and wait for a line on stdin
+before the clock starts (what each worker of --procs does; with --procs,
+the parent says READY once every worker is ready). --check FILE is read
+at the end: a FILE that does not exist then is reported
+("check_missing"), not an error. A benchmark
+script starts several cells' processes together (their imports and warm-up
+in parallel), then lets one at a time run: each cell still runs alone.
+
+PER REQUEST ("per_req" in the output): the allocator's counters over the
+timed part (after the warm-up), divided by the requests: for the pool,
+libsl_torch.so's monotonic counters (allocs, reuses, held frees, slabs,
+recorded uses; with SL_TORCH_STATS=1 also the ns inside its alloc and free
+hooks, the hook calls of 20 us or more and the driver calls by kind:
+sl_torch.c, THE CALL COUNTERS); for PyTorch's, its allocation, segment
+and retry counts.
 """
 import argparse
 import json
@@ -57,6 +73,9 @@ p.add_argument("--label", default=None,
                     "pool, or pool+thr with SL_TORCH_ENGINE=thread)")
 p.add_argument("--procs", type=int, default=1,
                help="worker processes (see SEVERAL PROCESSES)")
+p.add_argument("--hold", action="store_true",
+               help="READY after the warm-up, then wait for a line on "
+                    "stdin (see HOLD)")
 p.add_argument("--worker", type=int, default=None,
                help=argparse.SUPPRESS)  # set by the parent of --procs
 args = p.parse_args()
@@ -92,6 +111,9 @@ def merge_workers():
             if line.strip() == "READY":
                 ready += 1
                 break
+    if args.hold:  # HOLD: every worker warmed up; wait for the go
+        print("READY", flush=True)
+        sys.stdin.readline()
     for k in kids:  # the start, together (a dead worker's pipe is closed)
         try:
             k.stdin.write("GO\n")
@@ -145,9 +167,11 @@ def merge_workers():
                 outputs.update(torch.load(f"{tmp}/w{i}.pt"))
         if args.save:
             torch.save({k: outputs[k] for k in sorted(outputs)}, args.save)
-        if args.check:
+        if args.check and os.path.exists(args.check):
             res["check"] = compare(torch, outputs, torch.load(args.check))
             rc = rc or int(not res["check"]["ok"])
+        elif args.check:
+            res["check_missing"] = args.check
     print(json.dumps(res))
     if args.out:
         with open(args.out, "w") as f:
@@ -264,12 +288,30 @@ for t in threads:
     t.start()
 try:
     warmed.wait()  # every thread ran two requests (kernels, cuBLAS, caches)
-    if args.worker is not None:  # SEVERAL PROCESSES: start with the others
+    if args.worker is not None or args.hold:  # start with/after the others
         print("READY", flush=True)
         sys.stdin.readline()
 except threading.BrokenBarrierError:
     pass
 torch.cuda.synchronize()
+
+
+def counters():
+    """PER REQUEST: the allocator's monotonic counters now."""
+    if args.allocator == "pool":
+        return {k: v for k, v in sl_torch.raw_stats(0).items()
+                if k in MONOTONIC or k.endswith("_ns") or
+                k.startswith("drv_") or k == "slow_hooks"}
+    s = torch.cuda.memory_stats(0)
+    return {k: s.get(k, 0) for k in ("allocation.all.allocated",
+                                     "segment.all.allocated",
+                                     "segment.all.freed", "num_alloc_retries",
+                                     "num_sync_all_streams")}
+
+
+MONOTONIC = ("allocs", "frees", "reuses", "held_frees", "slab_allocs",
+             "slab_frees", "oom_retries", "recorded_uses", "bad_calls")
+counts0 = counters()
 if args.allocator == "pool":
     sl_torch.reset_peak_memory_stats(0)
 else:
@@ -282,6 +324,7 @@ for t in threads:
     t.join()
 wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
 torch.cuda.synchronize()
+counts1 = counters()
 
 if args.allocator == "pool":
     st = sl_torch.memory_stats(0)
@@ -301,12 +344,34 @@ else:
 # memory while serving): between cells, the difference is the allocators'
 # physical footprint, with whatever rounding the driver adds to each
 # cuMemAlloc (its pages), which their own reserved counts do not see.
-# Device-wide: with --procs it counts the other workers too.
+# Device-wide: with --procs (or parked --hold cells) it counts the other
+# processes too; process_used_mib is this process's alone.
 try:
     free_b, total_b = torch.cuda.mem_get_info(0)
     extra["device_used_mib"] = round((total_b - free_b) / 2**20, 1)
 except Exception:  # informative only: never fails the run
     extra["device_used_mib"] = None
+
+
+def process_used_mib():
+    """This process's device memory as the driver counts it (nvidia-smi's
+    per-process used memory, MiB): unlike device_used_mib, right while other
+    processes hold the device too (HOLD's parked cells, --procs)."""
+    import subprocess
+    try:
+        q = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                            "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20)
+        for line in q.stdout.splitlines():
+            pid, used = (x.strip() for x in line.split(","))
+            if int(pid) == os.getpid():
+                return float(used)
+    except Exception:  # informative only: never fails the run
+        pass
+    return None
+
+
+extra["process_used_mib"] = process_used_mib()
 
 n = len(lat)
 lat.sort()
@@ -332,6 +397,8 @@ res = {
     "cpu_ms_per_req": round(cpu * 1e3 / n, 3) if n else None,
     "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
     "errors": errors, "extra": extra,
+    "per_req": {k: round((counts1[k] - counts0.get(k, 0)) / n, 3)
+                for k in counts1} if n else {},
 }
 if args.worker is not None:  # for the parent's merge (--out only)
     res["cpu_s"] = cpu
@@ -340,10 +407,12 @@ if args.worker is not None:  # for the parent's merge (--out only)
 rc = 1 if errors else 0
 if args.save:
     torch.save({k: outputs[k] for k in sorted(outputs)}, args.save)
-if args.check:
+if args.check and os.path.exists(args.check):
     res["check"] = compare(torch, outputs, torch.load(args.check))
     if not res["check"]["ok"]:
         rc = 1
+elif args.check:  # its writer did not run (a skipped cell): no check
+    res["check_missing"] = args.check
 print(json.dumps({k: v for k, v in res.items() if k != "latencies_ms"}))
 if args.out:
     with open(args.out, "w") as f:

@@ -69,6 +69,18 @@
  *   device. Every hook therefore saves the thread's current context and
  *   restores it before returning (two cheap driver calls).
  *
+ * THE CALL COUNTERS (SL_TORCH_STATS=1, read when the state is made)
+ *   What the hooks cost, for the benchmarks (issue 14: the 4-thread serving
+ *   cell spent 1.13x PyTorch's CPU per request, cause unknown): the ns
+ *   spent inside sl_torch_malloc and sl_torch_free_checked (two
+ *   clock_gettime per call), the calls of 20 us or more, and every driver
+ *   call of the kinds below that the process makes through the layer (the
+ *   hooks', the pool's and the engine's): the driver table is wrapped, one
+ *   relaxed increment per call, before the context is made. Off (the
+ *   default), a hook pays one predictable branch and the driver is not
+ *   wrapped. Counted process-wide, like bad_calls; reset by
+ *   sl_torch_shutdown.
+ *
  * SHARED STATE
  *   The context, each device's pool and legacy stream: made once under the
  *   init mutex and published with a release store; readers acquire and take
@@ -138,6 +150,10 @@ static struct {
   atomic_long n_recs;
   struct slt__rec *recs[SLT__RBUCKETS]; /* rec_mu */
   atomic_uint_fast64_t bad_calls, recorded_uses;
+  /* THE CALL COUNTERS: on before ctx is published; indexed by the stat
+   * (SL_TORCH_ALLOC_NS ...). */
+  bool counting;
+  atomic_uint_fast64_t calls[SL_TORCH_NSTATS];
   unsigned poll_every; /* 0: the engine thread polls; before ctx */
   /* THE TRACE (SL_TORCH_TRACE): opened before ctx is published, closed at
    * shutdown; lines written under trace_mu. */
@@ -181,6 +197,70 @@ static size_t slt__env_limit(void) {
   char *end = NULL;
   unsigned long long n = strtoull(v, &end, 10);
   return end != NULL && *end == '\0' ? (size_t)n : 0;
+}
+
+/* THE CALL COUNTERS: the wrapped driver entries, each with the stat it
+ * counts in, its parameters and the arguments to pass on. */
+#define SLT__COUNTED(X)                                                      \
+  X(cuMemAlloc, SL_TORCH_DRV_MEM_ALLOC, (CUdeviceptr * p, size_t n), (p, n)) \
+  X(cuMemFree, SL_TORCH_DRV_MEM_FREE, (CUdeviceptr p), (p))                  \
+  X(cuEventCreate, SL_TORCH_DRV_EVENT_CREATE, (CUevent * e, unsigned f),     \
+    (e, f))                                                                  \
+  X(cuEventRecord, SL_TORCH_DRV_EVENT_RECORD, (CUevent e, CUstream s), (e, s)) \
+  X(cuEventQuery, SL_TORCH_DRV_EVENT_QUERY, (CUevent e), (e))                \
+  X(cuStreamWaitEvent, SL_TORCH_DRV_STREAM_WAIT,                             \
+    (CUstream s, CUevent e, unsigned f), (s, e, f))                          \
+  X(cuStreamQuery, SL_TORCH_DRV_STREAM_QUERY, (CUstream s), (s))             \
+  X(cuStreamSynchronize, SL_TORCH_DRV_SYNC, (CUstream s), (s))               \
+  X(cuEventSynchronize, SL_TORCH_DRV_SYNC, (CUevent e), (e))                 \
+  X(cuCtxSynchronize, SL_TORCH_DRV_SYNC, (void), ())                         \
+  X(cuLaunchHostFunc, SL_TORCH_DRV_HOST_FUNC,                                \
+    (CUstream s, CUhostFn fn, void *u), (s, fn, u))                          \
+  X(cuStreamWriteValue64, SL_TORCH_DRV_WRITE_VALUE,                          \
+    (CUstream s, CUdeviceptr a, cuuint64_t v, unsigned f), (s, a, v, f))     \
+  X(cuCtxGetCurrent, SL_TORCH_DRV_CTX, (CUcontext * c), (c))                 \
+  X(cuCtxSetCurrent, SL_TORCH_DRV_CTX, (CUcontext c), (c))
+
+/* The real entries: set under the init mutex before the context exists,
+ * read by the wrappers afterwards (the context's publication orders them). */
+#define SLT__REAL(name, stat, params, args) \
+  static CUresult(CUDAAPI *slt__real_##name) params;
+SLT__COUNTED(SLT__REAL)
+#undef SLT__REAL
+
+#define SLT__WRAP(name, stat, params, args)            \
+  static CUresult CUDAAPI slt__counted_##name params { \
+    slt__bump(&slt.calls[stat]);                       \
+    return slt__real_##name args;                      \
+  }
+SLT__COUNTED(SLT__WRAP)
+#undef SLT__WRAP
+
+/* Under the init mutex, before the context is made: wraps slt.drv's
+ * entries (once: a table kept from an earlier state is wrapped already). */
+static void slt__count_driver_locked(void) {
+#define SLT__INSTALL(name, stat, params, args)           \
+  if (slt.drv.pfn_##name != slt__counted_##name) {       \
+    slt__real_##name = slt.drv.pfn_##name;               \
+    slt.drv.pfn_##name = slt__counted_##name;            \
+  }
+  SLT__COUNTED(SLT__INSTALL)
+#undef SLT__INSTALL
+}
+
+static uint64_t slt__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A hook's time since t0 (THE CALL COUNTERS; t0 0: not counting). */
+#define SLT__SLOW_NS 20000
+static void slt__hook_time(int stat, uint64_t t0) {
+  if (t0 == 0) return;
+  uint64_t dt = slt__now_ns() - t0;
+  atomic_fetch_add_explicit(&slt.calls[stat], dt, memory_order_relaxed);
+  if (dt >= SLT__SLOW_NS) slt__bump(&slt.calls[SL_TORCH_SLOW_HOOKS]);
 }
 
 /* THE TRACE: with SL_TORCH_TRACE=path, every successful alloc and free
@@ -235,6 +315,9 @@ static slc_context *slt__create_locked(void) {
     }
     slt.have_driver = true;
   }
+  const char *counting = secure_getenv("SL_TORCH_STATS");
+  slt.counting = counting != NULL && strcmp(counting, "1") == 0;
+  if (slt.counting) slt__count_driver_locked();
   slc_context *c = NULL;
   if (slc_context_create(&slt.drv, &c) != LDG_OK) return NULL;
   /* THE ENGINE (see the top): polled by the hooks unless
@@ -259,8 +342,8 @@ static slc_context *slt__create_locked(void) {
   for (int i = 0; i < slt.n_dev; i++)
     if (slt.dev[i].limit == 0) slt.dev[i].limit = env;
   slt__trace_open_locked();
-  /* Release: n_dev, the limits and the trace before the pointer (readers
-   * acquire). */
+  /* Release: n_dev, the limits, the trace and the counting switch before
+   * the pointer (readers acquire). */
   slt__store_release(&slt.ctx, c);
   return c;
 }
@@ -399,6 +482,7 @@ void *sl_torch_malloc(size_t size, int device, CUstream stream, int *rc_out) {
   } else if (c == NULL) {
     rc = slc_last_error()->code;
   } else if ((rc = slt__check_device(device, fn)) == LDG_OK) {
+    uint64_t t0 = slt.counting ? slt__now_ns() : 0;
     CUcontext was = slt__save(c);
     slc_stream *s = slt__stream(c, device, stream, fn);
     slp_pool *p = s != NULL ? slt__pool(c, device) : NULL;
@@ -409,6 +493,7 @@ void *sl_torch_malloc(size_t size, int device, CUstream stream, int *rc_out) {
       rc = slp_alloc(p, s, size, &b);
     if (rc == LDG_OK) ptr = (void *)(uintptr_t)slp_block_dptr(b);
     slt__restore(c, was);
+    slt__hook_time(SL_TORCH_ALLOC_NS, t0);
   }
   if (rc == LDG_OK && ptr == NULL && size != 0) rc = SLC_EDRIVER;
   if (rc == LDG_OK && ptr != NULL && slt.trace != NULL)
@@ -487,6 +572,7 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
     return slc_set_error(LDG_EINVAL, fn,
                          "%p was allocated with %zu bytes, freed with %zu",
                          ptr, slp_block_size(b), size);
+  uint64_t t0 = slt.counting ? slt__now_ns() : 0;
   CUcontext was = slt__save(c);
   slc_stream *home = slp_block_stream(b);
   slc_stream *s = slt__stream(c, device, stream, fn);
@@ -513,6 +599,7 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
   if (slt.poll_every != 0 && ++frees % slt.poll_every == 0)
     (void)slc_engine_poll(c, NULL);
   slt__restore(c, was);
+  slt__hook_time(SL_TORCH_FREE_NS, t0);
   return rc;
 }
 
@@ -654,7 +741,12 @@ static const char *const slt__names[SL_TORCH_NSTATS] = {
     "slab_allocs",     "slab_frees",           "oom_retries",
     "ooms",            "trims",                "live_blocks",
     "bad_calls",       "recorded_uses",        "peak_allocated_bytes",
-    "peak_held_bytes", "peak_requested_bytes",
+    "peak_held_bytes", "peak_requested_bytes", "alloc_ns",
+    "free_ns",         "slow_hooks",           "drv_mem_alloc",
+    "drv_mem_free",    "drv_event_create",     "drv_event_record",
+    "drv_event_query", "drv_stream_wait",      "drv_stream_query",
+    "drv_sync",        "drv_host_func",        "drv_write_value",
+    "drv_ctx",
 };
 
 const char *sl_torch_stat_name(int i) {
@@ -686,6 +778,8 @@ int sl_torch_memory_stats(int device, uint64_t *out, size_t n) {
   }
   v[SL_TORCH_BAD_CALLS] = slt__load_relaxed(&slt.bad_calls);
   v[SL_TORCH_RECORDED_USES] = slt__load_relaxed(&slt.recorded_uses);
+  for (int i = SL_TORCH_ALLOC_NS; i < SL_TORCH_NSTATS; i++)
+    v[i] = slt__load_relaxed(&slt.calls[i]);
   memcpy(out, v, (n < SL_TORCH_NSTATS ? n : SL_TORCH_NSTATS) * sizeof(*v));
   return SL_TORCH_NSTATS;
 }
@@ -776,6 +870,8 @@ int sl_torch_shutdown(void) {
   slt.n_dev = 0;
   slt__store_relaxed(&slt.bad_calls, 0);
   slt__store_relaxed(&slt.recorded_uses, 0);
+  for (int i = 0; i < SL_TORCH_NSTATS; i++) slt__store_relaxed(&slt.calls[i], 0);
+  slt.counting = false;
   if (slt.trace != NULL) fclose(slt.trace);
   slt.trace = NULL;
   return LDG_OK;

@@ -147,11 +147,21 @@ enum {
   SL_TORCH_LIVE_BLOCKS, SL_TORCH_BAD_CALLS, SL_TORCH_RECORDED_USES,
   SL_TORCH_PEAK_ALLOCATED, SL_TORCH_PEAK_HELD, /* at the reserved peak */
   SL_TORCH_PEAK_REQUESTED,
+  /* Process-wide, counted only with SL_TORCH_STATS=1 (else 0; sl_torch.c,
+   * THE CALL COUNTERS): ns spent inside the alloc and free hooks, hook
+   * calls of 20 us or more, and the driver calls the process made through
+   * the layer (the hooks' own and the engine's), by kind. */
+  SL_TORCH_ALLOC_NS, SL_TORCH_FREE_NS, SL_TORCH_SLOW_HOOKS,
+  SL_TORCH_DRV_MEM_ALLOC, SL_TORCH_DRV_MEM_FREE, SL_TORCH_DRV_EVENT_CREATE,
+  SL_TORCH_DRV_EVENT_RECORD, SL_TORCH_DRV_EVENT_QUERY,
+  SL_TORCH_DRV_STREAM_WAIT, SL_TORCH_DRV_STREAM_QUERY, SL_TORCH_DRV_SYNC,
+  SL_TORCH_DRV_HOST_FUNC, SL_TORCH_DRV_WRITE_VALUE, SL_TORCH_DRV_CTX,
   SL_TORCH_NSTATS
 };
 
 /* Writes min(n, SL_TORCH_NSTATS) counters of device's pool (zeros before
- * its first alloc; bad_calls and recorded_uses are process-wide) and
+ * its first alloc; bad_calls, recorded_uses and the call counters are
+ * process-wide, reset by sl_torch_shutdown) and
  * returns SL_TORCH_NSTATS, or a negative code (device out of range). */
 int sl_torch_memory_stats(int device, uint64_t *out, size_t n);
 

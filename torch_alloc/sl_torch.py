@@ -81,7 +81,7 @@ def empty_cache():
 def raw_stats(device=0):
     """The pool's counters of `device` by their own names."""
     lib = library()
-    n = 32
+    n = 64  # more than SL_TORCH_NSTATS; an older library returns fewer
     buf = (ctypes.c_uint64 * n)()
     got = lib.sl_torch_memory_stats(device, buf, n)
     if got < 0:

@@ -3,7 +3,8 @@
  * host executor (issue 14): small size classes share 2 MiB segments (one
  * segment, not one 2 MiB slab per class), a trimmed slab's pages serve
  * another class while its segment lives, an emptied segment goes back to
- * the driver, classes above 1 MiB step by an eighth (slp_round_size) and
+ * the driver, device blocks up to 64 MiB are carved from segments of
+ * whole 2 MiB pages too, classes above 1 MiB step by an eighth (slp_round_size) and
  * take a spare cached block of a larger class before a new slab, out
  * of memory and driver failures at a segment leave nothing behind, and
  * freed blocks stay ASan-poisoned across a re-carve of their pages.
@@ -182,7 +183,7 @@ static int t_round_size(void) {
   slp_block *w;
   CHECK_RC(slp_alloc(e.dev, e.s, 2883584, &w), LDG_OK);
   CHECK(slp_block_capacity(w) == 2883584 && slp_block_size(w) == 2883584);
-  CHECK(stats(e.dev).reserved_bytes == 2883584);
+  CHECK(stats(e.dev).reserved_bytes == 4 * MIB); /* whole 2 MiB pages */
   CHECK_RC(slp_free(w), LDG_OK);
   return teardown(&e);
 }
@@ -366,7 +367,8 @@ static int t_threads_lend(void) { return threads_carve_and_trim(true); }
 static int t_stats_at_peak(void) {
   env e;
   if (setup(&e, NULL)) return 1;
-  const size_t a_sz = 1536 << 10, b_sz = 3 * MIB;
+  /* Whole 2 MiB pages: a device segment is exactly the block. */
+  const size_t a_sz = 2 * MIB, b_sz = 4 * MIB;
   slp_block *a, *b, *c;
   CHECK_RC(slp_alloc(e.dev, e.s, a_sz - 4096, &a), LDG_OK);
   slp_stats st = stats(e.dev);
@@ -378,9 +380,9 @@ static int t_stats_at_peak(void) {
   CHECK_RC(slp_free(a), LDG_OK); /* cached: no new peak below */
   CHECK_RC(slp_alloc(e.dev, e.s, a_sz, &a), LDG_OK);
   CHECK(stats(e.dev).peak_allocated == a_sz);
-  CHECK_RC(slp_alloc(e.dev, e.s, 5 * MIB, &c), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s, 6 * MIB, &c), LDG_OK);
   st = stats(e.dev);
-  CHECK(st.reserved_peak == a_sz + b_sz + 5 * MIB);
+  CHECK(st.reserved_peak == a_sz + b_sz + 6 * MIB);
   CHECK(st.peak_allocated == a_sz + b_sz && st.peak_requested == a_sz + b_sz);
   CHECK_RC(slp_free(c), LDG_OK);
   slp_stats_reset_peaks(e.dev);
@@ -401,6 +403,7 @@ static int t_stats_at_peak(void) {
  * by stream order is lent only to an alloc on its home stream. On main
  * every case below made a new slab. */
 #define MLP ((size_t)5767168) /* 8 x 128 x 1408 floats: 5.5 MiB */
+#define MLP_SEG (6 * MIB) /* its device segment: whole 2 MiB pages */
 static int t_large_lends_spare(void) {
   env e;
   if (setup(&e, NULL)) return 1;
@@ -483,14 +486,14 @@ static int t_large_lends_spare(void) {
   }
   for (int i = 0; i < 2; i++) CHECK_RC(slp_free(a[i]), LDG_OK);
   st = stats(e.dev);
-  CHECK(st.reserved_bytes == 2 * MLP && st.allocated_bytes == 0);
+  CHECK(st.reserved_bytes == 2 * MLP_SEG && st.allocated_bytes == 0);
   CHECK_RC(slp_alloc(e.dev, s2, 2 * MIB, &y), LDG_OK);
   CHECK(slp_block_capacity(y) == 2 * MIB);
-  CHECK(stats(e.dev).reserved_bytes == 2 * MLP + 2 * MIB);
+  CHECK(stats(e.dev).reserved_bytes == 2 * MLP_SEG + 2 * MIB);
   CHECK_RC(slp_alloc(e.dev, e.s, 2 * MIB, &x), LDG_OK);
   CHECK(slp_block_capacity(x) == MLP);
   CHECK(slp_block_stream(x) == e.s);
-  CHECK(stats(e.dev).reserved_bytes == 2 * MLP + 2 * MIB);
+  CHECK(stats(e.dev).reserved_bytes == 2 * MLP_SEG + 2 * MIB);
   CHECK_RC(slp_free(x), LDG_OK);
   CHECK_RC(slp_free(y), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s), LDG_OK);
@@ -499,11 +502,51 @@ static int t_large_lends_spare(void) {
   return teardown(&e);
 }
 
+/* Device blocks up to 64 MiB come from segments of whole 2 MiB pages
+ * (pool.c, WHERE BLOCKS LIVE): a 2.75 MiB block's segment is 4 MiB, and
+ * its 1.25 MiB tail takes the next 1 MiB block (no new driver allocation)
+ * and a small class's slab; the segment goes back to the driver only once
+ * every slab in it was trimmed. A 2 MiB block fills a segment of its own.
+ * Above 64 MiB, and in the pinned host pool, a block is still a driver
+ * allocation of its class size. */
+static int t_large_in_segments(void) {
+  env e;
+  if (setup(&e, NULL)) return 1;
+  slp_block *w, *q, *sm, *two, *huge, *h;
+  CHECK_RC(slp_alloc(e.dev, e.s, 2883584, &w), LDG_OK);
+  CHECK(stats(e.dev).reserved_bytes == 4 * MIB);
+  CHECK(stats(e.dev).slab_allocs == 1);
+  CHECK_RC(slp_alloc(e.dev, e.s, MIB, &q), LDG_OK);
+  CHECK(addr_of(q) == addr_of(w) + 2883584); /* the tail */
+  CHECK_RC(slp_alloc(e.dev, e.s, 4096, &sm), LDG_OK); /* the last 256 KiB */
+  CHECK(addr_of(sm) >= addr_of(q) + MIB && addr_of(sm) < addr_of(w) + 4 * MIB);
+  CHECK(stats(e.dev).reserved_bytes == 4 * MIB);
+  CHECK(stats(e.dev).slab_allocs == 1);
+  CHECK_RC(slp_alloc(e.dev, e.s, SEG, &two), LDG_OK);
+  CHECK(stats(e.dev).reserved_bytes == 6 * MIB);
+  CHECK_RC(slp_alloc(e.dev, e.s, 64 * MIB + 1, &huge), LDG_OK);
+  CHECK(stats(e.dev).reserved_bytes == 6 * MIB + slp_round_size(64 * MIB + 1));
+  CHECK_RC(slp_alloc(e.host, e.s, 2883584, &h), LDG_OK);
+  CHECK(stats(e.host).reserved_bytes == 2883584);
+  slp_block *all[] = {w, q, sm, two, huge, h};
+  for (size_t i = 0; i < sizeof(all) / sizeof(*all); i++)
+    CHECK_RC(slp_free(all[i]), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s), LDG_OK);
+  CHECK_RC(slp_trim(e.dev, 0, NULL), LDG_OK);
+  CHECK_RC(slp_trim(e.host, 0, NULL), LDG_OK);
+  CHECK(stats(e.dev).reserved_bytes == 0);
+  CHECK(stats(e.dev).slab_frees == stats(e.dev).slab_allocs);
+  CHECK(stats(e.host).reserved_bytes == 0);
+  return teardown(&e);
+}
+
 static const test_case tests[] = {
     {"classes_share_a_segment", t_classes_share_a_segment,
      "eleven small classes in one 2 MiB segment, blocks disjoint"},
     {"trim_reuses_pages", t_trim_reuses_pages,
      "a trimmed slab's pages serve another class; an empty segment goes"},
+    {"large_in_segments", t_large_in_segments,
+     "device blocks <= 64 MiB share 2 MiB-page segments; tails reused"},
     {"round_size", t_round_size,
      "classes: eighths above 1 MiB, monotonic, bad sizes 0"},
     {"segment_oom", t_segment_oom,

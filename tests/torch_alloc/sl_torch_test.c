@@ -434,6 +434,48 @@ static int t_trace(void) {
   return teardown();
 }
 
+/* THE CALL COUNTERS (sl_torch.c): off by default (every counter 0 while
+ * the hooks run); with SL_TORCH_STATS=1 a new slab shows as a cuMemAlloc
+ * and its return at empty_cache as a cuMemFree, each hook's time adds up,
+ * the hooks' context saves show as driver calls; a second state (after shutdown, on the same
+ * driver table) neither wraps the table twice nor keeps the old counts. */
+static int t_call_counters(void) {
+  for (int i = 0; i < SL_TORCH_NSTATS; i++) CHECK(sl_torch_stat_name(i));
+  CHECK(strcmp(sl_torch_stat_name(SL_TORCH_DRV_CTX), "drv_ctx") == 0);
+  CHECK(unsetenv("SL_TORCH_STATS") == 0);
+  if (setup(0)) return 1;
+  int rc;
+  void *a = sl_torch_malloc(N, 0, NULL, &rc);
+  CHECK(a != NULL);
+  CHECK_RC(sl_torch_free_checked(a, N, 0, NULL), LDG_OK);
+  for (int i = SL_TORCH_ALLOC_NS; i < SL_TORCH_NSTATS; i++)
+    CHECK(stat_of(0, i) == 0);
+  if (wait_unheld(0) || teardown()) return 1;
+  CHECK(setenv("SL_TORCH_STATS", "1", 1) == 0);
+  if (setup(0)) return 1;
+  /* Round 1 after a shutdown, on the table the first round wrapped. */
+  for (int round = 0; round < 2; round++) {
+    CHECK_RC(sl_torch_memory_stats(0, NULL, 0), LDG_EINVAL); /* no state */
+    a = sl_torch_malloc(N, 0, NULL, &rc);
+    CHECK(a != NULL);
+    CHECK(stat_of(0, SL_TORCH_DRV_MEM_ALLOC) == 1); /* the first slab */
+    CHECK(stat_of(0, SL_TORCH_ALLOC_NS) > 0);
+    CHECK(stat_of(0, SL_TORCH_FREE_NS) == 0);
+    uint64_t ctx_calls = stat_of(0, SL_TORCH_DRV_CTX);
+    CHECK(ctx_calls > 0); /* the hook saved the caller's context */
+    CHECK_RC(sl_torch_free_checked(a, N, 0, NULL), LDG_OK);
+    CHECK(stat_of(0, SL_TORCH_FREE_NS) > 0);
+    CHECK(stat_of(0, SL_TORCH_DRV_CTX) > ctx_calls);
+    CHECK(stat_of(0, SL_TORCH_DRV_MEM_FREE) == 0);
+    if (wait_unheld(0)) return 1;
+    sl_torch_empty_cache(); /* the slab's segment goes back */
+    CHECK(stat_of(0, SL_TORCH_DRV_MEM_FREE) == 1);
+    CHECK_RC(sl_torch_shutdown(), LDG_OK); /* the counters start over */
+  }
+  CHECK(unsetenv("SL_TORCH_STATS") == 0);
+  return teardown();
+}
+
 static const test_case tests[] = {
     {"reuse_rules", t_reuse_rules,
      "stream 0, same-stream reuse at once, none elsewhere while pending"},
@@ -446,6 +488,8 @@ static const test_case tests[] = {
      "request threads free at once; no data of another request seen"},
     {"trace", t_trace,
      "SL_TORCH_TRACE: a line per alloc and free, capped; bad path harmless"},
+    {"call_counters", t_call_counters,
+     "SL_TORCH_STATS=1: hook time and driver calls counted; off: zeros"},
 };
 
 int main(int argc, char **argv) {
