@@ -196,6 +196,7 @@ static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
         *seq = t + 1;
         return LDG_OK;
       }
+      LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
       continue;
     }
     ldg__rcu_read_lock();
