@@ -328,12 +328,13 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     return LDG_EDESTROYED;
   }
 
-  /* Immutable after creation (read-mostly line). */
-  const bool single = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+  /* s->flags: immutable after creation (read-mostly line); read where
+   * needed rather than kept in a register across the enqueue. */
   ldg__issuing_begin(s);
   ldg_seq seq = 0;
-  int rc = single ? ldg__ring_reserve_single(s, &seq)
-                  : ldg__ring_reserve(s, &seq);
+  int rc = __builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)
+               ? ldg__ring_reserve_single(s, &seq)
+               : ldg__ring_reserve(s, &seq);
   if (rc != LDG_OK) {
     ldg__issuing_end(s);
     ldg__ext_free_now(ext);
@@ -348,7 +349,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
    * the light side of the asymmetric fence (SINGLE-ISSUER STREAMS), whose
    * heavy side the destroyer runs between its CAS and its load of tail. */
   bool gone;
-  if (single) {
+  if (__builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)) {
     ldg__asym_light();
     /* Relaxed would do for the handshake (the fences order it); acquire
      * pairs with the destroyer's CAS, as the early refusal's. */
