@@ -30,7 +30,7 @@
  *
  * CONCURRENCY
  *   Every function may be called from any thread, concurrently with any other
- *   function on the same or other handles, with two exceptions:
+ *   function on the same or other handles, with three exceptions:
  *     - ldg_ledger_destroy: no other call on that ledger or its streams may
  *       run, before it returns or after (except ldg_stream_unref, see there);
  *     - ldg_release_all: other threads must not enqueue on that stream
