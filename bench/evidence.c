@@ -36,7 +36,8 @@ enum {
   EV_CSW = 1u << 7,        /* this thread was switched out (RUSAGE_THREAD) */
   EV_MEMBAR_ANY = 1u << 8, /* some thread's membarrier overlapped it */
   EV_EXT_SPARE = 1u << 9,  /* extended the ring with the prepared spare */
-  EV_N_FLAGS = 10,
+  EV_RETRY = 1u << 10,     /* its reserving CAS on tail failed, retried */
+  EV_N_FLAGS = 11,
 };
 
 static const char *const ev_flag_names[EV_N_FLAGS] = {
@@ -50,6 +51,7 @@ static const char *const ev_flag_names[EV_N_FLAGS] = {
     "switched out (ctx switch)",
     "a membarrier overlapped it",
     "extended: the prepared spare",
+    "reserving CAS on tail retried",
 };
 
 typedef struct ev_sample {
@@ -94,6 +96,7 @@ enum {
   C_FUTEX_WORKER,
   C_FUTEX_OTHER,
   C_FUTEX_WAKE_WORKER,
+  C_RESERVE_RETRY, /* failed reserving CASes on tail (LDG__HOOK_RESERVE_RETRY) */
   C_N
 };
 static _Atomic uint64_t ev_count[C_N];
@@ -193,6 +196,10 @@ static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg)
       return;
     case LDG__HOOK_RELEASE_CLAIMED:
       if (tl_in_sample) tl_flags |= EV_RELEASE;
+      return;
+    case LDG__HOOK_RESERVE_RETRY:
+      count(C_RESERVE_RETRY);
+      if (tl_in_sample) tl_flags |= EV_RETRY;
       return;
     default:
       return;
@@ -410,6 +417,9 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
          minflt, 1000.0 * (double)minflt / e,
          fresh ? (double)minflt / (double)fresh : 0.0, majflt,
          ru_end.ru_nvcsw - ru_begin.ru_nvcsw, ru_end.ru_nivcsw - ru_begin.ru_nivcsw);
+  printf("    reserving CAS on tail: %" PRIu64 " failures (%.3f per op; each "
+         "failure is one more locked RMW and one more transfer of tail's line)\n",
+         delta(C_RESERVE_RETRY), (double)delta(C_RESERVE_RETRY) / e);
   uint64_t mbo = delta(C_MEMBAR_OTHER), mbw = delta(C_MEMBAR_WORKER);
   printf("    syscalls by liburcu (workers | other threads): membarrier %" PRIu64
          " | %" PRIu64 " (%.0f/s; ~%.0f grace periods at %.2f per GP), futex %" PRIu64

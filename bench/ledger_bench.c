@@ -422,8 +422,20 @@ static inline uint64_t xorshift(uint64_t *x) {
 
 /* ---- Workload: private streams --------------------------------------------- */
 
+static const workload wl_private_si, wl_serving_si;
+
+/* The stream flags a worker adds for its own streams: the *_si rows
+ * create them LDG_STREAM_SINGLE_ISSUER (each is recorded on by its one
+ * worker only; releases and snapshots still come from any thread). The
+ * mutex design has no such mode: its rows are the plain ones. */
+static unsigned si_flag(const worker *w) {
+  bool si = w->rc->wl == &wl_private_si || w->rc->wl == &wl_serving_si;
+  return si && w->impl == impls[IMPL_LEDGER] ? LDG_STREAM_SINGLE_ISSUER : 0;
+}
+
 static void private_setup(worker *w) {
-  CHECK(w->impl->stream_create(w->rc->ledger, w->tid % N_DEVICES, 0, &w->s[0]));
+  CHECK(w->impl->stream_create(w->rc->ledger, w->tid % N_DEVICES, si_flag(w),
+                               &w->s[0]));
 }
 
 static void private_run(worker *w) {
@@ -446,6 +458,11 @@ static void private_teardown(worker *w) {
 
 static const workload wl_private = {
     "private", NULL, NULL, private_setup, private_run, private_teardown,
+};
+
+/* The same, on LDG_STREAM_SINGLE_ISSUER streams (ledger only; opt-in). */
+static const workload wl_private_si = {
+    "private_si", NULL, NULL, private_setup, private_run, private_teardown,
 };
 
 /* ---- Workload: one shared stream ------------------------------------------- */
@@ -560,9 +577,9 @@ enum { SERVE_RELEASE_EVERY = 4, SERVE_SNAPSHOT_EVERY = 64 };
 static void serving_setup(worker *w) {
   int dev = w->tid % N_DEVICES;
   /* The copy stream is non-blocking, as SPOC creates them. */
-  CHECK(w->impl->stream_create(w->rc->ledger, dev, LDG_STREAM_NONBLOCKING,
-                               &w->s[0]));
-  CHECK(w->impl->stream_create(w->rc->ledger, dev, 0, &w->s[1]));
+  CHECK(w->impl->stream_create(w->rc->ledger, dev,
+                               LDG_STREAM_NONBLOCKING | si_flag(w), &w->s[0]));
+  CHECK(w->impl->stream_create(w->rc->ledger, dev, si_flag(w), &w->s[1]));
 }
 
 static void serving_run(worker *w) {
@@ -601,6 +618,12 @@ static void serving_teardown(worker *w) {
 
 static const workload wl_serving = {
     "serving", NULL, NULL, serving_setup, serving_run, serving_teardown,
+};
+
+/* The same, each worker's two streams LDG_STREAM_SINGLE_ISSUER (ledger
+ * only; other workers' snapshots still release them). */
+static const workload wl_serving_si = {
+    "serving_si", NULL, NULL, serving_setup, serving_run, serving_teardown,
 };
 
 /* The memory manager: asks about vectors and host ranges the enqueuers use. */
@@ -1147,9 +1170,11 @@ static void write_json(const char *path, int argc, char **argv) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: ledger_bench [options]\n"
-          "  --workload NAME   private | shared | ceiling | serving | backlog | holds\n"
-          "                    (default: all; serving includes serving+reader;\n"
-          "                    shared runs the ceiling loop too)\n"
+          "  --workload NAME   private | private_si | shared | ceiling | serving |\n"
+          "                    serving_si | backlog | holds (default: all; serving\n"
+          "                    includes serving+reader; shared runs the ceiling\n"
+          "                    loop too; *_si: the ledger's streams created\n"
+          "                    LDG_STREAM_SINGLE_ISSUER, the mutex rows plain)\n"
           "  --max-threads N   cap of the thread counts 1,2,4,8,16 (default: online CPUs)\n"
           "  --threads LIST    comma-separated thread counts instead (e.g. 1,2,4)\n"
           "  --seconds S       timed phase per row (default 1.0; warm-up 0.2 s)\n"
@@ -1273,7 +1298,8 @@ static void parse_args(int argc, char **argv) {
 #undef NEED_VALUE
   }
   if (opt.workload != NULL && !want("private") && !want("shared") &&
-      !want("ceiling") && !want("holds") &&
+      !want("ceiling") && !want("holds") && !want("private_si") &&
+      !want("serving_si") &&
       !want("serving") && !want("backlog")) {
     fprintf(stderr, "ledger_bench: unknown workload %s\n", opt.workload);
     exit(2);
@@ -1454,10 +1480,12 @@ int main(int argc, char **argv) {
   print_header();
 
   if (want("private")) run_threaded(&wl_private, false);
+  if (want("private_si")) run_threaded(&wl_private_si, false);
   if ((want("shared") && opt.ceiling) || (opt.workload != NULL && want("ceiling")))
     run_ceiling_rows();
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
+  if (want("serving_si")) run_threaded(&wl_serving_si, false);
   if (want("backlog")) run_backlog_rows();
   if (want("holds")) run_holds_rows();
 

@@ -153,6 +153,10 @@ struct ldg_stream {
    * of the seqs that have a segment (tailseg's end, raised after tailseg). */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
   _Atomic ldg_seq tail_end;
+  /* LDG_STREAM_SINGLE_ISSUER streams, in builds without NDEBUG: 1 while
+   * a call records on s, to catch a second one overlapping it (ring.c,
+   * SINGLE-ISSUER STREAMS). Unused otherwise. */
+  _Atomic uint32_t issuing;
 
   /* Releasers' line: the release high-water mark, the oldest live segment,
    * and the counts behind ldg_pending_count: operations taken by

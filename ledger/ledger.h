@@ -30,11 +30,15 @@
  *
  * CONCURRENCY
  *   Every function may be called from any thread, concurrently with any other
- *   function on the same or other handles, with two exceptions:
+ *   function on the same or other handles, with three exceptions:
  *     - ldg_ledger_destroy: no other call on that ledger or its streams may
  *       run, before it returns or after (except ldg_stream_unref, see there);
  *     - ldg_release_all: other threads must not enqueue on that stream
- *       (it is the destroy path; with concurrent enqueuers use a mark).
+ *       (it is the destroy path; with concurrent enqueuers use a mark);
+ *     - a stream created with LDG_STREAM_SINGLE_ISSUER: the calls that
+ *       record on it (ldg_enqueue, ldg_add_wait with it as the waiting
+ *       stream) never run concurrently with each other (see
+ *       ldg_stream_create).
  *   Threads need no registration: the library registers each calling thread
  *   with RCU on first use and unregisters it when the thread exits.
  *
@@ -137,6 +141,7 @@ typedef struct ldg_marks ldg_marks; /* a device snapshot */
 typedef int (*ldg_drain_fn)(void *ctx);
 
 #define LDG_STREAM_NONBLOCKING 1u
+#define LDG_STREAM_SINGLE_ISSUER 2u /* opt-in: see ldg_stream_create */
 
 enum {
   LDG_OK = 0,
@@ -168,10 +173,33 @@ void ldg_ledger_destroy(ldg_ledger *l);
 /* ---- Streams ----------------------------------------------------------- */
 
 /* Creates the ledger side of a device stream on `device` (>= 0). flags is 0 or
- * LDG_STREAM_NONBLOCKING. drain synchronises the device stream; it is required
- * for non-blocking streams (ldg_settle_vector calls it) and optional (may be
- * NULL) otherwise. Gives the caller one reference. Stream ids start at 1 and
- * are never reused within a ledger.
+ * LDG_STREAM_NONBLOCKING, LDG_STREAM_SINGLE_ISSUER, or both. drain
+ * synchronises the device stream; it is required for non-blocking streams
+ * (ldg_settle_vector calls it) and optional (may be NULL) otherwise. Gives
+ * the caller one reference. Stream ids start at 1 and are never reused
+ * within a ledger.
+ *
+ * LDG_STREAM_SINGLE_ISSUER (opt-in, for a stream that one thread at a time
+ * issues work to). The caller promises: the calls that record on s —
+ * ldg_enqueue(s, ...) and ldg_add_wait(s, a, ...) with s as the waiting
+ * stream — never run concurrently with each other; each returns before the
+ * next begins, ordered by happens-before (one thread, or threads handing the
+ * stream over through a mutex, a queue or a join). Nothing else is
+ * restricted: marks, releases, snapshots, queries, waits of other streams
+ * on s, destroy and unref may come from any thread, concurrently with those
+ * calls, as on any stream. What it buys: an enqueue takes its seq with a
+ * plain store instead of a locked compare-and-swap (one locked
+ * read-modify-write fewer per enqueue and per wait); in exchange, destroying
+ * s (ldg_stream_destroy, a last unref, ldg_ledger_destroy) makes one
+ * membarrier(2) system call, which interrupts the process's other running
+ * threads for a full barrier (ledger/ring.c, SINGLE-ISSUER STREAMS).
+ * Breaking the promise is undefined behaviour: two enqueues may take the
+ * same seq, so a keep may never run or run twice, and the stream's ring may
+ * be freed under a reader. Builds without NDEBUG catch two such calls that
+ * overlap in time: the second prints "single-issuer stream" and the stream
+ * id to stderr and aborts. (A keep or wait that an overtaken ldg_enqueue or
+ * ldg_add_wait runs before returning may record on s: the call is done with
+ * s by then.)
  * LDG_EINVAL: l or out NULL, device < 0, unknown flag bits, a non-blocking
  * stream without a drain. LDG_ENOMEM. */
 int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,

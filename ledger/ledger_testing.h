@@ -65,6 +65,9 @@ enum ldg__hook_point {
   LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
                                      enqueuer has not published), before
                                      the CAS that abandons it */
+  LDG__HOOK_RESERVE_RETRY,        /* an enqueue's reserving CAS on tail
+                                     failed (another enqueuer took the
+                                     seq); it tries again */
 };
 
 struct ldg_stream;

@@ -2,12 +2,16 @@
  * RCU glue: automatic thread registration and the ThreadSanitizer
  * annotations for liburcu's grace periods (see rcu.h).
  */
+#define _DEFAULT_SOURCE 1         /* syscall(2), for membarrier */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include "ledger/rcu.h"
 
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__SANITIZE_THREAD__)
 #define LDG__TSAN 1
@@ -113,4 +117,45 @@ void ldg__rcu_barrier(void) {
   urcu_memb_barrier();
   LDG__TSAN_IGNORE_END();
   LDG__TSAN_ACQUIRE();
+}
+
+/* ---- Asymmetric fences (rcu.h) ------------------------------------------------ */
+
+_Atomic int ldg__asym_membarrier;
+static pthread_once_t ldg__asym_once = PTHREAD_ONCE_INIT;
+
+static long ldg__membarrier(int cmd) {
+#ifdef __NR_membarrier
+  return syscall(__NR_membarrier, cmd, 0);
+#else
+  (void)cmd;
+  return -1;
+#endif
+}
+
+static void ldg__asym_pick(void) {
+  long mask = ldg__membarrier(MEMBARRIER_CMD_QUERY);
+  bool ok = mask >= 0 && (mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+            ldg__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+  /* Relaxed: pthread_once orders this before every ldg__asym_init's
+   * return, hence before any single-issuer stream exists (rcu.h). */
+  atomic_store_explicit(&ldg__asym_membarrier, ok ? 1 : 0,
+                        memory_order_relaxed);
+}
+
+void ldg__asym_init(void) {
+  (void)pthread_once(&ldg__asym_once, ldg__asym_pick);
+}
+
+void ldg__asym_fence(void) { atomic_thread_fence(memory_order_seq_cst); }
+
+void ldg__asym_heavy(void) {
+  /* The fences order this thread's own store before the call and its load
+   * after it, for the compiler and for C11 (the system call is a full
+   * barrier on this CPU as well). */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&ldg__asym_membarrier, memory_order_relaxed) &&
+      ldg__membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
+    abort(); /* registered by ldg__asym_pick: cannot fail */
+  atomic_thread_fence(memory_order_seq_cst);
 }

@@ -321,8 +321,12 @@ static ldg_stream *ldg__live_from(ldg_stream *s) {
 int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
                       ldg_drain_fn drain, void *drain_ctx, ldg_stream **out) {
   if (l == NULL || out == NULL || device < 0) return LDG_EINVAL;
-  if ((flags & ~LDG_STREAM_NONBLOCKING) != 0) return LDG_EINVAL;
+  if ((flags & ~(LDG_STREAM_NONBLOCKING | LDG_STREAM_SINGLE_ISSUER)) != 0)
+    return LDG_EINVAL;
   if ((flags & LDG_STREAM_NONBLOCKING) && drain == NULL) return LDG_EINVAL;
+  /* The destroy handshake's fences (ring.c, SINGLE-ISSUER STREAMS): the
+   * mode is picked before the first such stream exists. */
+  if (flags & LDG_STREAM_SINGLE_ISSUER) ldg__asym_init();
   ldg_stream *s = ldg__aligned_alloc(LDG__CACHE_LINE, sizeof(*s));
   if (s == NULL) return LDG_ENOMEM;
   memset(s, 0, sizeof(*s));

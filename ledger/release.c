@@ -175,6 +175,11 @@ static bool ldg__mark_destroyed(ldg_stream *s) {
   bool expected = false;
   /* seq_cst: the destroy handshake (DESTROY above). */
   if (!ldg__cas_seq_cst(&s->destroyed, &expected, true)) return false;
+  /* A single-issuer stream's enqueuer orders its reserving store before
+   * its load of destroyed with a compiler barrier only: this is the heavy
+   * side, between our CAS and the caller's load of tail (ring.c,
+   * SINGLE-ISSUER STREAMS). flags: immutable. */
+  if (s->flags & LDG_STREAM_SINGLE_ISSUER) ldg__asym_heavy();
   ldg__registry_unlink(s);
   return true;
 }

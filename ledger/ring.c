@@ -42,7 +42,9 @@
  *               and tailseg reaches them.
  *   s->tail     (seq_cst CAS) a seq is reserved. It is taken only if its slot
  *               exists (t + 1 < tail_end), so reserving never fails after
- *               the fact and a refused enqueue leaves no hole.
+ *               the fact and a refused enqueue leaves no hole. On a
+ *               single-issuer stream, a release store (SINGLE-ISSUER
+ *               STREAMS below).
  *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once FULL.
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
@@ -87,6 +89,40 @@
  *   keeping its keep. (Both can happen: then a destroyer that finds EMPTY
  *   abandons it and the enqueuer still retracts; the seq is simply dropped.)
  *
+ * SINGLE-ISSUER STREAMS (LDG_STREAM_SINGLE_ISSUER, opt-in)
+ *   The caller promises that the calls recording on s (enqueues, and waits
+ *   of s on another stream) never overlap and each happens-before the next
+ *   (ledger.h). Then the issuer is the only writer of tail and has seen its
+ *   own last write, so the reservation is a load of tail, the same check
+ *   against tail_end, and a release store of t + 1 (pairing with ldg_mark's
+ *   acquire as the CAS's release half did): no locked read-modify-write.
+ *   Everything after the reservation — the slot, the publishing CAS, a
+ *   release that overtakes it — is unchanged: releases, marks and queries
+ *   still come from any thread.
+ *   What the CAS also gave was the destroy handshake's store->load order
+ *   (DESTROY above: the enqueuer's seq_cst RMW of tail before its seq_cst
+ *   load of destroyed). A store, even seq_cst, gives that only with a full
+ *   fence after it, which costs what the CAS did. So the handshake becomes
+ *   asymmetric (rcu.h, ldg__asym_*): the enqueuer orders its store of tail
+ *   before its load of destroyed with a compiler barrier only, and the
+ *   destroyer (ldg__mark_destroyed, for single-issuer streams), between its
+ *   seq_cst CAS of destroyed and its seq_cst load of tail, calls
+ *   membarrier, which runs a full barrier on every thread of the process
+ *   that is running (a thread switched out has passed one). That barrier
+ *   falls either after the enqueuer's store of tail — the destroyer's load
+ *   then sees the seq, and its walk takes or abandons the slot as above —
+ *   or before the enqueuer's load of destroyed, which then sees the flag,
+ *   and the enqueuer retracts. The two outcomes of DESTROY, and nothing
+ *   else. Without membarrier both sides use seq_cst fences (C11's form of
+ *   the same argument). Model: ledger/model/destroy_sb.pml, SB_SINGLE
+ *   (membarrier as "every store buffer drains"; the mutant
+ *   BUG_SB_NO_MEMBARRIER leaves an accepted entry unreleased).
+ *   A broken promise (two issuers at once) is undefined: both may store
+ *   the same t + 1 and fill one slot. Builds without NDEBUG catch two
+ *   calls that overlap: each recording call exchanges s->issuing to 1 on
+ *   entry and stores 0 before it returns or runs a keep, and aborts if it
+ *   found 1.
+ *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
  *   tail_end, touching no segment. From then on the slot of seq is
@@ -102,6 +138,7 @@
  *   segments) enter a read-side section.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ledger/atomics.h"
@@ -159,6 +196,7 @@ static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
         *seq = t + 1;
         return LDG_OK;
       }
+      LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
       continue;
     }
     ldg__rcu_read_lock();
@@ -167,6 +205,55 @@ static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
     if (rc != LDG_OK) return rc;
   }
 }
+
+/* Reserves the next seq of a single-issuer stream (SINGLE-ISSUER STREAMS):
+ * nobody else writes tail, so a load and a store do what the CAS did. */
+static int ldg__ring_reserve_single(ldg_stream *s, ldg_seq *seq) {
+  for (;;) {
+    /* tail: relaxed, the value this issuer stored last (or one a previous
+     * issuer stored before handing s over: ordered by the caller's
+     * happens-before). tail_end: acquire, as in ldg__ring_reserve. */
+    ldg_seq t = ldg__load_relaxed(&s->tail);
+    ldg_seq end = ldg__load_acquire(&s->tail_end);
+    if (t + 1 < end) {
+      /* Release: pairs with the acquire load in ldg_mark, as the CAS's
+       * release half does (after our acquire of tail_end). The destroy
+       * handshake's order: ldg__ring_enqueue's ldg__asym_light. */
+      ldg__store_release(&s->tail, t + 1);
+      *seq = t + 1;
+      return LDG_OK;
+    }
+    ldg__rcu_read_lock();
+    int rc = ldg__ring_extend(s, end);
+    ldg__rcu_read_unlock();
+    if (rc != LDG_OK) return rc;
+  }
+}
+
+/* Builds without NDEBUG: catch two calls recording on one single-issuer
+ * stream at once (the caller's promise broken). */
+#ifndef NDEBUG
+static void ldg__issuing_begin(ldg_stream *s) {
+  if (!(s->flags & LDG_STREAM_SINGLE_ISSUER)) return;
+  /* acq_rel: a check, not a synchronisation the protocol relies on. */
+  if (ldg__exchange_acq_rel(&s->issuing, 1u) != 0) {
+    fprintf(stderr,
+            "streamledger: two calls record on single-issuer stream %llu "
+            "at once (LDG_STREAM_SINGLE_ISSUER: the caller promised one "
+            "at a time)\n",
+            (unsigned long long)s->id);
+    abort();
+  }
+}
+static void ldg__issuing_end(ldg_stream *s) {
+  /* Release: the next issuer's exchange sees this call done. */
+  if (s->flags & LDG_STREAM_SINGLE_ISSUER)
+    ldg__store_release(&s->issuing, 0u);
+}
+#else
+#define ldg__issuing_begin(s) ((void)0)
+#define ldg__issuing_end(s) ((void)0)
+#endif
 
 /* The segment of a seq this thread reserved and has not resolved: it and all
  * later segments are pinned (ENQUEUE WITHOUT A READ-SIDE SECTION). */
@@ -241,9 +328,15 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     return LDG_EDESTROYED;
   }
 
-  ldg_seq seq;
-  int rc = ldg__ring_reserve(s, &seq);
+  /* s->flags: immutable after creation (read-mostly line); read where
+   * needed rather than kept in a register across the enqueue. */
+  ldg__issuing_begin(s);
+  ldg_seq seq = 0;
+  int rc = __builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)
+               ? ldg__ring_reserve_single(s, &seq)
+               : ldg__ring_reserve(s, &seq);
   if (rc != LDG_OK) {
+    ldg__issuing_end(s);
     ldg__ext_free_now(ext);
     return rc;
   }
@@ -252,8 +345,19 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
   LDG__HOOK(LDG__HOOK_ENQUEUE_RESERVED, s);
 
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
-   * seq_cst CAS. */
-  if (ldg__load_seq_cst(&s->destroyed)) {
+   * seq_cst CAS; on a single-issuer stream, after the reserving store and
+   * the light side of the asymmetric fence (SINGLE-ISSUER STREAMS), whose
+   * heavy side the destroyer runs between its CAS and its load of tail. */
+  bool gone;
+  if (__builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)) {
+    ldg__asym_light();
+    /* Relaxed would do for the handshake (the fences order it); acquire
+     * pairs with the destroyer's CAS, as the early refusal's. */
+    gone = ldg__load_acquire(&s->destroyed);
+  } else {
+    gone = ldg__load_seq_cst(&s->destroyed);
+  }
+  if (gone) {
     /* An exchange, whatever the destroyer left (EMPTY or ABANDONED); it
      * publishes nothing: a destroyer that reads RETRACTED (acquire) skips
      * the slot without touching it. */
@@ -263,6 +367,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
      * pool_cb says how it reaches the pool callback). */
     ldg__store_relaxed(&g->dirty, true);
+    ldg__issuing_end(s);
     ldg__resolve_one(s, g);
     ldg__ext_free_now(ext);
     return LDG_EDESTROYED;
@@ -287,6 +392,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
    * release walk and in the queries). Fails only if a release abandoned the
    * slot to us (the failure's acquire pairs with that CAS). */
   if (ldg__cas_acq_rel(&slot->state, &expected, (uint32_t)LDG__SLOT_FULL)) {
+    ldg__issuing_end(s);
     LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     if (seq_out != NULL) *seq_out = seq;
     return LDG_OK;
@@ -297,6 +403,7 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
    * payload: it can be freed at once. The release that abandoned it is done
    * with it: back to EMPTY for the segment's next life. Relaxed: ordered
    * by the resolve below, as in ldg__take_chunk. */
+  ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
   ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
   ldg__resolve_one(s, g);
   ldg__ext_free_now(ext);

@@ -75,6 +75,7 @@ pass  wait.pml  -DWCFG_S
 pass  ring.pml  -DCFG_EEC
 pass  ring.pml  -DCFG_EET
 pass  destroy_sb.pml
+pass  destroy_sb.pml  -DSB_SINGLE
 pass  unlink_sb.pml
 pass  extend_mp.pml
 pass  spare.pml
@@ -97,6 +98,7 @@ fail  destroy_sb.pml  -DBUG_SB_DESTROY_CAS
 fail  destroy_sb.pml  -DBUG_SB_TAIL_LOAD
 fail  destroy_sb.pml  -DBUG_SB_RESERVE_CAS
 fail  destroy_sb.pml  -DBUG_SB_DESTROYED_LOAD
+fail  destroy_sb.pml  -DSB_SINGLE -DBUG_SB_NO_MEMBARRIER
 fail  unlink_sb.pml  -DBUG_SETTLE_NO_FENCE
 fail  unlink_sb.pml  -DBUG_PUSHER_NO_FENCE
 fail  unlink_sb.pml  -DBUG_HOLDER_NO_FENCE
@@ -130,6 +132,9 @@ reach ring.pml  -DCFG_EET -DPROBE_TRIM_HELD
 reach destroy_sb.pml  -DPROBE_SB_STALE
 reach destroy_sb.pml  -DPROBE_SB_RETRACT
 reach destroy_sb.pml  -DPROBE_SB_ABANDON
+reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_STALE
+reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_RETRACT
+reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_ABANDON
 reach unlink_sb.pml  -DPROBE_UL_HANDOFF
 reach unlink_sb.pml  -DPROBE_UL_STALE
 reach extend_mp.pml  -DPROBE_MP_STALE

@@ -64,6 +64,17 @@
  * buffers are exercised in the correct protocol), PROBE_SB_RETRACT (an
  * enqueuer retracts), PROBE_SB_ABANDON (the destroyer abandons a reserved
  * slot to its enqueuer).
+ *
+ * SB_SINGLE: a single-issuer stream (ring.c, SINGLE-ISSUER STREAMS). The two
+ * enqueuers are issuers that take turns: the second starts only after the
+ * first returned and its stores drained (a mutex handoff: the unlock is a
+ * release). Each reserves with a load of tail and a release store of t + 1
+ * (REL rule: buffered, not seq_cst), then loads destroyed with no wait
+ * (ldg__asym_light is a compiler barrier only). The destroyer, between its
+ * CAS of destroyed and its load of tail, calls membarrier
+ * (ldg__asym_heavy): every thread runs a full barrier, i.e. every store
+ * buffer drains, at that step. Mutant BUG_SB_NO_MEMBARRIER leaves it out:
+ * an accepted entry nobody releases.
  */
 
 #define NE 2         /* enqueuers, one enqueue each */
@@ -99,6 +110,12 @@
 #define SC_DESTROYED_LOAD 0
 #else
 #define SC_DESTROYED_LOAD 1
+#endif
+
+#if defined(SB_SINGLE) && !defined(BUG_SB_NO_MEMBARRIER)
+#define SB_MEMBARRIER 1
+#else
+#define SB_MEMBARRIER 0
 #endif
 
 #define PROBE_AT(c) if :: (c) -> assert(false) :: else fi
@@ -154,6 +171,18 @@ byte rel[NT];    /* times its keep ran */
 /* W: a buffered write reaches memory, at any step. */
 #define FLUSH_D(t) atomic { bd_full[t] -> destroyed = bd_v[t]; bd_full[t] = 0; bd_sc[t] = 0 }
 #define FLUSH_T(t) atomic { bt_full[t] -> tail = bt_v[t]; bt_full[t] = 0; bt_sc[t] = 0 }
+/* membarrier: every thread's buffer drains, in one step. (destroyed has one
+ * writer, tail one at a time: the order of the drains does not matter.) */
+#define DRAIN_ALL()                                                        \
+  atomic {                                                                 \
+    if :: bd_full[0] -> FLUSH_D(0) :: else fi;                             \
+    if :: bd_full[1] -> FLUSH_D(1) :: else fi;                             \
+    if :: bd_full[2] -> FLUSH_D(2) :: else fi;                             \
+    if :: bt_full[0] -> FLUSH_T(0) :: else fi;                             \
+    if :: bt_full[1] -> FLUSH_T(1) :: else fi;                             \
+    if :: bt_full[2] -> FLUSH_T(2) :: else fi                              \
+  }
+
 proctype Flusher() {
 end:
   do
@@ -180,6 +209,9 @@ proctype Destroyer() {
   :: !ok -> goto done
   :: else
   fi;
+#if SB_MEMBARRIER
+  DRAIN_ALL();   /* ldg__asym_heavy: membarrier */
+#endif
   /* load tail (SC rule if seq_cst) */
   atomic {
     (!SC_TAIL_LOAD || NO_SC_PENDING(T)) ->
@@ -217,9 +249,31 @@ done:
 
 proctype Enqueuer() {
   byte t, seq; bool d, ok;
+#ifdef SB_SINGLE
+  /* Issuers take turns: the second begins after the first returned, its
+   * stores drained (the caller's mutex). */
+  (T == 1 || eres[1] != R_NONE && BUFFER_EMPTY(1));
+#endif
   /* early refusal: acquire load destroyed */
   if
   :: atomic { LOAD_D(T) -> eres[T] = R_REFUSED }
+#ifdef SB_SINGLE
+  :: else ->
+     /* ldg__ring_reserve_single: load tail, release store t + 1 (REL rule,
+      * not seq_cst); no other issuer writes tail meanwhile */
+     atomic {
+       BUFFER_EMPTY(T) ->
+       t = LOAD_T(T);
+       assert(t < NSEQ);
+       bt_full[T] = 1; bt_v[T] = t + 1; bt_sc[T] = 0;
+       seq = t + 1; eseq[T] = seq; t = 0
+     }
+     /* ldg__asym_light (compiler barrier), load destroyed: no wait */
+     atomic {
+       d = LOAD_D(T);
+       P_STALE(!bd_full[T] && OTHERS_BUFFER_D(T))
+     }
+#else
   :: else ->
      /* ldg__ring_reserve: relaxed load tail, then CAS tail t -> t + 1 */
      do
@@ -246,6 +300,7 @@ proctype Enqueuer() {
        d = LOAD_D(T);
        P_STALE(!bd_full[T] && OTHERS_BUFFER_D(T))
      }
+#endif
      if
      :: d ->
         atomic {                                 /* exchange RETRACTED (REL rule) */

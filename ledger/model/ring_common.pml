@@ -40,7 +40,12 @@
  *                            each segment freed after a grace period
  *                            (ldg__seg_free_cb, segment.c)
  *   ring.c
- *   inline ring_reserve      ldg__ring_reserve
+ *   inline ring_reserve      ldg__ring_reserve; also ldg__ring_reserve_single
+ *                            (single-issuer streams) with one enqueuer per
+ *                            stream: under sequential consistency its load
+ *                            and store of tail are this CAS when nobody else
+ *                            writes tail (it always succeeds); its memory
+ *                            orders are destroy_sb.pml's SB_SINGLE
  *   inline seg_of_reserved   ldg__seg_of_reserved
  *   inline resolve_one       ldg__resolve_one
  *   inline enqueue           ldg__ring_enqueue (from ldg_enqueue, ldg_add_wait)

@@ -906,9 +906,12 @@ static void op_create(void) {
   int device = (int)rnd(N_DEV);
   unsigned flags = chance(45) ? LDG_STREAM_NONBLOCKING : 0;
   bool with_drain = flags ? true : chance(50);
+  /* Single-threaded, so every stream keeps the single-issuer promise: the
+   * mode must not change a single answer. */
+  if (chance(30)) flags |= LDG_STREAM_SINGLE_ISSUER;
   bool l_null = variant == 1, out_null = variant == 2;
   if (variant == 3) device = -1 - (int)rnd(3);
-  if (variant == 4) flags |= 2u << rnd(4);
+  if (variant == 4) flags |= 4u << rnd(4);
   if (variant == 5) {
     flags = LDG_STREAM_NONBLOCKING;
     with_drain = false;
@@ -934,7 +937,8 @@ static void op_create(void) {
       fail("stream id %" PRIu64 " after %" PRIu64 ": ids start at 1 and are "
            "never reused", id, G.last_id);
     G.last_id = id;
-    idx = mdl_stream_add(&G.m, id, device, flags != 0);
+    idx = mdl_stream_add(&G.m, id, device,
+                         (flags & LDG_STREAM_NONBLOCKING) != 0);
     sync_mirrors();
     G.ts[idx].h = s;
   }

@@ -76,7 +76,7 @@ static void test_accessors_and_create_errors(void) {
   CHECK_RC(ldg_stream_create(NULL, 0, 0, NULL, NULL, &x), LDG_EINVAL);
   CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, NULL), LDG_EINVAL);
   CHECK_RC(ldg_stream_create(l, -1, 0, NULL, NULL, &x), LDG_EINVAL);
-  CHECK_RC(ldg_stream_create(l, 0, 2u, noop_drain, NULL, &x), LDG_EINVAL);
+  CHECK_RC(ldg_stream_create(l, 0, 4u, noop_drain, NULL, &x), LDG_EINVAL);
   CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_NONBLOCKING | 0x80u, noop_drain,
                              NULL, &x),
            LDG_EINVAL);
