@@ -79,19 +79,20 @@
  *   benchmark).
  *   - Thread caches: one per (thread, pool), per class a short stack, owned
  *     by its thread; alloc and free touch only it on the common path.
- *   - Shared lists: per class, a stack pushed lock-free (CAS on the head;
- *     ABA-safe for pushes) by frees that overflow a thread cache and by the
- *     keeps that return held blocks, and popped under the class's take-mutex
- *     only (a single popper makes the pops ABA-free), a batch at a time.
+ *   - Shared lists: per class, a stack of free blocks, pushed and taken
+ *     without a lock (SHARED LISTS WITHOUT A LOCK, below).
  *   - The pool mutex: slab lists, segments and their page bitmaps, the
  *     address map's writers, the stream registry. Never held across a
  *     driver call that may block for long, nor while keeps run. The
  *     registry mutex (process-wide): creating and retiring thread caches,
- *     pool slots.
- *   - Trim takes the trim mutex, then one class at a time that class's
- *     take-mutex: pops its shared list, unlinks each slab all of whose
- *     blocks it holds (a slab serves one class), and pushes the rest back;
- *     then, with only the trim mutex, it frees each unlinked slab (its own
+ *     pool slots. Both, and the trim mutex, only on rare paths (sl_pool.h's
+ *     table): alloc, free and the pool calls take none once a thread has
+ *     its cache and its streams are registered (counted by
+ *     slp__test_mutexes_taken).
+ *   - Trim takes the trim mutex, then one class at a time takes the
+ *     class's shared list whole, unlinks each slab all of whose blocks it
+ *     holds (a slab serves one class), and pushes the rest back; then,
+ *     with only the trim mutex, it frees each unlinked slab (its own
  *     driver allocation) or gives its pages back to its segment, freeing
  *     the segment once empty (the pool mutex for the bitmap).
  *   - free by pointer: an open-addressing map from block address to block,
@@ -124,8 +125,9 @@
  * THE OWNER'S INBOX
  *   The keeps the engine thread still wins (at 16 request threads about
  *   half) pushed their blocks to the class's shared list, and every request
- *   thread whose cache ran dry popped that list under its take-mutex, one
- *   CAS per block while the engine pushed: on the H200 the request threads
+ *   thread whose cache ran dry popped that list under its take-mutex (since
+ *   replaced: SHARED LISTS WITHOUT A LOCK), one CAS per block while the
+ *   engine pushed: on the H200 the request threads
  *   waited in futex ~70 % of the time (bench/RESULTS.md, issue 10). Now
  *   slp_free records the freeing thread's inbox in the block (b->inbox,
  *   before its CAS, which the returning keep's decrement reads), and a keep
@@ -142,6 +144,43 @@
  *   the pool, so a late pusher never touches freed memory, and a later
  *   thread reopens a closed one.
  *
+ * SHARED LISTS WITHOUT A LOCK
+ *   Each size class has one shared stack of FREE blocks (linked by
+ *   b->next). It was popped one block at a time under the class's
+ *   take-mutex (the single popper made the pops ABA-free); the issue asks
+ *   that alloc and free take no lock, and a thread whose cache ran dry
+ *   took that mutex. Now nobody pops one block:
+ *   - Push (a free that overflows its cache, a keep, a flush, a trim's
+ *     survivors): link the chain's last block to the head read, CAS the
+ *     head to the chain's first (release). ABA-safe: the CAS only claims
+ *     "the head is still what my last block points to", which is true
+ *     whatever happened in between; the pusher owns its chain until the
+ *     CAS succeeds and never touches it after.
+ *   - Take (a dry cache, a trim, a borrow): atomic exchange of the head
+ *     with NULL (acquire): the taker gets the whole chain and reads no
+ *     block before it owns it. The ABA of a Treiber pop (read head, read
+ *     head->next, CAS head from head to next while head was popped,
+ *     reused and pushed again: next stale) needs a read of a node before
+ *     the CAS that claims it; an exchange has none. Memory safety follows
+ *     too: every block a taker reads is in its own chain (no other thread
+ *     writes b->next of a listed block: pushers link only their own
+ *     chains, takers only theirs). The acquire pairs with the release of
+ *     every push: all writes of the head are RMWs (one release sequence),
+ *     so the links and each block's history (a keep's proof of
+ *     completion, the ASan poison) happen-before the taker reads them.
+ *   - Put back (what a taker does not keep: a dry cache keeps one block
+ *     and half its room, a borrow one, a trim the blocks of slabs it
+ *     frees): a CAS of the head from NULL to the rest of the chain, whose
+ *     tail is not walked (the list may be long). If blocks were pushed
+ *     since the take, that (short) chain is taken too, walked to its
+ *     tail, linked in front of ours, and the CAS tried again. Lock-free:
+ *     the CAS fails only when another push or take succeeded.
+ *   The price: while a taker holds the list (a walk of at most half a
+ *   cache's room; a trim's slab scan), another thread finds the class
+ *   empty and goes on as at a miss (inboxes, a poll, a spare block) and
+ *   may carve a new slab: at most a slab per such race, later reused or
+ *   trimmed. Waiting for the taker instead would be the lock again.
+ *
  * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
  * come back), then synchronise only the streams the pool saw work on that
  * still have pending entries; retry after each; then LDG_ENOMEM.
@@ -157,6 +196,7 @@
 #include <time.h>
 
 #include "cuda/sl_engine.h"
+#include "pool/pool_testing.h"
 #include "pool/sl_pool.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -182,6 +222,26 @@
 #define slp__cas_weak_acq_rel(p, e, d)                                    \
   atomic_compare_exchange_weak_explicit((p), (e), (d), memory_order_acq_rel, \
                                         memory_order_acquire)
+
+/* Every pool mutex is taken through these: each acquisition is counted
+ * per thread, for pool_testing.h's slp__test_mutexes_taken (the tests
+ * assert that alloc, use and free on the common and dry-cache paths take
+ * none). A thread-local increment beside a mutex: nothing on the paths
+ * that take no mutex. */
+static _Thread_local uint64_t slp__mutexes_taken;
+
+uint64_t slp__test_mutexes_taken(void) { return slp__mutexes_taken; }
+
+static void slp__lock(pthread_mutex_t *mu) {
+  pthread_mutex_lock(mu);
+  slp__mutexes_taken++;
+}
+
+static bool slp__trylock(pthread_mutex_t *mu) {
+  if (pthread_mutex_trylock(mu) != 0) return false;
+  slp__mutexes_taken++;
+  return true;
+}
 
 #define SLP__MIN_SHIFT 9
 #define SLP__NCLASS (2 * (20 - SLP__MIN_SHIFT) + 1 + 8 * (40 - 20))
@@ -336,8 +396,7 @@ struct slp_pool {
   atomic_uint_fast64_t streams_gen;
   pthread_mutex_t trim_mu;
   struct {
-    _Alignas(64) _Atomic(slp_block *) head;
-    pthread_mutex_t take_mu;
+    _Alignas(64) _Atomic(slp_block *) head; /* SHARED LISTS WITHOUT A LOCK */
   } shared[SLP__NCLASS];
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
@@ -455,11 +514,11 @@ static void slp__unpoison(slp_block *b) {
   if (slp__poisons(b->pool)) SLP__UNPOISON(b->addr, b->cap);
 }
 
-/* ---- Shared lists ------------------------------------------------------ */
+/* ---- Shared lists (SHARED LISTS WITHOUT A LOCK) ------------------------- */
 
 /* Pushes the chain first..last (linked by next) lock-free. Release: the
  * links and everything before the push (a keep's proof of completion)
- * happen-before a pop that acquires the head. */
+ * happen-before the take that acquires the head. */
 static void slp__shared_push(slp_pool *p, int cls, slp_block *first,
                              slp_block *last) {
   _Atomic(slp_block *) *head = &p->shared[cls].head;
@@ -469,14 +528,35 @@ static void slp__shared_push(slp_pool *p, int cls, slp_block *first,
   } while (!slp__cas_weak_acq_rel(head, &old, first));
 }
 
-/* Under the class's take-mutex (the only popper): pops one block. */
-static slp_block *slp__shared_pop(slp_pool *p, int cls) {
+/* Takes the class's whole list (NULL if empty): one exchange, no node read
+ * before the chain is ours. Acquire pairs with the pushers' release CASes
+ * (every write of the head is an RMW: one release sequence). */
+static slp_block *slp__shared_take(slp_pool *p, int cls) {
+  if (slp__load_relaxed(&p->shared[cls].head) == NULL) return NULL;
+  return atomic_exchange_explicit(&p->shared[cls].head, NULL,
+                                  memory_order_acquire);
+}
+
+/* Gives back what a taker did not keep: the chain from `chain` (NULL-
+ * terminated, its tail not known: it may be long). Into an empty list, one
+ * CAS. If blocks were pushed since the take, their chain (short: pushed in
+ * that window) is taken too, walked, and ours linked behind it; then the
+ * CAS again. Lock-free: a failed CAS means another push or take won. */
+static void slp__shared_put_back(slp_pool *p, int cls, slp_block *chain) {
   _Atomic(slp_block *) *head = &p->shared[cls].head;
-  /* Acquire pairs with the pusher's CAS: b->next and the block's history. */
-  slp_block *b = slp__load_acquire(head);
-  while (b != NULL && !slp__cas_weak_acq_rel(head, &b, b->next)) {
+  slp_block *old = NULL;
+  /* Release: the links (ours and those we walk) before the next take. */
+  while (!slp__cas_weak_acq_rel(head, &old, chain)) {
+    if (old == NULL) continue; /* a spurious failure */
+    slp_block *theirs = slp__shared_take(p, cls);
+    if (theirs != NULL) {
+      slp_block *t = theirs;
+      while (t->next != NULL) t = t->next;
+      t->next = chain;
+      chain = theirs;
+    }
+    old = NULL;
   }
-  return b;
 }
 
 /* ---- Inboxes (THE OWNER'S INBOX) ----------------------------------------- */
@@ -628,7 +708,7 @@ static void slp__thread_exit(void *arg) {
   for (int i = 0; i < SLP_MAX_POOLS; i++) {
     slc_stream *drop[8];
     size_t n = 0;
-    pthread_mutex_lock(&slp__reg_mu);
+    slp__lock(&slp__reg_mu);
     if (slots[i] != NULL) slp__tc_retire(slots[i], drop, &n);
     slots[i] = NULL;
     pthread_mutex_unlock(&slp__reg_mu);
@@ -659,7 +739,7 @@ __attribute__((noinline)) static struct slp__tcache *slp__tc_create(
   memset(in, 0, in_bytes);
   slc_stream *drop[8];
   size_t n_drop = 0;
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   if (tc != NULL) slp__tc_retire(tc, drop, &n_drop); /* a destroyed pool's */
   if (p->inbox_free != NULL) {
     free(in);
@@ -871,7 +951,7 @@ static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool small,
                               uintptr_t *base, struct slp__seg **seg) {
   *seg = NULL;
   if (small) {
-    pthread_mutex_lock(&p->mu);
+    slp__lock(&p->mu);
     *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
     if (*base != 0) return CUDA_SUCCESS;
     pthread_mutex_unlock(&p->mu);
@@ -882,7 +962,7 @@ static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool small,
   if (cr != CUDA_SUCCESS) return cr;
   if (!small) {
     *base = mem;
-    pthread_mutex_lock(&p->mu);
+    slp__lock(&p->mu);
     return CUDA_SUCCESS;
   }
   struct slp__seg *g = calloc(1, sizeof(*g));
@@ -891,7 +971,7 @@ static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool small,
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   g->base = mem;
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   g->next = p->segs;
   p->segs = g;
   /* g is first and empty: the take cannot fail. */
@@ -907,7 +987,7 @@ static size_t slp__slab_release(slp_pool *p, struct slp__slab *sl) {
     slp__driver_free(p, sl->base, sl->bytes);
     return sl->bytes;
   }
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   struct slp__seg *g = slp__seg_put(p, sl->seg, sl->base, sl->bytes, true);
   pthread_mutex_unlock(&p->mu);
   sl->seg = NULL;
@@ -1000,23 +1080,18 @@ static int_fast64_t slp__cached(slp_pool *p) {
          slp__load_relaxed(&p->held);
 }
 
-/* Under trim_mu and class k's take-mutex: pops the class's shared list,
- * unlinks each slab all of whose blocks it holds (while more than keep
+/* Under trim_mu: takes the class's shared list whole, unlinks each slab all of whose blocks it holds (while more than keep
  * stays cached), pushes the other blocks back. Returns the slabs to free,
  * their bytes in *unlinked (still counted as reserved until freed; a
  * small class's slab frees driver memory only when its segment empties,
  * so a trim to keep > 0 may stop with more than keep cached). */
 static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
                                          size_t *unlinked) {
-  slp_block *popped = NULL, *b;
-  while ((b = slp__shared_pop(p, k)) != NULL) {
-    b->next = popped;
-    popped = b;
-    b->slab->scratch++;
-  }
+  slp_block *popped = slp__shared_take(p, k);
   if (popped == NULL) return NULL;
+  for (slp_block *b = popped; b != NULL; b = b->next) b->slab->scratch++;
   struct slp__slab *done = NULL;
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   for (struct slp__slab **link = &p->slabs; *link != NULL;) {
     struct slp__slab *sl = *link;
     if (sl->cls == k && sl->scratch == sl->n &&
@@ -1056,14 +1131,12 @@ static size_t slp__trim_locked(slp_pool *p, size_t keep) {
   for (int k = 0; k < SLP__NCLASS; k++) {
     if (slp__load_relaxed(&p->shared[k].head) == NULL) continue;
     size_t unlinked = 0;
-    pthread_mutex_lock(&p->shared[k].take_mu);
     struct slp__slab *done = slp__trim_class(p, k, keep, &unlinked);
-    pthread_mutex_unlock(&p->shared[k].take_mu);
     while (done != NULL) {
       struct slp__slab *sl = done;
       done = sl->next;
       released += slp__slab_release(p, sl);
-      pthread_mutex_lock(&p->mu);
+      slp__lock(&p->mu);
       sl->next = p->retired[sl->cls];
       p->retired[sl->cls] = sl;
       pthread_mutex_unlock(&p->mu);
@@ -1077,7 +1150,7 @@ int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released) {
   if (p == NULL) return slc_set_error(LDG_EINVAL, "slp_trim", "pool is NULL");
   struct slp__tcache *tc = slp__tc(p);
   if (tc != NULL) slp__tc_flush_all(p, tc);
-  pthread_mutex_lock(&p->trim_mu);
+  slp__lock(&p->trim_mu);
   size_t r = slp__trim_locked(p, keep_bytes);
   pthread_mutex_unlock(&p->trim_mu);
   slp__prune_streams(p);
@@ -1089,7 +1162,7 @@ int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released) {
  * bump makes every thread forget what it registered (a new stream may get
  * a freed handle's address). */
 static void slp__prune_streams(slp_pool *p) {
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   size_t n = 0, dead = 0;
   slc_stream **gone = malloc((p->n_streams + 1) * sizeof(*gone));
   for (size_t i = 0; gone != NULL && i < p->n_streams; i++) {
@@ -1162,7 +1235,7 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
         tc->bytes > p->cfg.thread_cache_bytes) {
       slp__tc_flush_class(p, tc, k, tc->cls[k].n / 2);
       if (slp__cached(p) > (int_fast64_t)p->cfg.release_threshold &&
-          pthread_mutex_trylock(&p->trim_mu) == 0) {
+          slp__trylock(&p->trim_mu)) {
         slp__trim_locked(p, p->cfg.release_threshold / 2);
         pthread_mutex_unlock(&p->trim_mu);
       }
@@ -1380,7 +1453,7 @@ static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
  * thread's balance. Takes the registry mutex. */
 static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
                                  int_fast64_t *req, int_fast64_t *held) {
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   int_fast64_t a = slp__load_relaxed(&p->allocated);
   int_fast64_t r = slp__load_relaxed(&p->requested);
   int_fast64_t h = slp__load_relaxed(&p->held);
@@ -1411,19 +1484,19 @@ static slp_block *slp__take(slp_pool *p, struct slp__tcache *tc, int cls) {
     tc->bytes -= b->cap;
     return b;
   }
-  if (slp__load_relaxed(&p->shared[cls].head) == NULL) return NULL;
-  pthread_mutex_lock(&p->shared[cls].take_mu);
-  b = slp__shared_pop(p, cls);
+  /* Dry: the class's whole shared list, with one exchange; one block for
+   * this alloc, up to half the cache's room for the next ones, the rest
+   * back (SHARED LISTS WITHOUT A LOCK). */
+  b = slp__shared_take(p, cls);
+  if (b == NULL) return NULL;
+  slp_block *rest = b->next;
   unsigned batch = slp__class_cap(p, cls) / 2;
-  for (unsigned i = 0; b != NULL && i < batch; i++) {
-    slp_block *x = slp__shared_pop(p, cls);
-    if (x == NULL) break;
-    x->next = tc->cls[cls].head;
-    tc->cls[cls].head = x;
-    tc->cls[cls].n++;
-    tc->bytes += x->cap;
+  for (unsigned i = 0; rest != NULL && i < batch; i++) {
+    slp_block *x = rest;
+    rest = x->next;
+    slp__tc_push(tc, x);
   }
-  pthread_mutex_unlock(&p->shared[cls].take_mu);
+  if (rest != NULL) slp__shared_put_back(p, cls, rest);
   return b;
 }
 
@@ -1452,7 +1525,7 @@ static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
 
 /* Synchronises the registered streams with pending work. */
 static void slp__sync_holders(slp_pool *p) {
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   size_t n = p->n_streams;
   slc_stream **v = n ? malloc(n * sizeof(*v)) : NULL;
   if (v == NULL) n = 0;
@@ -1536,7 +1609,7 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
     *reused = true;
     return CUDA_SUCCESS;
   }
-  pthread_mutex_lock(&p->trim_mu);
+  slp__lock(&p->trim_mu);
   slp__trim_locked(p, 0);
   pthread_mutex_unlock(&p->trim_mu);
   return slp__carve(p, tc, cls, out);
@@ -1560,18 +1633,18 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
  * the fast path is untouched. */
 #define SLP__LEND_MAX 3
 
-/* Under the class's take-mutex: pops a block of class k only if another
- * stays on the shared list, or `others` are cached elsewhere. */
-static slp_block *slp__shared_pop_spare(slp_pool *p, int k, unsigned others) {
-  pthread_mutex_lock(&p->shared[k].take_mu);
-  slp_block *b = slp__shared_pop(p, k);
-  if (b != NULL && others == 0 &&
-      slp__load_relaxed(&p->shared[k].head) == NULL) {
-    b->next = NULL; /* the last one: back (we are the only popper) */
-    slp__shared_push(p, k, b, b);
-    b = NULL;
+/* A block of class k's shared list only if another stays there, or
+ * `others` are cached elsewhere: the whole list taken, one kept, the rest
+ * (or the only one) back. */
+static slp_block *slp__shared_take_spare(slp_pool *p, int k,
+                                         unsigned others) {
+  slp_block *b = slp__shared_take(p, k);
+  if (b == NULL) return NULL;
+  if (b->next == NULL && others == 0) {
+    slp__shared_put_back(p, k, b); /* the last one */
+    return NULL;
   }
-  pthread_mutex_unlock(&p->shared[k].take_mu);
+  if (b->next != NULL) slp__shared_put_back(p, k, b->next);
   return b;
 }
 
@@ -1587,7 +1660,7 @@ static slp_block *slp__borrow(slp_pool *p, struct slp__tcache *tc, int cls,
     if (listed >= 2 || (listed == 1 && shared))
       b = slp__so_take(tc, k, s); /* ALLOC, home s, fresh as it says */
     if (b == NULL && shared) /* FREE: slp_alloc makes s its home */
-      b = slp__shared_pop_spare(p, k, listed);
+      b = slp__shared_take_spare(p, k, listed);
     if (b != NULL) return b;
   }
   return NULL;
@@ -1828,7 +1901,7 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
   uint64_t gen = slp__load_acquire(&p->streams_gen);
   for (unsigned i = 0; i < 8; i++)
     if (tc->seen[i].s == s && tc->seen[i].gen == gen) return;
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   bool found = false;
   for (size_t i = 0; i < p->n_streams && !found; i++)
     found = p->streams[i] == s;
@@ -2157,7 +2230,7 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   memset(out, 0, sizeof(*out));
   struct slp__tcounts sum;
   memset(&sum, 0, sizeof(sum));
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   slp__counts_add(&sum, &p->gone);
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next)
     slp__counts_add(&sum, &tc->n);
@@ -2208,7 +2281,7 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
   size_t n = 0;
   uint64_t now = slp__now_ns();
   ldg_ledger *l = slc_context_ledger(p->c);
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
     for (size_t i = 0; i < sl->n; i++) {
       slp_block *b = &sl->blocks[i];
@@ -2241,7 +2314,7 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
 /* Blocks an owner holds (ALLOC), not counting held ones. */
 static size_t slp__count_allocated(slp_pool *p) {
   size_t n = 0;
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
     for (size_t i = 0; i < sl->n; i++)
       n += (slp__load_acquire(&sl->blocks[i].st) & SLP__ALLOC) != 0;
@@ -2269,9 +2342,7 @@ static int slp__create(slc_context *c, int device, const slp_config *cfg,
     p->cfg.thread_cache_bytes = (size_t)4 << 20;
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->trim_mu, NULL);
-  for (int k = 0; k < SLP__NCLASS; k++)
-    pthread_mutex_init(&p->shared[k].take_mu, NULL);
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   p->index = -1;
   for (int i = 0; i < SLP_MAX_POOLS && p->index < 0; i++)
     if (slp__pools[i] == NULL) p->index = i;
@@ -2325,7 +2396,7 @@ int slp_pool_destroy(slp_pool *p) {
   /* Every cache's stream references go now (the context may be destroyed
    * next); the caches themselves are freed by their threads. */
   size_t n_tc = 0, n_drop = 0;
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) n_tc++;
   slc_stream **drop = malloc((n_tc + 1) * 8 * sizeof(*drop));
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
@@ -2374,8 +2445,6 @@ int slp_pool_destroy(slp_pool *p) {
   }
   for (size_t i = 0; i < p->n_streams; i++) slc_stream_unref(p->streams[i]);
   free(p->streams);
-  for (int k = 0; k < SLP__NCLASS; k++)
-    pthread_mutex_destroy(&p->shared[k].take_mu);
   pthread_mutex_destroy(&p->trim_mu);
   pthread_mutex_destroy(&p->mu);
   free(p);
