@@ -372,6 +372,7 @@ struct slp__tcache {
   struct {
     slc_stream *s;
     uint64_t gen;
+    uint64_t id; /* ldg_stream_id of s, for slp_alloc's block info */
   } seen[8];
   unsigned seen_next;
 };
@@ -382,6 +383,7 @@ struct slp_pool {
   int index;
   uint64_t uid;
   slp_config cfg;
+  uint16_t class_cap[SLP__NCLASS]; /* slp__class_cap; fixed at create */
   pthread_mutex_t mu; /* slabs, segments, map writers, stream registry */
   struct slp__slab *slabs;
   struct slp__seg *segs;
@@ -472,7 +474,7 @@ static size_t slp__class_size(int c) {
   return (size_t)1 << (SLP__MIN_SHIFT + 1 + j);
 }
 
-static int slp__class_of(size_t bytes) {
+static inline int slp__class_of(size_t bytes) {
   if (bytes <= ((size_t)1 << SLP__MIN_SHIFT)) return 0;
   int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < b */
   if (k >= 20) /* the step of 2^(k-3) that holds bytes */
@@ -622,9 +624,11 @@ static size_t slp__inboxes_flush(slp_pool *p) {
 
 /* ---- Thread caches ---------------------------------------------------- */
 
+/* The most blocks of class cls a thread cache keeps: a quarter of its
+ * bytes, at most 256. A table filled at create: every keep that returns a
+ * block asks (it was a division and a class-size call per keep). */
 static unsigned slp__class_cap(const slp_pool *p, int cls) {
-  size_t n = p->cfg.thread_cache_bytes / 4 / slp__class_size(cls);
-  return n > 256 ? 256 : (unsigned)n;
+  return p->class_cap[cls];
 }
 
 /* Moves every block of tc's class `cls` to the shared list. */
@@ -1187,11 +1191,11 @@ static struct slp__tcache *slp__tc_peek(const slp_pool *p) {
   return tc != NULL && tc->uid == p->uid ? tc : NULL;
 }
 
-/* Whether one more block of class k fits tc without a flush. */
+/* Whether b fits tc's cache without a flush. */
 static bool slp__tc_room(const slp_pool *p, const struct slp__tcache *tc,
-                         int k) {
-  return tc->cls[k].n < slp__class_cap(p, k) &&
-         tc->bytes + slp__class_size(k) <= p->cfg.thread_cache_bytes;
+                         const slp_block *b) {
+  return tc->cls[b->cls].n < slp__class_cap(p, b->cls) &&
+         tc->bytes + b->cap <= p->cfg.thread_cache_bytes;
 }
 
 static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
@@ -1201,8 +1205,8 @@ static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
   tc->bytes += b->cap;
 }
 
-static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
-                           int_fast64_t d);
+static inline void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
+                                  int_fast64_t d);
 
 /* tc's inbox into tc's cache (what does not fit: the shared lists). */
 static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
@@ -1213,7 +1217,7 @@ static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
   for (slp_block *b = slp__inbox_take(tc->inbox, false), *nx; b != NULL;
        b = nx) {
     nx = b->next;
-    if (slp__tc_room(p, tc, b->cls)) {
+    if (slp__tc_room(p, tc, b)) {
       slp__tc_push(tc, b);
     } else {
       b->next = NULL;
@@ -1278,7 +1282,7 @@ static void slp__unuse(slp_block *b, bool cross) {
    * cache line is written. The release store of FREE is our last touch of
    * p: slp_pool_destroy waits until it sees every block free (acquire). */
   struct slp__tcache *tc = slp__tc_peek(p);
-  if (tc != NULL && slp__tc_room(p, tc, b->cls)) {
+  if (tc != NULL && slp__tc_room(p, tc, b)) {
     slp__held_acct(p, tc, -(int_fast64_t)b->cap);
     if (p->cfg.on_recycle != NULL)
       p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
@@ -1412,8 +1416,8 @@ static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
  * slp_stats_get, so it may miss up to SLP__FOLD per thread. */
 #define SLP__FOLD ((int_fast64_t)64 << 10)
 
-static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
-                      int_fast64_t dr) {
+static inline void slp__acct(slp_pool *p, struct slp__tcache *tc,
+                             int_fast64_t da, int_fast64_t dr) {
   if (tc == NULL) {
     slp__add(&p->allocated, &p->allocated_peak, da);
     slp__add(&p->requested, NULL, dr);
@@ -1435,8 +1439,8 @@ static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
  * no cache of p: the engine's). Every held free and every return wrote one
  * shared line before; with 16 request threads and an engine thread that
  * line was written ~6 M times a second (bench/RESULTS.md, issue 10). */
-static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
-                           int_fast64_t d) {
+static inline void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
+                                  int_fast64_t d) {
   if (tc == NULL) {
     slp__add(&p->held, &p->held_peak, d);
     return;
@@ -1473,21 +1477,17 @@ static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
 
 /* ---- Alloc and free -------------------------------------------------------- */
 
-static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
-                                 slc_stream *s);
+static inline int slp__register_stream(slp_pool *p, struct slp__tcache *tc,
+                                       slc_stream *s);
 
-static slp_block *slp__take(slp_pool *p, struct slp__tcache *tc, int cls) {
-  slp_block *b = tc->cls[cls].head;
-  if (b != NULL) {
-    tc->cls[cls].head = b->next;
-    tc->cls[cls].n--;
-    tc->bytes -= b->cap;
-    return b;
-  }
-  /* Dry: the class's whole shared list, with one exchange; one block for
-   * this alloc, up to half the cache's room for the next ones, the rest
-   * back (SHARED LISTS WITHOUT A LOCK). */
-  b = slp__shared_take(p, cls);
+/* A dry cache: the class's shared list (below). Out of line: slp__take's
+ * cache hit, inline in slp_alloc, saves no registers for it. */
+__attribute__((noinline)) static slp_block *slp__take_shared(
+    slp_pool *p, struct slp__tcache *tc, int cls) {
+  /* The whole list, with one exchange; one block for this alloc, up to
+   * half the cache's room for the next ones, the rest back (SHARED LISTS
+   * WITHOUT A LOCK). */
+  slp_block *b = slp__shared_take(p, cls);
   if (b == NULL) return NULL;
   slp_block *rest = b->next;
   unsigned batch = slp__class_cap(p, cls) / 2;
@@ -1497,6 +1497,17 @@ static slp_block *slp__take(slp_pool *p, struct slp__tcache *tc, int cls) {
     slp__tc_push(tc, x);
   }
   if (rest != NULL) slp__shared_put_back(p, cls, rest);
+  return b;
+}
+
+/* A block of class cls for tc's thread: its cache, else the shared list. */
+static inline slp_block *slp__take(slp_pool *p, struct slp__tcache *tc,
+                                   int cls) {
+  slp_block *b = tc->cls[cls].head;
+  if (b == NULL) return slp__take_shared(p, tc, cls);
+  tc->cls[cls].head = b->next;
+  tc->cls[cls].n--;
+  tc->bytes -= b->cap;
   return b;
 }
 
@@ -1753,7 +1764,10 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
                          slc_stream_device(s), p->device);
   struct slp__tcache *tc = slp__tc(p);
   if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
-  slp__register_stream(p, tc, s);
+  int slot = slp__register_stream(p, tc, s);
+  /* Now: a poll below may evict the slot. */
+  uint64_t stream_id = slot >= 0 ? tc->seen[slot].id
+                                 : ldg_stream_id(slc_stream_ledger(s));
   int cls = slp__class_of(bytes);
   if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
   /* (Tested here first: the call is ~20 instructions when the list is
@@ -1790,7 +1804,7 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   }
   slp__unpoison(b);
   slp__store_relaxed(&b->bytes, bytes);
-  slp__store_relaxed(&b->stream_id, ldg_stream_id(slc_stream_ledger(s)));
+  slp__store_relaxed(&b->stream_id, stream_id);
   slp__store_relaxed(&b->alloc_ns, slp__now_ns());
   /* Release: the fields above before the state other threads may read. A
    * block from a stream-ordered list is ALLOC already (slp__so_take). */
@@ -1896,11 +1910,12 @@ int slp_pool_device(const slp_pool *p) { return p != NULL ? p->device : -1; }
 
 /* ---- The stream registry (for targeted syncs at OOM) ------------------ */
 
-static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
-                                 slc_stream *s) {
-  uint64_t gen = slp__load_acquire(&p->streams_gen);
-  for (unsigned i = 0; i < 8; i++)
-    if (tc->seen[i].s == s && tc->seen[i].gen == gen) return;
+/* The slow path of slp__register_stream: s is not among tc's latest
+ * streams under the registry's current generation. Registers it (the pool
+ * mutex) and gives it a slot, with the cache's reference; returns the
+ * slot, or -1 if it could not be registered. */
+__attribute__((noinline)) static int slp__register_stream_slow(
+    slp_pool *p, struct slp__tcache *tc, slc_stream *s, uint64_t gen) {
   slp__lock(&p->mu);
   bool found = false;
   for (size_t i = 0; i < p->n_streams && !found; i++)
@@ -1911,7 +1926,7 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
       slc_stream **v = realloc(p->streams, cap * sizeof(*v));
       if (v == NULL) {
         pthread_mutex_unlock(&p->mu);
-        return; /* not registered: an OOM will not sync it */
+        return -1; /* not registered: an OOM will not sync it */
       }
       p->streams = v;
       p->cap_streams = cap;
@@ -1925,14 +1940,36 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
   for (unsigned i = 0; i < 8; i++)
     if (tc->seen[i].s == s) {
       tc->seen[i].gen = gen;
-      return;
+      tc->seen[i].id = ldg_stream_id(slc_stream_ledger(s));
+      return (int)i;
     }
   slc_stream_ref(s);
-  slc_stream *old = tc->seen[tc->seen_next].s;
-  tc->seen[tc->seen_next].s = s;
-  tc->seen[tc->seen_next].gen = gen;
-  tc->seen_next = (tc->seen_next + 1) % 8;
+  unsigned i = tc->seen_next;
+  slc_stream *old = tc->seen[i].s;
+  tc->seen[i].s = s;
+  tc->seen[i].gen = gen;
+  tc->seen[i].id = ldg_stream_id(slc_stream_ledger(s));
+  tc->seen_next = (i + 1) % 8;
   if (old != NULL) slc_stream_unref(old); /* may run keeps: nothing half done */
+  return (int)i;
+}
+
+/* Registers s (the OOM syncs) and makes it one of tc's 8 latest streams
+ * (its own polls); returns its slot in tc->seen, or -1 if it could not be
+ * registered. Inline, the slot found without a call: every alloc and use
+ * asks (two calls of ~30 instructions per pool_2s iteration before). A
+ * stream has at most one slot. */
+static inline int slp__register_stream(slp_pool *p, struct slp__tcache *tc,
+                                       slc_stream *s) {
+  /* Acquire: pairs with slp__prune_streams's bump; a stale slot is
+   * registered again. */
+  uint64_t gen = slp__load_acquire(&p->streams_gen);
+  for (unsigned i = 0; i < 8; i++)
+    if (tc->seen[i].s == s) {
+      if (tc->seen[i].gen == gen) return (int)i;
+      break;
+    }
+  return slp__register_stream_slow(p, tc, s, gen);
 }
 
 /* ---- Operations on blocks ------------------------------------------------- */
@@ -2113,7 +2150,7 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
     x->used++;
   }
   struct slp__tcache *tc = n > 0 ? slp__tc(blocks[0]->pool) : NULL;
-  if (tc != NULL) slp__register_stream(blocks[0]->pool, tc, s);
+  if (tc != NULL) (void)slp__register_stream(blocks[0]->pool, tc, s);
   return LDG_OK;
 }
 
@@ -2189,7 +2226,7 @@ static int slp__record_use_one(slc_stream *s, slp_block *b, const char *fn) {
   if (cross && (rc = slp__order_fresh(b, s)) != LDG_OK) return rc;
   if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
   struct slp__tcache *tc = slp__tc(b->pool);
-  if (tc != NULL) slp__register_stream(b->pool, tc, s);
+  if (tc != NULL) (void)slp__register_stream(b->pool, tc, s);
   uint64_t id = b->id;
   ldg_range r = {b->addr, len};
   bool host = b->pool->device < 0 && len > 0; /* host blocks: their bytes */
@@ -2340,6 +2377,10 @@ static int slp__create(slc_context *c, int device, const slp_config *cfg,
   if (p->cfg.release_threshold == 0) p->cfg.release_threshold = (size_t)1 << 30;
   if (p->cfg.thread_cache_bytes == 0)
     p->cfg.thread_cache_bytes = (size_t)4 << 20;
+  for (int k = 0; k < SLP__NCLASS; k++) {
+    size_t n = p->cfg.thread_cache_bytes / 4 / slp__class_size(k);
+    p->class_cap[k] = (uint16_t)(n > 256 ? 256 : n);
+  }
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->trim_mu, NULL);
   slp__lock(&slp__reg_mu);
