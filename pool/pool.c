@@ -190,6 +190,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,14 +279,25 @@ struct slp__slab {
   struct slp__slab *next; /* pool's live list or its class's retired list */
 };
 
+/* 128 bytes, in slab arrays aligned to 64 (slp__carve): two cache lines,
+ * the first read-mostly (fixed while its slab lives: every thread that
+ * uses, frees or returns the block reads it), the second written on every
+ * alloc, use, free and return. Unpadded (112 bytes at 16-byte alignment)
+ * half the blocks straddled three lines and the written fields shared a
+ * line with the fixed ones (bench/RESULTS.md, issue 10, fifth session).
+ * The type keeps its natural alignment: slp_free reads the magic of any
+ * pointer it is given. */
 struct slp_block {
+  /* Line 1: fixed while the slab lives. */
   uint32_t magic;
   int cls;
   slp_pool *pool;
   struct slp__slab *slab;
-  uintptr_t addr; /* fixed while the slab lives */
+  uintptr_t addr;
   size_t cap;
   uint64_t id;
+  char pad_[16];
+  /* Line 2: the state and what its owner writes. */
   atomic_uint_fast64_t st;
   slc_stream *home; /* the stream of slp_alloc; its owner's */
   atomic_bool fresh; /* handed out by stream order with work pending: every
@@ -301,6 +313,9 @@ struct slp_block {
   atomic_size_t bytes;
   atomic_uint_fast64_t stream_id, alloc_ns;
 };
+_Static_assert(sizeof(struct slp_block) == 128 &&
+                   offsetof(struct slp_block, st) == 64,
+               "a block is two cache lines, the state word opening the second");
 
 struct slp__mslot {
   atomic_uintptr_t key;
@@ -1018,7 +1033,9 @@ static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
     sl = calloc(1, sizeof(*sl));
     if (sl != NULL) {
       sl->n = bytes / cap;
-      sl->blocks = calloc(sl->n, sizeof(slp_block));
+      /* Aligned to a cache line: see struct slp_block. */
+      sl->blocks = aligned_alloc(64, sl->n * sizeof(slp_block));
+      if (sl->blocks != NULL) memset(sl->blocks, 0, sl->n * sizeof(slp_block));
       if (sl->blocks == NULL) {
         free(sl);
         sl = NULL;
