@@ -1101,11 +1101,13 @@ static int_fast64_t slp__cached(slp_pool *p) {
          slp__load_relaxed(&p->held);
 }
 
-/* Under trim_mu: takes the class's shared list whole, unlinks each slab all of whose blocks it holds (while more than keep
- * stays cached), pushes the other blocks back. Returns the slabs to free,
- * their bytes in *unlinked (still counted as reserved until freed; a
- * small class's slab frees driver memory only when its segment empties,
- * so a trim to keep > 0 may stop with more than keep cached). */
+/* Under trim_mu: takes the class's shared list whole, unlinks each slab
+ * all of whose blocks it holds (while more than keep stays cached), pushes
+ * the other blocks back (a taker meanwhile finds the list empty: SHARED
+ * LISTS WITHOUT A LOCK). Returns the slabs to free, their bytes in
+ * *unlinked (still counted as reserved until freed; a small class's slab
+ * frees driver memory only when its segment empties, so a trim to keep > 0
+ * may stop with more than keep cached). */
 static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
                                          size_t *unlinked) {
   slp_block *popped = slp__shared_take(p, k);
