@@ -1696,9 +1696,11 @@ static slp_block *slp__borrow(slp_pool *p, struct slp__tcache *tc, int cls,
   return NULL;
 }
 
-static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
-                                slc_stream *s, slp_block **out,
-                                bool *reused) {
+/* Out of line: inlined, its locals and calls made slp_alloc's common path
+ * spill registers and keep a stack canary. */
+__attribute__((noinline)) static CUresult slp__slow_alloc(
+    slp_pool *p, struct slp__tcache *tc, int cls, slc_stream *s,
+    slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
   /* Before a new slab: blocks returned for other threads (their inboxes;
    * a thread that frees and no longer allocates would otherwise make the
