@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034,SC2154
 # (the variables are the caller's: out, budget, bin, before in; rc, sum, start out)
 # Shared by the before/after scripts run on the GPU host (pool_ab_h200.sh,
-# serving_ab_h200.sh); sourced, after the caller set `out`, `budget` (s),
+# serving_ab_h200.sh, pool5_h200.sh); sourced, after the caller set `out`, `budget` (s),
 # `bin` and `before`.
 #
 # ab_init TITLE DETAIL: starts the clock ($start), rc=0 and $sum
@@ -44,4 +44,43 @@ step() {
     echo "FAILED: $name (exit $e)" | tee -a "$sum"
   fi
   return 0
+}
+
+# ab_torch_build BIN: builds pool_torch.cpp (BIN's copy, else bench/'s)
+# against the installed PyTorch into $out/pool_torch, with the issue's build
+# line (log: $out/torch_build.log), each try under timeout 90 s; again with
+# -DNO_HOST_STATS if that failed (a PyTorch without the host allocator's
+# stats) and the budget allows; says in $sum why there are no torch rows
+# otherwise. Returns 0 when $out/pool_torch was built.
+ab_torch_build() {
+  src=$1/pool_torch.cpp
+  [ -f "$src" ] || src=bench/pool_torch.cpp
+  if ! python3 -c 'import torch' > /dev/null 2>&1 || [ ! -f "$src" ]; then
+    echo "no PyTorch here: no torch rows" | tee -a "$sum"
+    return 1
+  fi
+  TP=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
+  # shellcheck disable=SC2317 # run through bash -c, exported
+  tbuild() {
+    g++ -O2 -std=c++17 "$@" -I"$TP/include" -I"$TP/include/torch/csrc/api/include" \
+      -I/usr/local/cuda/include "$src" -o "$out/pool_torch" \
+      -L"$TP/lib" -Wl,--no-as-needed -lc10 -lc10_cuda -ltorch_cpu -ltorch_cuda \
+      -Wl,--as-needed "$TP/../nvidia/cu13/lib/libcudart.so.13" -Wl,-rpath,"$TP/lib"
+  }
+  if [ "$(left)" -lt 100 ]; then
+    echo "SKIPPED the pool_torch build: $(left) s left" | tee -a "$sum"
+    return 1
+  fi
+  echo "=== building pool_torch" >> "$sum"
+  export -f tbuild
+  export TP src out
+  timeout 90 bash -c tbuild > "$out/torch_build.log" 2>&1
+  local trc=$?
+  # Not after a timeout (124): a second 90 s would not fit.
+  if [ $trc -ne 0 ] && [ $trc -ne 124 ] && [ "$(left)" -ge 100 ]; then
+    timeout 90 bash -c 'tbuild -DNO_HOST_STATS' >> "$out/torch_build.log" 2>&1
+    trc=$?
+  fi
+  [ $trc -eq 0 ] || echo "pool_torch did not build (exit $trc, torch_build.log): no torch rows" | tee -a "$sum"
+  [ $trc -eq 0 ] && [ -x "$out/pool_torch" ]
 }

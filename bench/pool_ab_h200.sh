@@ -53,37 +53,9 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # 2. PyTorch (built here; needs libtorch C++): torch_af, torch_2s, serving.
-src=$bin/pool_torch.cpp
-[ -f "$src" ] || src=bench/pool_torch.cpp
-if python3 -c 'import torch' > /dev/null 2>&1 && [ -f "$src" ]; then
-  TP=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')
-  tbuild() {
-    g++ -O2 -std=c++17 "$@" -I"$TP/include" -I"$TP/include/torch/csrc/api/include" \
-      -I/usr/local/cuda/include "$src" -o "$out/pool_torch" \
-      -L"$TP/lib" -Wl,--no-as-needed -lc10 -lc10_cuda -ltorch_cpu -ltorch_cuda \
-      -Wl,--as-needed "$TP/../nvidia/cu13/lib/libcudart.so.13" -Wl,-rpath,"$TP/lib"
-  }
-  if [ "$(left)" -ge 100 ]; then
-    echo "=== building pool_torch" >> "$sum"
-    export -f tbuild
-    export TP src out
-    timeout 90 bash -c tbuild > "$out/torch_build.log" 2>&1
-    trc=$?
-    # A PyTorch without the host allocator's stats: device stats only. Not
-    # after a timeout (124): a second 90 s would not fit.
-    if [ $trc -ne 0 ] && [ $trc -ne 124 ] && [ "$(left)" -ge 100 ]; then
-      timeout 90 bash -c 'tbuild -DNO_HOST_STATS' >> "$out/torch_build.log" 2>&1
-      trc=$?
-    fi
-    [ $trc -eq 0 ] || echo "pool_torch did not build (exit $trc, torch_build.log): no torch rows" | tee -a "$sum"
-  else
-    echo "SKIPPED the pool_torch build: $(left) s left" | tee -a "$sum"
-  fi
-  [ -x "$out/pool_torch" ] &&
-    step torch $((n_threads * 3 * (ms + 300) / 1000 + 20)) "$out/pool_torch" \
-      --threads "$threads" --ms "$ms"
-else
-  echo "no PyTorch here: no torch rows" | tee -a "$sum"
+if ab_torch_build "$bin"; then
+  step torch $((n_threads * 3 * (ms + 300) / 1000 + 20)) "$out/pool_torch" \
+    --threads "$threads" --ms "$ms"
 fi
 
 # 3. Serving, once per binary; 4. driver calls per iteration (after only:

@@ -94,6 +94,13 @@ static struct {
   bool wait_yield; /* serving pool: wait for a slot by yielding only */
   bool place_issuer; /* --placement issuer: SLC_ENGINE_PLACE_ISSUER */
   unsigned iters; /* overhead: a fixed count per thread instead of --ms */
+  /* overhead, for counting under callgrind: no engine thread, and each
+   * request thread synchronises s2 every N iterations, so every keep of
+   * pool_2s runs on it at a known point (the H200's steady state: ~95 %
+   * of the keeps on the request thread, its own poll every 32 held
+   * frees); instructions and locked RMWs per iteration are then exact
+   * (bench/RESULTS.md, issue 10, fifth session). 0: off. */
+  unsigned sync_every;
   /* serving pool: poll the thread's own streams every N requests, so the
    * keeps (the checks) of its completed requests run on it (rows /oN) */
   unsigned own_poll;
@@ -299,6 +306,8 @@ static void *overhead_thread(void *arg) {
       CK(slp_alloc(c->dev, s1, 4096, &b));
       if (two) CK(slp_record_use(s2, &b, 1, NULL));
       CK(slp_free(b));
+      if (opt.sync_every != 0 && (n + 1) % opt.sync_every == 0)
+        CK(slc_stream_synchronize(s2));
     } else {
       CUdeviceptr p;
       CU(d->pfn_cuMemAllocAsync(&p, 4096, c1));
@@ -759,11 +768,13 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   if (mode[0] == 'p' && n != 0) {
     double dn = (double)n;
     printf("diag     %-9s %3u | engine/op: %.3f polls %.3f markers %.3f "
-           "releases | slabs %llu, reused %.1f%%, recycled on request "
-           "threads %.1f%% of frees",
+           "releases %.4f wakes | slabs %llu, reused %.1f%%, recycled on "
+           "request threads %.1f%% of frees",
            mode, threads, (double)(es1.polls - es0.polls) / dn,
            (double)(es1.markers_placed - es0.markers_placed) / dn,
            (double)(es1.releases - es0.releases) / dn,
+           (double)(es1.thread_wakes_by_issuers -
+                    es0.thread_wakes_by_issuers) / dn,
            (unsigned long long)(sd.slab_allocs + sh.slab_allocs),
            100.0 * (double)(sd.reuses + sh.reuses) /
                (double)(sd.allocs + sh.allocs ? sd.allocs + sh.allocs : 1),
@@ -836,6 +847,8 @@ static int usage(void) {
           "  [--wait poll|yield (serving pool: how a thread waits for a slot)] "
           "[--only overhead|serving|MODE]\n"
           "  [--iters N (overhead: N iterations per thread, not --ms)]\n"
+          "  [--sync-every N (overhead, for callgrind: no engine thread; "
+          "s2 synchronised every N iterations)]\n"
           "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
           "per GPU)] [--spread]\n"
           "  [--engine-threads device|one (one per GPU, or one for all)]\n"
@@ -917,6 +930,7 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--every-ops") == 0 ? &opt.every_ops
                       : strcmp(a, "--every-us") == 0 ? &opt.every_us
                       : strcmp(a, "--iters") == 0 ? &opt.iters
+                      : strcmp(a, "--sync-every") == 0 ? &opt.sync_every
                       : strcmp(a, "--own-poll") == 0 ? &opt.own_poll
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
@@ -976,7 +990,7 @@ int main(int argc, char **argv) {
   char name[256] = "?";
   (void)slc_device_name(ctx, 0, name, sizeof(name));
   printf("device: %s, %s\n", name, drv.origin);
-  slc_engine_config ecfg = {.thread = true,
+  slc_engine_config ecfg = {.thread = opt.sync_every == 0,
                             .marker_every_ops = opt.every_ops,
                             .marker_every_us = opt.every_us,
                             .one_thread = opt.one_engine_thread,

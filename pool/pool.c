@@ -87,19 +87,20 @@
  *   benchmark).
  *   - Thread caches: one per (thread, pool), per class a short stack, owned
  *     by its thread; alloc and free touch only it on the common path.
- *   - Shared lists: per class, a stack pushed lock-free (CAS on the head;
- *     ABA-safe for pushes) by frees that overflow a thread cache and by the
- *     keeps that return held blocks, and popped under the class's take-mutex
- *     only (a single popper makes the pops ABA-free), a batch at a time.
+ *   - Shared lists: per class, a stack of free blocks, pushed and taken
+ *     without a lock (SHARED LISTS WITHOUT A LOCK, below).
  *   - The pool mutex: slab lists, segments and their page bitmaps, the
  *     address map's writers, the stream registry. Never held across a
  *     driver call that may block for long, nor while keeps run. The
  *     registry mutex (process-wide): creating and retiring thread caches,
- *     pool slots.
- *   - Trim takes the trim mutex, then one class at a time that class's
- *     take-mutex: pops its shared list, unlinks each slab all of whose
- *     blocks it holds (a slab serves one class), and pushes the rest back;
- *     then, with only the trim mutex, it frees each unlinked slab (its own
+ *     pool slots. Both, and the trim mutex, only on rare paths (sl_pool.h's
+ *     table): alloc, free and the pool calls take none once a thread has
+ *     its cache and its streams are registered (counted by
+ *     slp__test_mutexes_taken).
+ *   - Trim takes the trim mutex, then one class at a time takes the
+ *     class's shared list whole, unlinks each slab all of whose blocks it
+ *     holds (a slab serves one class), and pushes the rest back; then,
+ *     with only the trim mutex, it frees each unlinked slab (its own
  *     driver allocation) or gives its pages back to its segment, freeing
  *     the segment once empty (the pool mutex for the bitmap).
  *   - free by pointer: an open-addressing map from block address to block,
@@ -132,8 +133,9 @@
  * THE OWNER'S INBOX
  *   The keeps the engine thread still wins (at 16 request threads about
  *   half) pushed their blocks to the class's shared list, and every request
- *   thread whose cache ran dry popped that list under its take-mutex, one
- *   CAS per block while the engine pushed: on the H200 the request threads
+ *   thread whose cache ran dry popped that list under its take-mutex (since
+ *   replaced: SHARED LISTS WITHOUT A LOCK), one CAS per block while the
+ *   engine pushed: on the H200 the request threads
  *   waited in futex ~70 % of the time (bench/RESULTS.md, issue 10). Now
  *   slp_free records the freeing thread's inbox in the block (b->inbox,
  *   before its CAS, which the returning keep's decrement reads), and a keep
@@ -150,6 +152,43 @@
  *   the pool, so a late pusher never touches freed memory, and a later
  *   thread reopens a closed one.
  *
+ * SHARED LISTS WITHOUT A LOCK
+ *   Each size class has one shared stack of FREE blocks (linked by
+ *   b->next). It was popped one block at a time under the class's
+ *   take-mutex (the single popper made the pops ABA-free); the issue asks
+ *   that alloc and free take no lock, and a thread whose cache ran dry
+ *   took that mutex. Now nobody pops one block:
+ *   - Push (a free that overflows its cache, a keep, a flush, a trim's
+ *     survivors): link the chain's last block to the head read, CAS the
+ *     head to the chain's first (release). ABA-safe: the CAS only claims
+ *     "the head is still what my last block points to", which is true
+ *     whatever happened in between; the pusher owns its chain until the
+ *     CAS succeeds and never touches it after.
+ *   - Take (a dry cache, a trim, a borrow): atomic exchange of the head
+ *     with NULL (acquire): the taker gets the whole chain and reads no
+ *     block before it owns it. The ABA of a Treiber pop (read head, read
+ *     head->next, CAS head from head to next while head was popped,
+ *     reused and pushed again: next stale) needs a read of a node before
+ *     the CAS that claims it; an exchange has none. Memory safety follows
+ *     too: every block a taker reads is in its own chain (no other thread
+ *     writes b->next of a listed block: pushers link only their own
+ *     chains, takers only theirs). The acquire pairs with the release of
+ *     every push: all writes of the head are RMWs (one release sequence),
+ *     so the links and each block's history (a keep's proof of
+ *     completion, the ASan poison) happen-before the taker reads them.
+ *   - Put back (what a taker does not keep: a dry cache keeps one block
+ *     and half its room, a borrow one, a trim the blocks of slabs it
+ *     frees): a CAS of the head from NULL to the rest of the chain, whose
+ *     tail is not walked (the list may be long). If blocks were pushed
+ *     since the take, that (short) chain is taken too, walked to its
+ *     tail, linked in front of ours, and the CAS tried again. Lock-free:
+ *     the CAS fails only when another push or take succeeded.
+ *   The price: while a taker holds the list (a walk of at most half a
+ *   cache's room; a trim's slab scan), another thread finds the class
+ *   empty and goes on as at a miss (inboxes, a poll, a spare block) and
+ *   may carve a new slab: at most a slab per such race, later reused or
+ *   trimmed. Waiting for the taker instead would be the lock again.
+ *
  * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
  * come back), then synchronise only the streams the pool saw work on that
  * still have pending entries; retry after each; then LDG_ENOMEM.
@@ -160,12 +199,14 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cuda/sl_engine.h"
+#include "pool/pool_testing.h"
 #include "pool/sl_pool.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -191,6 +232,26 @@
 #define slp__cas_weak_acq_rel(p, e, d)                                    \
   atomic_compare_exchange_weak_explicit((p), (e), (d), memory_order_acq_rel, \
                                         memory_order_acquire)
+
+/* Every pool mutex is taken through these: each acquisition is counted
+ * per thread, for pool_testing.h's slp__test_mutexes_taken (the tests
+ * assert that alloc, use and free on the common and dry-cache paths take
+ * none). A thread-local increment beside a mutex: nothing on the paths
+ * that take no mutex. */
+static _Thread_local uint64_t slp__mutexes_taken;
+
+uint64_t slp__test_mutexes_taken(void) { return slp__mutexes_taken; }
+
+static void slp__lock(pthread_mutex_t *mu) {
+  pthread_mutex_lock(mu);
+  slp__mutexes_taken++;
+}
+
+static bool slp__trylock(pthread_mutex_t *mu) {
+  if (pthread_mutex_trylock(mu) != 0) return false;
+  slp__mutexes_taken++;
+  return true;
+}
 
 #define SLP__MIN_SHIFT 9
 #define SLP__NCLASS (2 * (20 - SLP__MIN_SHIFT) + 1 + 8 * (40 - 20))
@@ -233,14 +294,25 @@ struct slp__slab {
   struct slp__slab *next; /* pool's live list or its class's retired list */
 };
 
+/* 128 bytes, in slab arrays aligned to 64 (slp__carve): two cache lines,
+ * the first read-mostly (fixed while its slab lives: every thread that
+ * uses, frees or returns the block reads it), the second written on every
+ * alloc, use, free and return. Unpadded (112 bytes at 16-byte alignment)
+ * half the blocks straddled three lines and the written fields shared a
+ * line with the fixed ones (bench/RESULTS.md, issue 10, fifth session).
+ * The type keeps its natural alignment: slp_free reads the magic of any
+ * pointer it is given. */
 struct slp_block {
+  /* Line 1: fixed while the slab lives. */
   uint32_t magic;
   int cls;
   slp_pool *pool;
   struct slp__slab *slab;
-  uintptr_t addr; /* fixed while the slab lives */
+  uintptr_t addr;
   size_t cap;
   uint64_t id;
+  char pad_[16];
+  /* Line 2: the state and what its owner writes. */
   atomic_uint_fast64_t st;
   slc_stream *home; /* the stream of slp_alloc; its owner's */
   atomic_bool fresh; /* handed out by stream order with work pending: every
@@ -256,6 +328,9 @@ struct slp_block {
   atomic_size_t bytes;
   atomic_uint_fast64_t stream_id, alloc_ns;
 };
+_Static_assert(sizeof(struct slp_block) == 128 &&
+                   offsetof(struct slp_block, st) == 64,
+               "a block is two cache lines, the state word opening the second");
 
 struct slp__mslot {
   atomic_uintptr_t key;
@@ -327,6 +402,7 @@ struct slp__tcache {
   struct {
     slc_stream *s;
     uint64_t gen;
+    uint64_t id; /* ldg_stream_id of s, for slp_alloc's block info */
   } seen[8];
   unsigned seen_next;
 };
@@ -337,6 +413,7 @@ struct slp_pool {
   int index;
   uint64_t uid;
   slp_config cfg;
+  uint16_t class_cap[SLP__NCLASS]; /* slp__class_cap; fixed at create */
   pthread_mutex_t mu; /* slabs, segments, map writers, stream registry */
   struct slp__slab *slabs;
   struct slp__seg *segs;
@@ -351,8 +428,7 @@ struct slp_pool {
   atomic_uint_fast64_t streams_gen;
   pthread_mutex_t trim_mu;
   struct {
-    _Alignas(64) _Atomic(slp_block *) head;
-    pthread_mutex_t take_mu;
+    _Alignas(64) _Atomic(slp_block *) head; /* SHARED LISTS WITHOUT A LOCK */
   } shared[SLP__NCLASS];
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
@@ -428,7 +504,7 @@ static size_t slp__class_size(int c) {
   return (size_t)1 << (SLP__MIN_SHIFT + 1 + j);
 }
 
-static int slp__class_of(size_t bytes) {
+static inline int slp__class_of(size_t bytes) {
   if (bytes <= ((size_t)1 << SLP__MIN_SHIFT)) return 0;
   int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < b */
   if (k >= 20) /* the step of 2^(k-3) that holds bytes */
@@ -470,11 +546,11 @@ static void slp__unpoison(slp_block *b) {
   if (slp__poisons(b->pool)) SLP__UNPOISON(b->addr, b->cap);
 }
 
-/* ---- Shared lists ------------------------------------------------------ */
+/* ---- Shared lists (SHARED LISTS WITHOUT A LOCK) ------------------------- */
 
 /* Pushes the chain first..last (linked by next) lock-free. Release: the
  * links and everything before the push (a keep's proof of completion)
- * happen-before a pop that acquires the head. */
+ * happen-before the take that acquires the head. */
 static void slp__shared_push(slp_pool *p, int cls, slp_block *first,
                              slp_block *last) {
   _Atomic(slp_block *) *head = &p->shared[cls].head;
@@ -484,14 +560,35 @@ static void slp__shared_push(slp_pool *p, int cls, slp_block *first,
   } while (!slp__cas_weak_acq_rel(head, &old, first));
 }
 
-/* Under the class's take-mutex (the only popper): pops one block. */
-static slp_block *slp__shared_pop(slp_pool *p, int cls) {
+/* Takes the class's whole list (NULL if empty): one exchange, no node read
+ * before the chain is ours. Acquire pairs with the pushers' release CASes
+ * (every write of the head is an RMW: one release sequence). */
+static slp_block *slp__shared_take(slp_pool *p, int cls) {
+  if (slp__load_relaxed(&p->shared[cls].head) == NULL) return NULL;
+  return atomic_exchange_explicit(&p->shared[cls].head, NULL,
+                                  memory_order_acquire);
+}
+
+/* Gives back what a taker did not keep: the chain from `chain` (NULL-
+ * terminated, its tail not known: it may be long). Into an empty list, one
+ * CAS. If blocks were pushed since the take, their chain (short: pushed in
+ * that window) is taken too, walked, and ours linked behind it; then the
+ * CAS again. Lock-free: a failed CAS means another push or take won. */
+static void slp__shared_put_back(slp_pool *p, int cls, slp_block *chain) {
   _Atomic(slp_block *) *head = &p->shared[cls].head;
-  /* Acquire pairs with the pusher's CAS: b->next and the block's history. */
-  slp_block *b = slp__load_acquire(head);
-  while (b != NULL && !slp__cas_weak_acq_rel(head, &b, b->next)) {
+  slp_block *old = NULL;
+  /* Release: the links (ours and those we walk) before the next take. */
+  while (!slp__cas_weak_acq_rel(head, &old, chain)) {
+    if (old == NULL) continue; /* a spurious failure */
+    slp_block *theirs = slp__shared_take(p, cls);
+    if (theirs != NULL) {
+      slp_block *t = theirs;
+      while (t->next != NULL) t = t->next;
+      t->next = chain;
+      chain = theirs;
+    }
+    old = NULL;
   }
-  return b;
 }
 
 /* ---- Inboxes (THE OWNER'S INBOX) ----------------------------------------- */
@@ -557,9 +654,11 @@ static size_t slp__inboxes_flush(slp_pool *p) {
 
 /* ---- Thread caches ---------------------------------------------------- */
 
+/* The most blocks of class cls a thread cache keeps: a quarter of its
+ * bytes, at most 256. A table filled at create: every keep that returns a
+ * block asks (it was a division and a class-size call per keep). */
 static unsigned slp__class_cap(const slp_pool *p, int cls) {
-  size_t n = p->cfg.thread_cache_bytes / 4 / slp__class_size(cls);
-  return n > 256 ? 256 : (unsigned)n;
+  return p->class_cap[cls];
 }
 
 /* Moves every block of tc's class `cls` to the shared list. */
@@ -643,7 +742,7 @@ static void slp__thread_exit(void *arg) {
   for (int i = 0; i < SLP_MAX_POOLS; i++) {
     slc_stream *drop[8];
     size_t n = 0;
-    pthread_mutex_lock(&slp__reg_mu);
+    slp__lock(&slp__reg_mu);
     if (slots[i] != NULL) slp__tc_retire(slots[i], drop, &n);
     slots[i] = NULL;
     pthread_mutex_unlock(&slp__reg_mu);
@@ -674,7 +773,7 @@ __attribute__((noinline)) static struct slp__tcache *slp__tc_create(
   memset(in, 0, in_bytes);
   slc_stream *drop[8];
   size_t n_drop = 0;
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   if (tc != NULL) slp__tc_retire(tc, drop, &n_drop); /* a destroyed pool's */
   if (p->inbox_free != NULL) {
     free(in);
@@ -918,7 +1017,7 @@ static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool in_seg,
                               uintptr_t *base, struct slp__seg **seg) {
   *seg = NULL;
   if (in_seg) {
-    pthread_mutex_lock(&p->mu);
+    slp__lock(&p->mu);
     *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
     if (*base != 0) return CUDA_SUCCESS;
     pthread_mutex_unlock(&p->mu);
@@ -929,7 +1028,7 @@ static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool in_seg,
   if (cr != CUDA_SUCCESS) return cr;
   if (!in_seg) {
     *base = mem;
-    pthread_mutex_lock(&p->mu);
+    slp__lock(&p->mu);
     return CUDA_SUCCESS;
   }
   unsigned pages = (unsigned)(want / SLP__PAGE);
@@ -943,7 +1042,7 @@ static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool in_seg,
   g->bytes = want;
   g->pages = pages;
   slp__pages_mark(g, 0, (unsigned)(bytes / SLP__PAGE), true);
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   g->next = p->segs;
   p->segs = g;
   *base = mem;
@@ -959,7 +1058,7 @@ static size_t slp__slab_release(slp_pool *p, struct slp__slab *sl) {
     slp__driver_free(p, sl->base, sl->bytes);
     return sl->bytes;
   }
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   struct slp__seg *g = slp__seg_put(p, sl->seg, sl->base, sl->bytes, true);
   pthread_mutex_unlock(&p->mu);
   sl->seg = NULL;
@@ -987,7 +1086,9 @@ static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
     sl = calloc(1, sizeof(*sl));
     if (sl != NULL) {
       sl->n = bytes / cap;
-      sl->blocks = calloc(sl->n, sizeof(slp_block));
+      /* Aligned to a cache line: see struct slp_block. */
+      sl->blocks = aligned_alloc(64, sl->n * sizeof(slp_block));
+      if (sl->blocks != NULL) memset(sl->blocks, 0, sl->n * sizeof(slp_block));
       if (sl->blocks == NULL) {
         free(sl);
         sl = NULL;
@@ -1053,23 +1154,20 @@ static int_fast64_t slp__cached(slp_pool *p) {
          slp__load_relaxed(&p->held);
 }
 
-/* Under trim_mu and class k's take-mutex: pops the class's shared list,
- * unlinks each slab all of whose blocks it holds (while more than keep
- * stays cached), pushes the other blocks back. Returns the slabs to free,
- * their bytes in *unlinked (still counted as reserved until freed; a
- * small class's slab frees driver memory only when its segment empties,
- * so a trim to keep > 0 may stop with more than keep cached). */
+/* Under trim_mu: takes the class's shared list whole, unlinks each slab
+ * all of whose blocks it holds (while more than keep stays cached), pushes
+ * the other blocks back (a taker meanwhile finds the list empty: SHARED
+ * LISTS WITHOUT A LOCK). Returns the slabs to free, their bytes in
+ * *unlinked (still counted as reserved until freed; a small class's slab
+ * frees driver memory only when its segment empties, so a trim to keep > 0
+ * may stop with more than keep cached). */
 static struct slp__slab *slp__trim_class(slp_pool *p, int k, size_t keep,
                                          size_t *unlinked) {
-  slp_block *popped = NULL, *b;
-  while ((b = slp__shared_pop(p, k)) != NULL) {
-    b->next = popped;
-    popped = b;
-    b->slab->scratch++;
-  }
+  slp_block *popped = slp__shared_take(p, k);
   if (popped == NULL) return NULL;
+  for (slp_block *b = popped; b != NULL; b = b->next) b->slab->scratch++;
   struct slp__slab *done = NULL;
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   for (struct slp__slab **link = &p->slabs; *link != NULL;) {
     struct slp__slab *sl = *link;
     if (sl->cls == k && sl->scratch == sl->n &&
@@ -1109,14 +1207,12 @@ static size_t slp__trim_locked(slp_pool *p, size_t keep) {
   for (int k = 0; k < SLP__NCLASS; k++) {
     if (slp__load_relaxed(&p->shared[k].head) == NULL) continue;
     size_t unlinked = 0;
-    pthread_mutex_lock(&p->shared[k].take_mu);
     struct slp__slab *done = slp__trim_class(p, k, keep, &unlinked);
-    pthread_mutex_unlock(&p->shared[k].take_mu);
     while (done != NULL) {
       struct slp__slab *sl = done;
       done = sl->next;
       released += slp__slab_release(p, sl);
-      pthread_mutex_lock(&p->mu);
+      slp__lock(&p->mu);
       sl->next = p->retired[sl->cls];
       p->retired[sl->cls] = sl;
       pthread_mutex_unlock(&p->mu);
@@ -1130,7 +1226,7 @@ int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released) {
   if (p == NULL) return slc_set_error(LDG_EINVAL, "slp_trim", "pool is NULL");
   struct slp__tcache *tc = slp__tc(p);
   if (tc != NULL) slp__tc_flush_all(p, tc);
-  pthread_mutex_lock(&p->trim_mu);
+  slp__lock(&p->trim_mu);
   size_t r = slp__trim_locked(p, keep_bytes);
   pthread_mutex_unlock(&p->trim_mu);
   slp__prune_streams(p);
@@ -1142,7 +1238,7 @@ int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released) {
  * bump makes every thread forget what it registered (a new stream may get
  * a freed handle's address). */
 static void slp__prune_streams(slp_pool *p) {
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   size_t n = 0, dead = 0;
   slc_stream **gone = malloc((p->n_streams + 1) * sizeof(*gone));
   for (size_t i = 0; gone != NULL && i < p->n_streams; i++) {
@@ -1167,11 +1263,11 @@ static struct slp__tcache *slp__tc_peek(const slp_pool *p) {
   return tc != NULL && tc->uid == p->uid ? tc : NULL;
 }
 
-/* Whether one more block of class k fits tc without a flush. */
+/* Whether b fits tc's cache without a flush. */
 static bool slp__tc_room(const slp_pool *p, const struct slp__tcache *tc,
-                         int k) {
-  return tc->cls[k].n < slp__class_cap(p, k) &&
-         tc->bytes + slp__class_size(k) <= p->cfg.thread_cache_bytes;
+                         const slp_block *b) {
+  return tc->cls[b->cls].n < slp__class_cap(p, b->cls) &&
+         tc->bytes + b->cap <= p->cfg.thread_cache_bytes;
 }
 
 static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
@@ -1181,8 +1277,8 @@ static void slp__tc_push(struct slp__tcache *tc, slp_block *b) {
   tc->bytes += b->cap;
 }
 
-static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
-                           int_fast64_t d);
+static inline void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
+                                  int_fast64_t d);
 
 /* tc's inbox into tc's cache (what does not fit: the shared lists). */
 static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
@@ -1193,7 +1289,7 @@ static void slp__inbox_drain(slp_pool *p, struct slp__tcache *tc) {
   for (slp_block *b = slp__inbox_take(tc->inbox, false), *nx; b != NULL;
        b = nx) {
     nx = b->next;
-    if (slp__tc_room(p, tc, b->cls)) {
+    if (slp__tc_room(p, tc, b)) {
       slp__tc_push(tc, b);
     } else {
       b->next = NULL;
@@ -1215,7 +1311,7 @@ static void slp__give_back(slp_pool *p, struct slp__tcache *tc,
         tc->bytes > p->cfg.thread_cache_bytes) {
       slp__tc_flush_class(p, tc, k, tc->cls[k].n / 2);
       if (slp__cached(p) > (int_fast64_t)p->cfg.release_threshold &&
-          pthread_mutex_trylock(&p->trim_mu) == 0) {
+          slp__trylock(&p->trim_mu)) {
         slp__trim_locked(p, p->cfg.release_threshold / 2);
         pthread_mutex_unlock(&p->trim_mu);
       }
@@ -1258,7 +1354,7 @@ static void slp__unuse(slp_block *b, bool cross) {
    * cache line is written. The release store of FREE is our last touch of
    * p: slp_pool_destroy waits until it sees every block free (acquire). */
   struct slp__tcache *tc = slp__tc_peek(p);
-  if (tc != NULL && slp__tc_room(p, tc, b->cls)) {
+  if (tc != NULL && slp__tc_room(p, tc, b)) {
     slp__held_acct(p, tc, -(int_fast64_t)b->cap);
     if (p->cfg.on_recycle != NULL)
       p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
@@ -1392,8 +1488,8 @@ static slp_block *slp__so_take(struct slp__tcache *tc, int k, slc_stream *s) {
  * slp_stats_get, so it may miss up to SLP__FOLD per thread. */
 #define SLP__FOLD ((int_fast64_t)64 << 10)
 
-static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
-                      int_fast64_t dr) {
+static inline void slp__acct(slp_pool *p, struct slp__tcache *tc,
+                             int_fast64_t da, int_fast64_t dr) {
   if (tc == NULL) {
     slp__add(&p->allocated, &p->allocated_peak, da);
     slp__add(&p->requested, NULL, dr);
@@ -1415,8 +1511,8 @@ static void slp__acct(slp_pool *p, struct slp__tcache *tc, int_fast64_t da,
  * no cache of p: the engine's). Every held free and every return wrote one
  * shared line before; with 16 request threads and an engine thread that
  * line was written ~6 M times a second (bench/RESULTS.md, issue 10). */
-static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
-                           int_fast64_t d) {
+static inline void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
+                                  int_fast64_t d) {
   if (tc == NULL) {
     slp__add(&p->held, &p->held_peak, d);
     return;
@@ -1433,7 +1529,7 @@ static void slp__held_acct(slp_pool *p, struct slp__tcache *tc,
  * thread's balance. Takes the registry mutex. */
 static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
                                  int_fast64_t *req, int_fast64_t *held) {
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   int_fast64_t a = slp__load_relaxed(&p->allocated);
   int_fast64_t r = slp__load_relaxed(&p->requested);
   int_fast64_t h = slp__load_relaxed(&p->held);
@@ -1453,30 +1549,37 @@ static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
 
 /* ---- Alloc and free -------------------------------------------------------- */
 
-static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
-                                 slc_stream *s);
+static inline int slp__register_stream(slp_pool *p, struct slp__tcache *tc,
+                                       slc_stream *s);
 
-static slp_block *slp__take(slp_pool *p, struct slp__tcache *tc, int cls) {
-  slp_block *b = tc->cls[cls].head;
-  if (b != NULL) {
-    tc->cls[cls].head = b->next;
-    tc->cls[cls].n--;
-    tc->bytes -= b->cap;
-    return b;
-  }
-  if (slp__load_relaxed(&p->shared[cls].head) == NULL) return NULL;
-  pthread_mutex_lock(&p->shared[cls].take_mu);
-  b = slp__shared_pop(p, cls);
+/* A dry cache: the class's shared list (below). Out of line: slp__take's
+ * cache hit, inline in slp_alloc, saves no registers for it. */
+__attribute__((noinline)) static slp_block *slp__take_shared(
+    slp_pool *p, struct slp__tcache *tc, int cls) {
+  /* The whole list, with one exchange; one block for this alloc, up to
+   * half the cache's room for the next ones, the rest back (SHARED LISTS
+   * WITHOUT A LOCK). */
+  slp_block *b = slp__shared_take(p, cls);
+  if (b == NULL) return NULL;
+  slp_block *rest = b->next;
   unsigned batch = slp__class_cap(p, cls) / 2;
-  for (unsigned i = 0; b != NULL && i < batch; i++) {
-    slp_block *x = slp__shared_pop(p, cls);
-    if (x == NULL) break;
-    x->next = tc->cls[cls].head;
-    tc->cls[cls].head = x;
-    tc->cls[cls].n++;
-    tc->bytes += x->cap;
+  for (unsigned i = 0; rest != NULL && i < batch; i++) {
+    slp_block *x = rest;
+    rest = x->next;
+    slp__tc_push(tc, x);
   }
-  pthread_mutex_unlock(&p->shared[cls].take_mu);
+  if (rest != NULL) slp__shared_put_back(p, cls, rest);
+  return b;
+}
+
+/* A block of class cls for tc's thread: its cache, else the shared list. */
+static inline slp_block *slp__take(slp_pool *p, struct slp__tcache *tc,
+                                   int cls) {
+  slp_block *b = tc->cls[cls].head;
+  if (b == NULL) return slp__take_shared(p, tc, cls);
+  tc->cls[cls].head = b->next;
+  tc->cls[cls].n--;
+  tc->bytes -= b->cap;
   return b;
 }
 
@@ -1505,7 +1608,7 @@ static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
 
 /* Synchronises the registered streams with pending work. */
 static void slp__sync_holders(slp_pool *p) {
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   size_t n = p->n_streams;
   slc_stream **v = n ? malloc(n * sizeof(*v)) : NULL;
   if (v == NULL) n = 0;
@@ -1589,7 +1692,7 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
     *reused = true;
     return CUDA_SUCCESS;
   }
-  pthread_mutex_lock(&p->trim_mu);
+  slp__lock(&p->trim_mu);
   slp__trim_locked(p, 0);
   pthread_mutex_unlock(&p->trim_mu);
   return slp__carve(p, tc, cls, out);
@@ -1613,18 +1716,18 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
  * the fast path is untouched. */
 #define SLP__LEND_MAX 3
 
-/* Under the class's take-mutex: pops a block of class k only if another
- * stays on the shared list, or `others` are cached elsewhere. */
-static slp_block *slp__shared_pop_spare(slp_pool *p, int k, unsigned others) {
-  pthread_mutex_lock(&p->shared[k].take_mu);
-  slp_block *b = slp__shared_pop(p, k);
-  if (b != NULL && others == 0 &&
-      slp__load_relaxed(&p->shared[k].head) == NULL) {
-    b->next = NULL; /* the last one: back (we are the only popper) */
-    slp__shared_push(p, k, b, b);
-    b = NULL;
+/* A block of class k's shared list only if another stays there, or
+ * `others` are cached elsewhere: the whole list taken, one kept, the rest
+ * (or the only one) back. */
+static slp_block *slp__shared_take_spare(slp_pool *p, int k,
+                                         unsigned others) {
+  slp_block *b = slp__shared_take(p, k);
+  if (b == NULL) return NULL;
+  if (b->next == NULL && others == 0) {
+    slp__shared_put_back(p, k, b); /* the last one */
+    return NULL;
   }
-  pthread_mutex_unlock(&p->shared[k].take_mu);
+  if (b->next != NULL) slp__shared_put_back(p, k, b->next);
   return b;
 }
 
@@ -1640,15 +1743,17 @@ static slp_block *slp__borrow(slp_pool *p, struct slp__tcache *tc, int cls,
     if (listed >= 2 || (listed == 1 && shared))
       b = slp__so_take(tc, k, s); /* ALLOC, home s, fresh as it says */
     if (b == NULL && shared) /* FREE: slp_alloc makes s its home */
-      b = slp__shared_pop_spare(p, k, listed);
+      b = slp__shared_take_spare(p, k, listed);
     if (b != NULL) return b;
   }
   return NULL;
 }
 
-static CUresult slp__slow_alloc(slp_pool *p, struct slp__tcache *tc, int cls,
-                                slc_stream *s, slp_block **out,
-                                bool *reused) {
+/* Out of line: inlined, its locals and calls made slp_alloc's common path
+ * spill registers and keep a stack canary. */
+__attribute__((noinline)) static CUresult slp__slow_alloc(
+    slp_pool *p, struct slp__tcache *tc, int cls, slc_stream *s,
+    slp_block **out, bool *reused) {
   CUresult cr = CUDA_ERROR_OUT_OF_MEMORY;
   /* Before a new slab: blocks returned for other threads (their inboxes;
    * a thread that frees and no longer allocates would otherwise make the
@@ -1733,7 +1838,10 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
                          slc_stream_device(s), p->device);
   struct slp__tcache *tc = slp__tc(p);
   if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
-  slp__register_stream(p, tc, s);
+  int slot = slp__register_stream(p, tc, s);
+  /* Now: a poll below may evict the slot. */
+  uint64_t stream_id = slot >= 0 ? tc->seen[slot].id
+                                 : ldg_stream_id(slc_stream_ledger(s));
   int cls = slp__class_of(bytes);
   if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
   /* (Tested here first: the call is ~20 instructions when the list is
@@ -1770,7 +1878,7 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
   }
   slp__unpoison(b);
   slp__store_relaxed(&b->bytes, bytes);
-  slp__store_relaxed(&b->stream_id, ldg_stream_id(slc_stream_ledger(s)));
+  slp__store_relaxed(&b->stream_id, stream_id);
   slp__store_relaxed(&b->alloc_ns, slp__now_ns());
   /* Release: the fields above before the state other threads may read. A
    * block from a stream-ordered list is ALLOC already (slp__so_take). */
@@ -1876,12 +1984,13 @@ int slp_pool_device(const slp_pool *p) { return p != NULL ? p->device : -1; }
 
 /* ---- The stream registry (for targeted syncs at OOM) ------------------ */
 
-static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
-                                 slc_stream *s) {
-  uint64_t gen = slp__load_acquire(&p->streams_gen);
-  for (unsigned i = 0; i < 8; i++)
-    if (tc->seen[i].s == s && tc->seen[i].gen == gen) return;
-  pthread_mutex_lock(&p->mu);
+/* The slow path of slp__register_stream: s is not among tc's latest
+ * streams under the registry's current generation. Registers it (the pool
+ * mutex) and gives it a slot, with the cache's reference; returns the
+ * slot, or -1 if it could not be registered. */
+__attribute__((noinline)) static int slp__register_stream_slow(
+    slp_pool *p, struct slp__tcache *tc, slc_stream *s, uint64_t gen) {
+  slp__lock(&p->mu);
   bool found = false;
   for (size_t i = 0; i < p->n_streams && !found; i++)
     found = p->streams[i] == s;
@@ -1891,7 +2000,7 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
       slc_stream **v = realloc(p->streams, cap * sizeof(*v));
       if (v == NULL) {
         pthread_mutex_unlock(&p->mu);
-        return; /* not registered: an OOM will not sync it */
+        return -1; /* not registered: an OOM will not sync it */
       }
       p->streams = v;
       p->cap_streams = cap;
@@ -1905,14 +2014,36 @@ static void slp__register_stream(slp_pool *p, struct slp__tcache *tc,
   for (unsigned i = 0; i < 8; i++)
     if (tc->seen[i].s == s) {
       tc->seen[i].gen = gen;
-      return;
+      tc->seen[i].id = ldg_stream_id(slc_stream_ledger(s));
+      return (int)i;
     }
   slc_stream_ref(s);
-  slc_stream *old = tc->seen[tc->seen_next].s;
-  tc->seen[tc->seen_next].s = s;
-  tc->seen[tc->seen_next].gen = gen;
-  tc->seen_next = (tc->seen_next + 1) % 8;
+  unsigned i = tc->seen_next;
+  slc_stream *old = tc->seen[i].s;
+  tc->seen[i].s = s;
+  tc->seen[i].gen = gen;
+  tc->seen[i].id = ldg_stream_id(slc_stream_ledger(s));
+  tc->seen_next = (i + 1) % 8;
   if (old != NULL) slc_stream_unref(old); /* may run keeps: nothing half done */
+  return (int)i;
+}
+
+/* Registers s (the OOM syncs) and makes it one of tc's 8 latest streams
+ * (its own polls); returns its slot in tc->seen, or -1 if it could not be
+ * registered. Inline, the slot found without a call: every alloc and use
+ * asks (two calls of ~30 instructions per pool_2s iteration before). A
+ * stream has at most one slot. */
+static inline int slp__register_stream(slp_pool *p, struct slp__tcache *tc,
+                                       slc_stream *s) {
+  /* Acquire: pairs with slp__prune_streams's bump; a stale slot is
+   * registered again. */
+  uint64_t gen = slp__load_acquire(&p->streams_gen);
+  for (unsigned i = 0; i < 8; i++)
+    if (tc->seen[i].s == s) {
+      if (tc->seen[i].gen == gen) return (int)i;
+      break;
+    }
+  return slp__register_stream_slow(p, tc, s, gen);
 }
 
 /* ---- Operations on blocks ------------------------------------------------- */
@@ -2093,7 +2224,7 @@ static int slp__xhold_make(struct slp__xhold *x, slc_stream *s,
     x->used++;
   }
   struct slp__tcache *tc = n > 0 ? slp__tc(blocks[0]->pool) : NULL;
-  if (tc != NULL) slp__register_stream(blocks[0]->pool, tc, s);
+  if (tc != NULL) (void)slp__register_stream(blocks[0]->pool, tc, s);
   return LDG_OK;
 }
 
@@ -2169,7 +2300,7 @@ static int slp__record_use_one(slc_stream *s, slp_block *b, const char *fn) {
   if (cross && (rc = slp__order_fresh(b, s)) != LDG_OK) return rc;
   if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
   struct slp__tcache *tc = slp__tc(b->pool);
-  if (tc != NULL) slp__register_stream(b->pool, tc, s);
+  if (tc != NULL) (void)slp__register_stream(b->pool, tc, s);
   uint64_t id = b->id;
   ldg_range r = {b->addr, len};
   bool host = b->pool->device < 0 && len > 0; /* host blocks: their bytes */
@@ -2210,7 +2341,7 @@ int slp_stats_get(slp_pool *p, slp_stats *out) {
   memset(out, 0, sizeof(*out));
   struct slp__tcounts sum;
   memset(&sum, 0, sizeof(sum));
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   slp__counts_add(&sum, &p->gone);
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next)
     slp__counts_add(&sum, &tc->n);
@@ -2261,7 +2392,7 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
   size_t n = 0;
   uint64_t now = slp__now_ns();
   ldg_ledger *l = slc_context_ledger(p->c);
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
     for (size_t i = 0; i < sl->n; i++) {
       slp_block *b = &sl->blocks[i];
@@ -2294,7 +2425,7 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
 /* Blocks an owner holds (ALLOC), not counting held ones. */
 static size_t slp__count_allocated(slp_pool *p) {
   size_t n = 0;
-  pthread_mutex_lock(&p->mu);
+  slp__lock(&p->mu);
   for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
     for (size_t i = 0; i < sl->n; i++)
       n += (slp__load_acquire(&sl->blocks[i].st) & SLP__ALLOC) != 0;
@@ -2320,11 +2451,13 @@ static int slp__create(slc_context *c, int device, const slp_config *cfg,
   if (p->cfg.release_threshold == 0) p->cfg.release_threshold = (size_t)1 << 30;
   if (p->cfg.thread_cache_bytes == 0)
     p->cfg.thread_cache_bytes = (size_t)4 << 20;
+  for (int k = 0; k < SLP__NCLASS; k++) {
+    size_t n = p->cfg.thread_cache_bytes / 4 / slp__class_size(k);
+    p->class_cap[k] = (uint16_t)(n > 256 ? 256 : n);
+  }
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->trim_mu, NULL);
-  for (int k = 0; k < SLP__NCLASS; k++)
-    pthread_mutex_init(&p->shared[k].take_mu, NULL);
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   p->index = -1;
   for (int i = 0; i < SLP_MAX_POOLS && p->index < 0; i++)
     if (slp__pools[i] == NULL) p->index = i;
@@ -2378,7 +2511,7 @@ int slp_pool_destroy(slp_pool *p) {
   /* Every cache's stream references go now (the context may be destroyed
    * next); the caches themselves are freed by their threads. */
   size_t n_tc = 0, n_drop = 0;
-  pthread_mutex_lock(&slp__reg_mu);
+  slp__lock(&slp__reg_mu);
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) n_tc++;
   slc_stream **drop = malloc((n_tc + 1) * 8 * sizeof(*drop));
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
@@ -2427,8 +2560,6 @@ int slp_pool_destroy(slp_pool *p) {
   }
   for (size_t i = 0; i < p->n_streams; i++) slc_stream_unref(p->streams[i]);
   free(p->streams);
-  for (int k = 0; k < SLP__NCLASS; k++)
-    pthread_mutex_destroy(&p->shared[k].take_mu);
   pthread_mutex_destroy(&p->trim_mu);
   pthread_mutex_destroy(&p->mu);
   free(p);

@@ -74,24 +74,33 @@
  *   function                  may block        lock taken           runs keeps
  *   ------------------------  ---------------  -------------------  ----------
  *   slp_alloc (cache hit)     no               none (g)             (j)
- *   slp_alloc (cache miss)    no               take-mutex (a)       yes (j)
- *   slp_alloc (new slab)      yes: driver (b)  pool, take mu (a)    yes (i)
- *   slp_alloc (out of memory) yes: syncs (c)   pool, trim, take mu  yes
+ *   slp_alloc (cache miss)    no               none (a) (g)         yes (j)
+ *   slp_alloc (new slab)      yes: driver (b)  pool mutex (b)       yes (i)
+ *   slp_alloc (out of memory) yes: syncs (c)   pool, trim           yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
  *   slp_block_find, getters   no               none                 no
  *   pool calls (copy, launch) as sl_cuda.h     none (g) (h)         (e)
- *   slp_trim                  yes: driver      trim, take, pool mu  no
+ *   slp_trim                  yes: driver      trim, pool mutex     no
  *   slp_stats_get             no               registry, pool mu    no
  *   slp_snapshot              no               pool mutex           no
  *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
- *   (a) one per size class, taken once per batch of blocks moved from the
- *       shared free list to the thread's cache, and once per class looked
- *       at for a spare block to lend (slp_alloc, classes of 1 MiB and
- *       more, before a new slab: one take-mutex at a time); never held
- *       across a driver call or a keep. The thread's inbox (blocks other
- *       threads returned for it), tried first, is taken whole with one
- *       CAS, no lock.
- *       (b) cuMemHostAlloc of a slab (pinned classes of 1 MiB and more,
+ *   The pool's mutexes are taken only on those rare paths: a new slab or
+ *   segment (the driver), trim, out of memory, statistics, snapshots,
+ *   create and destroy, and (g) a thread's first call on a pool or first
+ *   use of a stream among its 8 latest. Alloc, free and the pool calls
+ *   take none otherwise, cache miss included (but (d): a try-lock when
+ *   the pool caches more than its release threshold); tests/pool's
+ *   no_mutex_steady counts them (pool_testing.h).
+ *   (a) the thread's inbox (blocks other threads returned for it), tried
+ *       first, is taken whole with one CAS; then the class's shared free
+ *       list, taken whole with one atomic exchange: a batch goes to the
+ *       thread's cache, the rest back with one CAS (pool.c, SHARED LISTS
+ *       WITHOUT A LOCK). No lock, no wait on another thread; while one
+ *       thread holds a taken list, another that finds it empty goes on
+ *       as at a miss (a poll, a spare block, at worst a new slab). The
+ *       same for the spare block a class of 1 MiB or more borrows from a
+ *       larger class before a new slab.
+ *   (b) cuMemHostAlloc of a slab (pinned classes of 1 MiB and more,
  *       device blocks above 64 MiB) or cuMemAlloc of a segment of whole
  *       2 MiB pages whose pages slabs share (2 MiB for the small classes,
  *       a device block of up to 64 MiB rounded up to 2 MiB; pool.c, WHERE
@@ -112,7 +121,7 @@
  *       the shared list is tried again; then, while blocks are held,
  *       slc_engine_poll (non-blocking): keeps of completed work run here,
  *       and their blocks are taken if they fit; then (1 MiB and more) a
- *       spare block of a larger class (a).
+ *       spare block of a larger class (a); then the pool mutex.
  *   (h) each use of a block handed out by stream order on another stream
  *       records an event and waits on it: the event's mutex.
  *   (j) a thread that freed 32 blocks under pending work since it last
