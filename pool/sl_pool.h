@@ -74,13 +74,13 @@
  *   function                  may block        lock taken           runs keeps
  *   ------------------------  ---------------  -------------------  ----------
  *   slp_alloc (cache hit)     no               none (g)             (j)
- *   slp_alloc (cache miss)    no               none (a) (g)         yes (j)
+ *   slp_alloc (cache miss)    no (a)           class take (a) (g)   yes (j)
  *   slp_alloc (new slab)      yes: driver (b)  pool mutex (b)       yes (i)
  *   slp_alloc (out of memory) yes: syncs (c)   pool, trim           yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
  *   slp_block_find, getters   no               none                 no
  *   pool calls (copy, launch) as sl_cuda.h     none (g) (h)         (e)
- *   slp_trim                  yes: driver      trim, pool mutex     no
+ *   slp_trim                  yes: driver      trim, pool, class(a) no
  *   slp_stats_get             no               registry, pool mu    no
  *   slp_snapshot              no               pool mutex           no
  *   slp_pool_create/destroy   yes: syncs (f)   registry, pool mu    yes (f)
@@ -89,17 +89,23 @@
  *   create and destroy, and (g) a thread's first call on a pool or first
  *   use of a stream among its 8 latest. Alloc, free and the pool calls
  *   take none otherwise, cache miss included (but (d): a try-lock when
- *   the pool caches more than its release threshold); tests/pool's
- *   no_mutex_steady counts them (pool_testing.h).
+ *   the pool caches more than its release threshold; and (a): a class's
+ *   take-mutex, not the pool's); tests/pool's no_mutex_steady counts them
+ *   (pool_testing.h).
  *   (a) the thread's inbox (blocks other threads returned for it), tried
  *       first, is taken whole with one CAS; then the class's shared free
- *       list, taken whole with one atomic exchange: a batch goes to the
- *       thread's cache, the rest back with one CAS (pool.c, SHARED LISTS
- *       WITHOUT A LOCK). No lock, no wait on another thread; while one
- *       thread holds a taken list, another that finds it empty goes on
- *       as at a miss (a poll, a spare block, at worst a new slab). The
- *       same for the spare block a class of 1 MiB or more borrows from a
- *       larger class before a new slab.
+ *       list (pool.c, SHARED LISTS, MUTEX OR STRIPED), by SLP_SHARED:
+ *       mutex (the default): a batch (one block and up to half the
+ *       cache's room) popped under the class's take-mutex, the rest left
+ *       listed: a thread may wait for another's refill of the same
+ *       class (a few pops, no driver call), never for the pool mutex;
+ *       striped: the thread's stripe of the class, else another, taken
+ *       whole with one exchange, a batch kept, the rest back with a CAS:
+ *       no lock, and no wait, but while one thread holds a taken stripe
+ *       another that finds every stripe empty goes on as at a miss (a
+ *       poll, a spare block, at worst a new slab). The same for the spare
+ *       block a class of 1 MiB or more borrows from a larger class before
+ *       a new slab. Pushes to the shared lists never lock.
  *   (b) cuMemHostAlloc of a slab (pinned classes of 1 MiB and more,
  *       device blocks above 64 MiB) or cuMemAlloc of a segment of whole
  *       2 MiB pages whose pages slabs share (2 MiB for the small classes,
@@ -192,7 +198,12 @@ typedef struct slp_config {
 /* A pool of device memory of `device` (cuMemAlloc slabs) or of pinned host
  * memory (cuMemHostAlloc(PORTABLE) slabs, usable on every device). cfg NULL:
  * the defaults. LDG_EINVAL: c or out NULL, bad device, more than
- * SLP_MAX_POOLS pools. LDG_ENOMEM. */
+ * SLP_MAX_POOLS pools, SLP_SHARED set to neither value. LDG_ENOMEM.
+ * Tuning and diagnostic knob, read once here from the environment:
+ * SLP_SHARED=mutex|striped (unset or empty: mutex), how a thread whose
+ * cache ran dry takes from a class's shared free list (table note (a);
+ * pool.c, SHARED LISTS, MUTEX OR STRIPED; bench/RESULTS.md, issue 10,
+ * measures both). */
 int slp_pool_create_device(slc_context *c, int device, const slp_config *cfg,
                            slp_pool **out);
 int slp_pool_create_host(slc_context *c, const slp_config *cfg,
