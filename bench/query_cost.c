@@ -31,6 +31,28 @@
 
 #include "ledger/ledger.h"
 
+/* ledger_testing.h's counters of what a thread's queries read, where the
+ * ledger has them (since the segment summaries): declared here, weak, so
+ * that this file still builds against older commits. */
+typedef struct {
+  uint64_t segments, slots, summaries;
+} query_reads;
+extern query_reads ldg__thread_query_reads(void) __attribute__((weak));
+
+static query_reads reads_now(void) {
+  if (ldg__thread_query_reads == NULL) return (query_reads){0, 0, 0};
+  return ldg__thread_query_reads();
+}
+
+static void print_reads(query_reads a, uint64_t queries) {
+  if (ldg__thread_query_reads == NULL) return;
+  query_reads b = reads_now();
+  printf("  per query: %.2f segments, %.2f slots, %.2f summaries read\n",
+         (double)(b.segments - a.segments) / (double)queries,
+         (double)(b.slots - a.slots) / (double)queries,
+         (double)(b.summaries - a.summaries) / (double)queries);
+}
+
 #define VEC_BASE(tid) ((uint64_t)((tid) + 1) << 20)
 #define HOST_BASE(tid) ((uintptr_t)0x100000000u + (uintptr_t)(tid) * 0x1000000u)
 
@@ -100,12 +122,14 @@ static int holds(uint64_t n, const char *kind, uint64_t q) {
     CK(ldg_enqueue(s, no_keep, &vec, 1, &r, 1, NULL));
   }
   query_loop(l, k, 1, 1); /* warm-up (counted: subtract a Q=1 run) */
+  query_reads r0 = reads_now();
   uint64_t t0 = now_ns();
   query_loop(l, k, q, 1);
   uint64_t t1 = now_ns();
   if (sink != 0) return 1; /* every query missed */
   printf("holds %s: %" PRIu64 " pending, %" PRIu64 " queries (+1 warm-up), "
          "%.1f ns/query here\n", kind, n, q, (double)(t1 - t0) / (double)q);
+  print_reads(r0, q);
   CK(ldg_stream_destroy(s));
   ldg_stream_unref(s);
   ldg_ledger_destroy(l);
@@ -125,6 +149,7 @@ static int reader(int threads, uint64_t r, uint64_t q) {
     CK(ldg_stream_create(l, t % 4, 0, NULL, NULL, &b[t]));
   }
   uint64_t ns = 0;
+  query_reads r0 = reads_now();
   for (uint64_t i = 0; i < q; i++) {
     for (uint64_t k = 0; k < r; k++) {
       for (int t = 0; t < threads; t++) { /* ledger_bench's serving request */
@@ -146,6 +171,7 @@ static int reader(int threads, uint64_t r, uint64_t q) {
   printf("reader: %d threads' streams, %" PRIu64 " requests each between "
          "query pairs, %" PRIu64 " pairs (%" PRIu64 " queries), %.1f ns/query "
          "here\n", threads, r, q, 2 * q, (double)ns / (double)(2 * q));
+  print_reads(r0, 2 * q);
   for (int t = 0; t < threads; t++) {
     CK(ldg_stream_destroy(b[t]));
     CK(ldg_stream_destroy(a[t]));
