@@ -680,9 +680,9 @@ static void *reader_main(void *arg) {
     if (phase == 1) {
       rc->reader_queries = q;
       ldg__query_reads r1 = ldg__thread_query_reads(); /* 0 for mutex */
-      rc->reader_reads = (ldg__query_reads){r1.segments - r0.segments,
-                                            r1.slots - r0.slots,
-                                            r1.summaries - r0.summaries};
+      rc->reader_reads = (ldg__query_reads){
+          r1.segments - r0.segments, r1.slots - r0.slots,
+          r1.stream_lines - r0.stream_lines, r1.headers - r0.headers};
     }
     pthread_barrier_wait(&rc->barrier); /* end of the phase */
   }

@@ -35,22 +35,24 @@
  * ledger has them (since the segment summaries): declared here, weak, so
  * that this file still builds against older commits. */
 typedef struct {
-  uint64_t segments, slots, summaries;
+  uint64_t segments, slots, stream_lines, headers;
 } query_reads;
 extern query_reads ldg__thread_query_reads(void) __attribute__((weak));
 
 static query_reads reads_now(void) {
-  if (ldg__thread_query_reads == NULL) return (query_reads){0, 0, 0};
+  if (ldg__thread_query_reads == NULL) return (query_reads){0, 0, 0, 0};
   return ldg__thread_query_reads();
 }
 
 static void print_reads(query_reads a, uint64_t queries) {
   if (ldg__thread_query_reads == NULL) return;
   query_reads b = reads_now();
-  printf("  per query: %.2f segments, %.2f slots, %.2f summaries read\n",
-         (double)(b.segments - a.segments) / (double)queries,
-         (double)(b.slots - a.slots) / (double)queries,
-         (double)(b.summaries - a.summaries) / (double)queries);
+  double q = (double)queries;
+  printf("  per query: %.2f segments; lines enqueuers or releases write: "
+         "%.2f slots, %.2f tail/released, %.2f segment headers\n",
+         (double)(b.segments - a.segments) / q, (double)(b.slots - a.slots) / q,
+         (double)(b.stream_lines - a.stream_lines) / q,
+         (double)(b.headers - a.headers) / q);
 }
 
 #define VEC_BASE(tid) ((uint64_t)((tid) + 1) << 20)

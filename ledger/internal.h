@@ -109,7 +109,7 @@ _Static_assert(sizeof(struct ldg__slot) == LDG__CACHE_LINE,
 struct ldg__filter {
   _Atomic uint64_t vec_lo, vec_hi;
   _Atomic uint64_t addr_lo, addr_hi;
-  _Atomic uint64_t bits[2];
+  _Atomic uint64_t bits;
 };
 
 /* A segment's summaries, on two lines of their own: enqueuers and releases
@@ -118,14 +118,21 @@ struct ldg__summary {
   /* Slots [0, upto) are summarised in own (every pending one among them:
    * "published, and the same ever since"). */
   alignas(LDG__CACHE_LINE) _Atomic uint32_t upto;
-  /* The segment's place in its stream (0 for the first): written by the
-   * thread that links the segment, before the linking CAS; fixed for the
-   * segment's life. */
+  /* Copies of the header's size and base, and the segment's place in its
+   * stream (0 for the first): written by the thread that links the
+   * segment, before the linking CAS; fixed for the segment's life. A walk
+   * reads them here rather than on the header's line, which every release
+   * writes (resolved). */
+  uint32_t size;
+  ldg_seq base;
   uint32_t index;
   struct ldg__filter own;
   /* NULL, or the segment 2^level(index) places later: span then
    * summarises this segment and every one before jump. */
   alignas(LDG__CACHE_LINE) _Atomic(struct ldg__seg *) jump;
+  /* A copy of the header's next, once a query saw it set (NULL: look
+   * there). */
+  _Atomic(struct ldg__seg *) next;
   struct ldg__filter span;
 };
 
@@ -161,6 +168,10 @@ struct ldg_stream {
   ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
+  /* The oldest segment not retired; moved once per segment, as tailseg.
+   * Here, not on the releasers' line, so that a query starts its walk
+   * without touching a line every release writes (summary.c). */
+  _Atomic(struct ldg__seg *) head;
   /* The ledger's vector index (vindex.c) or NULL, copied at creation
    * (ldg__registry_link): read by every enqueue and taken chunk, beside
    * tailseg rather than on the ledger's line that l->refs shares. */
@@ -184,11 +195,10 @@ struct ldg_stream {
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
   _Atomic ldg_seq tail_end;
 
-  /* Releasers' line: the release high-water mark, the oldest live segment,
-   * and the counts behind ldg_pending_count: operations taken by
-   * releases (or by overtaken enqueuers), and waits ever recorded. */
+  /* Releasers' line: the release high-water mark and the counts behind
+   * ldg_pending_count: operations taken by releases (or by overtaken
+   * enqueuers), and waits ever recorded. */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq released;
-  _Atomic(struct ldg__seg *) head;
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
   /* The next segment, zeroed, prepared by a release once tail passes

@@ -78,14 +78,27 @@
  *   A segment never linked (a loser's) keeps a reset it never needed.
  *
  * WHAT A QUERY TOUCHES
- *   released and tail of the stream (as before), the headers of the
- *   segments it visits (base, size, next), their summary lines, and only
- *   the slots that no filter rules out: on a segment whose summary is
- *   complete and rules the probe out, none. The enqueuer and the release
- *   protocols are unchanged (queries still only read slot states, with
- *   acquire, and FULL slots' payloads), so the Promela model, which models
- *   those, is unchanged; tests/unit/summary_test.c checks (S) in every
- *   slot state and across reuse.
+ *   Per stream: tail (the enqueuers' line), head (beside tailseg, moved once
+ *   per segment), and per segment visited its two summary lines, which hold
+ *   copies of base and size (set before linking) and of next (stored by a
+ *   query once it read the header's next set; acquire/release, passing on
+ *   the linking CAS). released (the releasers' line) is read only when the
+ *   walk needs it, once: a filter admits the probe (then the slots it
+ *   summarises are read from released + 1), a slot read is EMPTY (taken, or
+ *   not yet published), or a slot matches (an entry at or below released is
+ *   not reported). A slot read before released is: an entry FULL above it
+ *   was pending when released was read, as ledger.h requires. The walk
+ *   stops at the segment that holds tail. So a miss that the summaries rule
+ *   out reads no slot, no segment header and not released: of the lines
+ *   enqueuers and releases write, only each stream's tail. Slots published
+ *   since the last query are read once, by the query that extends the
+ *   summary over them, not by every query until their release.
+ *   The enqueuer and release protocols are unchanged (queries still only
+ *   read slot states, with acquire, and FULL slots' payloads; head moved to
+ *   another line of the stream, not to another protocol), so the Promela
+ *   model, which models those, is unchanged; tests/unit/summary_test.c
+ *   checks (S) in every slot state and across reuse, and
+ *   tools/mutation/mutants.txt (sum-*) each rule above.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
@@ -107,14 +120,14 @@ static unsigned ldg__level(uint32_t index) {
 
 /* A filter being gathered by one thread. */
 struct ldg__flt {
-  uint64_t vec_lo, vec_hi, addr_lo, addr_hi, bits[2];
+  uint64_t vec_lo, vec_hi, addr_lo, addr_hi, bits;
 };
 
 static const struct ldg__flt ldg__flt_empty = {UINT64_MAX, 0, UINT64_MAX, 0,
-                                               {0, 0}};
+                                               0};
 
-static unsigned ldg__vec_bit(uint64_t id) {
-  return (unsigned)((id * 0x9e3779b97f4a7c15ull) >> 57); /* 0..127 */
+static uint64_t ldg__vec_bit(uint64_t id) {
+  return 1ull << ((id * 0x9e3779b97f4a7c15ull) >> 58); /* one of 64 */
 }
 
 /* The ids and ranges of the operation in slot. */
@@ -140,8 +153,7 @@ static void ldg__flt_add(struct ldg__flt *f, const struct ldg__slot *slot) {
   for (size_t i = 0; i < n_vec; i++) {
     if (w[i] < f->vec_lo) f->vec_lo = w[i];
     if (w[i] > f->vec_hi) f->vec_hi = w[i];
-    unsigned b = ldg__vec_bit(w[i]);
-    f->bits[b >> 6] |= 1ull << (b & 63);
+    f->bits |= ldg__vec_bit(w[i]);
   }
   for (size_t i = 0; i < n_rng; i++) {
     uint64_t a = w[n_vec + 2 * i], last = a + (w[n_vec + 2 * i + 1] - 1);
@@ -155,8 +167,7 @@ static void ldg__flt_union(struct ldg__flt *f, const struct ldg__flt *x) {
   if (x->vec_hi > f->vec_hi) f->vec_hi = x->vec_hi;
   if (x->addr_lo < f->addr_lo) f->addr_lo = x->addr_lo;
   if (x->addr_hi > f->addr_hi) f->addr_hi = x->addr_hi;
-  f->bits[0] |= x->bits[0];
-  f->bits[1] |= x->bits[1];
+  f->bits |= x->bits;
 }
 
 /* Relaxed loads and stores of a shared filter: what orders them is the
@@ -167,8 +178,7 @@ static void ldg__flt_load(struct ldg__flt *f, const struct ldg__filter *x) {
   f->vec_hi = ldg__load_relaxed(&x->vec_hi);
   f->addr_lo = ldg__load_relaxed(&x->addr_lo);
   f->addr_hi = ldg__load_relaxed(&x->addr_hi);
-  f->bits[0] = ldg__load_relaxed(&x->bits[0]);
-  f->bits[1] = ldg__load_relaxed(&x->bits[1]);
+  f->bits = ldg__load_relaxed(&x->bits);
 }
 
 static void ldg__flt_store(struct ldg__filter *x, const struct ldg__flt *f) {
@@ -176,8 +186,7 @@ static void ldg__flt_store(struct ldg__filter *x, const struct ldg__flt *f) {
   ldg__store_relaxed(&x->vec_hi, f->vec_hi);
   ldg__store_relaxed(&x->addr_lo, f->addr_lo);
   ldg__store_relaxed(&x->addr_hi, f->addr_hi);
-  ldg__store_relaxed(&x->bits[0], f->bits[0]);
-  ldg__store_relaxed(&x->bits[1], f->bits[1]);
+  ldg__store_relaxed(&x->bits, f->bits);
 }
 
 /* Lowers *x to v (relaxed: x's own modification order is all that counts;
@@ -201,18 +210,16 @@ static void ldg__flt_merge(struct ldg__filter *x, const struct ldg__flt *f) {
   ldg__raise(&x->vec_hi, f->vec_hi);
   ldg__lower(&x->addr_lo, f->addr_lo);
   ldg__raise(&x->addr_hi, f->addr_hi);
-  for (int i = 0; i < 2; i++) {
-    /* Relaxed: as above. */
-    if (f->bits[i] != 0) atomic_fetch_or_explicit(&x->bits[i], f->bits[i],
-                                                  memory_order_relaxed);
-  }
+  /* Relaxed: as above. Only when a bit is new: the read is cheaper than
+   * the locked OR. */
+  if ((ldg__load_relaxed(&x->bits) & f->bits) != f->bits)
+    atomic_fetch_or_explicit(&x->bits, f->bits, memory_order_relaxed);
 }
 
 static bool ldg__flt_maybe(const struct ldg__flt *f, const struct ldg__probe *p) {
   if (p->kind == LDG__PROBE_VEC) {
     if (p->id < f->vec_lo || p->id > f->vec_hi) return false;
-    unsigned b = ldg__vec_bit(p->id);
-    return (f->bits[b >> 6] >> (b & 63)) & 1;
+    return (f->bits & ldg__vec_bit(p->id)) != 0;
   }
   return p->addr <= f->addr_hi && p->last >= f->addr_lo;
 }
@@ -249,9 +256,36 @@ void ldg__summary_reset(struct ldg__seg *g, uint32_t index) {
    * first segment, the registry's release store of the stream) publishes
    * it. */
   ldg__store_relaxed(&g->sum.upto, 0);
+  g->sum.size = g->size;
+  g->sum.base = g->base;
   g->sum.index = index;
   ldg__flt_store(&g->sum.own, &ldg__flt_empty);
   ldg__store_relaxed(&g->sum.jump, (struct ldg__seg *)NULL);
+  ldg__store_relaxed(&g->sum.next, (struct ldg__seg *)NULL);
+}
+
+/* ---- What a walk reads --------------------------------------------------------- */
+
+/* What this thread's queries read (ldg__thread_query_reads). */
+static _Thread_local ldg__query_reads ldg__reads;
+
+ldg__query_reads ldg__thread_query_reads(void) { return ldg__reads; }
+
+/* g's successor, or NULL. From the copy on the summary's line when a query
+ * saw it before; else from the header (whose line every release writes),
+ * then copied. */
+static struct ldg__seg *ldg__next(struct ldg__seg *g) {
+  /* Acquire: pairs with the release store below, by a query that read the
+   * header's next with acquire (which pairs with the linking CAS, after
+   * the successor's header and reset summaries were written). */
+  struct ldg__seg *n = ldg__load_acquire(&g->sum.next);
+  if (n != NULL) return n;
+  ldg__reads.headers++;
+  n = ldg__load_acquire(&g->next); /* the linking CAS, as above */
+  /* Release: passes on what the acquire above saw. Every writer stores the
+   * same value (next is set once per life), and the reset cleared it. */
+  if (n != NULL) ldg__store_release(&g->sum.next, n);
+  return n;
 }
 
 /* ---- Jumps ------------------------------------------------------------------------ */
@@ -260,7 +294,7 @@ void ldg__summary_reset(struct ldg__seg *g, uint32_t index) {
  * the CAS that raised upto to size (and, through the chain of CASes, those
  * before it), made after its writer's findings went into own. */
 static bool ldg__complete(const struct ldg__seg *g) {
-  return ldg__load_acquire(&g->sum.upto) == g->size;
+  return ldg__load_acquire(&g->sum.upto) == g->sum.size;
 }
 
 /* g is complete and has no jump yet: builds it if the 2^L segments it spans
@@ -268,16 +302,14 @@ static bool ldg__complete(const struct ldg__seg *g) {
 static void ldg__jump_build(struct ldg__seg *g, unsigned level) {
   struct ldg__flt acc, f;
   ldg__flt_load(&acc, &g->sum.own);
-  /* next: acquire pairs with the linking CAS (release half), after the
-   * header and the reset summaries were written. */
-  struct ldg__seg *h = ldg__load_acquire(&g->next);
+  struct ldg__seg *h = ldg__next(g);
   for (unsigned k = 0; k < level; k++) {
     if (h == NULL) return;
     /* h is the segment at index + 2^k, of level k. */
     if (k == 0) {
       if (!ldg__complete(h)) return;
       ldg__flt_load(&f, &h->sum.own);
-      h = ldg__load_acquire(&h->next); /* as above */
+      h = ldg__next(h);
     } else {
       /* Acquire: pairs with the release store below, by h's builder. */
       struct ldg__seg *j = ldg__load_acquire(&h->sum.jump);
@@ -295,53 +327,74 @@ static void ldg__jump_build(struct ldg__seg *g, unsigned level) {
 
 /* ---- The walk --------------------------------------------------------------------- */
 
-/* What this thread's queries read (ldg__thread_query_reads). */
-static _Thread_local ldg__query_reads ldg__reads;
+/* The stream's released mark, read once and only when a walk needs it (a
+ * filter or a slot may match, or a slot is EMPTY): a miss that summaries
+ * rule out never touches the releasers' line. */
+struct ldg__lazy_released {
+  const ldg_stream *s;
+  bool have;
+  ldg_seq r;
+};
 
-ldg__query_reads ldg__thread_query_reads(void) { return ldg__reads; }
+static ldg_seq ldg__released(struct ldg__lazy_released *x) {
+  if (!x->have) {
+    ldg__reads.stream_lines++;
+    /* Acquire: pairs with the claims' CAS; seqs at or below it are skipped
+     * (their release began). Read after some slots' states: an entry found
+     * FULL above it was pending when it was read. */
+    x->r = ldg__load_acquire(&x->s->released);
+    x->have = true;
+  }
+  return x->r;
+}
 
 bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
                      ldg__visit_fn fn, void *arg) {
-  /* released: acquire pairs with the claims' CAS; seqs at or below it are
-   * skipped (their release began). tail: as ldg_mark, every seq up to it is
-   * linked. */
-  ldg_seq r = ldg__load_acquire(&s->released);
+  /* tail: as ldg_mark, every seq up to it is linked. */
+  ldg__reads.stream_lines++;
   ldg_seq t = ldg__load_acquire(&s->tail);
-  if (t <= r) return false; /* nothing pending: no segment read */
-  /* head, next: acquire pairs with the seq_cst CASes that moved head and
-   * linked the segment (release halves), after its header and reset
-   * summaries were written. */
+  struct ldg__lazy_released rel = {s, false, 0};
+  /* head: acquire pairs with the seq_cst CASes that moved head (release
+   * half), after the segment's header and reset summaries were written. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
-  while (g != NULL && g->base <= t) {
+  while (g != NULL && g->sum.base <= t) {
     ldg__reads.segments++;
-    ldg_seq end = g->base + g->size; /* one past g's last seq */
-    if (end <= r + 1) { /* released entirely */
-      g = ldg__load_acquire(&g->next);
-      continue;
-    }
+    ldg_seq base = g->sum.base, end = base + g->sum.size;
     /* Acquire: pairs with the release store in ldg__jump_build. */
     struct ldg__seg *j = ldg__load_acquire(&g->sum.jump);
-    ldg__reads.summaries++;
     if (j != NULL && !ldg__filter_maybe(&g->sum.span, p)) {
       g = j; /* nothing of g .. j's predecessor can match */
       continue;
     }
     /* upto: acquire, see ldg__complete. */
     uint32_t u = ldg__load_acquire(&g->sum.upto);
-    ldg_seq lo = g->base > r + 1 ? g->base : r + 1;
     ldg_seq hi = end - 1 < t ? end - 1 : t;
-    /* The first slot that may be undecided: those at or below released
-     * are decided without being read. */
-    ldg_seq f = g->base + u > lo ? g->base + u : lo;
-    ldg_seq from = u != 0 && ldg__filter_maybe(&g->sum.own, p) ? lo : f;
+    ldg_seq f = base + u; /* the first slot that may be undecided */
+    ldg_seq from = f;
+    if (u != 0 && ldg__filter_maybe(&g->sum.own, p)) {
+      /* Read the summarised slots too, those still pending. */
+      ldg_seq r = ldg__released(&rel);
+      from = base > r + 1 ? base : r + 1;
+      if (f < from) f = from; /* at or below released: decided */
+    }
     struct ldg__flt acc = ldg__flt_empty;
     bool extending = true, found = false;
     for (ldg_seq q = from; q <= hi && !found; q++) {
-      const struct ldg__slot *slot = &g->slots[q - g->base];
+      const struct ldg__slot *slot = &g->slots[q - base];
       ldg__reads.slots++;
       /* Acquire: pairs with the publishing CAS, so a FULL slot's payload
        * is read as written. */
       uint32_t state = ldg__load_acquire(&slot->state);
+      if (state == LDG__SLOT_EMPTY) {
+        ldg_seq r = ldg__released(&rel);
+        if (q <= r) {
+          /* Taken or covered, and so is everything up to r: decided,
+           * never read. */
+          if (extending && q == f) f = r + 1 < hi + 1 ? r + 1 : hi + 1;
+          q = r; /* the loop moves on to r + 1 */
+          continue;
+        }
+      }
       if (extending && q == f) {
         if (state == LDG__SLOT_FULL) ldg__flt_add(&acc, slot);
         if (state == LDG__SLOT_EMPTY)
@@ -350,22 +403,25 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
           f++;
       }
       if (state != LDG__SLOT_FULL || slot->kind != LDG__KIND_OP) continue;
-      if (ldg__probe_matches(slot, p) && fn(s, q, arg)) found = true;
+      if (!ldg__probe_matches(slot, p)) continue;
+      if (q <= ldg__released(&rel)) continue; /* its release began */
+      if (fn(s, q, arg)) found = true;
     }
-    if (f > g->base + u) {
+    if (f > base + u) {
       /* Our findings first, then upto: acq_rel CAS that only raises it
        * (release half: publishes the merge; acquire: keeps the chain of
        * raises one release sequence, see WHY (S) HOLDS FOR own). */
       ldg__flt_merge(&g->sum.own, &acc);
-      uint32_t cur = u, want = (uint32_t)(f - g->base);
+      uint32_t cur = u, want = (uint32_t)(f - base);
       while (cur < want && !ldg__cas_weak_acq_rel(&g->sum.upto, &cur, want)) {
       }
       u = want > cur ? want : cur;
     }
     if (found) return true;
     unsigned level = ldg__level(g->sum.index);
-    if (j == NULL && level != 0 && u == g->size) ldg__jump_build(g, level);
-    g = ldg__load_acquire(&g->next);
+    if (j == NULL && level != 0 && u == g->sum.size) ldg__jump_build(g, level);
+    if (end > t) break; /* g holds tail: nothing later is pending */
+    g = ldg__next(g);
   }
   return false;
 }

@@ -30,7 +30,8 @@ static ldg__query_reads reads_of(void (*q)(ldg_ledger *), ldg_ledger *l) {
   q(l);
   ldg__query_reads b = ldg__thread_query_reads();
   return (ldg__query_reads){b.segments - a.segments, b.slots - a.slots,
-                            b.summaries - a.summaries};
+                            b.stream_lines - a.stream_lines,
+                            b.headers - a.headers};
 }
 
 static void miss_vec(ldg_ledger *l) { CHECK(!ldg_holds_vector(l, ABSENT_ID)); }
