@@ -6,7 +6,8 @@
 # runs identical up to Q1 (the driver is deterministic), so setup and the
 # first queries cancel. D1mr: first-level data-cache read misses per query
 # in callgrind's cache simulation (32 KiB L1): the lines a query touches
-# beyond what stays in L1.
+# beyond what stays in L1. The holds misses are counted from the 17th on:
+# each walk builds the next level of the summaries' jumps (summary.c).
 #   bench/core5a_callgrind.sh NAME=QUERY_COST_BINARY...
 # e.g. bench/core5a_callgrind.sh before=/tmp/b/query_cost after=bazel-bin/bench/query_cost
 set -euo pipefail
@@ -44,7 +45,7 @@ for spec in "$@"; do
   bin=${spec#*=}
   for n in 1024 16384 131072; do
     for k in vector range; do
-      per_query "$name" "$bin" 2 6 1 holds $n $k
+      per_query "$name" "$bin" 16 20 1 holds $n $k
     done
   done
   for t in 1 4 16; do

@@ -726,9 +726,10 @@ typedef struct row_result {
   size_t samples;
   double reader_qps;  /* serving+reader: reader queries per second */
   double reader_cost; /* serving+reader: 1 - with / without reader */
-  /* serving+reader, the ledger: segments visited and slots (enqueuers'
-   * lines) read per query (ldg__thread_query_reads) */
-  double reader_segs_per_q, reader_slots_per_q;
+  /* serving+reader, the ledger: segments visited, slots read, and every
+   * line enqueuers or releases write that was read (slots, tail and
+   * released words, segment headers), per query (ldg__thread_query_reads) */
+  double reader_segs_per_q, reader_slots_per_q, reader_lines_per_q;
   /* backlog */
   uint64_t backlog;
   double fill_ms, release_ms;
@@ -886,6 +887,10 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
           (double)rc.reader_reads.segments / (double)rc.reader_queries;
       out->reader_slots_per_q =
           (double)rc.reader_reads.slots / (double)rc.reader_queries;
+      out->reader_lines_per_q =
+          (double)(rc.reader_reads.slots + rc.reader_reads.stream_lines +
+                   rc.reader_reads.headers) /
+          (double)rc.reader_queries;
     }
   }
   free(all);
@@ -1200,9 +1205,10 @@ static void write_json(const char *path, int argc, char **argv) {
     if (r->reader_qps > 0)
       fprintf(f, ", \"reader_qps\": %.1f, \"reader_cost\": %.4f"
                  ", \"reader_segments_per_query\": %.2f"
-                 ", \"reader_slots_per_query\": %.2f",
+                 ", \"reader_slots_per_query\": %.2f"
+                 ", \"reader_enqueuer_lines_per_query\": %.2f",
               r->reader_qps, r->reader_cost, r->reader_segs_per_q,
-              r->reader_slots_per_q);
+              r->reader_slots_per_q, r->reader_lines_per_q);
     if (r->is_backlog)
       fprintf(f, ", \"backlog\": %" PRIu64 ", \"fill_ms\": %.3f, \"release_ms\": %.3f"
                  ", \"peak_bytes\": %zu, \"bytes_after_release\": %zu"
@@ -1446,9 +1452,10 @@ static void run_threaded(const workload *wl, bool with_reader) {
                         k == IMPL_LEDGER ? "ldg" : "mtx", rr[k].reader_qps / 1e6);
     if (opt.run_impl[IMPL_LEDGER])
       len += snprintf(notes + len, sizeof notes - (size_t)len,
-                      "; ldg per query: %.2f segs %.2f slots",
+                      "; ldg per query: %.2f segs %.2f slots %.2f lines",
                       rr[IMPL_LEDGER].reader_segs_per_q,
-                      rr[IMPL_LEDGER].reader_slots_per_q);
+                      rr[IMPL_LEDGER].reader_slots_per_q,
+                      rr[IMPL_LEDGER].reader_lines_per_q);
     print_row("serving+reader", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
   }
 }
