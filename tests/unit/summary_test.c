@@ -1,4 +1,4 @@
-/* Proves the queries' segment summaries (ledger/summary.c): once built, a miss reads no slot and visits fewer segments than the ring has; every pending entry is still found, in every position, after a partial release, behind a reserved but unpublished slot (a paused enqueuer), past an abandoned slot, in out-of-line payloads, after its segment was retired and reused from the pool; and under concurrent enqueues, releases and queries an entry is found by its own enqueuer between its enqueue and its release. */
+/* Proves the queries' segment summaries (ledger/summary.c): once built, a miss reads no slot and visits fewer segments than the ring has; every pending entry is still found, in every position, after a partial release, behind a reserved but unpublished slot (a paused enqueuer), past an abandoned slot, not once a release claimed it, in out-of-line payloads, after its segment was retired and reused from the pool; and under concurrent enqueues, releases and queries an entry is found by its own enqueuer between its enqueue and its release. */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -109,7 +109,8 @@ static void test_positions(void) {
 /* ---- A paused enqueuer: its slot reserved, not yet published ----------- */
 
 static struct {
-  ldg_stream *s; /* the stream whose next enqueue parks */
+  ldg_stream *s; /* the stream whose next call passing `point` parks */
+  enum ldg__hook_point point;
   atomic_bool armed;
   sem_t parked, go;
 } g_park;
@@ -117,7 +118,7 @@ static struct {
 static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
                       void *arg) {
   (void)arg;
-  if (point != LDG__HOOK_ENQUEUE_RESERVED || s != g_park.s) return;
+  if (point != g_park.point || s != g_park.s) return;
   bool yes = true;
   if (!atomic_compare_exchange_strong(&g_park.armed, &yes, false)) return;
   sem_post(&g_park.parked);
@@ -143,6 +144,7 @@ static void *enqueue_main(void *p) {
 /* Starts e on its own thread and returns once it parked after reserving. */
 static void park_enqueue(pthread_t *t, struct parked_enqueue *e) {
   g_park.s = e->s;
+  g_park.point = LDG__HOOK_ENQUEUE_RESERVED;
   atomic_store(&g_park.armed, true);
   CHECK_EQ(pthread_create(t, NULL, enqueue_main, e), 0);
   while (sem_wait(&g_park.parked) != 0) {
@@ -217,6 +219,60 @@ static void test_abandoned(void) {
   ldg_ledger_destroy(l);
   CHECK_EQ(n, 120);
   PASS("a summary passes an abandoned slot and hides nothing behind it");
+}
+
+/* A release parked after its claim: released covers the entries, which are
+ * still FULL (not taken). Summaries built before still name them. */
+struct parked_release {
+  ldg_stream *s;
+  ldg_seq upto;
+  int rc;
+};
+
+static void *release_main(void *p) {
+  struct parked_release *r = p;
+  r->rc = ldg_release(r->s, r->upto);
+  return NULL;
+}
+
+static void claimed(bool summarised) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long n = 0;
+  fill(s, &n, 7000, 0x600000, 0, 500);
+  /* Summaries naming all 500, or none yet (the first query reads the
+   * slots, FULL, at and below released). */
+  if (summarised)
+    for (int k = 0; k < 3; k++) miss(l);
+  struct parked_release r = {s, 300, -99};
+  g_park.s = s;
+  g_park.point = LDG__HOOK_RELEASE_CLAIMED;
+  atomic_store(&g_park.armed, true);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, release_main, &r), 0);
+  while (sem_wait(&g_park.parked) != 0) {
+  }
+  CHECK_EQ(n, 0); /* nothing taken yet */
+  /* The release began: those entries are no longer reported (ledger.h),
+   * although the summaries and the slots still name them. */
+  for (uint64_t i = 0; i < 500; i += 3) {
+    if (i < 300)
+      check_gone(l, 7000, 0x600000, i);
+    else
+      check_found(l, s, 7000, 0x600000, i, i + 1);
+  }
+  unpark(t);
+  CHECK_OK(r.rc);
+  CHECK_EQ(n, 300);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, 500);
+}
+
+static void test_claimed(void) {
+  claimed(false);
+  claimed(true);
+  PASS("entries a release has claimed are not reported, summaries or not");
 }
 
 /* ---- Out-of-line payloads and waits ------------------------------------------- */
@@ -376,6 +432,7 @@ int main(void) {
   test_positions();
   test_unpublished();
   test_abandoned();
+  test_claimed();
   test_ext_and_waits();
   test_reuse();
   test_concurrent();
