@@ -266,21 +266,23 @@ void ldg__summary_reset(struct ldg__seg *g, uint32_t index) {
 
 /* ---- What a walk reads --------------------------------------------------------- */
 
-/* What this thread's queries read (ldg__thread_query_reads). */
+/* What this thread's queries read (ldg__thread_query_reads): each walk
+ * counts in a local and adds it here once (in a shared library every
+ * access to a thread-local may be a call). */
 static _Thread_local ldg__query_reads ldg__reads;
 
 ldg__query_reads ldg__thread_query_reads(void) { return ldg__reads; }
 
 /* g's successor, or NULL. From the copy on the summary's line when a query
- * saw it before; else from the header (whose line every release writes),
- * then copied. */
-static struct ldg__seg *ldg__next(struct ldg__seg *g) {
+ * saw it before; else from the header (whose line every release writes;
+ * counted in *headers), then copied. */
+static struct ldg__seg *ldg__next(struct ldg__seg *g, uint64_t *headers) {
   /* Acquire: pairs with the release store below, by a query that read the
    * header's next with acquire (which pairs with the linking CAS, after
    * the successor's header and reset summaries were written). */
   struct ldg__seg *n = ldg__load_acquire(&g->sum.next);
   if (n != NULL) return n;
-  ldg__reads.headers++;
+  (*headers)++;
   n = ldg__load_acquire(&g->next); /* the linking CAS, as above */
   /* Release: passes on what the acquire above saw. Every writer stores the
    * same value (next is set once per life), and the reset cleared it. */
@@ -299,17 +301,18 @@ static bool ldg__complete(const struct ldg__seg *g) {
 
 /* g is complete and has no jump yet: builds it if the 2^L segments it spans
  * are all complete and summarised (L >= 1), else leaves it. */
-static void ldg__jump_build(struct ldg__seg *g, unsigned level) {
+static void ldg__jump_build(struct ldg__seg *g, unsigned level,
+                            uint64_t *headers) {
   struct ldg__flt acc, f;
   ldg__flt_load(&acc, &g->sum.own);
-  struct ldg__seg *h = ldg__next(g);
+  struct ldg__seg *h = ldg__next(g, headers);
   for (unsigned k = 0; k < level; k++) {
     if (h == NULL) return;
     /* h is the segment at index + 2^k, of level k. */
     if (k == 0) {
       if (!ldg__complete(h)) return;
       ldg__flt_load(&f, &h->sum.own);
-      h = ldg__next(h);
+      h = ldg__next(h, headers);
     } else {
       /* Acquire: pairs with the release store below, by h's builder. */
       struct ldg__seg *j = ldg__load_acquire(&h->sum.jump);
@@ -334,11 +337,12 @@ struct ldg__lazy_released {
   const ldg_stream *s;
   bool have;
   ldg_seq r;
+  ldg__query_reads rd; /* this walk's reads */
 };
 
 static ldg_seq ldg__released(struct ldg__lazy_released *x) {
   if (!x->have) {
-    ldg__reads.stream_lines++;
+    x->rd.stream_lines++;
     /* Acquire: pairs with the claims' CAS; seqs at or below it are skipped
      * (their release began). Read after some slots' states: an entry found
      * FULL above it was pending when it was read. */
@@ -351,14 +355,14 @@ static ldg_seq ldg__released(struct ldg__lazy_released *x) {
 bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
                      ldg__visit_fn fn, void *arg) {
   /* tail: as ldg_mark, every seq up to it is linked. */
-  ldg__reads.stream_lines++;
   ldg_seq t = ldg__load_acquire(&s->tail);
-  struct ldg__lazy_released rel = {s, false, 0};
+  struct ldg__lazy_released rel = {s, false, 0, {0, 0, 1, 0}};
   /* head: acquire pairs with the seq_cst CASes that moved head (release
    * half), after the segment's header and reset summaries were written. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
+  bool found = false;
   while (g != NULL && g->sum.base <= t) {
-    ldg__reads.segments++;
+    rel.rd.segments++;
     ldg_seq base = g->sum.base, end = base + g->sum.size;
     /* Acquire: pairs with the release store in ldg__jump_build. */
     struct ldg__seg *j = ldg__load_acquire(&g->sum.jump);
@@ -378,10 +382,10 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
       if (f < from) f = from; /* at or below released: decided */
     }
     struct ldg__flt acc = ldg__flt_empty;
-    bool extending = true, found = false;
+    bool extending = true;
     for (ldg_seq q = from; q <= hi && !found; q++) {
       const struct ldg__slot *slot = &g->slots[q - base];
-      ldg__reads.slots++;
+      rel.rd.slots++;
       /* Acquire: pairs with the publishing CAS, so a FULL slot's payload
        * is read as written. */
       uint32_t state = ldg__load_acquire(&slot->state);
@@ -417,11 +421,16 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
       }
       u = want > cur ? want : cur;
     }
-    if (found) return true;
+    if (found) break;
     unsigned level = ldg__level(g->sum.index);
-    if (j == NULL && level != 0 && u == g->sum.size) ldg__jump_build(g, level);
+    if (j == NULL && level != 0 && u == g->sum.size)
+      ldg__jump_build(g, level, &rel.rd.headers);
     if (end > t) break; /* g holds tail: nothing later is pending */
-    g = ldg__next(g);
+    g = ldg__next(g, &rel.rd.headers);
   }
-  return false;
+  ldg__reads.segments += rel.rd.segments;
+  ldg__reads.slots += rel.rd.slots;
+  ldg__reads.stream_lines += rel.rd.stream_lines;
+  ldg__reads.headers += rel.rd.headers;
+  return found;
 }
