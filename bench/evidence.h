@@ -10,7 +10,9 @@
  *     workers' time on a CPU and runnable but waiting, their timeslices and
  *     (in)voluntary switches, so their own ns per op against the wall's; each
  *     other thread's CPU time (liburcu's call_rcu thread: grace periods and
- *     the segment callbacks) and the CPU it last ran on; and per worker CPU
+ *     the segment callbacks; a +reader row's reader may have left before the
+ *     phase's end is read, and then is not counted) and the CPU it last ran on;
+ *     and per worker CPU
  *     (/proc/stat) the steal, irq and softirq time;
  *   - call_rcu calls (retired segments) and grace periods per op, and
  *     callbacks per grace period;
