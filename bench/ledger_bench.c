@@ -729,6 +729,7 @@ static void *worker_main(void *arg) {
     w->start_ns = now_ns();
     rc->wl->run(w);
     w->end_ns = now_ns();
+    EV(ev_worker_phase_end(phase == 1));
     atomic_fetch_sub_explicit(&rc->enqueuers, 1, memory_order_relaxed);
     pthread_barrier_wait(&rc->barrier); /* B2 / B4 */
   }
