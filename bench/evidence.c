@@ -4,6 +4,7 @@
  */
 #include "bench/evidence.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 #include <urcu/urcu-memb.h>
 #include <x86intrin.h>
 
@@ -208,7 +210,21 @@ static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg)
 
 /* ---- Samples ------------------------------------------------------------------- */
 
-void ev_worker_start(void) { tl_worker = true; }
+/* The workers' thread ids of the row now running (reset by ev_row_report,
+ * which runs after every worker of the row was joined). */
+enum { EV_MAX_TASKS = 512 };
+static _Atomic int ev_worker_tid[EV_MAX_TASKS];
+static _Atomic int ev_n_worker_tid;
+static _Thread_local int tl_worker_index = -1;
+
+void ev_worker_start(void) {
+  tl_worker = true;
+  int i = atomic_fetch_add_explicit(&ev_n_worker_tid, 1, memory_order_relaxed);
+  tl_worker_index = i < EV_MAX_TASKS ? i : -1;
+  if (i < EV_MAX_TASKS)
+    atomic_store_explicit(&ev_worker_tid[i], (int)syscall(SYS_gettid),
+                          memory_order_relaxed);
+}
 
 void ev_op_begin(void) { tl_alloc_seen = tl_pool_seen = false; }
 
@@ -294,6 +310,127 @@ static void read_interrupts(uint64_t out[IRQ_N][IRQ_MAX_CPUS]) {
   fclose(f);
 }
 
+/* ---- Threads and CPUs: /proc/self/task/<tid>/{schedstat,status,stat}, /proc/stat
+ * Read by the main thread before and after the timed phase (workers parked
+ * in a barrier at both points), so a row can tell where its CPUs' time
+ * went: the workers' own time on a CPU and their time runnable but waiting
+ * (another thread had their CPU), their involuntary switches, and the time
+ * every other thread of the process (liburcu's call_rcu thread, which runs
+ * the grace periods and the segment callbacks) took, and on which CPU it
+ * last ran. /proc/stat adds, per worker CPU, the hypervisor's steal time
+ * and the kernel's interrupt time. */
+
+typedef struct ev_task {
+  int tid;
+  char comm[24];
+  uint64_t run_ns, wait_ns, slices; /* schedstat: on CPU, runnable waiting, timeslices */
+  uint64_t vcsw, ivcsw;             /* status: voluntary / nonvoluntary switches */
+  int cpu;                          /* stat field 39: the CPU it last ran on */
+} ev_task;
+
+static ev_task task_begin[EV_MAX_TASKS], task_end[EV_MAX_TASKS];
+static int n_task_begin, n_task_end;
+
+static bool read_small(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) return false;
+  size_t n = fread(buf, 1, cap - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return true;
+}
+
+static uint64_t status_field(const char *buf, const char *key) {
+  const char *p = strstr(buf, key);
+  return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+static ev_task read_task(int tid) {
+  ev_task t = {.tid = tid, .cpu = -1};
+  char path[96], buf[4096];
+  snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+  if (read_small(path, buf, sizeof buf)) {
+    unsigned long long a = 0, b = 0, c = 0;
+    if (sscanf(buf, "%llu %llu %llu", &a, &b, &c) == 3) {
+      t.run_ns = a;
+      t.wait_ns = b;
+      t.slices = c;
+    }
+  }
+  snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+  if (read_small(path, buf, sizeof buf)) {
+    t.vcsw = status_field(buf, "\nvoluntary_ctxt_switches:");
+    t.ivcsw = status_field(buf, "\nnonvoluntary_ctxt_switches:");
+  }
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+  if (read_small(path, buf, sizeof buf)) {
+    char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+    if (l != NULL && r != NULL && r > l) {
+      size_t len = (size_t)(r - l - 1);
+      if (len >= sizeof t.comm) len = sizeof t.comm - 1;
+      memcpy(t.comm, l + 1, len);
+      /* Fields after ')' start at 3 (state); the CPU is field 39. */
+      char *save, *tok = strtok_r(r + 1, " ", &save);
+      for (int f = 3; tok != NULL && f < 39; f++) tok = strtok_r(NULL, " ", &save);
+      if (tok != NULL) t.cpu = atoi(tok);
+    }
+  }
+  return t;
+}
+
+static int read_tasks(ev_task *out) {
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return 0;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL && n < EV_MAX_TASKS;)
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out[n++] = read_task(atoi(e->d_name));
+  closedir(d);
+  return n;
+}
+
+/* Each worker's own numbers at the end of its timed phase, read by the
+ * worker itself before the closing barrier (after it, it may be gone). The
+ * barrier orders these writes before the main thread's report. */
+static ev_task worker_end[EV_MAX_TASKS];
+
+void ev_worker_phase_end(bool timed) {
+  if (timed && tl_worker_index >= 0)
+    worker_end[tl_worker_index] = read_task((int)syscall(SYS_gettid));
+}
+
+static const ev_task *find_task(const ev_task *v, int n, int tid) {
+  for (int i = 0; i < n; i++)
+    if (v[i].tid == tid) return &v[i];
+  return NULL;
+}
+
+static bool is_worker_tid(int tid) {
+  int n = atomic_load_explicit(&ev_n_worker_tid, memory_order_relaxed);
+  for (int i = 0; i < n && i < EV_MAX_TASKS; i++)
+    if (atomic_load_explicit(&ev_worker_tid[i], memory_order_relaxed) == tid) return true;
+  return false;
+}
+
+/* /proc/stat, per CPU: user nice system idle iowait irq softirq steal
+ * (USER_HZ ticks). */
+enum { ST_USER, ST_NICE, ST_SYSTEM, ST_IDLE, ST_IOWAIT, ST_IRQ, ST_SOFTIRQ, ST_STEAL, ST_N };
+static uint64_t cpu_begin[IRQ_MAX_CPUS][ST_N], cpu_end[IRQ_MAX_CPUS][ST_N];
+
+static void read_cpu_stat(uint64_t out[IRQ_MAX_CPUS][ST_N]) {
+  memset(out, 0, sizeof(uint64_t) * IRQ_MAX_CPUS * ST_N);
+  FILE *f = fopen("/proc/stat", "r");
+  if (f == NULL) return;
+  char line[512];
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9') continue;
+    char *p;
+    long c = strtol(line + 3, &p, 10);
+    if (c < 0 || c >= IRQ_MAX_CPUS) continue;
+    for (int k = 0; k < ST_N; k++) out[c][k] = strtoull(p, &p, 10);
+  }
+  fclose(f);
+}
+
 /* ---- Phases and the report ------------------------------------------------------ */
 
 static struct rusage ru_begin, ru_end;
@@ -328,9 +465,13 @@ void ev_phase_begin(void) {
   atomic_store(&ev_n_membar, 0);
   getrusage(RUSAGE_SELF, &ru_begin);
   read_interrupts(irq_begin);
+  read_cpu_stat(cpu_begin);
+  n_task_begin = read_tasks(task_begin);
 }
 
 void ev_phase_end(void) {
+  n_task_end = read_tasks(task_end);
+  read_cpu_stat(cpu_end);
   read_interrupts(irq_end);
   getrusage(RUSAGE_SELF, &ru_end);
 }
@@ -364,6 +505,83 @@ static double median_with(const ev_sample *s, size_t lo, size_t n, unsigned f,
 }
 
 static uint64_t delta(int c) { return atomic_load(&ev_count[c]) - ev_count_at_begin[c]; }
+
+/* The threads block of a row (see read_tasks). */
+static void report_threads(double e, double seconds, const int *cpus, int n_cpus,
+                           uint64_t retired, double grace_periods) {
+  uint64_t w_run = 0, w_wait = 0, w_slices = 0, w_vcsw = 0, w_ivcsw = 0, w_wait_max = 0;
+  uint64_t o_run = 0;
+  int n_w = 0, n_o = 0, self = (int)getpid();
+  int n_reg = atomic_load_explicit(&ev_n_worker_tid, memory_order_relaxed);
+  for (int i = 0; i < n_reg && i < EV_MAX_TASKS; i++) {
+    const ev_task *z = &worker_end[i], *a = find_task(task_begin, n_task_begin, z->tid);
+    if (a == NULL || z->tid == 0 || z->run_ns < a->run_ns) continue; /* not read */
+    n_w++;
+    w_run += z->run_ns - a->run_ns;
+    w_wait += z->wait_ns - a->wait_ns;
+    if (z->wait_ns - a->wait_ns > w_wait_max) w_wait_max = z->wait_ns - a->wait_ns;
+    w_slices += z->slices - a->slices;
+    w_vcsw += z->vcsw - a->vcsw;
+    w_ivcsw += z->ivcsw - a->ivcsw;
+  }
+  for (int i = 0; i < n_task_end; i++) {
+    const ev_task *z = &task_end[i], *a = find_task(task_begin, n_task_begin, z->tid);
+    ev_task zero = {0};
+    if (a == NULL) a = &zero; /* born during the phase */
+    if (is_worker_tid(z->tid)) {
+      continue; /* counted above, from its own end */
+    } else if (z->tid != self && z->run_ns > a->run_ns) { /* ran in the phase */
+      n_o++;
+      o_run += z->run_ns - a->run_ns;
+    }
+  }
+  double wall_ns = seconds * 1e9;
+  printf("    threads (schedstat over the timed phase): %d workers on CPU %.1f ms "
+         "(%.1f %% of workers x wall), runnable but waiting %.2f ms (max one "
+         "worker %.2f ms), %" PRIu64 " timeslices, switches voluntary %" PRIu64
+         " involuntary %" PRIu64 "\n",
+         n_w, (double)w_run / 1e6, n_w ? 100.0 * (double)w_run / (n_w * wall_ns) : 0.0,
+         (double)w_wait / 1e6, (double)w_wait_max / 1e6, w_slices, w_vcsw, w_ivcsw);
+  printf("    workers' ns per op: on CPU %.2f, wall x workers %.2f (the difference: "
+         "time off their CPU)\n",
+         (double)w_run / e, n_w * wall_ns / e);
+  printf("    other threads (liburcu's call_rcu: grace periods, segment callbacks): "
+         "%d, on CPU %.1f ms (%.1f %% of one CPU; %.0f ns per retired segment, "
+         "%.2f ns per op)\n",
+         n_o, (double)o_run / 1e6, 100.0 * (double)o_run / wall_ns,
+         retired ? (double)o_run / (double)retired : 0.0, (double)o_run / e);
+  for (int i = 0; i < n_task_end; i++) {
+    const ev_task *z = &task_end[i], *a = find_task(task_begin, n_task_begin, z->tid);
+    ev_task zero = {0};
+    if (a == NULL) a = &zero;
+    if (is_worker_tid(z->tid) || z->run_ns <= a->run_ns) continue;
+    bool on_worker_cpu = false;
+    for (int c = 0; c < n_cpus; c++) on_worker_cpu |= cpus[c] == z->cpu;
+    printf("      tid %d %-16s %s: on CPU %.2f ms, waiting %.2f ms, %" PRIu64
+           " timeslices, switches %" PRIu64 " / %" PRIu64 " involuntary; last on CPU %d%s\n",
+           z->tid, z->comm, z->tid == self ? "(main)" : "(other)",
+           (double)(z->run_ns - a->run_ns) / 1e6, (double)(z->wait_ns - a->wait_ns) / 1e6,
+           z->slices - a->slices, z->vcsw - a->vcsw, z->ivcsw - a->ivcsw, z->cpu,
+           on_worker_cpu ? " (a worker's CPU)" : "");
+  }
+  printf("    RCU: %" PRIu64 " call_rcu (retired segments; %.5f per op), ~%.0f grace "
+         "periods (%.6f per op); %.1f callbacks per grace period\n",
+         retired, (double)retired / e, grace_periods, grace_periods / e,
+         grace_periods > 0 ? (double)retired / grace_periods : 0.0);
+  long hz = sysconf(_SC_CLK_TCK);
+  double ms = hz > 0 ? 1000.0 / (double)hz : 10.0;
+  uint64_t st[ST_N] = {0};
+  for (int i = 0; i < n_cpus; i++)
+    if (cpus[i] >= 0 && cpus[i] < IRQ_MAX_CPUS)
+      for (int k = 0; k < ST_N; k++) st[k] += cpu_end[cpus[i]][k] - cpu_begin[cpus[i]][k];
+  printf("    worker CPUs (/proc/stat, ms summed over them): user %.0f system %.0f "
+         "irq %.0f softirq %.0f steal %.0f idle %.0f\n",
+         (double)st[ST_USER] * ms, (double)st[ST_SYSTEM] * ms, (double)st[ST_IRQ] * ms,
+         (double)st[ST_SOFTIRQ] * ms, (double)st[ST_STEAL] * ms,
+         (double)(st[ST_IDLE] + st[ST_IOWAIT]) * ms);
+  memset(worker_end, 0, sizeof worker_end);
+  atomic_store_explicit(&ev_n_worker_tid, 0, memory_order_relaxed); /* next row */
+}
 
 void ev_row_report(const char *label, uint64_t enqueues, double seconds,
                    const int *cpus, int n_cpus) {
@@ -439,6 +657,8 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
   printf("\n      (");
   for (int q = 0; q < IRQ_N; q++) printf("%s%s %s", q ? ", " : "", irq_names[q], irq_what[q]);
   printf(")\n");
+  report_threads(e, seconds, cpus, n_cpus, delta(C_HEAD_ADV),
+                 membar_per_gp > 0 ? (double)(mbw + mbo) / membar_per_gp : 0.0);
   if (n == 0) {
     printf("    no samples\n");
     free(s);

@@ -6,6 +6,16 @@
  *
  * What it counts, per row (timed phase only):
  *   - page faults and context switches of the process (getrusage);
+ *   - per thread (/proc/self/task/<tid>/schedstat, status, stat): the
+ *     workers' time on a CPU and runnable but waiting, their timeslices and
+ *     (in)voluntary switches, so their own ns per op against the wall's; each
+ *     other thread's CPU time (liburcu's call_rcu thread: grace periods and
+ *     the segment callbacks; a +reader row's reader may have left before the
+ *     phase's end is read, and then is not counted) and the CPU it last ran on;
+ *     and per worker CPU
+ *     (/proc/stat) the steal, irq and softirq time;
+ *   - call_rcu calls (retired segments) and grace periods per op, and
+ *     callbacks per grace period;
  *   - interrupts per kind (/proc/interrupts CAL, TLB, RES, LOC, IWI) summed
  *     over the CPUs the workers run on, before and after;
  *   - every syscall() liburcu makes (membarrier, futex), by thread kind
@@ -47,6 +57,10 @@ void ev_op_begin(void);
 
 /* Marks the calling thread as a worker of the row (for the syscall counts). */
 void ev_worker_start(void);
+
+/* On a worker thread, when its phase's loop has ended (before the closing
+ * barrier): with timed, it reads its own CPU time and switches for the row. */
+void ev_worker_phase_end(bool timed);
 
 /* Main thread: the timed phase begins (workers released) / has ended. */
 void ev_phase_begin(void);

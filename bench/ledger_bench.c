@@ -74,6 +74,7 @@
 
 #include "bench/bench_keeps.h"
 #include "ledger/ledger.h"
+#include "ledger/ledger_testing.h" /* ldg__thread_query_reads */
 
 /* BENCH_EVIDENCE: this file built as //bench:ledger_evidence_bench, the
  * ledger with its test hooks and the counters of bench/evidence.h; no mutex
@@ -218,6 +219,8 @@ static struct {
   bool reader; /* serving also runs serving+reader */
   bool ceiling; /* shared also runs the ceiling loop */
   double reader_rate; /* reader queries per second; 0 = without pause */
+  bool reader_detached; /* the reader queries a ledger of its own */
+  uint64_t holds_pending; /* holds rows: this depth only; 0 = 1 k, 16 k, 128 k */
   bool smoke;
   bool run_impl[N_IMPLS];
   const char *workload; /* NULL = all */
@@ -337,6 +340,7 @@ struct row_ctx {
   atomic_int stop;       /* seconds mode: main asks the phase to end */
   atomic_int enqueuers;  /* enqueuers still in the phase (reader stops at 0) */
   uint64_t reader_queries;
+  ldg__query_reads reader_reads; /* the ledger's reader, timed phase */
 };
 
 struct worker {
@@ -627,13 +631,56 @@ static const workload wl_serving_si = {
 };
 
 /* The memory manager: asks about vectors and host ranges the enqueuers use. */
+/* --reader-detached: a ledger of the reader's own, shaped like the serving
+ * row's (two streams per enqueuer, each holding 8 requests' entries with
+ * the ids and ranges the reader asks about), that nobody writes while the
+ * reader runs: what a reader costs the enqueuers without touching a line of
+ * theirs. Keeps with no release: nothing to count. */
+typedef struct detached {
+  void *ledger;
+  int n;
+  void **streams; /* their references: the last unref would release them */
+} detached;
+
+static void detached_init(detached *d, const bench_impl *im, int threads) {
+  CHECK(im->ledger_create(&d->ledger));
+  d->n = 2 * threads;
+  d->streams = xmalloc(sizeof(void *) * (size_t)d->n);
+  for (int i = 0; i < d->n; i++) {
+    int tid = i / 2, k = i % 2;
+    CHECK(im->stream_create(d->ledger, tid % N_DEVICES,
+                            k == 0 ? LDG_STREAM_NONBLOCKING : 0,
+                            &d->streams[i]));
+    for (uint64_t req = 0; req < 8; req++) {
+      uint64_t v = VEC_BASE(tid) + req * 2 + (uint64_t)k;
+      ldg_range r = {HOST_BASE(tid) + (uintptr_t)req * 65536 +
+                         (uintptr_t)k * 32768, 32768};
+      CHECK(im->enqueue(d->streams[i], (ldg_keep){NULL, NULL}, &v, 1, &r, 1,
+                        NULL));
+    }
+  }
+}
+
+static void detached_fini(detached *d, const bench_impl *im) {
+  for (int i = 0; i < d->n; i++) {
+    CHECK(im->stream_destroy(d->streams[i]));
+    im->stream_unref(d->streams[i]);
+  }
+  free(d->streams);
+  im->ledger_destroy(d->ledger);
+}
+
 static void *reader_main(void *arg) {
   worker *w = arg;
   row_ctx *rc = w->rc;
   const bench_impl *im = w->impl;
+  detached d = {NULL, 0, NULL};
+  if (opt.reader_detached) detached_init(&d, im, rc->threads);
+  void *ledger = opt.reader_detached ? d.ledger : rc->ledger;
   for (int phase = 0; phase < 2; phase++) {
     pthread_barrier_wait(&rc->barrier); /* start of the phase */
     uint64_t q = 0;
+    ldg__query_reads r0 = ldg__thread_query_reads();
     /* Paced: one pair of queries every `gap` ns, sleeping through long gaps
      * and spinning through short ones. */
     uint64_t gap = opt.reader_rate > 0 ? (uint64_t)(2e9 / opt.reader_rate) : 0;
@@ -648,14 +695,21 @@ static void *reader_main(void *arg) {
       uint64_t x = xorshift(&w->rng);
       int tid = (int)(x % (uint64_t)rc->threads);
       uint64_t slot = (x >> 16) & 63;
-      (void)im->holds_vector(rc->ledger, VEC_BASE(tid) + slot * 2);
-      (void)im->holds_host_range(rc->ledger, HOST_BASE(tid) + slot * 65536 + 4096,
+      (void)im->holds_vector(ledger, VEC_BASE(tid) + slot * 2);
+      (void)im->holds_host_range(ledger, HOST_BASE(tid) + slot * 65536 + 4096,
                                  256);
       q += 2;
     }
-    if (phase == 1) rc->reader_queries = q;
+    if (phase == 1) {
+      rc->reader_queries = q;
+      ldg__query_reads r1 = ldg__thread_query_reads(); /* 0 for mutex */
+      rc->reader_reads = (ldg__query_reads){
+          r1.segments - r0.segments, r1.slots - r0.slots,
+          r1.stream_lines - r0.stream_lines, r1.headers - r0.headers};
+    }
     pthread_barrier_wait(&rc->barrier); /* end of the phase */
   }
+  if (opt.reader_detached) detached_fini(&d, im);
   return NULL;
 }
 
@@ -675,6 +729,7 @@ static void *worker_main(void *arg) {
     w->start_ns = now_ns();
     rc->wl->run(w);
     w->end_ns = now_ns();
+    EV(ev_worker_phase_end(phase == 1));
     atomic_fetch_sub_explicit(&rc->enqueuers, 1, memory_order_relaxed);
     pthread_barrier_wait(&rc->barrier); /* B2 / B4 */
   }
@@ -695,6 +750,10 @@ typedef struct row_result {
   size_t samples;
   double reader_qps;  /* serving+reader: reader queries per second */
   double reader_cost; /* serving+reader: 1 - with / without reader */
+  /* serving+reader, the ledger: segments visited, slots read, and every
+   * line enqueuers or releases write that was read (slots, tail and
+   * released words, segment headers), per query (ldg__thread_query_reads) */
+  double reader_segs_per_q, reader_slots_per_q, reader_lines_per_q;
   /* backlog */
   uint64_t backlog;
   double fill_ms, release_ms;
@@ -845,7 +904,19 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   int cores = threads < n_cpus ? threads : n_cpus;
   out->ns_per_op = secs * 1e9 * cores / (double)ops;
   fill_latency(out, all, n_samples);
-  if (reader) out->reader_qps = (double)rc.reader_queries / secs;
+  if (reader) {
+    out->reader_qps = (double)rc.reader_queries / secs;
+    if (rc.reader_queries > 0) {
+      out->reader_segs_per_q =
+          (double)rc.reader_reads.segments / (double)rc.reader_queries;
+      out->reader_slots_per_q =
+          (double)rc.reader_reads.slots / (double)rc.reader_queries;
+      out->reader_lines_per_q =
+          (double)(rc.reader_reads.slots + rc.reader_reads.stream_lines +
+                   rc.reader_reads.headers) /
+          (double)rc.reader_queries;
+    }
+  }
   free(all);
 
   if (wl->row_teardown != NULL) wl->row_teardown(&rc);
@@ -1026,13 +1097,18 @@ static void run_holds_miss(const bench_impl *im, uint64_t pending, row_result *o
 }
 
 static void run_holds_rows(void) {
-  static const uint64_t depths[] = {1024, 16384, 131072};
+  uint64_t depths[] = {1024, 16384, 131072};
+  size_t n_depths = sizeof depths / sizeof depths[0];
+  if (opt.holds_pending != 0) {
+    depths[0] = opt.holds_pending;
+    n_depths = 1;
+  }
   printf("\nholds_vector / holds_host_range miss, one stream with N pending "
          "entries (one id, one range each), main thread:\n");
   printf("  %-7s %8s %14s %12s %14s %12s\n", "impl", "N", "vector us/miss",
          "ns/entry", "range us/miss", "ns/entry");
-  for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
-    uint64_t n = opt.smoke ? depths[d] / 64 : depths[d];
+  for (size_t d = 0; d < n_depths; d++) {
+    uint64_t n = opt.smoke && opt.holds_pending == 0 ? depths[d] / 64 : depths[d];
     for (int k = 0; k < N_IMPLS; k++) {
       if (!opt.run_impl[k]) continue;
       row_result *r = new_result();
@@ -1151,8 +1227,12 @@ static void write_json(const char *path, int argc, char **argv) {
               r->backlog, r->holds_vector_ns, r->holds_range_ns);
     if (r->of_ceiling > 0) fprintf(f, ", \"of_ceiling\": %.4f", r->of_ceiling);
     if (r->reader_qps > 0)
-      fprintf(f, ", \"reader_qps\": %.1f, \"reader_cost\": %.4f", r->reader_qps,
-              r->reader_cost);
+      fprintf(f, ", \"reader_qps\": %.1f, \"reader_cost\": %.4f"
+                 ", \"reader_segments_per_query\": %.2f"
+                 ", \"reader_slots_per_query\": %.2f"
+                 ", \"reader_enqueuer_lines_per_query\": %.2f",
+              r->reader_qps, r->reader_cost, r->reader_segs_per_q,
+              r->reader_slots_per_q, r->reader_lines_per_q);
     if (r->is_backlog)
       fprintf(f, ", \"backlog\": %" PRIu64 ", \"fill_ms\": %.3f, \"release_ms\": %.3f"
                  ", \"peak_bytes\": %zu, \"bytes_after_release\": %zu"
@@ -1188,6 +1268,10 @@ static void usage(FILE *f) {
           "  --no-reader       skip the serving+reader rows\n"
           "  --no-ceiling      skip the ceiling rows that come with shared\n"
           "  --reader-rate Q   pace the reader to Q queries/s (default: no pause)\n"
+          "  --reader-detached the reader queries a ledger of its own, of the same\n"
+          "                    shape, that nobody writes: its cost to the enqueuers\n"
+          "                    without touching their lines\n"
+          "  --holds-pending N the holds rows at N pending entries only\n"
           "  --pool-limit B    the ledger's segment pool limit in bytes (default:\n"
           "                    the library's, 1 MiB)\n"
           "  --vector-index N  turn on the ledger's vector index for about N ids\n"
@@ -1274,6 +1358,15 @@ static void parse_args(int argc, char **argv) {
       opt.pin = false;
     } else if (strcmp(a, "--no-ceiling") == 0) {
       opt.ceiling = false;
+    } else if (strcmp(a, "--reader-detached") == 0) {
+      opt.reader_detached = true;
+    } else if (strcmp(a, "--holds-pending") == 0) {
+      NEED_VALUE();
+      opt.holds_pending = parse_u64(a, v);
+      if (opt.holds_pending == 0) {
+        fprintf(stderr, "ledger_bench: --holds-pending must be > 0\n");
+        exit(2);
+      }
     } else if (strcmp(a, "--no-reader") == 0) {
       opt.reader = false;
     } else if (strcmp(a, "--reader-rate") == 0) {
@@ -1384,6 +1477,12 @@ static void run_threaded(const workload *wl, bool with_reader) {
       if (opt.run_impl[k])
         len += snprintf(notes + len, sizeof notes - (size_t)len, " %s %.2f",
                         k == IMPL_LEDGER ? "ldg" : "mtx", rr[k].reader_qps / 1e6);
+    if (opt.run_impl[IMPL_LEDGER])
+      len += snprintf(notes + len, sizeof notes - (size_t)len,
+                      "; ldg per query: %.2f segs %.2f slots %.2f lines",
+                      rr[IMPL_LEDGER].reader_segs_per_q,
+                      rr[IMPL_LEDGER].reader_slots_per_q,
+                      rr[IMPL_LEDGER].reader_lines_per_q);
     print_row("serving+reader", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
   }
 }

@@ -26,6 +26,11 @@ for w in private shared; do
   check "^  evidence $w/ledger/2: " "the 2-thread evidence block"
   check '^    segments: [0-9]* extensions .* fresh .* from the pool, [0-9]* prepared spares' "the extension counts"
   check '^    syscalls by liburcu' "the syscall counts"
+  check '^    threads (schedstat over the timed phase): 2 workers on CPU' "the workers' CPU time"
+  check "^    workers' ns per op: on CPU [0-9]" "the workers' own ns per op"
+  check '^    other threads (liburcu' "the other threads' CPU time"
+  check '^    RCU: [0-9]* call_rcu' "call_rcu and grace periods"
+  check '^    worker CPUs (/proc/stat' "the worker CPUs' steal and irq time"
   check 'what the sampled ops were doing' "the tail attribution"
   check '^all keeps ran exactly once' "the exactly-once confirmation"
 done

@@ -100,6 +100,42 @@ struct ldg__slot {
 _Static_assert(sizeof(struct ldg__slot) == LDG__CACHE_LINE,
                "one slot per cache line");
 
+/* ---- Query summaries (summary.c) --------------------------------------------- */
+
+/* What a query may find among some entries: every id they name lies in
+ * [vec_lo, vec_hi] and has its bit (summary.c's hash) set in bits, every
+ * byte of their ranges lies in [addr_lo, addr_hi]. Written by queries only
+ * (relaxed: summary.c says what publishes it). Empty: lo > hi, no bits. */
+struct ldg__filter {
+  _Atomic uint64_t vec_lo, vec_hi;
+  _Atomic uint64_t addr_lo, addr_hi;
+  _Atomic uint64_t bits;
+};
+
+/* A segment's summaries, on two lines of their own: enqueuers and releases
+ * never touch them (summary.c, QUERY SUMMARIES). */
+struct ldg__summary {
+  /* Slots [0, upto) are summarised in own (every pending one among them:
+   * "published, and the same ever since"). */
+  alignas(LDG__CACHE_LINE) _Atomic uint32_t upto;
+  /* Copies of the header's size and base, and the segment's place in its
+   * stream (0 for the first): written by the thread that links the
+   * segment, before the linking CAS; fixed for the segment's life. A walk
+   * reads them here rather than on the header's line, which every release
+   * writes (resolved). */
+  uint32_t size;
+  ldg_seq base;
+  uint32_t index;
+  struct ldg__filter own;
+  /* NULL, or the segment 2^level(index) places later: span then
+   * summarises this segment and every one before jump. */
+  alignas(LDG__CACHE_LINE) _Atomic(struct ldg__seg *) jump;
+  /* A copy of the header's next, once a query saw it set (NULL: look
+   * there). */
+  _Atomic(struct ldg__seg *) next;
+  struct ldg__filter span;
+};
+
 /* ---- Segments -------------------------------------------------------------- */
 
 /* A run of `size` consecutive seqs starting at `base`. Segments of one stream
@@ -115,6 +151,7 @@ struct ldg__seg {
   uint64_t born_ns;   /* CLOCK_MONOTONIC when linked: sizes the next one */
   _Atomic bool dirty; /* a slot was retracted: never pooled, freed */
   struct rcu_head rcu;
+  struct ldg__summary sum; /* for queries; reset when linked (summary.c) */
   struct ldg__slot slots[];
 };
 
@@ -131,6 +168,10 @@ struct ldg_stream {
   ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
+  /* The oldest segment not retired; moved once per segment, as tailseg.
+   * Here, not on the releasers' line, so that a query starts its walk
+   * without touching a line every release writes (summary.c). */
+  _Atomic(struct ldg__seg *) head;
   /* The ledger's vector index (vindex.c) or NULL, copied at creation
    * (ldg__registry_link): read by every enqueue and taken chunk, beside
    * tailseg rather than on the ledger's line that l->refs shares. */
@@ -158,11 +199,10 @@ struct ldg_stream {
    * SINGLE-ISSUER STREAMS). Unused otherwise. */
   _Atomic uint32_t issuing;
 
-  /* Releasers' line: the release high-water mark, the oldest live segment,
-   * and the counts behind ldg_pending_count: operations taken by
-   * releases (or by overtaken enqueuers), and waits ever recorded. */
+  /* Releasers' line: the release high-water mark and the counts behind
+   * ldg_pending_count: operations taken by releases (or by overtaken
+   * enqueuers), and waits ever recorded. */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq released;
-  _Atomic(struct ldg__seg *) head;
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
   /* The next segment, zeroed, prepared by a release once tail passes
@@ -262,11 +302,6 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
 /* RCU callback freeing a taken entry's out-of-line payload. */
 void ldg__ext_free_cb(struct rcu_head *head);
 
-/* Calls fn on every pending operation of s (kind OP, seq not yet
- * released) until fn returns true. Caller is inside an RCU read-side
- * section. Returns whether fn returned true. */
-typedef bool (*ldg__entry_pred)(const struct ldg__slot *slot, const void *arg);
-bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg);
 
 /* ---- segment.c: segments, growth, head advance and retirement ------------------------ */
 
@@ -336,6 +371,33 @@ void ldg__finalize(ldg_stream *s);
 /* Destroys s on behalf of ldg_stream_destroy (caller holds a reference).
  * Returns false if it was destroyed already. */
 bool ldg__destroy(ldg_stream *s);
+
+/* ---- summary.c: the queries' walk and the segments' summaries --------------------- */
+
+/* What a query looks for: an operation naming vector id, or one whose host
+ * ranges overlap [addr, last] (last = addr + bytes - 1, no wrap). */
+enum { LDG__PROBE_VEC, LDG__PROBE_RANGE };
+struct ldg__probe {
+  int kind;
+  uint64_t id;
+  uint64_t addr, last;
+};
+
+/* Whether the operation in slot (published, kind OP) matches p. */
+bool ldg__probe_matches(const struct ldg__slot *slot,
+                        const struct ldg__probe *p);
+
+/* Calls fn(s, seq, arg) on every pending operation of s (kind OP, seq not
+ * yet released) that matches p, in seq order, until fn returns true;
+ * skips what the summaries rule out. Caller is inside an RCU read-side
+ * section. Returns whether fn returned true. */
+typedef bool (*ldg__visit_fn)(const ldg_stream *s, ldg_seq seq, void *arg);
+bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
+                     ldg__visit_fn fn, void *arg);
+
+/* Empties g's summaries and sets its index, for a new life of g: called on
+ * a segment nobody else can reach yet, before the store that links it. */
+void ldg__summary_reset(struct ldg__seg *g, uint32_t index);
 
 /* ---- vindex.c: the vector index ----------------------------------------------------- */
 

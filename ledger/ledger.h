@@ -363,8 +363,10 @@ size_t ldg_pending_count(const ldg_stream *s);
 uint64_t ldg_thread_ops_released(void);
 
 /* Whether some live stream of l has a pending entry naming vec_id. Walks
- * the pending entries, except on a miss of the vector index when it is on
- * (ldg_ledger_index_vectors): then O(1). */
+ * the pending entries through the segments' summaries (ledger/summary.c:
+ * segments they rule out are skipped, their slots unread), except on a
+ * miss of the vector index when it is on (ldg_ledger_index_vectors): then
+ * O(1). */
 bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id);
 
 /* One pending operation naming a vector (ldg_vector_holders). */

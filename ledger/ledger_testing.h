@@ -98,6 +98,20 @@ bool ldg__ring_tailseg_reachable(struct ldg_stream *s);
  * the index is off. */
 bool ldg__vindex_says_absent(struct ldg_ledger *l, uint64_t id);
 
+/* What this thread's queries (holds_*, vector_holders, nonblocking_holding)
+ * have read so far: segments visited (their summaries), and the lines that
+ * enqueuers or releases write: slots (one line each), streams' tail and
+ * released words (one line each), segment headers. Thread-local counters,
+ * no atomics (summary.c); tests prove with them that a summary is used,
+ * benchmarks report them per query. */
+typedef struct ldg__query_reads {
+  uint64_t segments;
+  uint64_t slots;
+  uint64_t stream_lines;
+  uint64_t headers;
+} ldg__query_reads;
+ldg__query_reads ldg__thread_query_reads(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -507,51 +507,6 @@ size_t ldg_marks_count(const ldg_marks *m) { return m == NULL ? 0 : m->n; }
 
 /* ---- Queries ------------------------------------------------------------------- */
 
-static void ldg__slot_payload(const struct ldg__slot *slot,
-                              const uint64_t **w, size_t *n_vec,
-                              size_t *n_rng) {
-  if (slot->aux == LDG__OP_EXT) {
-    *w = slot->u.op.d.ext->w;
-    *n_vec = slot->u.op.d.ext->n_vec;
-    *n_rng = slot->u.op.d.ext->n_rng;
-  } else {
-    *w = slot->u.op.d.in.w;
-    *n_vec = slot->u.op.d.in.n_vec;
-    *n_rng = slot->u.op.d.in.n_rng;
-  }
-}
-
-static bool ldg__names_vec(const struct ldg__slot *slot, const void *arg) {
-  uint64_t id = *(const uint64_t *)arg;
-  const uint64_t *w;
-  size_t n_vec, n_rng;
-  ldg__slot_payload(slot, &w, &n_vec, &n_rng);
-  for (size_t i = 0; i < n_vec; i++) {
-    if (w[i] == id) return true;
-  }
-  return false;
-}
-
-/* Half-open overlap of [a, a + n) and [b, b + m), n, m > 0, neither wrapping;
- * written without computing an end that could be 2^64. */
-static bool ldg__overlaps(uint64_t a, uint64_t n, uint64_t b, uint64_t m) {
-  return a >= b ? a - b < m : b - a < n;
-}
-
-static bool ldg__touches_range(const struct ldg__slot *slot, const void *arg) {
-  const ldg_range *probe = arg;
-  const uint64_t *w;
-  size_t n_vec, n_rng;
-  ldg__slot_payload(slot, &w, &n_vec, &n_rng);
-  for (size_t i = 0; i < n_rng; i++) {
-    if (ldg__overlaps(w[n_vec + 2 * i], w[n_vec + 2 * i + 1], probe->addr,
-                      probe->bytes)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 size_t ldg_pending_count(const ldg_stream *s) {
   if (ldg__load_acquire(&s->destroyed)) return 0; /* the destroyer's CAS */
   /* Released operations first, then what was enqueued: anything that moves
@@ -572,13 +527,18 @@ size_t ldg_pending_count(const ldg_stream *s) {
   return ops > done ? (size_t)(ops - done) : 0;
 }
 
-/* Whether some live stream of l has a pending operation fn accepts. */
-static bool ldg__any_live_holds(ldg_ledger *l, ldg__entry_pred fn,
-                                const void *arg) {
+/* Stops a walk at its first match. */
+static bool ldg__stop(const ldg_stream *s, ldg_seq seq, void *arg) {
+  (void)s, (void)seq, (void)arg;
+  return true;
+}
+
+/* Whether some live stream of l has a pending operation p matches. */
+static bool ldg__any_live_holds(ldg_ledger *l, const struct ldg__probe *p) {
   bool found = false;
   ldg__rcu_read_lock();
   LDG__FOR_EACH_LIVE(l, s) {
-    if (ldg__ring_any(s, fn, arg)) {
+    if (ldg__ring_visit(s, p, ldg__stop, NULL)) {
       found = true;
       break;
     }
@@ -591,15 +551,17 @@ bool ldg_holds_vector(ldg_ledger *l, uint64_t vec_id) {
   if (l == NULL) return false;
   /* A definite miss of the index (vindex.c): no walk. */
   if (l->vindex != NULL && ldg__vindex_absent(l->vindex, vec_id)) return false;
-  return ldg__any_live_holds(l, ldg__names_vec, &vec_id);
+  struct ldg__probe p = {LDG__PROBE_VEC, vec_id, 0, 0};
+  return ldg__any_live_holds(l, &p);
 }
 
 bool ldg_holds_host_range(ldg_ledger *l, uintptr_t addr, size_t bytes) {
   if (l == NULL || bytes == 0) return false;
   /* A probe reaching past the top of the address space is clipped. */
   size_t room = (size_t)(UINTPTR_MAX - addr) + 1;
-  ldg_range probe = {addr, (room != 0 && bytes > room) ? room : bytes};
-  return ldg__any_live_holds(l, ldg__touches_range, &probe);
+  size_t n = (room != 0 && bytes > room) ? room : bytes;
+  struct ldg__probe p = {LDG__PROBE_RANGE, 0, addr, addr + (n - 1)};
+  return ldg__any_live_holds(l, &p);
 }
 
 size_t ldg_nonblocking_holding(ldg_ledger *l, uint64_t vec_id,
@@ -607,11 +569,12 @@ size_t ldg_nonblocking_holding(ldg_ledger *l, uint64_t vec_id,
   if (l == NULL) return 0;
   if (l->vindex != NULL && ldg__vindex_absent(l->vindex, vec_id)) return 0;
   if (out == NULL) cap = 0;
+  struct ldg__probe p = {LDG__PROBE_VEC, vec_id, 0, 0};
   size_t n = 0;
   ldg__rcu_read_lock();
   LDG__FOR_EACH_LIVE(l, s) {
     if (!(s->flags & LDG_STREAM_NONBLOCKING)) continue;
-    if (!ldg__ring_any(s, ldg__names_vec, &vec_id)) continue;
+    if (!ldg__ring_visit(s, &p, ldg__stop, NULL)) continue;
     if (n < cap) {
       if (!ldg__stream_tryref(s)) continue; /* being finalised */
       out[n] = s;

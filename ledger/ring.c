@@ -10,7 +10,9 @@
  *   segment.c  who may reclaim a slot and when: segments, growth, head
  *              advance and retirement;
  *   pool.c     the retired-segment pool;
- *   release.c  claims, taking chunks, the transitive release engine.
+ *   release.c  claims, taking chunks, the transitive release engine;
+ *   summary.c  (not part of the ring's protocol: read-only on it) the
+ *              queries' walk and the segment summaries they keep.
  * The Promela model (ledger/model/ring_common.pml) maps its inlines to the
  * C functions of these four files.
  *
@@ -425,29 +427,4 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     }
   }
   return LDG_OK;
-}
-
-/* ---- Queries ------------------------------------------------------------------------ */
-
-bool ldg__ring_any(const ldg_stream *s, ldg__entry_pred fn, const void *arg) {
-  /* released: acquire pairs with the claims' CAS; seqs at or below it are
-   * skipped (their release began). tail: as ldg_mark, every seq up to it is
-   * linked. head, next: as in ldg__take_chunk. state: acquire pairs with
-   * the publishing CAS, so a FULL slot's payload is read as written. */
-  ldg_seq r = ldg__load_acquire(&s->released);
-  ldg_seq t = ldg__load_acquire(&s->tail);
-  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;
-       g = ldg__load_acquire(&g->next)) {
-    if (g->base > t) break;
-    ldg_seq lo = g->base > r + 1 ? g->base : r + 1;
-    ldg_seq last = g->base + g->size - 1;
-    ldg_seq hi = last < t ? last : t;
-    for (ldg_seq q = lo; q <= hi; q++) {
-      const struct ldg__slot *slot = &g->slots[q - g->base];
-      if (ldg__load_acquire(&slot->state) != LDG__SLOT_FULL) continue;
-      if (slot->kind != LDG__KIND_OP) continue;
-      if (fn(slot, arg)) return true;
-    }
-  }
-  return false;
 }

@@ -186,6 +186,7 @@ int ldg__ring_init(ldg_stream *s) {
   ldg__rcu_read_unlock();
   if (g == NULL) return LDG_ENOMEM;
   g->born_ns = ldg__now_ns();
+  ldg__summary_reset(g, 0); /* published with the stream (registry.c) */
   atomic_init(&s->head, g);
   atomic_init(&s->tailseg, g);
   atomic_init(&s->tail, 0);
@@ -345,6 +346,10 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
       if (fresh == NULL) return LDG_ENOMEM;
     }
     fresh->born_ns = now;
+    /* A new life for the queries' summaries (summary.c, REUSE AND
+     * RETIREMENT): published by the linking CAS below. g's index was
+     * written before g was linked (acquire of tailseg above). */
+    ldg__summary_reset(fresh, g->sum.index + 1);
     LDG__HOOK(LDG__HOOK_SEGMENT_ALLOCATED, s);
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {

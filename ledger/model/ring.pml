@@ -16,7 +16,7 @@
  *                       ldg__seg_retire
  *   Destroyer(s)        ldg_stream_destroy -> ldg__destroy:
  *                       ldg__mark_destroyed, then ldg__engine
- *   Querier(s, n)       n x ldg__ring_any (ldg_holds_vector & co.)
+ *   Querier(s, n)       n x ldg__ring_visit (ldg_holds_vector & co.)
  *   Trimmer()           ldg_ledger_trim -> ldg__pools_drain(l, false)
  *   Creator(s)          ldg_stream_create -> ldg__ring_init: the new
  *                       stream's first segment by ldg__seg_get (a pop from

@@ -49,7 +49,13 @@
  *   inline seg_of_reserved   ldg__seg_of_reserved
  *   inline resolve_one       ldg__resolve_one
  *   inline enqueue           ldg__ring_enqueue (from ldg_enqueue, ldg_add_wait)
- *   inline ring_any          ldg__ring_any (the lock-free queries)
+ *   summary.c
+ *   inline ring_any          ldg__ring_visit (the lock-free queries), as a
+ *                            walk of every slot: the segment summaries it
+ *                            also reads and writes are not modelled (only
+ *                            queries write them, under RCU; summary.c
+ *                            argues them, tests/unit/summary_test.c and
+ *                            tools/mutation check them)
  *   release.c
  *   inline claim             ldg__claim
  *   inline take_chunk        ldg__take_chunk
@@ -1140,7 +1146,7 @@ inline release_to_mark(s) {
   rs_t = 0
 }
 
-/* ---- ldg__ring_any: a lock-free query (ldg_holds_vector & co.) ---- */
+/* ---- ldg__ring_visit: a lock-free query (ldg_holds_vector & co.) ---- */
 inline ring_any(s) {
   rcu_lock();
   q_r = released[s];                               /* acquire */

@@ -1,0 +1,200 @@
+/*
+ * query_cost — a deterministic driver of the ledger's queries, for
+ * counting what one query costs (issue 11): run it under
+ *   valgrind --tool=callgrind --toggle-collect=query_loop
+ * and divide the instructions by the queries it prints. Not a benchmark:
+ * its times are this machine's and only a sanity check. It uses only
+ * ledger.h, so the same file builds against any commit of the ledger.
+ *
+ *   query_cost holds N KIND Q     one stream holding N entries (one id, one
+ *                                 64-byte range each, as ledger_bench's
+ *                                 holds rows), then Q misses of KIND
+ *                                 (vector | range), after one warm-up miss.
+ *   query_cost reader T R Q       the serving row's streams for T threads
+ *                                 (a non-blocking copy stream and a compute
+ *                                 stream each), driven in one thread: R
+ *                                 requests of every "thread" (copy on a,
+ *                                 wait of b on a, two ops on b; b released
+ *                                 every 4 requests), then one pair of the
+ *                                 reader's queries (holds_vector and
+ *                                 holds_host_range, as ledger_bench's reader
+ *                                 asks), Q pairs in all. Only the queries
+ *                                 are inside query_loop's calls.
+ * Prints the queries made and the native ns per query.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ledger/ledger.h"
+
+/* ledger_testing.h's counters of what a thread's queries read, where the
+ * ledger has them (since the segment summaries): declared here, weak, so
+ * that this file still builds against older commits. */
+typedef struct {
+  uint64_t segments, slots, stream_lines, headers;
+} query_reads;
+extern query_reads ldg__thread_query_reads(void) __attribute__((weak));
+
+static query_reads reads_now(void) {
+  if (ldg__thread_query_reads == NULL) return (query_reads){0, 0, 0, 0};
+  return ldg__thread_query_reads();
+}
+
+static void print_reads(query_reads a, uint64_t queries) {
+  if (ldg__thread_query_reads == NULL) return;
+  query_reads b = reads_now();
+  double q = (double)queries;
+  printf("  per query: %.2f segments; lines enqueuers or releases write: "
+         "%.2f slots, %.2f tail/released, %.2f segment headers\n",
+         (double)(b.segments - a.segments) / q, (double)(b.slots - a.slots) / q,
+         (double)(b.stream_lines - a.stream_lines) / q,
+         (double)(b.headers - a.headers) / q);
+}
+
+#define VEC_BASE(tid) ((uint64_t)((tid) + 1) << 20)
+#define HOST_BASE(tid) ((uintptr_t)0x100000000u + (uintptr_t)(tid) * 0x1000000u)
+
+#define CK(call)                                                          \
+  do {                                                                    \
+    int ck_ = (call);                                                     \
+    if (ck_ != LDG_OK) {                                                  \
+      fprintf(stderr, "query_cost: %s: %s\n", #call, ldg_strerror(ck_)); \
+      exit(1);                                                            \
+    }                                                                     \
+  } while (0)
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t xorshift(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+static const ldg_keep no_keep = {NULL, NULL};
+
+static int no_drain(void *ctx) {
+  (void)ctx;
+  return 0;
+}
+static volatile unsigned sink;
+
+/* The only code callgrind counts (--toggle-collect=query_loop). kind 0:
+ * vector misses; 1: range misses; 2: the reader's pairs over threads. */
+__attribute__((noinline)) void query_loop(ldg_ledger *l, int kind, uint64_t q,
+                                          int threads) {
+  unsigned hits = 0;
+  for (uint64_t i = 0; i < q; i++) {
+    if (kind == 0) {
+      hits += ldg_holds_vector(l, VEC_BASE(1) + (i & 1023));
+    } else if (kind == 1) {
+      hits += ldg_holds_host_range(l, HOST_BASE(1) + (uintptr_t)(i & 1023) * 64,
+                                   64);
+    } else {
+      uint64_t x = xorshift();
+      int tid = (int)(x % (uint64_t)threads);
+      uint64_t slot = (x >> 16) & 63;
+      hits += ldg_holds_vector(l, VEC_BASE(tid) + slot * 2);
+      hits += ldg_holds_host_range(l, HOST_BASE(tid) + slot * 65536 + 4096, 256);
+    }
+  }
+  sink += hits;
+}
+
+static int holds(uint64_t n, const char *kind, uint64_t q) {
+  int k = strcmp(kind, "vector") == 0 ? 0 : strcmp(kind, "range") == 0 ? 1 : -1;
+  if (k < 0) return 2;
+  ldg_ledger *l;
+  ldg_stream *s;
+  CK(ldg_ledger_create(&l));
+  CK(ldg_stream_create(l, 0, 0, NULL, NULL, &s));
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t vec = VEC_BASE(0) + i;
+    ldg_range r = {HOST_BASE(0) + (uintptr_t)i * 64, 64};
+    CK(ldg_enqueue(s, no_keep, &vec, 1, &r, 1, NULL));
+  }
+  query_loop(l, k, 1, 1); /* warm-up (counted: subtract a Q=1 run) */
+  query_reads r0 = reads_now();
+  uint64_t t0 = now_ns();
+  query_loop(l, k, q, 1);
+  uint64_t t1 = now_ns();
+  if (sink != 0) return 1; /* every query missed */
+  printf("holds %s: %" PRIu64 " pending, %" PRIu64 " queries (+1 warm-up), "
+         "%.1f ns/query here\n", kind, n, q, (double)(t1 - t0) / (double)q);
+  print_reads(r0, q);
+  CK(ldg_stream_destroy(s));
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  return 0;
+}
+
+static int reader(int threads, uint64_t r, uint64_t q) {
+  ldg_ledger *l;
+  CK(ldg_ledger_create(&l));
+  ldg_stream **a = calloc((size_t)threads, sizeof *a);
+  ldg_stream **b = calloc((size_t)threads, sizeof *b);
+  uint64_t *req = calloc((size_t)threads, sizeof *req);
+  if (a == NULL || b == NULL || req == NULL) return 1;
+  for (int t = 0; t < threads; t++) {
+    CK(ldg_stream_create(l, t % 4, LDG_STREAM_NONBLOCKING,
+                         no_drain, NULL, &a[t]));
+    CK(ldg_stream_create(l, t % 4, 0, NULL, NULL, &b[t]));
+  }
+  uint64_t ns = 0;
+  query_reads r0 = reads_now();
+  for (uint64_t i = 0; i < q; i++) {
+    for (uint64_t k = 0; k < r; k++) {
+      for (int t = 0; t < threads; t++) { /* ledger_bench's serving request */
+        uint64_t vin = VEC_BASE(t) + (req[t] & 63) * 2, vout = vin + 1;
+        uint64_t kv[2] = {vin, vout};
+        uintptr_t host = HOST_BASE(t) + (uintptr_t)(req[t] & 63) * 65536;
+        ldg_range hin = {host, 32768}, hout = {host + 32768, 32768};
+        CK(ldg_enqueue(a[t], no_keep, &vin, 1, &hin, 1, NULL));
+        CK(ldg_add_wait(b[t], a[t], ldg_mark(a[t]), NULL));
+        CK(ldg_enqueue(b[t], no_keep, kv, 2, NULL, 0, NULL));
+        CK(ldg_enqueue(b[t], no_keep, &vout, 1, &hout, 1, NULL));
+        if (++req[t] % 4 == 0) CK(ldg_release(b[t], ldg_mark(b[t])));
+      }
+    }
+    uint64_t t0 = now_ns();
+    query_loop(l, 2, 1, threads);
+    ns += now_ns() - t0;
+  }
+  printf("reader: %d threads' streams, %" PRIu64 " requests each between "
+         "query pairs, %" PRIu64 " pairs (%" PRIu64 " queries), %.1f ns/query "
+         "here\n", threads, r, q, 2 * q, (double)ns / (double)(2 * q));
+  print_reads(r0, 2 * q);
+  for (int t = 0; t < threads; t++) {
+    CK(ldg_stream_destroy(b[t]));
+    CK(ldg_stream_destroy(a[t]));
+    ldg_stream_unref(b[t]);
+    ldg_stream_unref(a[t]);
+  }
+  ldg_ledger_destroy(l);
+  free(a);
+  free(b);
+  free(req);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "holds") == 0)
+    return holds(strtoull(argv[2], NULL, 10), argv[3],
+                 strtoull(argv[4], NULL, 10));
+  if (argc == 5 && strcmp(argv[1], "reader") == 0)
+    return reader(atoi(argv[2]) > 0 ? atoi(argv[2]) : 1,
+                  strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+  fprintf(stderr, "usage: query_cost holds N vector|range Q\n"
+                  "       query_cost reader THREADS REQUESTS_PER_PAIR PAIRS\n");
+  return 2;
+}

@@ -1,0 +1,436 @@
+/*
+ * The queries' walk of a ring, and the summaries that let it skip segments
+ * (issue 11: a holds_vector miss cost 3.4 ns per pending entry, 447 us at
+ * 128 k, and a reader re-read every pending slot, the enqueuers' lines, on
+ * every query). ring.c opens with the layout; segment.c says who may
+ * reclaim a slot and when.
+ *
+ * QUERY SUMMARIES
+ *   Each segment carries, on two cache lines that enqueuers and releases
+ *   never touch (struct ldg__summary), two filters (struct ldg__filter: the
+ *   range of the vector ids, a 128-bit hash set of them, and the range of
+ *   the host bytes of some entries):
+ *     own   summarises slots [0, upto) of the segment;
+ *     span  (once jump is set) summarises this segment and every later one
+ *           before jump, the segment 2^L places later in the stream, L =
+ *           level(index) (the number of trailing zero bits of the
+ *           segment's index, capped): jumps nest like a Fenwick tree, so a
+ *           walk over n complete segments takes O(log^2 n) steps.
+ *   A filter may only ever say "maybe": the claim each one makes is
+ *     (S) every entry of the slots it covers that is pending now, or
+ *         becomes pending later, names only ids and ranges the filter
+ *         admits.
+ *   A query skips slots a filter covers when the filter rules its probe
+ *   out, and otherwise reads them one by one as before. Only queries write
+ *   summaries, under rcu_read_lock, with relaxed atomics; only the thread
+ *   that links a segment resets them (ldg__summary_reset), before the
+ *   linking CAS.
+ *
+ * WHY (S) HOLDS FOR own
+ *   A query extends own over a run of slots from upto: slot q is "decided"
+ *   when it is FULL (published: its payload is immutable until the segment's
+ *   next life; the query adds its ids and ranges), ABANDONED or RETRACTED
+ *   (never pending), or q <= released as the query read it (released only
+ *   grows: a release covered q and no query reports q again). The run stops
+ *   at the first slot not decided (EMPTY above released: reserved or not,
+ *   not yet published; it may become pending). The query then ORs and
+ *   widens its findings into own (each word on its own: every field only
+ *   grows, so a reader mixing fields of several writers still reads a
+ *   superset) and raises upto to the run's end with an acq_rel CAS that
+ *   only ever raises it. Every change of upto within a life is such a CAS,
+ *   so a query that reads upto = u (acquire) synchronises with every CAS
+ *   that raised it to u or below, each made after its writer's findings:
+ *   it reads own with every slot below u in it. A FULL slot's entry is the
+ *   same until its segment is retired and reused, and own may keep the ids
+ *   of an entry taken since: that is only a "maybe".
+ *   A slot left out as "q <= released" had been covered by a release when
+ *   the summary came to cover it, and a query reporting it would be one
+ *   that read released earlier: the same answer as when a release covers
+ *   an entry while a query walks (ledger.h: each answer is one that was
+ *   true at some instant of the call).
+ *
+ * WHY (S) HOLDS FOR span
+ *   span is built only over complete segments (upto = size: every slot
+ *   decided, own final but for late writers adding what it has already):
+ *   the builder reads upto = size (acquire) of the segment, then unions its
+ *   own with the spans (or, at level 0, the complete owns) of the segments
+ *   at index + 1, + 2, + 4, ..., + 2^(L-1), reached through their jumps
+ *   (acquire: each pairs with the release store that set it, after its
+ *   span), stores the union into span and then jump (release). Racing
+ *   builders store the same jump and fields that each admit everything (S)
+ *   needs; a reader that reads jump (acquire) reads fields of its writer or
+ *   of a later one. Segments covered by a span are complete, so entries
+ *   enqueued later land beyond jump, never under it.
+ *
+ * REUSE AND RETIREMENT
+ *   A segment's summaries belong to one life. Queries stand on segments only
+ *   inside an RCU read-side section, as before: a segment reached from head,
+ *   from next or from jump is not reused until that section ends (segments
+ *   are retired from the head in order, so a jump's target, later in the
+ *   same stream, is retired after its origin; jump targets of a segment's
+ *   earlier life are cleared before it is linked again). So every write of
+ *   a summary happens within the life it describes, before the grace period
+ *   that precedes the segment's reuse. The thread that links a segment
+ *   (ldg__ring_init, ldg__ring_extend; the segment is its own, fresh, pooled
+ *   or a spare) resets the summaries and sets index before the linking CAS
+ *   (seq_cst, a release), which a query's acquire of head, next or tailseg
+ *   pairs with: the query sees the reset, never an earlier life's filter.
+ *   A segment never linked (a loser's) keeps a reset it never needed.
+ *
+ * WHAT A QUERY TOUCHES
+ *   Per stream: tail (the enqueuers' line), head (beside tailseg, moved once
+ *   per segment), and per segment visited its two summary lines, which hold
+ *   copies of base and size (set before linking) and of next (stored by a
+ *   query once it read the header's next set; acquire/release, passing on
+ *   the linking CAS). released (the releasers' line) is read only when the
+ *   walk needs it, once: a filter admits the probe (then the slots it
+ *   summarises are read from released + 1), a slot read is EMPTY (taken, or
+ *   not yet published), or a slot matches (an entry at or below released is
+ *   not reported). A slot read before released is: an entry FULL above it
+ *   was pending when released was read, as ledger.h requires. The walk
+ *   stops at the segment that holds tail. So a miss that the summaries rule
+ *   out reads no slot, no segment header and not released: of the lines
+ *   enqueuers and releases write, only each stream's tail. Slots published
+ *   since the last query are read once, by the query that extends the
+ *   summary over them, not by every query until their release.
+ *   The enqueuer and release protocols are unchanged (queries still only
+ *   read slot states, with acquire, and FULL slots' payloads; head moved to
+ *   another line of the stream, not to another protocol), so the Promela
+ *   model, which models those, is unchanged; tests/unit/summary_test.c
+ *   checks (S) in every slot state and across reuse, and
+ *   tools/mutation/mutants.txt (sum-*) each rule above.
+ */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
+#include <stdlib.h>
+
+#include "ledger/atomics.h"
+#include "ledger/internal.h"
+
+/* Jumps span at most 2^LDG__JUMP_MAX segments (the first segment's, index
+ * 0, too: it is built only once that many follow). */
+#define LDG__JUMP_MAX 16u
+
+static unsigned ldg__level(uint32_t index) {
+  if (index == 0) return LDG__JUMP_MAX;
+  unsigned l = (unsigned)__builtin_ctz(index);
+  return l < LDG__JUMP_MAX ? l : LDG__JUMP_MAX;
+}
+
+/* ---- Filters ---------------------------------------------------------------------- */
+
+/* A filter being gathered by one thread. */
+struct ldg__flt {
+  uint64_t vec_lo, vec_hi, addr_lo, addr_hi, bits;
+};
+
+static const struct ldg__flt ldg__flt_empty = {UINT64_MAX, 0, UINT64_MAX, 0,
+                                               0};
+
+static uint64_t ldg__vec_bit(uint64_t id) {
+  return 1ull << ((id * 0x9e3779b97f4a7c15ull) >> 58); /* one of 64 */
+}
+
+/* The ids and ranges of the operation in slot. */
+static void ldg__slot_payload(const struct ldg__slot *slot,
+                              const uint64_t **w, size_t *n_vec,
+                              size_t *n_rng) {
+  if (slot->aux == LDG__OP_EXT) {
+    *w = slot->u.op.d.ext->w;
+    *n_vec = slot->u.op.d.ext->n_vec;
+    *n_rng = slot->u.op.d.ext->n_rng;
+  } else {
+    *w = slot->u.op.d.in.w;
+    *n_vec = slot->u.op.d.in.n_vec;
+    *n_rng = slot->u.op.d.in.n_rng;
+  }
+}
+
+static void ldg__flt_add(struct ldg__flt *f, const struct ldg__slot *slot) {
+  if (slot->kind != LDG__KIND_OP) return; /* a wait names nothing */
+  const uint64_t *w;
+  size_t n_vec, n_rng;
+  ldg__slot_payload(slot, &w, &n_vec, &n_rng);
+  for (size_t i = 0; i < n_vec; i++) {
+    if (w[i] < f->vec_lo) f->vec_lo = w[i];
+    if (w[i] > f->vec_hi) f->vec_hi = w[i];
+    f->bits |= ldg__vec_bit(w[i]);
+  }
+  for (size_t i = 0; i < n_rng; i++) {
+    uint64_t a = w[n_vec + 2 * i], last = a + (w[n_vec + 2 * i + 1] - 1);
+    if (a < f->addr_lo) f->addr_lo = a;
+    if (last > f->addr_hi) f->addr_hi = last;
+  }
+}
+
+static void ldg__flt_union(struct ldg__flt *f, const struct ldg__flt *x) {
+  if (x->vec_lo < f->vec_lo) f->vec_lo = x->vec_lo;
+  if (x->vec_hi > f->vec_hi) f->vec_hi = x->vec_hi;
+  if (x->addr_lo < f->addr_lo) f->addr_lo = x->addr_lo;
+  if (x->addr_hi > f->addr_hi) f->addr_hi = x->addr_hi;
+  f->bits |= x->bits;
+}
+
+/* Relaxed loads and stores of a shared filter: what orders them is the
+ * acquire of upto or jump before the load, and the CAS of upto or the
+ * release store of jump after the store (see the top of this file). */
+static void ldg__flt_load(struct ldg__flt *f, const struct ldg__filter *x) {
+  f->vec_lo = ldg__load_relaxed(&x->vec_lo);
+  f->vec_hi = ldg__load_relaxed(&x->vec_hi);
+  f->addr_lo = ldg__load_relaxed(&x->addr_lo);
+  f->addr_hi = ldg__load_relaxed(&x->addr_hi);
+  f->bits = ldg__load_relaxed(&x->bits);
+}
+
+static void ldg__flt_store(struct ldg__filter *x, const struct ldg__flt *f) {
+  ldg__store_relaxed(&x->vec_lo, f->vec_lo);
+  ldg__store_relaxed(&x->vec_hi, f->vec_hi);
+  ldg__store_relaxed(&x->addr_lo, f->addr_lo);
+  ldg__store_relaxed(&x->addr_hi, f->addr_hi);
+  ldg__store_relaxed(&x->bits, f->bits);
+}
+
+/* Lowers *x to v (relaxed: x's own modification order is all that counts;
+ * the CAS of upto publishes it). */
+static void ldg__lower(_Atomic uint64_t *x, uint64_t v) {
+  uint64_t cur = ldg__load_relaxed(x);
+  while (v < cur && !ldg__cas_weak_relaxed(x, &cur, v)) {
+  }
+}
+
+static void ldg__raise(_Atomic uint64_t *x, uint64_t v) {
+  uint64_t cur = ldg__load_relaxed(x);
+  while (v > cur && !ldg__cas_weak_relaxed(x, &cur, v)) {
+  }
+}
+
+/* Widens the shared filter x by f, field by field: other queries may be
+ * widening it too, and each field only grows. */
+static void ldg__flt_merge(struct ldg__filter *x, const struct ldg__flt *f) {
+  ldg__lower(&x->vec_lo, f->vec_lo);
+  ldg__raise(&x->vec_hi, f->vec_hi);
+  ldg__lower(&x->addr_lo, f->addr_lo);
+  ldg__raise(&x->addr_hi, f->addr_hi);
+  /* Relaxed: as above. Only when a bit is new: the read is cheaper than
+   * the locked OR. */
+  if ((ldg__load_relaxed(&x->bits) & f->bits) != f->bits)
+    atomic_fetch_or_explicit(&x->bits, f->bits, memory_order_relaxed);
+}
+
+static bool ldg__flt_maybe(const struct ldg__flt *f, const struct ldg__probe *p) {
+  if (p->kind == LDG__PROBE_VEC) {
+    if (p->id < f->vec_lo || p->id > f->vec_hi) return false;
+    return (f->bits & ldg__vec_bit(p->id)) != 0;
+  }
+  return p->addr <= f->addr_hi && p->last >= f->addr_lo;
+}
+
+/* Whether the shared filter x may admit p. */
+static bool ldg__filter_maybe(const struct ldg__filter *x,
+                              const struct ldg__probe *p) {
+  struct ldg__flt f;
+  ldg__flt_load(&f, x);
+  return ldg__flt_maybe(&f, p);
+}
+
+bool ldg__probe_matches(const struct ldg__slot *slot,
+                        const struct ldg__probe *p) {
+  const uint64_t *w;
+  size_t n_vec, n_rng;
+  ldg__slot_payload(slot, &w, &n_vec, &n_rng);
+  if (p->kind == LDG__PROBE_VEC) {
+    for (size_t i = 0; i < n_vec; i++)
+      if (w[i] == p->id) return true;
+    return false;
+  }
+  for (size_t i = 0; i < n_rng; i++) {
+    uint64_t a = w[n_vec + 2 * i], last = a + (w[n_vec + 2 * i + 1] - 1);
+    if (a <= p->last && p->addr <= last) return true;
+  }
+  return false;
+}
+
+/* ---- Reset ------------------------------------------------------------------------ */
+
+void ldg__summary_reset(struct ldg__seg *g, uint32_t index) {
+  /* Relaxed: g is not reachable yet; the linking CAS (or, for a stream's
+   * first segment, the registry's release store of the stream) publishes
+   * it. */
+  ldg__store_relaxed(&g->sum.upto, 0);
+  g->sum.size = g->size;
+  g->sum.base = g->base;
+  g->sum.index = index;
+  ldg__flt_store(&g->sum.own, &ldg__flt_empty);
+  ldg__store_relaxed(&g->sum.jump, (struct ldg__seg *)NULL);
+  ldg__store_relaxed(&g->sum.next, (struct ldg__seg *)NULL);
+}
+
+/* ---- What a walk reads --------------------------------------------------------- */
+
+/* What this thread's queries read (ldg__thread_query_reads): each walk
+ * counts in a local and adds it here once (in a shared library every
+ * access to a thread-local may be a call). */
+static _Thread_local ldg__query_reads ldg__reads;
+
+ldg__query_reads ldg__thread_query_reads(void) { return ldg__reads; }
+
+/* g's successor, or NULL. From the copy on the summary's line when a query
+ * saw it before; else from the header (whose line every release writes;
+ * counted in *headers), then copied. */
+static struct ldg__seg *ldg__next(struct ldg__seg *g, uint64_t *headers) {
+  /* Acquire: pairs with the release store below, by a query that read the
+   * header's next with acquire (which pairs with the linking CAS, after
+   * the successor's header and reset summaries were written). */
+  struct ldg__seg *n = ldg__load_acquire(&g->sum.next);
+  if (n != NULL) return n;
+  (*headers)++;
+  n = ldg__load_acquire(&g->next); /* the linking CAS, as above */
+  /* Release: passes on what the acquire above saw. Every writer stores the
+   * same value (next is set once per life), and the reset cleared it. */
+  if (n != NULL) ldg__store_release(&g->sum.next, n);
+  return n;
+}
+
+/* ---- Jumps ------------------------------------------------------------------------ */
+
+/* Whether g is complete: every slot decided, own final. Acquire: pairs with
+ * the CAS that raised upto to size (and, through the chain of CASes, those
+ * before it), made after its writer's findings went into own. */
+static bool ldg__complete(const struct ldg__seg *g) {
+  return ldg__load_acquire(&g->sum.upto) == g->sum.size;
+}
+
+/* g is complete and has no jump yet: builds it if the 2^L segments it spans
+ * are all complete and summarised (L >= 1), else leaves it. */
+static void ldg__jump_build(struct ldg__seg *g, unsigned level,
+                            uint64_t *headers) {
+  struct ldg__flt acc, f;
+  ldg__flt_load(&acc, &g->sum.own);
+  struct ldg__seg *h = ldg__next(g, headers);
+  for (unsigned k = 0; k < level; k++) {
+    if (h == NULL) return;
+    /* h is the segment at index + 2^k, of level k. */
+    if (k == 0) {
+      if (!ldg__complete(h)) return;
+      ldg__flt_load(&f, &h->sum.own);
+      h = ldg__next(h, headers);
+    } else {
+      /* Acquire: pairs with the release store below, by h's builder. */
+      struct ldg__seg *j = ldg__load_acquire(&h->sum.jump);
+      if (j == NULL) return;
+      ldg__flt_load(&f, &h->sum.span);
+      h = j;
+    }
+    ldg__flt_union(&acc, &f);
+  }
+  if (h == NULL) return; /* the segment after the span is not linked yet */
+  ldg__flt_store(&g->sum.span, &acc);
+  /* Release: publishes span (acquire in ldg__ring_visit and above). */
+  ldg__store_release(&g->sum.jump, h);
+}
+
+/* ---- The walk --------------------------------------------------------------------- */
+
+/* The stream's released mark, read once and only when a walk needs it (a
+ * filter or a slot may match, or a slot is EMPTY): a miss that summaries
+ * rule out never touches the releasers' line. */
+struct ldg__lazy_released {
+  const ldg_stream *s;
+  bool have;
+  ldg_seq r;
+  ldg__query_reads rd; /* this walk's reads */
+};
+
+static ldg_seq ldg__released(struct ldg__lazy_released *x) {
+  if (!x->have) {
+    x->rd.stream_lines++;
+    /* Acquire: pairs with the claims' CAS; seqs at or below it are skipped
+     * (their release began). Read after some slots' states: an entry found
+     * FULL above it was pending when it was read. */
+    x->r = ldg__load_acquire(&x->s->released);
+    x->have = true;
+  }
+  return x->r;
+}
+
+bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
+                     ldg__visit_fn fn, void *arg) {
+  /* tail: as ldg_mark, every seq up to it is linked. */
+  ldg_seq t = ldg__load_acquire(&s->tail);
+  struct ldg__lazy_released rel = {s, false, 0, {0, 0, 1, 0}};
+  /* head: acquire pairs with the seq_cst CASes that moved head (release
+   * half), after the segment's header and reset summaries were written. */
+  struct ldg__seg *g = ldg__load_acquire(&s->head);
+  bool found = false;
+  while (g != NULL && g->sum.base <= t) {
+    rel.rd.segments++;
+    ldg_seq base = g->sum.base, end = base + g->sum.size;
+    /* Acquire: pairs with the release store in ldg__jump_build. */
+    struct ldg__seg *j = ldg__load_acquire(&g->sum.jump);
+    if (j != NULL && !ldg__filter_maybe(&g->sum.span, p)) {
+      g = j; /* nothing of g .. j's predecessor can match */
+      continue;
+    }
+    /* upto: acquire, see ldg__complete. */
+    uint32_t u = ldg__load_acquire(&g->sum.upto);
+    ldg_seq hi = end - 1 < t ? end - 1 : t;
+    ldg_seq f = base + u; /* the first slot that may be undecided */
+    ldg_seq from = f;
+    if (u != 0 && ldg__filter_maybe(&g->sum.own, p)) {
+      /* Read the summarised slots too, those still pending. */
+      ldg_seq r = ldg__released(&rel);
+      from = base > r + 1 ? base : r + 1;
+      if (f < from) f = from; /* at or below released: decided */
+    }
+    struct ldg__flt acc = ldg__flt_empty;
+    bool extending = true;
+    for (ldg_seq q = from; q <= hi && !found; q++) {
+      const struct ldg__slot *slot = &g->slots[q - base];
+      rel.rd.slots++;
+      /* Acquire: pairs with the publishing CAS, so a FULL slot's payload
+       * is read as written. */
+      uint32_t state = ldg__load_acquire(&slot->state);
+      if (state == LDG__SLOT_EMPTY) {
+        ldg_seq r = ldg__released(&rel);
+        if (q <= r) {
+          /* Taken or covered, and so is everything up to r: decided,
+           * never read. */
+          if (extending && q == f) f = r + 1 < hi + 1 ? r + 1 : hi + 1;
+          q = r; /* the loop moves on to r + 1 */
+          continue;
+        }
+      }
+      if (extending && q == f) {
+        if (state == LDG__SLOT_FULL) ldg__flt_add(&acc, slot);
+        if (state == LDG__SLOT_EMPTY)
+          extending = false; /* above released, unpublished: undecided */
+        else
+          f++;
+      }
+      if (state != LDG__SLOT_FULL || slot->kind != LDG__KIND_OP) continue;
+      if (!ldg__probe_matches(slot, p)) continue;
+      if (q <= ldg__released(&rel)) continue; /* its release began */
+      if (fn(s, q, arg)) found = true;
+    }
+    if (f > base + u) {
+      /* Our findings first, then upto: acq_rel CAS that only raises it
+       * (release half: publishes the merge; acquire: keeps the chain of
+       * raises one release sequence, see WHY (S) HOLDS FOR own). */
+      ldg__flt_merge(&g->sum.own, &acc);
+      uint32_t cur = u, want = (uint32_t)(f - base);
+      while (cur < want && !ldg__cas_weak_acq_rel(&g->sum.upto, &cur, want)) {
+      }
+      u = want > cur ? want : cur;
+    }
+    if (found) break;
+    unsigned level = ldg__level(g->sum.index);
+    if (j == NULL && level != 0 && u == g->sum.size)
+      ldg__jump_build(g, level, &rel.rd.headers);
+    if (end > t) break; /* g holds tail: nothing later is pending */
+    g = ldg__next(g, &rel.rd.headers);
+  }
+  ldg__reads.segments += rel.rd.segments;
+  ldg__reads.slots += rel.rd.slots;
+  ldg__reads.stream_lines += rel.rd.stream_lines;
+  ldg__reads.headers += rel.rd.headers;
+  return found;
+}

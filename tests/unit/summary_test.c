@@ -1,0 +1,440 @@
+/* Proves the queries' segment summaries (ledger/summary.c): once built, a miss reads no slot and visits fewer segments than the ring has; every pending entry is still found, in every position, after a partial release, behind a reserved but unpublished slot (a paused enqueuer), past an abandoned slot, not once a release claimed it, in out-of-line payloads, after its segment was retired and reused from the pool; and under concurrent enqueues, releases and queries an entry is found by its own enqueuer between its enqueue and its release. */
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+
+#include "ledger/ledger_testing.h"
+#include "tests/unit/check.h"
+
+#define ABSENT_ID 0x7fffffffffffull
+#define FAR_ADDR ((uintptr_t)0x7f0000000000ull)
+
+static uint64_t id_of(uint64_t base, uint64_t i) { return base + i; }
+static uintptr_t addr_of(uint64_t base, uint64_t i) {
+  return (uintptr_t)(base + i * 64);
+}
+
+/* Enqueues entries i in [from, to) naming id_of(vb, i) and 64 bytes at
+ * addr_of(ab, i). */
+static void fill(ldg_stream *s, long *n, uint64_t vb, uint64_t ab,
+                 uint64_t from, uint64_t to) {
+  for (uint64_t i = from; i < to; i++) {
+    uint64_t id = id_of(vb, i);
+    ldg_range r = {addr_of(ab, i), 64};
+    CHECK_OK(ldg_enqueue(s, count_keep(n), &id, 1, &r, 1, NULL));
+  }
+}
+
+static ldg__query_reads reads_of(void (*q)(ldg_ledger *), ldg_ledger *l) {
+  ldg__query_reads a = ldg__thread_query_reads();
+  q(l);
+  ldg__query_reads b = ldg__thread_query_reads();
+  return (ldg__query_reads){b.segments - a.segments, b.slots - a.slots,
+                            b.stream_lines - a.stream_lines,
+                            b.headers - a.headers};
+}
+
+static void miss_vec(ldg_ledger *l) { CHECK(!ldg_holds_vector(l, ABSENT_ID)); }
+
+static void miss(ldg_ledger *l) {
+  CHECK(!ldg_holds_vector(l, ABSENT_ID));
+  CHECK(!ldg_holds_host_range(l, FAR_ADDR, 4096));
+}
+
+/* Entry i of [0, n) is found by every query, with its seq. */
+static void check_found(ldg_ledger *l, ldg_stream *s, uint64_t vb,
+                        uint64_t ab, uint64_t i, ldg_seq seq) {
+  CHECK(ldg_holds_vector(l, id_of(vb, i)));
+  CHECK(ldg_holds_host_range(l, addr_of(ab, i) + 63, 1));
+  ldg_holder h[2];
+  CHECK_EQ(ldg_vector_holders(l, id_of(vb, i), h, 2), 1);
+  CHECK_EQ(h[0].seq, seq);
+  CHECK_EQ(h[0].stream_id, ldg_stream_id(s));
+}
+
+static void check_gone(ldg_ledger *l, uint64_t vb, uint64_t ab, uint64_t i) {
+  CHECK(!ldg_holds_vector(l, id_of(vb, i)));
+  CHECK(!ldg_holds_host_range(l, addr_of(ab, i), 64));
+}
+
+/* Positions worth probing among n: the first and last ones, and a spread. */
+static bool probed(uint64_t i, uint64_t n) {
+  return i < 20 || i + 20 >= n || i % 97 == 0;
+}
+
+static void test_positions(void) {
+  enum { N = 40000 };
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long n = 0;
+  fill(s, &n, 1000, 0x10000, 0, N);
+  ldg__query_reads first = reads_of(miss_vec, l);
+  CHECK_EQ(first.slots, N); /* nothing summarised yet */
+  uint64_t nseg = first.segments;
+  for (int k = 0; k < 3; k++) miss(l); /* the jumps are built by walks */
+  ldg__query_reads later = reads_of(miss, l);
+  CHECK_EQ(later.slots, 0);
+  CHECK_GE(nseg, 32);
+  CHECK_LT(later.segments / 2, nseg / 2);
+  for (uint64_t i = 0; i < N; i++) {
+    if (!probed(i, N)) continue;
+    check_found(l, s, 1000, 0x10000, i, i + 1);
+    CHECK(!ldg_holds_vector(l, id_of(1000, N))); /* next to the last */
+    CHECK(!ldg_holds_host_range(l, addr_of(0x10000, N), 64));
+  }
+  /* Released up to the middle of a segment: those before are gone, the
+   * others still found; the summaries keep ruling misses out. */
+  CHECK_OK(ldg_release(s, N / 2 + 5));
+  miss(l);
+  for (uint64_t i = 0; i < N; i++) {
+    if (!probed(i, N) && (i < N / 2 - 20 || i > N / 2 + 30)) continue;
+    if (i < N / 2 + 5)
+      check_gone(l, 1000, 0x10000, i);
+    else
+      check_found(l, s, 1000, 0x10000, i, i + 1);
+  }
+  /* More behind, in the same and new segments. */
+  fill(s, &n, 1000, 0x10000, N, N + 3000);
+  for (uint64_t i = N; i < N + 3000; i += 29) {
+    miss(l);
+    check_found(l, s, 1000, 0x10000, i, i + 1);
+  }
+  CHECK_EQ(reads_of(miss, l).slots, 0);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, N + 3000);
+  PASS("every position found; a miss reads no slot once summarised");
+}
+
+/* ---- A paused enqueuer: its slot reserved, not yet published ----------- */
+
+static struct {
+  ldg_stream *s; /* the stream whose next call passing `point` parks */
+  enum ldg__hook_point point;
+  atomic_bool armed;
+  sem_t parked, go;
+} g_park;
+
+static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                      void *arg) {
+  (void)arg;
+  if (point != g_park.point || s != g_park.s) return;
+  bool yes = true;
+  if (!atomic_compare_exchange_strong(&g_park.armed, &yes, false)) return;
+  sem_post(&g_park.parked);
+  while (sem_wait(&g_park.go) != 0) {
+  }
+}
+
+struct parked_enqueue {
+  ldg_stream *s;
+  uint64_t id;
+  ldg_range r;
+  long *n;
+  int rc;
+  ldg_seq seq;
+};
+
+static void *enqueue_main(void *p) {
+  struct parked_enqueue *e = p;
+  e->rc = ldg_enqueue(e->s, count_keep(e->n), &e->id, 1, &e->r, 1, &e->seq);
+  return NULL;
+}
+
+/* Starts e on its own thread and returns once it parked after reserving. */
+static void park_enqueue(pthread_t *t, struct parked_enqueue *e) {
+  g_park.s = e->s;
+  g_park.point = LDG__HOOK_ENQUEUE_RESERVED;
+  atomic_store(&g_park.armed, true);
+  CHECK_EQ(pthread_create(t, NULL, enqueue_main, e), 0);
+  while (sem_wait(&g_park.parked) != 0) {
+  }
+}
+
+static void unpark(pthread_t t) {
+  sem_post(&g_park.go);
+  CHECK_EQ(pthread_join(t, NULL), 0);
+}
+
+static void test_unpublished(void) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long n = 0, na = 0;
+  fill(s, &n, 5000, 0x200000, 0, 100);
+  struct parked_enqueue e = {s, 4999, {0x1f0000, 64}, &na, -99, 0};
+  pthread_t t;
+  park_enqueue(&t, &e); /* seq 101, EMPTY */
+  /* Published behind it, filling later segments: their jumps must not
+   * span the segment with the unpublished slot. */
+  fill(s, &n, 5000, 0x200000, 100, 3000);
+  for (int k = 0; k < 3; k++) miss(l);
+  /* The summary stops at the unpublished slot: those behind it are read
+   * (checked last: what matters first is that nothing is hidden). */
+  uint64_t behind = reads_of(miss, l).slots;
+  CHECK(!ldg_holds_vector(l, 4999)); /* not recorded yet */
+  for (uint64_t i = 0; i < 3000; i += 7)
+    check_found(l, s, 5000, 0x200000, i, i < 100 ? i + 1 : i + 2);
+  unpark(t);
+  CHECK_OK(e.rc);
+  CHECK_EQ(e.seq, 101);
+  /* Published now: whatever the summaries said before, it is found. */
+  CHECK(ldg_holds_vector(l, 4999));
+  CHECK(ldg_holds_host_range(l, 0x1f0000, 1));
+  for (int k = 0; k < 3; k++) miss(l);
+  CHECK(ldg_holds_vector(l, 4999));
+  CHECK(ldg_holds_host_range(l, 0x1f0000 + 63, 1));
+  CHECK_GT(behind, 0);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, 3000);
+  CHECK_EQ(na, 1);
+  PASS("a slot reserved and published after a summary was built is found");
+}
+
+static void test_abandoned(void) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long n = 0, na = 0;
+  fill(s, &n, 9000, 0x400000, 0, 50);
+  struct parked_enqueue e = {s, 8999, {0x3f0000, 64}, &na, -99, 0};
+  pthread_t t;
+  park_enqueue(&t, &e); /* seq 51 */
+  CHECK_OK(ldg_release(s, ldg_mark(s))); /* covers 51: abandons it */
+  CHECK_EQ(n, 50);
+  fill(s, &n, 9000, 0x400000, 50, 120); /* seqs 52.. */
+  for (int k = 0; k < 3; k++) miss(l);
+  unpark(t); /* the enqueuer takes its entry back and releases it */
+  CHECK_OK(e.rc);
+  CHECK_EQ(na, 1);
+  CHECK(!ldg_holds_vector(l, 8999));
+  for (int k = 0; k < 3; k++) miss(l);
+  CHECK_EQ(reads_of(miss, l).slots, 0); /* the summary passed the slot */
+  for (uint64_t i = 0; i < 120; i++) {
+    if (i < 50)
+      check_gone(l, 9000, 0x400000, i);
+    else
+      check_found(l, s, 9000, 0x400000, i, i + 2);
+  }
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, 120);
+  PASS("a summary passes an abandoned slot and hides nothing behind it");
+}
+
+/* A release parked after its claim: released covers the entries, which are
+ * still FULL (not taken). Summaries built before still name them. */
+struct parked_release {
+  ldg_stream *s;
+  ldg_seq upto;
+  int rc;
+};
+
+static void *release_main(void *p) {
+  struct parked_release *r = p;
+  r->rc = ldg_release(r->s, r->upto);
+  return NULL;
+}
+
+static void claimed(bool summarised) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long n = 0;
+  fill(s, &n, 7000, 0x600000, 0, 500);
+  /* Summaries naming all 500, or none yet (the first query reads the
+   * slots, FULL, at and below released). */
+  if (summarised)
+    for (int k = 0; k < 3; k++) miss(l);
+  struct parked_release r = {s, 300, -99};
+  g_park.s = s;
+  g_park.point = LDG__HOOK_RELEASE_CLAIMED;
+  atomic_store(&g_park.armed, true);
+  pthread_t t;
+  CHECK_EQ(pthread_create(&t, NULL, release_main, &r), 0);
+  while (sem_wait(&g_park.parked) != 0) {
+  }
+  CHECK_EQ(n, 0); /* nothing taken yet */
+  /* The release began: those entries are no longer reported (ledger.h),
+   * although the summaries and the slots still name them. */
+  for (uint64_t i = 0; i < 500; i += 3) {
+    if (i < 300)
+      check_gone(l, 7000, 0x600000, i);
+    else
+      check_found(l, s, 7000, 0x600000, i, i + 1);
+  }
+  unpark(t);
+  CHECK_OK(r.rc);
+  CHECK_EQ(n, 300);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, 500);
+}
+
+static void test_claimed(void) {
+  claimed(false);
+  claimed(true);
+  PASS("entries a release has claimed are not reported, summaries or not");
+}
+
+/* ---- Out-of-line payloads and waits ------------------------------------------- */
+
+static void test_ext_and_waits(void) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  ldg_stream *a = new_stream(l, 1, true);
+  long n = 0;
+  for (uint64_t i = 0; i < 600; i++) {
+    uint64_t ids[6];
+    for (int k = 0; k < 6; k++) ids[k] = 20000 + i * 6 + (uint64_t)k;
+    ldg_range r[2] = {{0x900000 + i * 128, 16}, {0x900000 + i * 128 + 64, 16}};
+    CHECK_OK(ldg_enqueue(s, count_keep(&n), ids, 6, r, 2, NULL));
+    CHECK_OK(ldg_enqueue(a, count_keep(&n), NULL, 0, NULL, 0, NULL));
+    CHECK_OK(ldg_add_wait(s, a, ldg_mark(a), NULL));
+  }
+  for (int k = 0; k < 3; k++) miss(l);
+  CHECK_EQ(reads_of(miss, l).slots, 0);
+  for (uint64_t i = 0; i < 600; i += 13) {
+    CHECK(ldg_holds_vector(l, 20000 + i * 6 + 5));
+    CHECK(ldg_holds_host_range(l, 0x900000 + i * 128 + 64 + 15, 1));
+    CHECK(!ldg_holds_host_range(l, 0x900000 + i * 128 + 16, 48)); /* gap */
+  }
+  CHECK_EQ(ldg_nonblocking_holding(l, 20000, NULL, 0), 0); /* s blocks */
+  CHECK_OK(ldg_release_all(s)); /* a too, through the waits */
+  CHECK(!ldg_holds_vector(l, 20000 + 5));
+  CHECK_OK(ldg_stream_destroy(a));
+  ldg_stream_unref(a);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, 1200);
+  PASS("ids and ranges of out-of-line payloads are summarised; waits are not");
+}
+
+/* ---- Reuse ------------------------------------------------------------------------- */
+
+static unsigned long pool_reused(ldg_ledger *l) {
+  unsigned long k = 0;
+  for (unsigned c = 0; c < 8; c++) k += ldg__pool_reused(l, c);
+  return k;
+}
+
+static void test_reuse(void) {
+  enum { N = 6000 };
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long n = 0;
+  /* A first life: summaries complete, jumps built, for ids 100 000.. */
+  fill(s, &n, 100000, 0x1000000, 0, N);
+  for (int k = 0; k < 4; k++) miss(l);
+  CHECK_EQ(reads_of(miss, l).slots, 0);
+  CHECK_OK(ldg_release_all(s));
+  ldg_quiesce(); /* retired segments reach the pool */
+  unsigned long reused = pool_reused(l);
+  /* Second lives, on this stream and on a new one, naming other ids: a
+   * summary left from the first life would rule them out. */
+  ldg_stream *s2 = new_stream(l, 0, false);
+  fill(s, &n, 300000, 0x3000000, 0, N);
+  fill(s2, &n, 500000, 0x5000000, 0, N / 2);
+  CHECK_GT(pool_reused(l), reused);
+  for (uint64_t i = 0; i < N; i++) {
+    if (!probed(i, N)) continue;
+    check_found(l, s, 300000, 0x3000000, i, N + i + 1);
+    if (i < N / 2) check_found(l, s2, 500000, 0x5000000, i, i + 1);
+    check_gone(l, 100000, 0x1000000, i);
+  }
+  for (int k = 0; k < 3; k++) miss(l);
+  for (uint64_t i = 0; i < N; i += 101) {
+    check_found(l, s, 300000, 0x3000000, i, N + i + 1);
+    if (i < N / 2) check_found(l, s2, 500000, 0x5000000, i, i + 1);
+  }
+  ldg_stream_unref(s2);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, 2 * N + N / 2);
+  PASS("a reused segment's summaries start empty");
+}
+
+/* ---- Concurrent: enqueuers check their own entries, a querier summarises ---------- */
+
+enum { CHURNERS = 2 };
+
+struct churn {
+  ldg_ledger *l;
+  int tid;
+  long iters;
+  _Atomic long *keeps;
+  atomic_int *running;
+};
+
+static void atomic_count(void *ctx) {
+  atomic_fetch_add((_Atomic long *)ctx, 1);
+}
+
+static void *churn_main(void *p) {
+  struct churn *c = p;
+  ldg_stream *s = NULL;
+  CHECK_OK(ldg_stream_create(c->l, c->tid, 0, NULL, NULL, &s));
+  uint64_t vb = (uint64_t)(c->tid + 1) << 32;
+  uintptr_t ab = (uintptr_t)(c->tid + 1) << 36;
+  for (long i = 0; i < c->iters; i++) {
+    uint64_t id = vb + (uint64_t)i;
+    ldg_range r = {ab + (uintptr_t)i * 64, 64};
+    CHECK_OK(ldg_enqueue(s, (ldg_keep){atomic_count, c->keeps}, &id, 1, &r, 1,
+                         NULL));
+    /* Pending and published since before the call: found, whatever the
+     * querier summarised meanwhile. */
+    CHECK(ldg_holds_vector(c->l, id));
+    if (i % 8 == 0) CHECK(ldg_holds_host_range(c->l, r.addr + 32, 8));
+    if (i % 37 == 36) CHECK_OK(ldg_release(s, ldg_mark(s)));
+  }
+  CHECK_OK(ldg_stream_destroy(s));
+  ldg_stream_unref(s);
+  atomic_fetch_sub(c->running, 1);
+  return NULL;
+}
+
+static void test_concurrent(void) {
+  long iters = UNDER_SANITIZER ? 4000 : 40000;
+  ldg_ledger *l = new_ledger();
+  _Atomic long keeps = 0;
+  atomic_int running = CHURNERS;
+  /* A pinned entry, held throughout on a stream of its own. */
+  ldg_stream *pin = new_stream(l, 3, false);
+  long npin = 0;
+  uint64_t pin_id = 77;
+  ldg_range pin_r = {0x777000, 64};
+  CHECK_OK(ldg_enqueue(pin, count_keep(&npin), &pin_id, 1, &pin_r, 1, NULL));
+  pthread_t th[CHURNERS];
+  struct churn c[CHURNERS];
+  for (int i = 0; i < CHURNERS; i++) {
+    c[i] = (struct churn){l, i, iters, &keeps, &running};
+    CHECK_EQ(pthread_create(&th[i], NULL, churn_main, &c[i]), 0);
+  }
+  long q = 0;
+  while (atomic_load(&running) > 0) {
+    miss(l); /* builds summaries while the churners publish */
+    CHECK(ldg_holds_vector(l, pin_id));
+    CHECK(ldg_holds_host_range(l, 0x777000, 1));
+    q++;
+  }
+  for (int i = 0; i < CHURNERS; i++) CHECK_EQ(pthread_join(th[i], NULL), 0);
+  CHECK_EQ(atomic_load(&keeps), CHURNERS * iters);
+  CHECK_OK(ldg_stream_destroy(pin));
+  ldg_stream_unref(pin);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(npin, 1);
+  CHECK_GT(q, 0);
+  PASS("entries are found by their enqueuers while a querier summarises");
+}
+
+int main(void) {
+  sem_init(&g_park.parked, 0, 0);
+  sem_init(&g_park.go, 0, 0);
+  CHECK(ldg__set_hook(park_hook, NULL));
+  test_positions();
+  test_unpublished();
+  test_abandoned();
+  test_claimed();
+  test_ext_and_waits();
+  test_reuse();
+  test_concurrent();
+  return 0;
+}
