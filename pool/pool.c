@@ -1581,11 +1581,14 @@ static void slp__unuse(slp_block *b, bool cross) {
   slp__store_release(&b->st, SLP__FREE);
   /* Uncounted after it is listed: a reader that sees no bytes held finds
    * the block on a list (a trim after waiting for held == 0 returns it).
-   * In the inbox's count if it went there (see slp__inbox.held). */
+   * In the inbox's count if it went there (see slp__inbox.held). Release:
+   * pairs with the acquire loads of slp__allocated_exact, so a reader that
+   * sees these bytes gone also sees the block listed (out of memory's
+   * wait, slp__slow_alloc). */
   if (slp__give_back_to(p, in, b))
-    slp__fetch_add_relaxed(&in->held, -cap);
+    atomic_fetch_add_explicit(&in->held, -cap, memory_order_release);
   else
-    slp__held_acct(p, NULL, -cap);
+    atomic_fetch_add_explicit(&p->held, -cap, memory_order_release);
   atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
@@ -1734,7 +1737,9 @@ static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
   slp__lock(&slp__reg_mu);
   int_fast64_t a = slp__load_relaxed(&p->allocated);
   int_fast64_t r = slp__load_relaxed(&p->requested);
-  int_fast64_t h = slp__load_relaxed(&p->held);
+  /* Acquire: pairs with the release decrement of a keep that listed a
+   * block (slp__unuse): bytes seen returned are bytes seen listed. */
+  int_fast64_t h = slp__load_acquire(&p->held);
   for (struct slp__tcache *tc = p->tcaches; tc != NULL; tc = tc->next) {
     a += slp__load_relaxed(&tc->d_alloc);
     r += slp__load_relaxed(&tc->d_req);
@@ -1742,7 +1747,7 @@ static void slp__allocated_exact(slp_pool *p, int_fast64_t *alloc,
   }
   for (struct slp__inbox *in = slp__load_acquire(&p->inboxes); in != NULL;
        in = in->next_all)
-    h += slp__load_relaxed(&in->held);
+    h += slp__load_acquire(&in->held);
   pthread_mutex_unlock(&slp__reg_mu);
   *alloc = a;
   if (req != NULL) *req = r;
@@ -1982,16 +1987,29 @@ __attribute__((noinline)) static CUresult slp__slow_alloc(
    * may have taken those entries first and still be returning their
    * blocks: the sync found nothing to run and the take came too early.
    * Wait for them, briefly (at most SLP__OOM_WAIT_ROUNDS x 50 us), while
-   * bytes are held or a shared list of the class has blocks; never when
-   * nothing is held (a plain out of memory fails at once). */
+   * bytes are held, a keep is returning a block or a shared list of the
+   * class has blocks; a plain out of memory (nothing held) fails after one
+   * more retry, without sleeping. */
+  /* The state is read before each retry, and the wait ends only after a
+   * retry that followed a quiet reading: no bytes held (acquire: a keep
+   * lists its block, in the freeing thread's inbox or a shared list,
+   * before its release decrement), no keep between FREE and listed
+   * (p->returning) and the class's shared list empty — then that retry,
+   * which flushes every inbox, saw every block the keeps gave back. (It
+   * used to stop as soon as nothing was held, after a retry that had run
+   * before the last keep's push into this thread's inbox: out of memory
+   * with the block cached, 3-5 in 100 runs of sl_torch_thread_test's
+   * oom_retry under load.) */
   for (int i = 0; i < SLP__OOM_WAIT_ROUNDS; i++) {
     int_fast64_t alloc, held;
     slp__allocated_exact(p, &alloc, NULL, &held);
-    if (held <= 0 && slp__shared_empty(p, cls)) break;
+    const bool quiet = held <= 0 &&
+                       slp__load_acquire(&p->returning) == 0 &&
+                       slp__shared_empty(p, cls);
+    cr = slp__retry(p, tc, cls, out, reused);
+    if (cr != CUDA_ERROR_OUT_OF_MEMORY || quiet) return cr;
     struct timespec ts = {0, 50 * 1000};
     nanosleep(&ts, NULL);
-    cr = slp__retry(p, tc, cls, out, reused);
-    if (cr != CUDA_ERROR_OUT_OF_MEMORY) return cr;
   }
   return cr;
 }
