@@ -94,7 +94,11 @@
  *   enqueues, a seq_cst fence, then loads the parked flag of its stream's
  *   device's thread (q->e->w) and, if set, bumps gen and wakes. So either
  *   the final poll sees the new work or the issuer sees the parked thread
- *   and its bump makes the futex wait return.
+ *   and its bump makes the futex wait return. An issuer whose only new
+ *   work is a ledger entry (slc_stream_record_deferred) has no fence of
+ *   its own: its enqueue's seq_cst CAS on the ledger stream's tail, the
+ *   word the final poll reads, and a seq_cst load of parked give the same
+ *   (slc__engine_kick_enqueued argues it).
  *
  * DEVICES: ONE ENGINE EACH (issue 13; the evidence: bench/RESULTS.md,
  * "Several GPUs", and tests/cuda/engine_multigpu_test.c)
@@ -407,6 +411,13 @@ static void slc__consumer_take(struct slc__dev_engine *e) {
 
 /* ---- Waking the thread ------------------------------------------------- */
 
+/* Bumps gen and wakes w's thread (it was seen parked). */
+static void slc__engine_wake(struct slc__dev_engine *e, struct slc__waiter *w) {
+  slc__count(&e->n.kicks, 1);
+  slc__fetch_add_acq_rel(&w->gen, 1);
+  slc__futex(&w->gen, FUTEX_WAKE_PRIVATE, 1);
+}
+
 /* Wakes the thread of e's device if it is parked. */
 static void slc__engine_kick(struct slc__dev_engine *e) {
   if (!e->has_thread) return;
@@ -414,11 +425,38 @@ static void slc__engine_kick(struct slc__dev_engine *e) {
   /* Dekker with slc__engine_main: our enqueue (or marker) before this fence,
    * its parked store before its own fence and final poll. */
   slc__fence_seq_cst();
-  if (slc__load_relaxed(&w->parked)) {
-    slc__count(&e->n.kicks, 1);
-    slc__fetch_add_acq_rel(&w->gen, 1);
-    slc__futex(&w->gen, FUTEX_WAKE_PRIVATE, 1);
-  }
+  if (slc__load_relaxed(&w->parked)) slc__engine_wake(e, w);
+}
+
+/* slc__engine_kick after a successful ldg_enqueue on s's ledger stream and
+ * nothing else to publish to the thread (slc__engine_after_deferred), with
+ * no fence: the enqueue's seq_cst CAS on the ledger stream's tail
+ * (ledger/ring.c: this layer's ledger streams are never
+ * LDG_STREAM_SINGLE_ISSUER, stream.c) takes the fence's place in the
+ * Dekker pair, and the load of parked is seq_cst. The work the thread's
+ * final poll must see is that reservation: slc__mq_consume reads
+ * ldg_mark (an acquire load of tail) after its fence F, and work above
+ * placed_mark is uncovered, so it does not park. C11 7.17.3: suppose that
+ * poll misses the CAS. A load after a seq_cst fence sees the last seq_cst
+ * store to its object before the fence in the order S, or a later one, so
+ * the CAS does not precede F: F precedes the CAS in S, which precedes our
+ * seq_cst load L (sequenced before it, both seq_cst). A load that follows
+ * F in S, F being sequenced after the thread's store of parked = 1, reads
+ * that store or a later one: L sees 1 and we wake the thread (or the 0
+ * stored when it woke from that park: it polls again before parking). On
+ * x86 the CAS is a locked instruction, a full barrier already, and L a
+ * plain load: this saves the mfence of the fence on every
+ * slc_stream_record_deferred (the pool's slp_record_use). Under TSan the
+ * thread's "fence" is an RMW of slc__dekker_word (no fence to pair with),
+ * so there the issuer makes that RMW too, as slc__engine_kick. */
+static void slc__engine_kick_enqueued(struct slc__dev_engine *e) {
+  if (!e->has_thread) return;
+  struct slc__waiter *w = e->w;
+#if defined(__SANITIZE_THREAD__)
+  slc__fence_seq_cst();
+#endif
+  if (atomic_load_explicit(&w->parked, memory_order_seq_cst))
+    slc__engine_wake(e, w);
 }
 
 /* ---- Placing a marker (producer) ---------------------------------------- */
@@ -559,7 +597,7 @@ void slc__engine_after_deferred(slc_stream *s) {
   /* Acquire, as slc__engine_after_issue: q initialised, q->e with it. */
   struct slc__mq *q = slc__load_acquire(&s->mq);
   if (q == NULL) return;
-  slc__engine_kick(q->e);
+  slc__engine_kick_enqueued(q->e); /* the enqueue's CAS orders it */
 }
 
 /* ---- Consuming (one poll) ------------------------------------------------ */

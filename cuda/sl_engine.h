@@ -110,7 +110,9 @@
  *     is parked, wakes it (a lingering thread sees the work at its next
  *     nap); the thread records every marker, one in flight per stream — at
  *     once for a waiting issuer, once per poll_max_us for a streaming one.
- *     The cost on the issuing thread is a fence and a load; the price: a
+ *     The cost on the issuing thread is a fence and a load (after
+ *     slc_stream_record_deferred only the load: the enqueue's locked CAS
+ *     orders it, engine.c); the price: a
  *     waiting issuer's marker is recorded at the thread's next wake-up
  *     (poll_us after its last release, longer as it lingers), usually
  *     while its operation still runs.

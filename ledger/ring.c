@@ -193,7 +193,9 @@ static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
     ldg_seq t = ldg__load_relaxed(&s->tail);
     ldg_seq end = ldg__load_acquire(&s->tail_end);
     if (t + 1 < end) {
-      /* seq_cst: the destroy handshake reads destroyed after this. */
+      /* seq_cst: the destroy handshake reads destroyed after this (and
+       * cuda/engine.c's slc__engine_kick_enqueued orders its wake-up by
+       * it, in place of a fence). */
       if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
         *seq = t + 1;
         return LDG_OK;

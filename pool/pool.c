@@ -1867,12 +1867,14 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
     }
     slc_stream_progress pr;
     size_t r = 0;
-    /* A reference for the call: a keep it runs may evict s from seen. */
+    /* The cache's reference holds s while it is read (no keep runs). */
+    if (slc_stream_progress_get(s, &pr) != LDG_OK || !pr.engine_driven ||
+        pr.pending == 0 || pr.engine_error != CUDA_SUCCESS)
+      continue;
+    /* A reference for the poll only: a keep it runs may evict s from seen
+     * (two locked RMWs, so not for a stream with nothing pending). */
     slc_stream_ref(s);
-    if (slc_stream_progress_get(s, &pr) == LDG_OK && pr.engine_driven &&
-        pr.pending > 0 && pr.engine_error == CUDA_SUCCESS &&
-        slc_engine_poll_stream(s, &r) == LDG_OK)
-      released += r;
+    if (slc_engine_poll_stream(s, &r) == LDG_OK) released += r;
     slc_stream_unref(s);
   }
   return released != 0;

@@ -303,8 +303,11 @@ static int wait_parked(slc_context *c) {
 /* Under either wait the thread parks once nothing is pending (the adaptive
  * one after lingering), an issue to the parked thread wakes it (counted in
  * thread_wakes_by_issuers: the only way it wakes), and the work is
- * released. No time is asserted. */
-static int wait_counters(slc_engine_wait wait) {
+ * released. `deferred`: the issue that meets the parked thread is a
+ * slc_stream_record_deferred, whose wake-up has no fence of its own
+ * (slc__engine_kick_enqueued): nobody polls here, so without the wake-up
+ * the keep never runs. No time is asserted. */
+static int wait_counters(slc_engine_wait wait, bool deferred) {
   slc_context *c;
   slc_engine_config cfg = {.thread = true, .wait = wait, .linger_us = 500};
   if (setup(&c, 0, &cfg)) return 1;
@@ -316,11 +319,16 @@ static int wait_counters(slc_engine_wait wait) {
   slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
   CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 1, 64, &h), LDG_OK);
   if (wait_for(c, &n, 1, false) || wait_parked(c)) return 1;
-  CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 2, 64, &h), LDG_OK);
-  if (wait_for(c, &n, 2, false)) return 1;
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
-  CHECK(es.thread_wakes_by_issuers >= 1);
+  uint64_t wakes = es.thread_wakes_by_issuers;
+  if (deferred)
+    CHECK_RC(slc_stream_record_deferred(st, &h), LDG_OK);
+  else
+    CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 2, 64, &h), LDG_OK);
+  if (wait_for(c, &n, 2, false)) return 1;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.thread_wakes_by_issuers >= wakes + 1);
   CHECK(es.thread_parks >= 1);
   CHECK_RC(slc_buffer_free(b), LDG_OK);
   slc_stream_unref(st);
@@ -328,8 +336,10 @@ static int wait_counters(slc_engine_wait wait) {
 }
 
 static int t_wait_counters(void) {
-  return wait_counters(SLC_ENGINE_WAIT_ADAPTIVE) ||
-         wait_counters(SLC_ENGINE_WAIT_FIXED);
+  return wait_counters(SLC_ENGINE_WAIT_ADAPTIVE, false) ||
+         wait_counters(SLC_ENGINE_WAIT_FIXED, false) ||
+         wait_counters(SLC_ENGINE_WAIT_ADAPTIVE, true) ||
+         wait_counters(SLC_ENGINE_WAIT_FIXED, true);
 }
 
 /* ---- Keeps may call the layer -------------------------------------------- */
@@ -1411,7 +1421,8 @@ static const test_case tests[] = {
     {"tail_marker", t_tail_marker,
      "work after the last marker is released by a tail marker"},
     {"wait_counters", t_wait_counters,
-     "both waits park when idle; an issue wakes the parked thread"},
+     "both waits park when idle; an issue or a deferred record wakes the "
+     "parked thread"},
     {"keep_reenters", t_keep_reenters,
      "keeps on the engine thread issue work and poll"},
     {"stalled_engine", t_stalled_engine,
