@@ -33,7 +33,7 @@ per_query() {
   read -r a ad < <(ir_d1 "$bin" "$@" "$q1")
   read -r b bd < <(ir_d1 "$bin" "$@" "$q2")
   local reads
-  reads=$(sed -n 's/^  per query: //p' "$tmp/out.txt")
+  reads=$(sed -n 's/^  per query: //p' "$tmp/out.txt" | paste -sd ';' -)
   awk -v n="$name" -v w="$*" -v a="$a" -v b="$b" -v ad="$ad" -v bd="$bd" \
       -v q=$(( (q2 - q1) * per )) -v r="${reads:--}" \
     'BEGIN {printf "%-8s %-24s %12.0f %10.1f   %s\n", n, w, (b - a) / q, (bd - ad) / q, r}'

@@ -38,13 +38,19 @@ typedef struct {
   uint64_t segments, slots, stream_lines, headers;
 } query_reads;
 extern query_reads ldg__thread_query_reads(void) __attribute__((weak));
+/* And what they wrote (summary lines), where counted (since core5d). */
+extern uint64_t ldg__thread_query_writes(void) __attribute__((weak));
+
+static uint64_t writes_now(void) {
+  return ldg__thread_query_writes == NULL ? 0 : ldg__thread_query_writes();
+}
 
 static query_reads reads_now(void) {
   if (ldg__thread_query_reads == NULL) return (query_reads){0, 0, 0, 0};
   return ldg__thread_query_reads();
 }
 
-static void print_reads(query_reads a, uint64_t queries) {
+static void print_reads(query_reads a, uint64_t w, uint64_t queries) {
   if (ldg__thread_query_reads == NULL) return;
   query_reads b = reads_now();
   double q = (double)queries;
@@ -53,6 +59,9 @@ static void print_reads(query_reads a, uint64_t queries) {
          (double)(b.segments - a.segments) / q, (double)(b.slots - a.slots) / q,
          (double)(b.stream_lines - a.stream_lines) / q,
          (double)(b.headers - a.headers) / q);
+  if (ldg__thread_query_writes != NULL)
+    printf("  per query: %.2f summary lines written\n",
+           (double)(writes_now() - w) / q);
 }
 
 #define VEC_BASE(tid) ((uint64_t)((tid) + 1) << 20)
@@ -125,13 +134,14 @@ static int holds(uint64_t n, const char *kind, uint64_t q) {
   }
   query_loop(l, k, 1, 1); /* warm-up (counted: subtract a Q=1 run) */
   query_reads r0 = reads_now();
+  uint64_t w0 = writes_now();
   uint64_t t0 = now_ns();
   query_loop(l, k, q, 1);
   uint64_t t1 = now_ns();
   if (sink != 0) return 1; /* every query missed */
   printf("holds %s: %" PRIu64 " pending, %" PRIu64 " queries (+1 warm-up), "
          "%.1f ns/query here\n", kind, n, q, (double)(t1 - t0) / (double)q);
-  print_reads(r0, q);
+  print_reads(r0, w0, q);
   CK(ldg_stream_destroy(s));
   ldg_stream_unref(s);
   ldg_ledger_destroy(l);
@@ -152,6 +162,7 @@ static int reader(int threads, uint64_t r, uint64_t q) {
   }
   uint64_t ns = 0;
   query_reads r0 = reads_now();
+  uint64_t w0 = writes_now();
   for (uint64_t i = 0; i < q; i++) {
     for (uint64_t k = 0; k < r; k++) {
       for (int t = 0; t < threads; t++) { /* ledger_bench's serving request */
@@ -173,7 +184,7 @@ static int reader(int threads, uint64_t r, uint64_t q) {
   printf("reader: %d threads' streams, %" PRIu64 " requests each between "
          "query pairs, %" PRIu64 " pairs (%" PRIu64 " queries), %.1f ns/query "
          "here\n", threads, r, q, 2 * q, (double)ns / (double)(2 * q));
-  print_reads(r0, 2 * q);
+  print_reads(r0, w0, 2 * q);
   for (int t = 0; t < threads; t++) {
     CK(ldg_stream_destroy(b[t]));
     CK(ldg_stream_destroy(a[t]));

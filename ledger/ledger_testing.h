@@ -77,6 +77,12 @@ typedef void (*ldg__hook_fn)(enum ldg__hook_point point,
 /* Installs fn (NULL removes it). Returns false if this build has no hooks. */
 bool ldg__set_hook(ldg__hook_fn fn, void *arg);
 
+/* Lowers the upto of every segment of s to at most to, as a query's late
+ * store racing a faster one's may (summary.c, WHY (S) HOLDS FOR own): the
+ * summaries then say less, never hide an entry. Returns false if this
+ * build has no hooks. */
+bool ldg__summary_lower_upto(struct ldg_stream *s, uint32_t to);
+
 /* ---- Inspection (every build) ---------------------------------------------
  * Segments in l's pool of size class cls (8 << cls slots), and how many
  * segments of that class were taken from it since l was created. Exact only
@@ -111,6 +117,12 @@ typedef struct ldg__query_reads {
   uint64_t headers;
 } ldg__query_reads;
 ldg__query_reads ldg__thread_query_reads(void);
+
+/* How many times this thread's queries have written a summary's line (a
+ * segment's upto with its filter, its copy of next, a jump with its span):
+ * lines only queries write, which other readers, and the enqueuer that
+ * links the segment again, then read. Thread-local, as above. */
+uint64_t ldg__thread_query_writes(void);
 
 #ifdef __cplusplus
 }

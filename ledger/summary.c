@@ -22,7 +22,8 @@
  *         admits.
  *   A query skips slots a filter covers when the filter rules its probe
  *   out, and otherwise reads them one by one as before. Only queries write
- *   summaries, under rcu_read_lock, with relaxed atomics; only the thread
+ *   summaries, under rcu_read_lock, with relaxed atomics and release stores
+ *   (no locked instruction but where a filter word grows); only the thread
  *   that links a segment resets them (ldg__summary_reset), before the
  *   linking CAS.
  *
@@ -36,13 +37,17 @@
  *   not yet published; it may become pending). The query then ORs and
  *   widens its findings into own (each word on its own: every field only
  *   grows, so a reader mixing fields of several writers still reads a
- *   superset) and raises upto to the run's end with an acq_rel CAS that
- *   only ever raises it. Every change of upto within a life is such a CAS,
- *   so a query that reads upto = u (acquire) synchronises with every CAS
- *   that raised it to u or below, each made after its writer's findings:
- *   it reads own with every slot below u in it. A FULL slot's entry is the
- *   same until its segment is retired and reused, and own may keep the ids
- *   of an entry taken since: that is only a "maybe".
+ *   superset) and then stores the run's end into upto (release; a plain
+ *   store, not a locked CAS: issue 11, "the reader's own cost"). By
+ *   induction on the stores of one life: a query that reads upto = u
+ *   (acquire) synchronises with the store of u, made after its writer read
+ *   the upto u0 it started from (acquire, so the slots below u0 were in own
+ *   by the same argument) and merged its findings for [u0, u): it reads own
+ *   with every slot below u in it. Racing queries may store out of order
+ *   and lower upto; that only says less (own keeps what they merged, and
+ *   the next query reads those slots again), never more. A FULL slot's
+ *   entry is the same until its segment is retired and reused, and own may
+ *   keep the ids of an entry taken since: that is only a "maybe".
  *   A slot left out as "q <= released" had been covered by a release when
  *   the summary came to cover it, and a query reporting it would be one
  *   that read released earlier: the same answer as when a release covers
@@ -97,7 +102,8 @@
  *   read slot states, with acquire, and FULL slots' payloads; head moved to
  *   another line of the stream, not to another protocol), so the Promela
  *   model, which models those, is unchanged; tests/unit/summary_test.c
- *   checks (S) in every slot state and across reuse, and
+ *   checks (S) in every slot state, across reuse and with upto lowered
+ *   as a racing query's late store may, and
  *   tools/mutation/mutants.txt (sum-*) each rule above.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
@@ -105,6 +111,7 @@
 
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
+#include "ledger/rcu.h"
 
 /* Jumps span at most 2^LDG__JUMP_MAX segments (the first segment's, index
  * 0, too: it is built only once that many follow). */
@@ -171,7 +178,7 @@ static void ldg__flt_union(struct ldg__flt *f, const struct ldg__flt *x) {
 }
 
 /* Relaxed loads and stores of a shared filter: what orders them is the
- * acquire of upto or jump before the load, and the CAS of upto or the
+ * acquire of upto or jump before the load, and the release store of upto or the
  * release store of jump after the store (see the top of this file). */
 static void ldg__flt_load(struct ldg__flt *f, const struct ldg__filter *x) {
   f->vec_lo = ldg__load_relaxed(&x->vec_lo);
@@ -190,7 +197,7 @@ static void ldg__flt_store(struct ldg__filter *x, const struct ldg__flt *f) {
 }
 
 /* Lowers *x to v (relaxed: x's own modification order is all that counts;
- * the CAS of upto publishes it). */
+ * the release store of upto publishes it). */
 static void ldg__lower(_Atomic uint64_t *x, uint64_t v) {
   uint64_t cur = ldg__load_relaxed(x);
   while (v < cur && !ldg__cas_weak_relaxed(x, &cur, v)) {
@@ -216,20 +223,18 @@ static void ldg__flt_merge(struct ldg__filter *x, const struct ldg__flt *f) {
     atomic_fetch_or_explicit(&x->bits, f->bits, memory_order_relaxed);
 }
 
-static bool ldg__flt_maybe(const struct ldg__flt *f, const struct ldg__probe *p) {
-  if (p->kind == LDG__PROBE_VEC) {
-    if (p->id < f->vec_lo || p->id > f->vec_hi) return false;
-    return (f->bits & ldg__vec_bit(p->id)) != 0;
-  }
-  return p->addr <= f->addr_hi && p->last >= f->addr_lo;
-}
-
-/* Whether the shared filter x may admit p. */
+/* Whether the shared filter x may admit p, loading only the words p's kind
+ * needs (relaxed, as ldg__flt_load). */
 static bool ldg__filter_maybe(const struct ldg__filter *x,
                               const struct ldg__probe *p) {
-  struct ldg__flt f;
-  ldg__flt_load(&f, x);
-  return ldg__flt_maybe(&f, p);
+  if (p->kind == LDG__PROBE_VEC) {
+    if (p->id < ldg__load_relaxed(&x->vec_lo) ||
+        p->id > ldg__load_relaxed(&x->vec_hi))
+      return false;
+    return (ldg__load_relaxed(&x->bits) & ldg__vec_bit(p->id)) != 0;
+  }
+  return p->addr <= ldg__load_relaxed(&x->addr_hi) &&
+         p->last >= ldg__load_relaxed(&x->addr_lo);
 }
 
 bool ldg__probe_matches(const struct ldg__slot *slot,
@@ -273,6 +278,12 @@ static _Thread_local ldg__query_reads ldg__reads;
 
 ldg__query_reads ldg__thread_query_reads(void) { return ldg__reads; }
 
+/* What they wrote (ldg__thread_query_writes), counted where they write:
+ * those paths are the rare ones. */
+static _Thread_local uint64_t ldg__writes;
+
+uint64_t ldg__thread_query_writes(void) { return ldg__writes; }
+
 /* g's successor, or NULL. From the copy on the summary's line when a query
  * saw it before; else from the header (whose line every release writes;
  * counted in *headers), then copied. */
@@ -286,15 +297,18 @@ static struct ldg__seg *ldg__next(struct ldg__seg *g, uint64_t *headers) {
   n = ldg__load_acquire(&g->next); /* the linking CAS, as above */
   /* Release: passes on what the acquire above saw. Every writer stores the
    * same value (next is set once per life), and the reset cleared it. */
-  if (n != NULL) ldg__store_release(&g->sum.next, n);
+  if (n != NULL) {
+    ldg__store_release(&g->sum.next, n);
+    ldg__writes++;
+  }
   return n;
 }
 
 /* ---- Jumps ------------------------------------------------------------------------ */
 
 /* Whether g is complete: every slot decided, own final. Acquire: pairs with
- * the CAS that raised upto to size (and, through the chain of CASes, those
- * before it), made after its writer's findings went into own. */
+ * the release store of size into upto, made after its writer's findings
+ * went into own (and after its acquire of the upto it started from). */
 static bool ldg__complete(const struct ldg__seg *g) {
   return ldg__load_acquire(&g->sum.upto) == g->sum.size;
 }
@@ -326,6 +340,7 @@ static void ldg__jump_build(struct ldg__seg *g, unsigned level,
   ldg__flt_store(&g->sum.span, &acc);
   /* Release: publishes span (acquire in ldg__ring_visit and above). */
   ldg__store_release(&g->sum.jump, h);
+  ldg__writes++;
 }
 
 /* ---- The walk --------------------------------------------------------------------- */
@@ -412,14 +427,15 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
       if (fn(s, q, arg)) found = true;
     }
     if (f > base + u) {
-      /* Our findings first, then upto: acq_rel CAS that only raises it
-       * (release half: publishes the merge; acquire: keeps the chain of
-       * raises one release sequence, see WHY (S) HOLDS FOR own). */
-      ldg__flt_merge(&g->sum.own, &acc);
-      uint32_t cur = u, want = (uint32_t)(f - base);
-      while (cur < want && !ldg__cas_weak_acq_rel(&g->sum.upto, &cur, want)) {
-      }
-      u = want > cur ? want : cur;
+      /* Our findings first (none when the run was all taken or waits),
+       * then upto. Release: publishes the merge and, through our acquire
+       * of u, what covered the slots below u (WHY (S) HOLDS FOR own). A
+       * plain store: a racing query's may lower it, which only says less. */
+      if (acc.bits != 0 || acc.addr_lo <= acc.addr_hi)
+        ldg__flt_merge(&g->sum.own, &acc);
+      u = (uint32_t)(f - base);
+      ldg__store_release(&g->sum.upto, u);
+      ldg__writes++;
     }
     if (found) break;
     unsigned level = ldg__level(g->sum.index);
@@ -434,3 +450,26 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
   ldg__reads.headers += rel.rd.headers;
   return found;
 }
+
+/* ---- Test hook (//ledger:ledger_hooks) -------------------------------------------- */
+
+#ifdef LDG_TEST_HOOKS
+bool ldg__summary_lower_upto(ldg_stream *s, uint32_t to) {
+  uint64_t headers = 0;
+  ldg__rcu_read_lock(); /* as a query: the segments stay */
+  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;
+       g = ldg__next(g, &headers)) {
+    /* Release: as a query's store of upto (a lower value only says less). */
+    if (ldg__load_relaxed(&g->sum.upto) > to)
+      ldg__store_release(&g->sum.upto, to);
+  }
+  ldg__rcu_read_unlock();
+  return true;
+}
+#else
+bool ldg__summary_lower_upto(ldg_stream *s, uint32_t to) {
+  (void)s;
+  (void)to;
+  return false;
+}
+#endif

@@ -1,4 +1,4 @@
-/* Proves the queries' segment summaries (ledger/summary.c): once built, a miss reads no slot and visits fewer segments than the ring has; every pending entry is still found, in every position, after a partial release, behind a reserved but unpublished slot (a paused enqueuer), past an abandoned slot, not once a release claimed it, in out-of-line payloads, after its segment was retired and reused from the pool; and under concurrent enqueues, releases and queries an entry is found by its own enqueuer between its enqueue and its release. */
+/* Proves the queries' segment summaries (ledger/summary.c): once built, a miss reads no slot and visits fewer segments than the ring has; every pending entry is still found, in every position, after a partial release, behind a reserved but unpublished slot (a paused enqueuer), past an abandoned slot, not once a release claimed it, in out-of-line payloads, after its segment was retired and reused from the pool, after a racing query lowered a summary's upto, in runs naming only ranges; and under concurrent enqueues, releases and queries an entry is found by its own enqueuer between its enqueue and its release. */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -352,6 +352,50 @@ static void test_reuse(void) {
   PASS("a reused segment's summaries start empty");
 }
 
+/* ---- upto lowered; runs with nothing but ranges ---------------------------------- */
+
+/* A query stores upto with a plain store, so one that started earlier may
+ * store a lower value after a faster one (summary.c): the summaries must
+ * then say less, never hide an entry, and be extended again. And a run of
+ * slots naming ranges but no vector id must still widen the filter's
+ * ranges (the merge is skipped only when a run named nothing). */
+static void test_lowered(void) {
+  enum { N = 3000 };
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  ldg_stream *r = new_stream(l, 1, false);
+  long n = 0;
+  fill(s, &n, 700000, 0x7000000, 0, N);
+  for (uint64_t i = 0; i < N; i++) { /* ranges only */
+    ldg_range rr = {addr_of(0x9000000, i), 64};
+    CHECK_OK(ldg_enqueue(r, count_keep(&n), NULL, 0, &rr, 1, NULL));
+  }
+  for (int k = 0; k < 4; k++) miss(l);
+  CHECK_EQ(reads_of(miss, l).slots, 0);
+  for (uint32_t to = 0; to <= 16; to += 8) {
+    CHECK(ldg__summary_lower_upto(s, to));
+    CHECK(ldg__summary_lower_upto(r, to));
+    for (uint64_t i = 0; i < N; i++) {
+      if (!probed(i, N)) continue;
+      check_found(l, s, 700000, 0x7000000, i, i + 1);
+      CHECK(ldg_holds_host_range(l, addr_of(0x9000000, i) + 63, 1));
+    }
+    miss(l); /* extends the summaries again */
+    CHECK_EQ(reads_of(miss, l).slots, 0);
+  }
+  CHECK_OK(ldg_release_all(s));
+  CHECK_OK(ldg_release_all(r));
+  for (uint64_t i = 0; i < N; i += 97) {
+    check_gone(l, 700000, 0x7000000, i);
+    CHECK(!ldg_holds_host_range(l, addr_of(0x9000000, i), 64));
+  }
+  ldg_stream_unref(r);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  CHECK_EQ(n, 2 * N);
+  PASS("a lowered upto says less and hides nothing; ranges-only runs are summarised");
+}
+
 /* ---- Concurrent: enqueuers check their own entries, a querier summarises ---------- */
 
 enum { CHURNERS = 2 };
@@ -435,6 +479,7 @@ int main(void) {
   test_claimed();
   test_ext_and_waits();
   test_reuse();
+  test_lowered();
   test_concurrent();
   return 0;
 }
