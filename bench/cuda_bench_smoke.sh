@@ -12,6 +12,8 @@ tmp=${TEST_TMPDIR:-$(mktemp -d)}
 out=$tmp/smoke.txt
 json=$tmp/smoke.json
 fail=0
+# shellcheck source=bench/smoke_lib.sh
+. "$(dirname "$0")/smoke_lib.sh"
 
 if ! "$bench" --driver=host --smoke --json "$json" >"$out" 2>&1; then
   echo "FAIL: cuda_bench --driver=host --smoke exited non-zero" >&2
@@ -82,15 +84,7 @@ fi
 
 # Bad options are refused with status 2.
 for bad in "--driver=gpu" "--threads 0" "--calls 0" "--ops nothing" "--bogus"; do
-  set +e
-  # shellcheck disable=SC2086
-  "$bench" $bad >/dev/null 2>&1
-  rc=$?
-  set -e
-  if [ "$rc" -ne 2 ]; then
-    echo "FAIL: '$bad' exited $rc, not 2" >&2
-    fail=1
-  fi
+  smoke_refuses "$bad" "$bench"
 done
 
 # The embedded PTX assembles for sm_90 (Hopper: H100/H200), if ptxas is here.

@@ -10,6 +10,8 @@ tmp=${TEST_TMPDIR:-$(mktemp -d)}
 out=$tmp/smoke.txt
 json=$tmp/smoke.json
 fail=0
+# shellcheck source=bench/smoke_lib.sh
+. "$(dirname "$0")/smoke_lib.sh"
 
 if ! "$bench" --driver=host --smoke --json "$json" >"$out" 2>&1; then
   echo "FAIL: marker_bench --driver=host --smoke exited non-zero" >&2
@@ -61,15 +63,7 @@ if "$bench" --driver=libcuda --libcuda /nonexistent/libcuda.so.1 \
 fi
 
 for bad in "--driver=gpu" "--samples 0" "--rate x" "--bogus"; do
-  set +e
-  # shellcheck disable=SC2086
-  "$bench" $bad >/dev/null 2>&1
-  rc=$?
-  set -e
-  if [ "$rc" -ne 2 ]; then
-    echo "FAIL: '$bad' exited $rc, not 2" >&2
-    fail=1
-  fi
+  smoke_refuses "$bad" "$bench"
 done
 
 ptxas=/usr/local/cuda/bin/ptxas

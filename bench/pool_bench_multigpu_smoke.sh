@@ -9,6 +9,8 @@ set -eu
 bench=$1
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 fail=0
+# shellcheck source=bench/smoke_lib.sh
+. "$(dirname "$0")/smoke_lib.sh"
 for placing in grouped spread; do
   flag=
   [ "$placing" = spread ] && flag=--spread
@@ -57,12 +59,7 @@ if grep -q '^multigpu async' "$out"; then
 fi
 for bad in "--devices 0" "--devices x" "--spread" "--devices 2,17" \
   "--devices 8 --threads 32" "--devices 2 --engine-threads two"; do
-  set +e
-  # shellcheck disable=SC2086
-  "$bench" --driver=host $bad >/dev/null 2>&1
-  rc=$?
-  set -e
-  [ "$rc" -eq 2 ] || { echo "FAIL: '$bad' exited $rc, not 2" >&2; fail=1; }
+  smoke_refuses "$bad" "$bench" --driver=host
 done
 set +e
 "$bench" --driver=host --smoke --devices 9 >"$tmp/nine.txt" 2>&1

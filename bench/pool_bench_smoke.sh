@@ -8,6 +8,8 @@ bench=$1
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 out=$tmp/smoke.txt
 fail=0
+# shellcheck source=bench/smoke_lib.sh
+. "$(dirname "$0")/smoke_lib.sh"
 if ! "$bench" --driver=host --smoke --json "$tmp/p.json" >"$out" 2>&1; then
   echo "FAIL: pool_bench --driver=host --smoke exited non-zero" >&2
   cat "$out" >&2
@@ -46,12 +48,7 @@ if ! "$bench" --driver=host --smoke --only pool --own-poll 2 >"$tmp/o.txt" 2>&1 
   fail=1
 fi
 for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s" "--own-poll x"; do
-  set +e
-  # shellcheck disable=SC2086
-  "$bench" $bad >/dev/null 2>&1
-  rc=$?
-  set -e
-  [ "$rc" -eq 2 ] || { echo "FAIL: '$bad' exited $rc, not 2" >&2; fail=1; }
+  smoke_refuses "$bad" "$bench"
 done
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"

@@ -8,6 +8,8 @@ bench=$1
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 out=$tmp/smoke.txt
 fail=0
+# shellcheck source=bench/smoke_lib.sh
+. "$(dirname "$0")/smoke_lib.sh"
 if ! "$bench" --driver=host --smoke >"$out" 2>&1; then
   echo "FAIL: wake_bench --driver=host --smoke exited non-zero" >&2
   cat "$out" >&2
@@ -29,12 +31,7 @@ if ! "$bench" --driver=libcuda --smoke >"$tmp/lib.txt" 2>&1 ||
   fail=1
 fi
 for bad in "--driver=gpu" "--iters-ms 0" "--keeps x" "--bogus"; do
-  set +e
-  # shellcheck disable=SC2086
-  "$bench" $bad >/dev/null 2>&1
-  rc=$?
-  set -e
-  [ "$rc" -eq 2 ] || { echo "FAIL: '$bad' exited $rc, not 2" >&2; fail=1; }
+  smoke_refuses "$bad" "$bench"
 done
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"
