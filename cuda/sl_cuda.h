@@ -375,8 +375,9 @@ int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out);
 /* Adopts device's legacy default stream (the runtime's stream 0, which
  * PyTorch uses by default) as a blocking stream whose handle is
  * CU_STREAM_LEGACY: every driver call on it runs with the device's primary
- * context current (as on every stream), so it always names that device's
- * legacy stream. As slc_stream_adopt otherwise: never destroyed by the
+ * context current (unlike copies, records, waits and syncs on other
+ * streams, which make none current: THREADING), so it always names that
+ * device's legacy stream. As slc_stream_adopt otherwise: never destroyed by the
  * layer. Its implicit barriers with the device's other blocking streams
  * are not told to the ledger: a sync or event on it releases only what was
  * recorded on this object (adopt.c argues it). Each call makes a new object
