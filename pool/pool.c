@@ -443,6 +443,9 @@ struct slp__tcache {
     slc_stream *s;
     uint64_t gen;
     uint64_t id; /* ldg_stream_id of s, for slp_alloc's block info */
+    /* Own polls left that skip the stream query (slp__poll_own, AN IDLE
+     * STREAM IN ONE DRIVER CALL): set when a query found s busy. */
+    unsigned query_skip;
   } seen[8];
   unsigned seen_next;
 };
@@ -468,6 +471,7 @@ struct slp_pool {
   atomic_uint_fast64_t streams_gen;
   pthread_mutex_t trim_mu;
   int shared_mode; /* SLP__SHARED_MUTEX or _STRIPED; SLP_SHARED at create */
+  bool own_query; /* slp__poll_own asks idle streams first; SLP_OWN_POLL */
   struct {
     struct {
       _Alignas(64) _Atomic(slp_block *) head;
@@ -1852,8 +1856,28 @@ static void slp__sync_holders(slp_pool *p) {
  * goes"). */
 #define SLP__POLL_DRY 8
 
+/* AN IDLE STREAM IN ONE DRIVER CALL (issue 10, sixth session). The poll of
+ * a stream through its markers (slc_engine_poll_stream) costs one
+ * cuEventQuery for the oldest marker and, once none is pending, one
+ * cuEventRecord for a tail marker that covers the rest: 2 driver calls
+ * and ~5 000 instructions per own poll here (keeps included), and on the
+ * H200 165-259 + 159-252 ns (wake_bench) every time a pool_2s thread's
+ * cache (one 64 KiB slab, 16 blocks of 4 KiB) runs dry: 20-30 ns of a
+ * 130-220 ns iteration. A stream used only through slp_record_use (the
+ * block's second user: no device work at all) or whose work is done needs
+ * neither: slc_stream_query (mark, cuStreamQuery, release to the mark when
+ * the stream is idle) proves everything recorded before its mark complete
+ * with one call, by the layer's rule for a synchronisation (issue, then
+ * enqueue: an entry at or below the mark was issued before the query). So
+ * the own poll asks that first; a stream found busy goes through its
+ * markers (as before) and is not asked again for its next SLP__QUERY_SKIP
+ * own polls, so that a stream that is always busy (the serving loop's)
+ * pays one query in SLP__QUERY_SKIP + 1 polls, not one per poll.
+ * SLP_OWN_POLL=marker (sl_pool.h, a tuning knob read at create) turns the
+ * query off, for a side-by-side on the H200. */
+#define SLP__QUERY_SKIP 8
+
 static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
-  (void)p;
   if (tc->held_since == 0) return false;
   tc->held_since = 0;
   size_t released = 0;
@@ -1874,8 +1898,18 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
     /* A reference for the poll only: a keep it runs may evict s from seen
      * (two locked RMWs, so not for a stream with nothing pending). */
     slc_stream_ref(s);
-    if (slc_engine_poll_stream(s, &r) == LDG_OK) released += r;
+    bool idle = false;
+    if (p->own_query && tc->seen[i].query_skip == 0) {
+      /* AN IDLE STREAM IN ONE DRIVER CALL (below). */
+      if (slc_stream_query(s, &idle) != LDG_OK) idle = false;
+      if (idle) r = pr.pending; /* released to the mark: all of it */
+      else tc->seen[i].query_skip = SLP__QUERY_SKIP;
+    } else if (tc->seen[i].query_skip != 0) {
+      tc->seen[i].query_skip--;
+    }
+    if (!idle && slc_engine_poll_stream(s, &r) != LDG_OK) r = 0;
     slc_stream_unref(s);
+    released += r;
   }
   return released != 0;
 }
@@ -2221,6 +2255,7 @@ __attribute__((noinline)) static int slp__register_stream_slow(
   slc_stream *old = tc->seen[i].s;
   tc->seen[i].s = s;
   tc->seen[i].gen = gen;
+  tc->seen[i].query_skip = 0;
   tc->seen[i].id = ldg_stream_id(slc_stream_ledger(s));
   tc->seen_next = (i + 1) % 8;
   if (old != NULL) slc_stream_unref(old); /* may run keeps: nothing half done */
@@ -2651,9 +2686,19 @@ static int slp__create(slc_context *c, int device, const slp_config *cfg,
                            "SLP_SHARED=%s: expected mutex or striped", mode);
     shared_mode = SLP__SHARED_STRIPED;
   }
+  /* SLP_OWN_POLL=query|marker (sl_pool.h, a tuning knob): read once here. */
+  const char *op = getenv("SLP_OWN_POLL");
+  bool own_query = true;
+  if (op != NULL && *op != '\0' && strcmp(op, "query") != 0) {
+    if (strcmp(op, "marker") != 0)
+      return slc_set_error(LDG_EINVAL, fn,
+                           "SLP_OWN_POLL=%s: expected query or marker", op);
+    own_query = false;
+  }
   slp_pool *p = calloc(1, sizeof(*p));
   if (p == NULL) return slc_set_error(LDG_ENOMEM, fn, NULL);
   p->shared_mode = shared_mode;
+  p->own_query = own_query;
   for (int k = 0; k < SLP__NCLASS; k++)
     pthread_mutex_init(&p->shared[k].take_mu, NULL);
   p->c = c;

@@ -198,12 +198,20 @@ typedef struct slp_config {
 /* A pool of device memory of `device` (cuMemAlloc slabs) or of pinned host
  * memory (cuMemHostAlloc(PORTABLE) slabs, usable on every device). cfg NULL:
  * the defaults. LDG_EINVAL: c or out NULL, bad device, more than
- * SLP_MAX_POOLS pools, SLP_SHARED set to neither value. LDG_ENOMEM.
- * Tuning and diagnostic knob, read once here from the environment:
+ * SLP_MAX_POOLS pools, SLP_SHARED or SLP_OWN_POLL set to an unknown
+ * value. LDG_ENOMEM.
+ * Tuning and diagnostic knobs, read once here from the environment:
  * SLP_SHARED=mutex|striped (unset or empty: mutex), how a thread whose
  * cache ran dry takes from a class's shared free list (table note (a);
  * pool.c, SHARED LISTS, MUTEX OR STRIPED; bench/RESULTS.md, issue 10,
- * measures both). */
+ * measures both). SLP_OWN_POLL=query|marker (unset or empty: query), how
+ * a thread that freed blocks under pending work releases its own streams
+ * (slp_alloc, when its cache runs dry or every 32 such frees): query asks
+ * each such stream whether it is idle first (cuStreamQuery: one driver
+ * call, then every keep up to then runs), and goes through the engine's
+ * markers only for a stream found busy; marker always goes through the
+ * markers (a query and a record; as before issue 10's sixth session).
+ * pool.c, AN IDLE STREAM IN ONE DRIVER CALL. */
 int slp_pool_create_device(slc_context *c, int device, const slp_config *cfg,
                            slp_pool **out);
 int slp_pool_create_host(slc_context *c, const slp_config *cfg,

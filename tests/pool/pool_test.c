@@ -704,36 +704,171 @@ static int t_own_return(void) {
  * without a thread; a one-block cache (4 KiB blocks: the slab's others are
  * in the shared list). Watched fail on main: "first own poll at alloc 1,
  * expected 8". */
-static int t_own_poll_cadence(void) {
+/* SLP_OWN_POLL (sl_pool.h) for the pools own_setup() creates next. */
+static int own_setup_mode(env *e, const char *mode, const slp_config *cfg,
+                          slc_stream **a, slc_stream **b) {
+  CHECK(setenv("SLP_OWN_POLL", mode, 1) == 0);
+  int rc = own_setup(e, cfg, a, b);
+  CHECK(unsetenv("SLP_OWN_POLL") == 0);
+  return rc;
+}
+
+/* Either way of polling (AN IDLE STREAM IN ONE DRIVER CALL): a poll shows
+ * as an engine poll (marker) or as blocks returned here during the alloc
+ * (query: b is idle, so the poll returns them at once). */
+static int own_poll_cadence(const char *mode) {
   env e;
   slp_config cfg = {.poison_device = true, .thread_cache_bytes = 4096};
   slc_stream *a, *b;
-  if (own_setup(&e, &cfg, &a, &b)) return 1;
+  if (own_setup_mode(&e, mode, &cfg, &a, &b)) return 1;
   slc_engine_stats s0, s1;
   CHECK_RC(slc_engine_stats_get(e.c, &s0), LDG_OK);
   long before = recycled_here;
   int first_poll = -1;
   /* record_use places no marker: the poll at alloc 8 places the one that
    * covers the first 8 uses, and the poll at alloc 16 finds it complete and
-   * returns them. */
+   * returns them (marker); or the poll at alloc 8 finds b idle and returns
+   * them (query). */
   for (int i = 0; i < 17; i++) {
     slp_block *x;
+    long r0 = recycled_here;
     CHECK_RC(slp_alloc(e.dev, a, 4096, &x), LDG_OK);
     CHECK_RC(slc_engine_stats_get(e.c, &s1), LDG_OK);
-    if (first_poll < 0 && s1.polls != s0.polls) first_poll = i;
+    if (first_poll < 0 && (s1.polls != s0.polls || recycled_here != r0))
+      first_poll = i;
     CHECK_RC(slp_record_use(b, &x, 1, NULL), LDG_OK);
     CHECK_RC(slp_free(x), LDG_OK); /* held: its use on b is pending */
     CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
   }
   /* Alloc i follows i held frees: the first poll is at the 8th. */
   if (first_poll != 8)
-    fprintf(stderr, "first own poll at alloc %d, expected 8\n", first_poll);
+    fprintf(stderr, "%s: first own poll at alloc %d, expected 8\n", mode,
+            first_poll);
   CHECK(first_poll == 8);
   CHECK(recycled_here - before >= 1); /* the next poll returned them here */
   slp_stats st;
   CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
   CHECK(st.slab_allocs == 1); /* the shared list served the others */
   return own_teardown(&e, a, b);
+}
+
+static int t_own_poll_cadence(void) {
+  return own_poll_cadence("marker") || own_poll_cadence("query");
+}
+
+/* Issue 10, sixth session: an own poll of an idle stream makes one driver
+ * call, cuStreamQuery, and places no marker (pool.c, AN IDLE STREAM IN ONE
+ * DRIVER CALL); before, every poll of pool_2s's second stream (only
+ * record_use on it) queried the last tail marker and recorded the next.
+ * Engine without a thread; pool_2s's loop, 200 iterations, b drained by
+ * the raw driver after each (the work is done; nothing is released), a
+ * 64 KiB slab of 16 blocks: the cache runs dry every 16 and polls. Query:
+ * no cuEventRecord at all, a cuStreamQuery per poll, every block back on
+ * this thread, one slab. Marker (SLP_OWN_POLL=marker, the rule before):
+ * a record per poll and no query. Watched fail before the change: "query:
+ * 200 iterations made 12 cuEventRecord, expected 0". */
+static int own_poll_idle(const char *mode) {
+  env e;
+  slc_stream *a, *b;
+  if (own_setup_mode(&e, mode, NULL, &a, &b)) return 1;
+  const bool query = strcmp(mode, "query") == 0;
+  long before = recycled_here;
+  hd_calls_reset();
+  for (int i = 0; i < 200; i++) {
+    slp_block *x;
+    CHECK_RC(slp_alloc(e.dev, a, 4096, &x), LDG_OK);
+    CHECK_RC(slp_record_use(b, &x, 1, NULL), LDG_OK);
+    CHECK_RC(slp_free(x), LDG_OK); /* held: its use on b is pending */
+    hd_uncounted(true);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
+    hd_uncounted(false);
+  }
+  long records = hd_calls("cuEventRecord"), queries = hd_calls("cuStreamQuery");
+  if (query ? records != 0 : queries != 0)
+    fprintf(stderr, "%s: 200 iterations made %ld cuEventRecord and %ld "
+            "cuStreamQuery, expected no %s\n", mode, records, queries,
+            query ? "cuEventRecord" : "cuStreamQuery");
+  CHECK(query ? records == 0 : queries == 0);
+  CHECK((query ? queries : records) >= 200 / 16 - 1); /* a call per poll */
+  CHECK(recycled_here - before >= 200 - 32); /* returned here, by its polls */
+  slp_stats st;
+  CHECK_RC(slp_stats_get(e.dev, &st), LDG_OK);
+  CHECK(st.held_frees == 200);
+  CHECK(st.slab_allocs == 1); /* every dry cache refilled by its poll */
+  return own_teardown(&e, a, b);
+}
+
+static int t_own_poll_idle(void) {
+  return own_poll_idle("query") || own_poll_idle("marker");
+}
+
+/* The other half of that rule: a stream found busy goes through its
+ * markers, and the next SLP__QUERY_SKIP (8) own polls do not ask it again
+ * (a serving thread's stream is busy at most polls: one wasted query in 9,
+ * not one per poll); once the skip ran out the poll asks again and, the
+ * stream idle, returns everything. b is kept busy by the executor's hold
+ * (no worker starts an operation) behind a pool memset on b; 64 iterations
+ * of pool_2s's loop: the cache runs dry and polls every 16 (fewer than 9
+ * polls in all), new slabs carved meanwhile. */
+static int t_own_poll_busy(void) {
+  env e;
+  slc_stream *a, *b;
+  if (own_setup_mode(&e, "query", NULL, &a, &b)) return 1;
+  slp_block *m;
+  CHECK_RC(slp_alloc(e.dev, b, 4096, &m), LDG_OK);
+  hd_hold(true);
+  CHECK_RC(slp_memset_async(b, m, 0, 0x5a, 4096, NULL), LDG_OK);
+  CHECK_RC(slp_free(m), LDG_OK);
+  hd_calls_reset();
+  slc_engine_stats s0, s1;
+  CHECK_RC(slc_engine_stats_get(e.c, &s0), LDG_OK);
+  for (int i = 0; i < 64; i++) {
+    slp_block *x;
+    CHECK_RC(slp_alloc(e.dev, a, 4096, &x), LDG_OK);
+    CHECK_RC(slp_record_use(b, &x, 1, NULL), LDG_OK);
+    CHECK_RC(slp_free(x), LDG_OK);
+  }
+  CHECK_RC(slc_engine_stats_get(e.c, &s1), LDG_OK);
+  long q_busy = hd_calls("cuStreamQuery");
+  if (q_busy != 1)
+    fprintf(stderr, "busy stream: %ld cuStreamQuery in 64 iterations, "
+            "expected 1\n", q_busy);
+  CHECK(q_busy == 1);
+  CHECK(s1.polls - s0.polls >= 2); /* through the markers */
+  CHECK(s1.markers_placed - s0.markers_placed >= 1);
+  hd_hold(false);
+  hd_uncounted(true);
+  CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
+  hd_uncounted(false);
+  /* Idle now: polls go on through the markers until the skip runs out,
+   * then one query returns what is left. */
+  long before = recycled_here;
+  for (int i = 0; i < 200; i++) {
+    slp_block *x;
+    CHECK_RC(slp_alloc(e.dev, a, 4096, &x), LDG_OK);
+    CHECK_RC(slp_record_use(b, &x, 1, NULL), LDG_OK);
+    CHECK_RC(slp_free(x), LDG_OK);
+    hd_uncounted(true);
+    CHECK(g_drv.pfn_cuStreamSynchronize(slc_stream_handle(b)) == CUDA_SUCCESS);
+    hd_uncounted(false);
+  }
+  CHECK(hd_calls("cuStreamQuery") >= 2); /* asked again after the skip */
+  CHECK(recycled_here - before >= 200 - 32);
+  return own_teardown(&e, a, b);
+}
+
+/* An unknown SLP_OWN_POLL: a clear error naming it, no pool. */
+static int t_own_poll_bad_knob(void) {
+  env e;
+  if (setup(&e, 0, NULL, false)) return 1;
+  CHECK(setenv("SLP_OWN_POLL", "fast", 1) == 0);
+  slp_pool *q = NULL;
+  int rc = slp_pool_create_device(e.c, 0, NULL, &q);
+  CHECK(unsetenv("SLP_OWN_POLL") == 0);
+  CHECK_RC(rc, LDG_EINVAL);
+  CHECK(q == NULL);
+  CHECK(strstr(slc_last_error()->message, "SLP_OWN_POLL=fast") != NULL);
+  return teardown(&e);
 }
 
 /* Issue 10: slp_record_use places no marker of its own. A stream whose only
@@ -1383,6 +1518,12 @@ static const test_case tests[] = {
      "a thread's held blocks come back on it when its cache runs dry"},
     {"own_poll_cadence", t_own_poll_cadence,
      "a dry cache polls own streams every 8 held frees, shared list first"},
+    {"own_poll_idle", t_own_poll_idle,
+     "an own poll of an idle stream: one cuStreamQuery, no marker"},
+    {"own_poll_busy", t_own_poll_busy,
+     "a busy stream goes through its markers, asked again after 8 polls"},
+    {"own_poll_bad_knob", t_own_poll_bad_knob,
+     "an unknown SLP_OWN_POLL is a clear error, no pool"},
     {"record_use_no_marker", t_record_use_no_marker,
      "record_use places no marker; a poll covers and returns its blocks"},
     {"inbox_return", t_inbox_return,
