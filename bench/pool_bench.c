@@ -58,6 +58,13 @@
  *    is the loop itself).
  * A wrong result fails the run (exit 1).
  *
+ * --pin: request thread i of each cell on CPU i (of those the process may
+ * use, in order; modulo their number), and the process's other threads
+ * (main, the engine's, the driver's: created by the main thread after it
+ * is placed) on the CPUs that no request thread of the largest --threads
+ * uses, if any (else unpinned). pool_torch --pin places its threads the
+ * same way. For the H200's question whether the 2x spread of the 1-thread
+ * rows between rounds is placement (bench/pool8_h200.sh).
  * --placement issuer: the issuing calls record the markers (the engine's
  * default before issue 9's pacing; rows marked /pi).
  * --count-driver adds a "drvcalls" line after each row: cuEventRecord,
@@ -69,6 +76,7 @@
  * runs, times mean nothing). --smoke: tiny, for CI.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +109,20 @@ static struct {
    * frees); instructions and locked RMWs per iteration are then exact
    * (bench/RESULTS.md, issue 10, fifth session). 0: off. */
   unsigned sync_every;
+  /* overhead, for counting the own poll's share: no engine thread, and
+   * each request thread drains s2 with the raw driver's
+   * cuStreamSynchronize every N iterations (the GPU finished the work;
+   * nothing is released), so the thread's own polls (slp__poll_own) find
+   * their tail markers done and run the keeps, as on the H200 (~97 % of
+   * pool_2s's frees recycled on the request thread at 1 thread), at
+   * points that do not depend on valgrind's scheduling (bench/RESULTS.md,
+   * issue 10, sixth session). 0: off. */
+  unsigned drain_every;
+  /* --pin: request thread i of a cell on CPU i (of the CPUs the process
+   * may use, in order, modulo their number); the main thread, and so the
+   * threads it creates later (the engine's, the driver's), on the CPUs no
+   * request thread of the largest --threads uses, if there are any. */
+  bool pin;
   /* serving pool: poll the thread's own streams every N requests, so the
    * keeps (the checks) of its completed requests run on it (rows /oN) */
   unsigned own_poll;
@@ -205,6 +227,52 @@ typedef struct worker {
   pthread_t th;
 } worker;
 
+/* --pin (opt.pin): the CPUs the process may use at start, in order. */
+static int pin_cpu[CPU_SETSIZE], pin_n;
+
+static void pin_to(const cpu_set_t *set, const char *who) {
+  int e = pthread_setaffinity_np(pthread_self(), sizeof(*set), set);
+  if (e != 0) {
+    fprintf(stderr, "FAILED: --pin: pthread_setaffinity_np (%s): %s\n", who,
+            strerror(e));
+    exit(1);
+  }
+}
+
+/* Before the driver and the engine start: the calling (main) thread on the
+ * CPUs that no request thread of `most` uses, if there are any; the
+ * threads created later inherit that. Prints the placement. */
+static void pin_init(unsigned most) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  if (sched_getaffinity(0, sizeof(all), &all) != 0) {
+    perror("FAILED: --pin: sched_getaffinity");
+    exit(1);
+  }
+  for (int k = 0; k < CPU_SETSIZE; k++)
+    if (CPU_ISSET(k, &all)) pin_cpu[pin_n++] = k;
+  if (most < (unsigned)pin_n) {
+    cpu_set_t rest;
+    CPU_ZERO(&rest);
+    for (int i = (int)most; i < pin_n; i++) CPU_SET(pin_cpu[i], &rest);
+    pin_to(&rest, "main");
+    printf("pinned: request thread i on CPU %d + i; the other threads on "
+           "CPUs %d-%d\n", pin_cpu[0], pin_cpu[most], pin_cpu[pin_n - 1]);
+  } else {
+    printf("pinned: request thread i on the i-th of %d CPUs (mod %d); the "
+           "other threads unpinned\n", pin_n, pin_n);
+  }
+}
+
+/* A request thread, first thing: onto its CPU (no-op without --pin). */
+static void pin_request(int id) {
+  if (!opt.pin) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(pin_cpu[id % pin_n], &one);
+  pin_to(&one, "request thread");
+}
+
 /* ---- --count-driver: driver calls per iteration --------------------------
  * The entries the overhead cells reach (markers: cuEventRecord, queries:
  * cuEventQuery, the make-current pair, cuStreamWaitEvent, the async
@@ -294,6 +362,9 @@ static void *overhead_thread(void *arg) {
   CU(d->pfn_cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
   bool pool = c->mode[0] == 'p', two = strstr(c->mode, "2s") != NULL;
   tl_request = true;
+  /* After its streams exist: threads the driver creates for them (the
+   * host executor's) stay off its CPU. */
+  pin_request(w->id);
   pthread_barrier_wait(&c->start);
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   /* At least 64 iterations: a thread that reached the barrier late on a
@@ -308,6 +379,8 @@ static void *overhead_thread(void *arg) {
       CK(slp_free(b));
       if (opt.sync_every != 0 && (n + 1) % opt.sync_every == 0)
         CK(slc_stream_synchronize(s2));
+      if (opt.drain_every != 0 && (n + 1) % opt.drain_every == 0)
+        CU(d->pfn_cuStreamSynchronize(c2));
     } else {
       CUdeviceptr p;
       CU(d->pfn_cuMemAllocAsync(&p, 4096, c1));
@@ -437,6 +510,9 @@ static void *serving_thread(void *arg) {
   tl_request = true;
   dt_thread dt;
   if (split) dt_track(&dt);
+  /* After its streams exist: threads the driver creates for them (the
+   * host executor's) stay off its CPU. */
+  pin_request(w->id);
   pthread_barrier_wait(&c->start);
   dt_sample dt0 = split ? dt_read(&dt) : (dt_sample){0, 0, 0};
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -849,6 +925,8 @@ static int usage(void) {
           "  [--iters N (overhead: N iterations per thread, not --ms)]\n"
           "  [--sync-every N (overhead, for callgrind: no engine thread; "
           "s2 synchronised every N iterations)]\n"
+          "  [--drain-every N (overhead, for callgrind: no engine thread; "
+          "s2 drained by the raw driver every N iterations)] [--pin]\n"
           "  [--devices 1,2,4,8|all (serving on several GPUs; --threads is "
           "per GPU)] [--spread]\n"
           "  [--engine-threads device|one (one per GPU, or one for all)]\n"
@@ -919,6 +997,9 @@ int main(int argc, char **argv) {
       if (strcmp(pv, "issuer") == 0) opt.place_issuer = true;
       else if (strcmp(pv, "engine") == 0) opt.place_issuer = false;
       else return usage();
+    } else if (strcmp(a, "--pin") == 0) {
+      if (v != NULL) return usage(); /* a flag: no value */
+      opt.pin = true;
     } else if (strcmp(a, "--require-gpu") == 0) {
       opt.require_gpu = true;
     } else if (strcmp(a, "--smoke") == 0) {
@@ -931,6 +1012,7 @@ int main(int argc, char **argv) {
                       : strcmp(a, "--every-us") == 0 ? &opt.every_us
                       : strcmp(a, "--iters") == 0 ? &opt.iters
                       : strcmp(a, "--sync-every") == 0 ? &opt.sync_every
+                      : strcmp(a, "--drain-every") == 0 ? &opt.drain_every
                       : strcmp(a, "--own-poll") == 0 ? &opt.own_poll
                                                      : NULL;
       if (dst == NULL || !parse_uint(VAL(), dst)) return usage();
@@ -972,6 +1054,14 @@ int main(int argc, char **argv) {
               opt.threads[t], max_gpus, MAX_THREADS);
       return 2;
     }
+  if (opt.pin) { /* before the driver's and the engine's threads */
+    unsigned most = 0;
+    for (unsigned t = 0; t < opt.n_threads; t++) {
+      unsigned n = opt.threads[t] * (devices != NULL ? max_gpus : 1);
+      if (n > most) most = n;
+    }
+    pin_init(most);
+  }
   if (opt.host) {
     hd_config cfg = {max_gpus > HD_MAX_DEVICES ? HD_MAX_DEVICES : (int)max_gpus,
                      0};
@@ -990,7 +1080,8 @@ int main(int argc, char **argv) {
   char name[256] = "?";
   (void)slc_device_name(ctx, 0, name, sizeof(name));
   printf("device: %s, %s\n", name, drv.origin);
-  slc_engine_config ecfg = {.thread = opt.sync_every == 0,
+  slc_engine_config ecfg = {.thread = opt.sync_every == 0 &&
+                                      opt.drain_every == 0,
                             .marker_every_ops = opt.every_ops,
                             .marker_every_us = opt.every_us,
                             .one_thread = opt.one_engine_thread,

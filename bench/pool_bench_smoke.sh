@@ -47,7 +47,23 @@ if ! "$bench" --driver=host --smoke --only pool --own-poll 2 >"$tmp/o.txt" 2>&1 
   cat "$tmp/o.txt" >&2
   fail=1
 fi
-for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s" "--own-poll x"; do
+# --pin: says where the threads went and runs every cell it was asked for;
+# --drain-every N (no engine thread): a fixed count of iterations.
+if ! "$bench" --driver=host --smoke --pin --only pool_2s >"$tmp/pin.txt" 2>&1 ||
+  ! grep -q '^pinned: request thread i on' "$tmp/pin.txt" ||
+  ! grep -q "^overhead *pool_2s *2 |" "$tmp/pin.txt" ||
+  ! grep -q '^every result checked' "$tmp/pin.txt"; then
+  echo "FAIL: --pin" >&2
+  cat "$tmp/pin.txt" >&2
+  fail=1
+fi
+if ! "$bench" --driver=host --only pool_2s --threads 1 --iters 256 --drain-every 1 >"$tmp/d.txt" 2>&1 ||
+  ! grep -q "^overhead *pool_2s *1 |" "$tmp/d.txt"; then
+  echo "FAIL: --drain-every 1" >&2
+  cat "$tmp/d.txt" >&2
+  fail=1
+fi
+for bad in "--driver=gpu" "--ms 0" "--threads x" "--bytes 1000" "--bogus" "--wait spin" "--only pool_3s" "--own-poll x" "--drain-every 0" "--pin=1"; do
   smoke_refuses "$bad" "$bench"
 done
 [ "$fail" -eq 0 ] && echo "PASS"

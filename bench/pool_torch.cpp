@@ -20,7 +20,7 @@
 //            pool_bench's "multigpu" rows (no CPU split: "-").
 // Rows print in pool_bench's format. Usage:
 //   pool_torch [--threads 1,2,4,8,16] [--ms MS] [--bytes B] [--inflight N]
-//              [--devices 1,2,4,8 [--spread]]
+//              [--devices 1,2,4,8 [--spread]] [--pin (as pool_bench --pin)]
 #include <ATen/ATen.h>
 #ifndef NO_HOST_STATS  // pool_h200.sh retries with it if this fails
 #include <ATen/core/CachingHostAllocator.h>
@@ -29,6 +29,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -48,6 +50,54 @@ using Clock = std::chrono::steady_clock;
 
 unsigned g_ms = 300, g_bytes = 65536, g_inflight = 32;
 bool g_spread = false;  // --spread
+bool g_pin = false;     // --pin: placed as pool_bench --pin places its threads
+
+// --pin (bench/pool_bench.c says the same): request thread i on the i-th
+// CPU the process may use (modulo their number); before CUDA starts, the
+// main thread (so the threads it creates later) on the CPUs no request
+// thread of the largest --threads uses, if any.
+std::vector<int> g_pin_cpus;
+
+void pin_to(const cpu_set_t &set, const char *who) {
+  int e = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+  if (e != 0) {
+    std::fprintf(stderr, "FAILED: --pin: pthread_setaffinity_np (%s): %s\n",
+                 who, std::strerror(e));
+    std::exit(1);
+  }
+}
+
+void pin_init(unsigned most) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  if (sched_getaffinity(0, sizeof(all), &all) != 0) {
+    std::perror("FAILED: --pin: sched_getaffinity");
+    std::exit(1);
+  }
+  for (int k = 0; k < CPU_SETSIZE; k++)
+    if (CPU_ISSET(k, &all)) g_pin_cpus.push_back(k);
+  unsigned n = unsigned(g_pin_cpus.size());
+  if (most < n) {
+    cpu_set_t rest;
+    CPU_ZERO(&rest);
+    for (unsigned i = most; i < n; i++) CPU_SET(g_pin_cpus[i], &rest);
+    pin_to(rest, "main");
+    std::printf("pinned: request thread i on CPU %d + i; the other threads "
+                "on CPUs %d-%d\n", g_pin_cpus[0], g_pin_cpus[most],
+                g_pin_cpus[n - 1]);
+  } else {
+    std::printf("pinned: request thread i on the i-th of %u CPUs (mod %u); "
+                "the other threads unpinned\n", n, n);
+  }
+}
+
+void pin_request(int id) {
+  if (!g_pin) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(g_pin_cpus[size_t(id) % g_pin_cpus.size()], &one);
+  pin_to(one, "request thread");
+}
 std::atomic<long> g_wrong{0};
 
 uint64_t now_ns() {
@@ -89,13 +139,14 @@ struct Cell {
   std::mutex lat_mu;
 };
 
-void overhead_thread(Cell *c) {
+void overhead_thread(Cell *c, int id) {
   c10::cuda::CUDAGuard dev(0);
   auto s1 = c10::cuda::getStreamFromPool(false, 0);
   auto s2 = c10::cuda::getStreamFromPool(false, 0);
   c10::cuda::CUDAStreamGuard on_s1(s1);  // allocations are on s1
   auto *alloc = c10::cuda::CUDACachingAllocator::get();
   bool two = c->mode == "torch_2s";
+  pin_request(id);  // after its streams exist, as pool_bench
   c->start.wait();
   uint64_t n = 0, cpu0 = thread_cpu_ns();
   while ((n & 63) != 0 || now_ns() < c->deadline.load()) {
@@ -158,6 +209,7 @@ void serving_thread(Cell *c, int id) {
   std::vector<uint64_t> lat;
   lat.reserve(1 << 20);
   auto host = at::TensorOptions().dtype(at::kInt).pinned_memory(true);
+  pin_request(id);  // after its streams exist, as pool_bench
   c->start.wait();
   uint64_t n = 0, cpu0 = thread_cpu_ns();
   while (now_ns() < c->deadline.load()) {
@@ -211,7 +263,7 @@ void run_cell(const char *bench, const char *mode, unsigned threads,
   std::vector<std::thread> th;
   for (unsigned i = 0; i < threads; i++)
     th.emplace_back(serving ? std::thread(serving_thread, &c, int(i))
-                            : std::thread(overhead_thread, &c));
+                            : std::thread(overhead_thread, &c, int(i)));
   double cpu0 = process_cpu_ns();
   c.deadline = now_ns() + uint64_t(g_ms) * 1000000u;
   c.start.wait();
@@ -280,6 +332,10 @@ int main(int argc, char **argv) {
       g_spread = true;
       continue;
     }
+    if (a == "--pin") {
+      g_pin = true;
+      continue;
+    }
     std::string v = i + 1 < argc ? argv[++i] : "";
     if (v.empty()) a = "?";
     if (a == "--threads") threads = v;
@@ -290,11 +346,19 @@ int main(int argc, char **argv) {
     else {
       std::fprintf(stderr, "usage: pool_torch [--threads L] [--ms MS] "
                            "[--bytes B] [--inflight N] [--devices L "
-                           "[--spread]]\n");
+                           "[--spread]] [--pin]\n");
       return 2;
     }
   }
   std::vector<unsigned> ts = parse_list(threads), gs;
+  if (g_pin) {  // before CUDA's threads exist
+    unsigned most = *std::max_element(ts.begin(), ts.end());
+    if (!devices.empty()) {
+      std::vector<unsigned> d = parse_list(devices);
+      most *= *std::max_element(d.begin(), d.end());
+    }
+    pin_init(most);
+  }
   if (!devices.empty()) {
     gs = parse_list(devices);
     int visible = int(c10::cuda::device_count());
