@@ -68,9 +68,9 @@
  * --placement issuer: the issuing calls record the markers (the engine's
  * default before issue 9's pacing; rows marked /pi).
  * --count-driver adds a "drvcalls" line after each row: cuEventRecord,
- * cuEventQuery, cuCtxGetCurrent/SetCurrent, cuStreamWaitEvent and the async
- * allocator's calls per iteration, on the request threads and on the
- * others (the engine thread).
+ * cuEventQuery, cuCtxGetCurrent/SetCurrent, cuStreamWaitEvent, the async
+ * allocator's calls and cuStreamQuery (squery) per iteration, on the
+ * request threads and on the others (the engine thread).
  * DRIVERS: --driver=libcuda (default; no library or device: "SKIPPED", exit
  * 0 unless --require-gpu) or --driver=host (the host executor: every path
  * runs, times mean nothing). --smoke: tiny, for CI.
@@ -282,7 +282,7 @@ static void pin_request(int id) {
  * diag line prints the sums per iteration. Off by default: the rows of a
  * counted run pay one thread-local lookup per driver call. */
 enum { DC_RECORD, DC_QUERY, DC_GETCUR, DC_SETCUR, DC_WAIT, DC_ALLOC, DC_FREE,
-       DC_N };
+       DC_SQUERY, DC_N };
 #define DC_SLOTS 256
 typedef struct dc_slot {
   _Alignas(64) atomic_ullong n[2][DC_N]; /* [on a request thread][call] */
@@ -330,6 +330,7 @@ DC_WRAP(cuStreamWaitEvent, DC_WAIT, (CUstream s, CUevent e, unsigned int f),
 DC_WRAP(cuMemAllocAsync, DC_ALLOC, (CUdeviceptr * p, size_t n, CUstream s),
         (p, n, s))
 DC_WRAP(cuMemFreeAsync, DC_FREE, (CUdeviceptr p, CUstream s), (p, s))
+DC_WRAP(cuStreamQuery, DC_SQUERY, (CUstream s), (s))
 
 /* Before the context copies the table. */
 static void dc_wrap(slc_driver *d) {
@@ -338,6 +339,7 @@ static void dc_wrap(slc_driver *d) {
   d->pfn_##name = dc_##name;
   DC_SET(cuEventRecord)
   DC_SET(cuEventQuery)
+  DC_SET(cuStreamQuery)
   DC_SET(cuCtxGetCurrent)
   DC_SET(cuCtxSetCurrent)
   DC_SET(cuStreamWaitEvent)
@@ -888,7 +890,7 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   if (opt.count_driver && n != 0) {
     static const char *const nm[DC_N] = {"record", "query",  "getcur",
                                          "setcur", "wait",   "alloc",
-                                         "free"};
+                                         "free",   "squery"};
     printf("drvcalls %-9s %3u |", mode, threads);
     for (int rq = 1; rq >= 0; rq--) {
       printf(" %s/op:", rq ? "request threads" : "other threads");
