@@ -84,3 +84,11 @@ ab_torch_build() {
   [ $trc -eq 0 ] || echo "pool_torch did not build (exit $trc, torch_build.log): no torch rows" | tee -a "$sum"
   [ $trc -eq 0 ] && [ -x "$out/pool_torch" ]
 }
+
+# ab_cell FILE BENCH MODE T: the rate of FILE's row "BENCH MODE T | rate"
+# (pool_bench's and pool_torch's rows: M ops/s for overhead, requests/s for
+# serving); nothing if FILE or the row is missing.
+ab_cell() {
+  [ -f "$1" ] && awk -v b="$2" -v m="$3" -v t="$4" \
+    '$1 == b && $2 == m && $3 == t && $4 == "|" { v = $5 } END { if (v != "") print v }' "$1"
+}

@@ -78,10 +78,7 @@ done
 # Row fields: thr round | the afters, before | async torch | x each after,
 # x before | each after/before.
 nm=${#modes[@]}
-cell() { # FILE MODE T: the M ops/s of that overhead row at T threads
-  [ -f "$1" ] && awk -v m="$2" -v t="$3" \
-    '$1 == "overhead" && $2 == m && $3 == t && $4 == "|" { v = $5 } END { if (v != "") print v }' "$1"
-}
+cell() { ab_cell "$1" overhead "$2" "$3"; } # FILE MODE T: M ops/s
 {
   echo
   echo "pool_2s, M ops/s per round; incumbent = max(async_2s, torch_2s) of that round;"
