@@ -92,3 +92,29 @@ ab_cell() {
   [ -f "$1" ] && awk -v b="$2" -v m="$3" -v t="$4" \
     '$1 == b && $2 == m && $3 == t && $4 == "|" { v = $5 } END { if (v != "") print v }' "$1"
 }
+
+# ab_pool_start: $bin/pool_bench and $before/pool_bench must exist (else
+# FAILED in $sum and exit 1); then ab_torch_build "$bin", and torch=1 if
+# pool_torch built (0 otherwise: no torch rows).
+ab_pool_start() {
+  for bdir in "$bin" "$before"; do
+    [ -x "$bdir/pool_bench" ] || { echo "FAILED: no $bdir/pool_bench" | tee -a "$sum"; exit 1; }
+  done
+  torch=0
+  ab_torch_build "$bin" && torch=1
+  return 0
+}
+
+# ab_order R WORD...: the words one per line, reversed when R is even, so
+# that alternate rounds run their cells in opposite orders (a drift of the
+# host hits every column alike).
+ab_order() {
+  local r=$1 i
+  shift
+  local words=("$@")
+  if [ $((r % 2)) -eq 0 ]; then
+    for ((i = ${#words[@]} - 1; i >= 0; i--)); do echo "${words[i]}"; done
+  else
+    printf '%s\n' "${words[@]}"
+  fi
+}

@@ -36,12 +36,7 @@ read -r -a extra <<< "${POOL5_ARGS:-}"
 . "$(dirname "$0")/ab_lib.sh"
 ab_init "pool_2s rounds (issue 10, pool5/pool6)" \
   "after_MODE = SLP_SHARED=MODE $bin/pool_bench (modes: ${modes[*]}), before = $before/pool_bench; $ms ms per cell; $rounds1 rounds at 1 thread, $rounds16 at 16"
-for bdir in "$bin" "$before"; do
-  [ -x "$bdir/pool_bench" ] || { echo "FAILED: no $bdir/pool_bench" | tee -a "$sum"; exit 1; }
-done
-
-torch=0
-ab_torch_build "$bin" && torch=1
+ab_pool_start # both pool_bench binaries, then torch=1 if pool_torch built
 
 # One round at T threads: one process per cell (pool_torch also runs its
 # torch_af and serving cells: it has no --only).
@@ -49,13 +44,8 @@ lim=$((ms * 3 / 1000 + 15))
 cols=()
 for m in "${modes[@]}"; do cols+=("after_$m"); done
 round() {
-  local t=$1 r=$2 order=("${cols[@]}" before async torch) i
-  if [ $((r % 2)) -eq 0 ]; then
-    local rev=()
-    for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
-    order=("${rev[@]}")
-  fi
-  for w in "${order[@]}"; do
+  local t=$1 r=$2 w
+  for w in $(ab_order "$r" "${cols[@]}" before async torch); do
     case $w in
       after_*) step "t${t}_r${r}_$w" "$lim" env SLP_SHARED="${w#after_}" \
         "$bin/pool_bench" "${extra[@]}" --only pool_2s --threads "$t" --ms "$ms" ;;

@@ -50,12 +50,7 @@ read -r -a extra <<< "${POOL8_ARGS:-}"
 . "$(dirname "$0")/ab_lib.sh"
 ab_init "pool_2s at 1 thread, pinned and not (issue 10, pool8)" \
   "after = $bin/pool_bench, marker = SLP_OWN_POLL=marker $bin/pool_bench, before = $before/pool_bench; _pin: --pin; $ms ms per cell; $rounds1 rounds at 1 thread, $rounds16 at 16"
-for bdir in "$bin" "$before"; do
-  [ -x "$bdir/pool_bench" ] || { echo "FAILED: no $bdir/pool_bench" | tee -a "$sum"; exit 1; }
-done
-
-torch=0
-ab_torch_build "$bin" && torch=1
+ab_pool_start # both pool_bench binaries, then torch=1 if pool_torch built
 
 lim=$((ms * 3 / 1000 + 15))
 # cell_run NAME WHAT T [--pin]: one process for one cell.
@@ -79,15 +74,9 @@ cell_run() {
 # round T R COLUMNS...: each column once, reversed on even rounds; a
 # column ending in _pin runs with --pin.
 round() {
-  local t=$1 r=$2 i
+  local t=$1 r=$2 c
   shift 2
-  local order=("$@")
-  if [ $((r % 2)) -eq 0 ]; then
-    local rev=()
-    for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
-    order=("${rev[@]}")
-  fi
-  for c in "${order[@]}"; do
+  for c in $(ab_order "$r" "$@"); do
     case $c in
       *_pin) cell_run "t${t}_r${r}_$c" "${c%_pin}" "$t" --pin ;;
       *) cell_run "t${t}_r${r}_$c" "$c" "$t" ;;
