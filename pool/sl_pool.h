@@ -132,10 +132,14 @@
  *       records an event and waits on it: the event's mutex.
  *   (j) a thread that freed 32 blocks under pending work since it last
  *       polled, or at least one and finds its cache empty, releases its
- *       own streams (its 8 latest, engine-driven, with pending work) to
- *       their completed markers with slc_engine_poll_stream: their keeps
- *       (its own work's, the caller's keeps of slp_ calls included) run
- *       here and put its blocks back in its own cache.
+ *       own streams (its 8 latest, engine-driven, with pending work):
+ *       each first with slc_stream_query (one cuStreamQuery; an idle
+ *       stream is released to the query's mark), a busy one to its
+ *       completed markers with slc_engine_poll_stream (and not queried
+ *       again for its next 8 polls; SLP_OWN_POLL=marker: always through
+ *       the markers); never waits, takes no lock. Their keeps (its own
+ *       work's, the caller's keeps of slp_ calls included) run here and
+ *       put its blocks back in its own cache.
  *
  * STATISTICS (slp_stats_get) use PyTorch's names where they mean the same:
  *   allocated (in use), reserved (from the driver), held (freed by the
