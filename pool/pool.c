@@ -125,8 +125,9 @@
  *     p->returning as before, to the inbox of the thread that freed the
  *     block (below) or the shared list;
  *   - a thread whose cache runs dry after freeing blocks under pending
- *     work releases its own streams itself (slp__poll_own, with
- *     slc_engine_poll_stream), so those keeps run on it (while the shared
+ *     work releases its own streams itself (slp__poll_own: an idle one
+ *     with slc_stream_query, a busy one with slc_engine_poll_stream), so
+ *     those keeps run on it (while the shared
  *     list has blocks, only every SLP__POLL_DRY held frees);
  *   - held bytes are counted per thread and folded every 64 KiB, as the
  *     allocated bytes are.
@@ -1833,8 +1834,10 @@ static void slp__sync_holders(slp_pool *p) {
  * work and finds its cache empty (and the shared list too, or
  * SLP__POLL_DRY held frees since its last poll) first releases its own
  * streams (the ones
- * it used with the pool lately, tc->seen) to their completed engine
- * markers, here (slc_engine_poll_stream): the keeps of its own work run on
+ * it used with the pool lately, tc->seen), here: an idle one to the mark
+ * of a cuStreamQuery that found it idle, a busy one to its completed
+ * engine markers (slc_engine_poll_stream; AN IDLE STREAM IN ONE DRIVER
+ * CALL, below): the keeps of its own work run on
  * it and put its blocks back in its own cache (slp__unuse), so block, ring
  * slot and counter lines stay on this core, and the work scales with the
  * request threads instead of resting on the one engine thread (whose keeps
