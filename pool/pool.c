@@ -449,6 +449,7 @@ struct slp__tcache {
     unsigned query_skip;
   } seen[8];
   unsigned seen_next;
+  struct timespec clock; /* where slp_alloc's slp__now_ns writes */
 };
 
 struct slp_pool {
@@ -498,11 +499,12 @@ static pthread_once_t slp__key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t slp__key;
 static _Thread_local struct slp__tcache *slp__tls[SLP_MAX_POOLS];
 
-/* For block ages only: the coarse clock costs a few ns, not ~20. */
-static uint64_t slp__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+/* For block ages only: the coarse clock costs a few ns, not ~20. ts: where
+ * clock_gettime writes (slp_alloc passes its thread cache's: a local whose
+ * address is taken costs the caller a stack slot). */
+static uint64_t slp__now_ns(struct timespec *ts) {
+  clock_gettime(CLOCK_MONOTONIC_COARSE, ts);
+  return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
 }
 
 static void slp__max(atomic_int_fast64_t *peak, int_fast64_t v) {
@@ -555,12 +557,13 @@ static size_t slp__class_size(int c) {
 
 static inline int slp__class_of(size_t bytes) {
   if (bytes <= ((size_t)1 << SLP__MIN_SHIFT)) return 0;
-  int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < b */
+  size_t m = bytes - 1;
+  int k = 63 - __builtin_clzll((unsigned long long)m); /* 2^k <= m < b */
   if (k >= 20) /* the step of 2^(k-3) that holds bytes */
-    return SLP__NSMALL + 8 * (k - 20) +
-           (int)((bytes - ((size_t)1 << k) - 1) >> (k - 3));
-  int j = k - SLP__MIN_SHIFT;
-  return bytes <= ((size_t)3 << (k - 1)) ? 2 * j + 1 : 2 * j + 2;
+    return SLP__NSMALL + 8 * (k - 20) + (int)((m - ((size_t)1 << k)) >> (k - 3));
+  /* 2 (k - 9) + 1 for 2^k < bytes <= 1.5 * 2^k, + 2 above: bit k-1 of
+   * bytes - 1 says which (no branch; issue 10, sixth session, pool9). */
+  return 2 * (k - SLP__MIN_SHIFT) + 1 + (int)((m >> (k - 1)) & 1);
 }
 
 size_t slp_round_size(size_t bytes) {
@@ -1787,7 +1790,10 @@ static inline slp_block *slp__take(slp_pool *p, struct slp__tcache *tc,
   return b;
 }
 
-static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
+/* Out of line and cold: its message buffer, inlined, gave slp_alloc a
+ * stack canary on every call. */
+__attribute__((noinline, cold)) static int slp__oom(slp_pool *p, size_t bytes,
+                                                    CUresult cr) {
   const char *what = p->device < 0 ? "pinned host pool" : "device pool";
   if (cr != CUDA_ERROR_OUT_OF_MEMORY) {
     char msg[160];
@@ -2053,33 +2059,32 @@ __attribute__((noinline)) static CUresult slp__slow_alloc(
   return cr;
 }
 
-int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
-  static const char fn[] = "slp_alloc";
-  if (p == NULL || s == NULL || out == NULL)
-    return slc_set_error(LDG_EINVAL, fn, "NULL argument");
-  if (bytes == 0)
-    return slc_set_error(LDG_EINVAL, fn, "zero bytes (no block is empty)");
-  if ((uint64_t)bytes > SLP_MAX_BYTES)
-    return slc_set_error(LDG_EINVAL, fn,
-                         "%zu bytes: more than the largest block (%llu)",
-                         bytes, (unsigned long long)SLP_MAX_BYTES);
-  int rc = slc_stream_check_live(s);
-  if (rc != LDG_OK)
-    return slc_set_error(rc, fn, "stream %llu is destroyed",
-                         (unsigned long long)ldg_stream_id(
-                             slc_stream_ledger(s)));
-  if (p->device >= 0 && slc_stream_device(s) != p->device)
-    return slc_set_error(LDG_EINVAL, fn,
-                         "stream on device %d, pool of device %d",
-                         slc_stream_device(s), p->device);
-  struct slp__tcache *tc = slp__tc(p);
-  if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
-  int slot = slp__register_stream(p, tc, s);
-  /* Now: a poll below may evict the slot. */
-  uint64_t stream_id = slot >= 0 ? tc->seen[slot].id
-                                 : ldg_stream_id(slc_stream_ledger(s));
-  int cls = slp__class_of(bytes);
-  if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
+/* A block taken for tc's thread becomes its caller's: its fields, ALLOC,
+ * the thread's byte balance and counts. Both paths of slp_alloc. */
+__attribute__((always_inline)) static inline void slp__alloc_finish(
+    slp_pool *p, struct slp__tcache *tc, slp_block *b, size_t bytes,
+    uint64_t stream_id, bool reused) {
+  slp__unpoison(b);
+  slp__store_relaxed(&b->bytes, bytes);
+  slp__store_relaxed(&b->stream_id, stream_id);
+  slp__store_relaxed(&b->alloc_ns, slp__now_ns(&tc->clock));
+  /* Release: the fields above before the state other threads may read. A
+   * block from a stream-ordered list is ALLOC already (slp__so_take). */
+  if (!(slp__load_relaxed(&b->st) & SLP__ALLOC))
+    slp__store_release(&b->st, SLP__ALLOC);
+  slp__acct(p, tc, (int_fast64_t)b->cap, (int_fast64_t)bytes);
+  slp__own_bump(&tc->n.allocs);
+  if (reused) slp__own_bump(&tc->n.reuses);
+}
+
+/* slp_alloc past its cache hit: a stream-ordered block for s, this
+ * thread's inbox, an own poll when dry, the shared lists, a new slab, out
+ * of memory. Out of line (issue 10, sixth session, pool9): the slow
+ * path's out-arguments kept `b` and `reused` on slp_alloc's stack, reloaded
+ * at every step of its common path. */
+__attribute__((noinline)) static int slp__alloc_miss(
+    slp_pool *p, struct slp__tcache *tc, slc_stream *s, size_t bytes, int cls,
+    uint64_t stream_id, slp_block **out) {
   /* (Tested here first: the call is ~20 instructions when the list is
    * empty, as in pool_2s, whose blocks are used on a second stream.) */
   slp_block *b =
@@ -2112,17 +2117,50 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
       b->home = s;
     }
   }
-  slp__unpoison(b);
-  slp__store_relaxed(&b->bytes, bytes);
-  slp__store_relaxed(&b->stream_id, stream_id);
-  slp__store_relaxed(&b->alloc_ns, slp__now_ns());
-  /* Release: the fields above before the state other threads may read. A
-   * block from a stream-ordered list is ALLOC already (slp__so_take). */
-  if (!(slp__load_relaxed(&b->st) & SLP__ALLOC))
-    slp__store_release(&b->st, SLP__ALLOC);
-  slp__acct(p, tc, (int_fast64_t)b->cap, (int_fast64_t)bytes);
-  slp__own_bump(&tc->n.allocs);
-  if (reused) slp__own_bump(&tc->n.reuses);
+  slp__alloc_finish(p, tc, b, bytes, stream_id, reused);
+  *out = b;
+  return LDG_OK;
+}
+
+int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
+  static const char fn[] = "slp_alloc";
+  if (p == NULL || s == NULL || out == NULL)
+    return slc_set_error(LDG_EINVAL, fn, "NULL argument");
+  if (bytes == 0)
+    return slc_set_error(LDG_EINVAL, fn, "zero bytes (no block is empty)");
+  if ((uint64_t)bytes > SLP_MAX_BYTES)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "%zu bytes: more than the largest block (%llu)",
+                         bytes, (unsigned long long)SLP_MAX_BYTES);
+  int rc = slc_stream_check_live(s);
+  if (rc != LDG_OK)
+    return slc_set_error(rc, fn, "stream %llu is destroyed",
+                         (unsigned long long)ldg_stream_id(
+                             slc_stream_ledger(s)));
+  if (p->device >= 0 && slc_stream_device(s) != p->device)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "stream on device %d, pool of device %d",
+                         slc_stream_device(s), p->device);
+  struct slp__tcache *tc = slp__tc(p);
+  if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
+  int slot = slp__register_stream(p, tc, s);
+  /* Now: a poll below may evict the slot. */
+  uint64_t stream_id = slot >= 0 ? tc->seen[slot].id
+                                 : ldg_stream_id(slc_stream_ledger(s));
+  int cls = slp__class_of(bytes);
+  if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
+  /* The cache hit, taken as slp__alloc_miss would take it: a block in the
+   * thread's cache of the class and (device pools) no stream-ordered one,
+   * which comes first there. */
+  slp_block *b = tc->cls[cls].head;
+  if (b == NULL || (p->device >= 0 && tc->so[cls].n != 0))
+    return slp__alloc_miss(p, tc, s, bytes, cls, stream_id, out);
+  tc->cls[cls].head = b->next;
+  tc->cls[cls].n--;
+  tc->bytes -= b->cap;
+  slp__store_relaxed(&b->fresh, false);
+  b->home = s;
+  slp__alloc_finish(p, tc, b, bytes, stream_id, true);
   *out = b;
   return LDG_OK;
 }
@@ -2530,12 +2568,30 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
  * building its general hold (231 of the request thread's ~1 150
  * instructions per pool_2s iteration, bench/RESULTS.md). */
 static int slp__record_use_one(slc_stream *s, slp_block *b, const char *fn) {
-  size_t len;
-  int rc = slp__check_named(b, s, 0, NULL, &len, fn);
-  if (rc != LDG_OK) return rc;
+  /* slp__check_named's checks in one test (its range is the whole block,
+   * always inside), the detail and the error on the error path: a call
+   * with a six-register frame was 45 of the request thread's ~1 030
+   * instructions per pool_2s iteration (bench/RESULTS.md, issue 10, sixth
+   * session, pool9). */
+  int rc;
+  if (b == NULL || b->magic != SLP__MAGIC || b->pool == NULL ||
+      (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))) {
+    size_t l;
+    if ((rc = slp__check_named(b, s, 0, NULL, &l, fn)) != LDG_OK) return rc;
+  }
+  size_t len = slp__load_relaxed(&b->bytes);
   bool cross = b->home != s;
   if (cross && (rc = slp__order_fresh(b, s)) != LDG_OK) return rc;
-  if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
+  /* slp__use's CAS inline (acq_rel, as there: pairs with slp_free's CAS
+   * and the keeps' decrements); a block not allocated, a full count or a
+   * lost race go to slp__use, which reads the word, decides and counts
+   * again (a failed CAS wrote nothing). */
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
+  uint_fast64_t old = slp__load_relaxed(&b->st);
+  if (!(old & SLP__ALLOC) || (old & SLP__COUNT) == SLP__COUNT ||
+      !slp__cas_weak_acq_rel(&b->st, &old, old + d)) {
+    if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
+  }
   struct slp__tcache *tc = slp__tc(b->pool);
   if (tc != NULL) (void)slp__register_stream(b->pool, tc, s);
   uint64_t id = b->id;
@@ -2627,7 +2683,8 @@ void slp_stats_reset_peaks(slp_pool *p) {
 size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
   if (p == NULL) return 0;
   size_t n = 0;
-  uint64_t now = slp__now_ns();
+  struct timespec ts;
+  uint64_t now = slp__now_ns(&ts);
   ldg_ledger *l = slc_context_ledger(p->c);
   slp__lock(&p->mu);
   for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)
