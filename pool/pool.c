@@ -1546,6 +1546,39 @@ static bool slp__give_back_to(slp_pool *p, struct slp__inbox *in,
   return false;
 }
 
+/* slp__unuse's last use of a held block on a thread without room for it
+ * in a cache of p (the engine thread's keeps): to the inbox of the thread
+ * that freed it (THE OWNER'S INBOX: its next alloc of an empty class takes
+ * them all with one CAS, where 16 threads convoyed on the shared list's
+ * take-mutex, bench/RESULTS.md), else to the shared list. Out of line (a
+ * tail call): its registers cost slp__unuse's common path, a request
+ * thread's own keep, a six-register frame (issue 10, sixth session,
+ * pool9). */
+__attribute__((noinline)) static void slp__unuse_away(slp_pool *p,
+                                                      struct slp__tcache *tc,
+                                                      slp_block *b) {
+  /* We announce ourselves in p->returning before the release store of
+   * FREE: a destroy that sees the block free (acquire) then sees us there,
+   * and waits for our release decrement, after our last touch of p and b. */
+  struct slp__inbox *in = tc == NULL ? slp__load_relaxed(&b->inbox) : NULL;
+  slp__fetch_add_relaxed(&p->returning, 1);
+  /* Read first: once listed, b may be taken, trimmed and its slab re-carved
+   * (b->cap rewritten) by other threads. */
+  int_fast64_t cap = (int_fast64_t)b->cap;
+  slp__store_release(&b->st, SLP__FREE);
+  /* Uncounted after it is listed: a reader that sees no bytes held finds
+   * the block on a list (a trim after waiting for held == 0 returns it).
+   * In the inbox's count if it went there (see slp__inbox.held). Release:
+   * pairs with the acquire loads of slp__allocated_exact, so a reader that
+   * sees these bytes gone also sees the block listed (out of memory's
+   * wait, slp__slow_alloc). */
+  if (slp__give_back_to(p, in, b))
+    atomic_fetch_add_explicit(&in->held, -cap, memory_order_release);
+  else
+    atomic_fetch_add_explicit(&p->held, -cap, memory_order_release);
+  atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
+}
+
 /* Drops one pending use (`cross`: on a stream other than the block's home);
  * the last use of a held block returns it. Runs in keeps (any thread):
  * returns to the shared list. A block in a stream-ordered list (STREAM) is
@@ -1564,40 +1597,16 @@ static void slp__unuse(slp_block *b, bool cross) {
    * cache line is written. The release store of FREE is our last touch of
    * p: slp_pool_destroy waits until it sees every block free (acquire). */
   struct slp__tcache *tc = slp__tc_peek(p);
-  if (tc != NULL && slp__tc_room(p, tc, b)) {
-    slp__held_acct(p, tc, -(int_fast64_t)b->cap);
-    if (p->cfg.on_recycle != NULL)
-      p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
-    slp__poison(b);
-    slp__tc_push(tc, b);
-    slp__store_release(&b->st, SLP__FREE);
+  if (tc == NULL || !slp__tc_room(p, tc, b)) {
+    slp__unuse_away(p, tc, b);
     return;
   }
-  /* Otherwise, from a thread without a cache of p (the engine's), to the
-   * inbox of the thread that freed it (THE OWNER'S INBOX: its next alloc of
-   * an empty class takes them all with one CAS, where 16 threads
-   * convoyed on the shared list's take-mutex, bench/RESULTS.md), else to
-   * the shared list. We
-   * announce ourselves in p->returning before the release store of FREE:
-   * a destroy that sees the block free (acquire) then sees us there, and
-   * waits for our release decrement, after our last touch of p and b. */
-  struct slp__inbox *in = tc == NULL ? slp__load_relaxed(&b->inbox) : NULL;
-  slp__fetch_add_relaxed(&p->returning, 1);
-  /* Read first: once listed, b may be taken, trimmed and its slab re-carved
-   * (b->cap rewritten) by other threads. */
-  int_fast64_t cap = (int_fast64_t)b->cap;
+  slp__held_acct(p, tc, -(int_fast64_t)b->cap);
+  if (p->cfg.on_recycle != NULL)
+    p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
+  slp__poison(b);
+  slp__tc_push(tc, b);
   slp__store_release(&b->st, SLP__FREE);
-  /* Uncounted after it is listed: a reader that sees no bytes held finds
-   * the block on a list (a trim after waiting for held == 0 returns it).
-   * In the inbox's count if it went there (see slp__inbox.held). Release:
-   * pairs with the acquire loads of slp__allocated_exact, so a reader that
-   * sees these bytes gone also sees the block listed (out of memory's
-   * wait, slp__slow_alloc). */
-  if (slp__give_back_to(p, in, b))
-    atomic_fetch_add_explicit(&in->held, -cap, memory_order_release);
-  else
-    atomic_fetch_add_explicit(&p->held, -cap, memory_order_release);
-  atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
 /* Keeps of single-block operations: ctx is the block, its low bit set for a
