@@ -449,6 +449,7 @@ struct slp__tcache {
     unsigned query_skip;
   } seen[8];
   unsigned seen_next;
+  struct timespec clock; /* where slp_alloc's slp__now_ns writes */
 };
 
 struct slp_pool {
@@ -498,11 +499,12 @@ static pthread_once_t slp__key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t slp__key;
 static _Thread_local struct slp__tcache *slp__tls[SLP_MAX_POOLS];
 
-/* For block ages only: the coarse clock costs a few ns, not ~20. */
-static uint64_t slp__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+/* For block ages only: the coarse clock costs a few ns, not ~20. ts: where
+ * clock_gettime writes (slp_alloc passes its thread cache's: a local whose
+ * address is taken costs the caller a stack slot). */
+static uint64_t slp__now_ns(struct timespec *ts) {
+  clock_gettime(CLOCK_MONOTONIC_COARSE, ts);
+  return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
 }
 
 static void slp__max(atomic_int_fast64_t *peak, int_fast64_t v) {
@@ -555,12 +557,13 @@ static size_t slp__class_size(int c) {
 
 static inline int slp__class_of(size_t bytes) {
   if (bytes <= ((size_t)1 << SLP__MIN_SHIFT)) return 0;
-  int k = 63 - __builtin_clzll((unsigned long long)(bytes - 1)); /* 2^k < b */
+  size_t m = bytes - 1;
+  int k = 63 - __builtin_clzll((unsigned long long)m); /* 2^k <= m < b */
   if (k >= 20) /* the step of 2^(k-3) that holds bytes */
-    return SLP__NSMALL + 8 * (k - 20) +
-           (int)((bytes - ((size_t)1 << k) - 1) >> (k - 3));
-  int j = k - SLP__MIN_SHIFT;
-  return bytes <= ((size_t)3 << (k - 1)) ? 2 * j + 1 : 2 * j + 2;
+    return SLP__NSMALL + 8 * (k - 20) + (int)((m - ((size_t)1 << k)) >> (k - 3));
+  /* 2 (k - 9) + 1 for 2^k < bytes <= 1.5 * 2^k, + 2 above: bit k-1 of
+   * bytes - 1 says which (no branch; issue 10, sixth session, pool9). */
+  return 2 * (k - SLP__MIN_SHIFT) + 1 + (int)((m >> (k - 1)) & 1);
 }
 
 size_t slp_round_size(size_t bytes) {
@@ -1543,6 +1546,39 @@ static bool slp__give_back_to(slp_pool *p, struct slp__inbox *in,
   return false;
 }
 
+/* slp__unuse's last use of a held block on a thread without room for it
+ * in a cache of p (the engine thread's keeps): to the inbox of the thread
+ * that freed it (THE OWNER'S INBOX: its next alloc of an empty class takes
+ * them all with one CAS, where 16 threads convoyed on the shared list's
+ * take-mutex, bench/RESULTS.md), else to the shared list. Out of line (a
+ * tail call): its registers cost slp__unuse's common path, a request
+ * thread's own keep, a six-register frame (issue 10, sixth session,
+ * pool9). */
+__attribute__((noinline)) static void slp__unuse_away(slp_pool *p,
+                                                      struct slp__tcache *tc,
+                                                      slp_block *b) {
+  /* We announce ourselves in p->returning before the release store of
+   * FREE: a destroy that sees the block free (acquire) then sees us there,
+   * and waits for our release decrement, after our last touch of p and b. */
+  struct slp__inbox *in = tc == NULL ? slp__load_relaxed(&b->inbox) : NULL;
+  slp__fetch_add_relaxed(&p->returning, 1);
+  /* Read first: once listed, b may be taken, trimmed and its slab re-carved
+   * (b->cap rewritten) by other threads. */
+  int_fast64_t cap = (int_fast64_t)b->cap;
+  slp__store_release(&b->st, SLP__FREE);
+  /* Uncounted after it is listed: a reader that sees no bytes held finds
+   * the block on a list (a trim after waiting for held == 0 returns it).
+   * In the inbox's count if it went there (see slp__inbox.held). Release:
+   * pairs with the acquire loads of slp__allocated_exact, so a reader that
+   * sees these bytes gone also sees the block listed (out of memory's
+   * wait, slp__slow_alloc). */
+  if (slp__give_back_to(p, in, b))
+    atomic_fetch_add_explicit(&in->held, -cap, memory_order_release);
+  else
+    atomic_fetch_add_explicit(&p->held, -cap, memory_order_release);
+  atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
+}
+
 /* Drops one pending use (`cross`: on a stream other than the block's home);
  * the last use of a held block returns it. Runs in keeps (any thread):
  * returns to the shared list. A block in a stream-ordered list (STREAM) is
@@ -1561,40 +1597,16 @@ static void slp__unuse(slp_block *b, bool cross) {
    * cache line is written. The release store of FREE is our last touch of
    * p: slp_pool_destroy waits until it sees every block free (acquire). */
   struct slp__tcache *tc = slp__tc_peek(p);
-  if (tc != NULL && slp__tc_room(p, tc, b)) {
-    slp__held_acct(p, tc, -(int_fast64_t)b->cap);
-    if (p->cfg.on_recycle != NULL)
-      p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
-    slp__poison(b);
-    slp__tc_push(tc, b);
-    slp__store_release(&b->st, SLP__FREE);
+  if (tc == NULL || !slp__tc_room(p, tc, b)) {
+    slp__unuse_away(p, tc, b);
     return;
   }
-  /* Otherwise, from a thread without a cache of p (the engine's), to the
-   * inbox of the thread that freed it (THE OWNER'S INBOX: its next alloc of
-   * an empty class takes them all with one CAS, where 16 threads
-   * convoyed on the shared list's take-mutex, bench/RESULTS.md), else to
-   * the shared list. We
-   * announce ourselves in p->returning before the release store of FREE:
-   * a destroy that sees the block free (acquire) then sees us there, and
-   * waits for our release decrement, after our last touch of p and b. */
-  struct slp__inbox *in = tc == NULL ? slp__load_relaxed(&b->inbox) : NULL;
-  slp__fetch_add_relaxed(&p->returning, 1);
-  /* Read first: once listed, b may be taken, trimmed and its slab re-carved
-   * (b->cap rewritten) by other threads. */
-  int_fast64_t cap = (int_fast64_t)b->cap;
+  slp__held_acct(p, tc, -(int_fast64_t)b->cap);
+  if (p->cfg.on_recycle != NULL)
+    p->cfg.on_recycle(p->cfg.on_recycle_arg, b->addr, b->cap);
+  slp__poison(b);
+  slp__tc_push(tc, b);
   slp__store_release(&b->st, SLP__FREE);
-  /* Uncounted after it is listed: a reader that sees no bytes held finds
-   * the block on a list (a trim after waiting for held == 0 returns it).
-   * In the inbox's count if it went there (see slp__inbox.held). Release:
-   * pairs with the acquire loads of slp__allocated_exact, so a reader that
-   * sees these bytes gone also sees the block listed (out of memory's
-   * wait, slp__slow_alloc). */
-  if (slp__give_back_to(p, in, b))
-    atomic_fetch_add_explicit(&in->held, -cap, memory_order_release);
-  else
-    atomic_fetch_add_explicit(&p->held, -cap, memory_order_release);
-  atomic_fetch_sub_explicit(&p->returning, 1, memory_order_release);
 }
 
 /* Keeps of single-block operations: ctx is the block, its low bit set for a
@@ -1787,7 +1799,10 @@ static inline slp_block *slp__take(slp_pool *p, struct slp__tcache *tc,
   return b;
 }
 
-static int slp__oom(slp_pool *p, size_t bytes, CUresult cr) {
+/* Out of line and cold: its message buffer, inlined, gave slp_alloc a
+ * stack canary on every call. */
+__attribute__((noinline, cold)) static int slp__oom(slp_pool *p, size_t bytes,
+                                                    CUresult cr) {
   const char *what = p->device < 0 ? "pinned host pool" : "device pool";
   if (cr != CUDA_ERROR_OUT_OF_MEMORY) {
     char msg[160];
@@ -2053,33 +2068,32 @@ __attribute__((noinline)) static CUresult slp__slow_alloc(
   return cr;
 }
 
-int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
-  static const char fn[] = "slp_alloc";
-  if (p == NULL || s == NULL || out == NULL)
-    return slc_set_error(LDG_EINVAL, fn, "NULL argument");
-  if (bytes == 0)
-    return slc_set_error(LDG_EINVAL, fn, "zero bytes (no block is empty)");
-  if ((uint64_t)bytes > SLP_MAX_BYTES)
-    return slc_set_error(LDG_EINVAL, fn,
-                         "%zu bytes: more than the largest block (%llu)",
-                         bytes, (unsigned long long)SLP_MAX_BYTES);
-  int rc = slc_stream_check_live(s);
-  if (rc != LDG_OK)
-    return slc_set_error(rc, fn, "stream %llu is destroyed",
-                         (unsigned long long)ldg_stream_id(
-                             slc_stream_ledger(s)));
-  if (p->device >= 0 && slc_stream_device(s) != p->device)
-    return slc_set_error(LDG_EINVAL, fn,
-                         "stream on device %d, pool of device %d",
-                         slc_stream_device(s), p->device);
-  struct slp__tcache *tc = slp__tc(p);
-  if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
-  int slot = slp__register_stream(p, tc, s);
-  /* Now: a poll below may evict the slot. */
-  uint64_t stream_id = slot >= 0 ? tc->seen[slot].id
-                                 : ldg_stream_id(slc_stream_ledger(s));
-  int cls = slp__class_of(bytes);
-  if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
+/* A block taken for tc's thread becomes its caller's: its fields, ALLOC,
+ * the thread's byte balance and counts. Both paths of slp_alloc. */
+__attribute__((always_inline)) static inline void slp__alloc_finish(
+    slp_pool *p, struct slp__tcache *tc, slp_block *b, size_t bytes,
+    uint64_t stream_id, bool reused) {
+  slp__unpoison(b);
+  slp__store_relaxed(&b->bytes, bytes);
+  slp__store_relaxed(&b->stream_id, stream_id);
+  slp__store_relaxed(&b->alloc_ns, slp__now_ns(&tc->clock));
+  /* Release: the fields above before the state other threads may read. A
+   * block from a stream-ordered list is ALLOC already (slp__so_take). */
+  if (!(slp__load_relaxed(&b->st) & SLP__ALLOC))
+    slp__store_release(&b->st, SLP__ALLOC);
+  slp__acct(p, tc, (int_fast64_t)b->cap, (int_fast64_t)bytes);
+  slp__own_bump(&tc->n.allocs);
+  if (reused) slp__own_bump(&tc->n.reuses);
+}
+
+/* slp_alloc past its cache hit: a stream-ordered block for s, this
+ * thread's inbox, an own poll when dry, the shared lists, a new slab, out
+ * of memory. Out of line (issue 10, sixth session, pool9): the slow
+ * path's out-arguments kept `b` and `reused` on slp_alloc's stack, reloaded
+ * at every step of its common path. */
+__attribute__((noinline)) static int slp__alloc_miss(
+    slp_pool *p, struct slp__tcache *tc, slc_stream *s, size_t bytes, int cls,
+    uint64_t stream_id, slp_block **out) {
   /* (Tested here first: the call is ~20 instructions when the list is
    * empty, as in pool_2s, whose blocks are used on a second stream.) */
   slp_block *b =
@@ -2112,17 +2126,50 @@ int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
       b->home = s;
     }
   }
-  slp__unpoison(b);
-  slp__store_relaxed(&b->bytes, bytes);
-  slp__store_relaxed(&b->stream_id, stream_id);
-  slp__store_relaxed(&b->alloc_ns, slp__now_ns());
-  /* Release: the fields above before the state other threads may read. A
-   * block from a stream-ordered list is ALLOC already (slp__so_take). */
-  if (!(slp__load_relaxed(&b->st) & SLP__ALLOC))
-    slp__store_release(&b->st, SLP__ALLOC);
-  slp__acct(p, tc, (int_fast64_t)b->cap, (int_fast64_t)bytes);
-  slp__own_bump(&tc->n.allocs);
-  if (reused) slp__own_bump(&tc->n.reuses);
+  slp__alloc_finish(p, tc, b, bytes, stream_id, reused);
+  *out = b;
+  return LDG_OK;
+}
+
+int slp_alloc(slp_pool *p, slc_stream *s, size_t bytes, slp_block **out) {
+  static const char fn[] = "slp_alloc";
+  if (p == NULL || s == NULL || out == NULL)
+    return slc_set_error(LDG_EINVAL, fn, "NULL argument");
+  if (bytes == 0)
+    return slc_set_error(LDG_EINVAL, fn, "zero bytes (no block is empty)");
+  if ((uint64_t)bytes > SLP_MAX_BYTES)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "%zu bytes: more than the largest block (%llu)",
+                         bytes, (unsigned long long)SLP_MAX_BYTES);
+  int rc = slc_stream_check_live(s);
+  if (rc != LDG_OK)
+    return slc_set_error(rc, fn, "stream %llu is destroyed",
+                         (unsigned long long)ldg_stream_id(
+                             slc_stream_ledger(s)));
+  if (p->device >= 0 && slc_stream_device(s) != p->device)
+    return slc_set_error(LDG_EINVAL, fn,
+                         "stream on device %d, pool of device %d",
+                         slc_stream_device(s), p->device);
+  struct slp__tcache *tc = slp__tc(p);
+  if (tc == NULL) return slc_set_error(LDG_ENOMEM, fn, "thread cache");
+  int slot = slp__register_stream(p, tc, s);
+  /* Now: a poll below may evict the slot. */
+  uint64_t stream_id = slot >= 0 ? tc->seen[slot].id
+                                 : ldg_stream_id(slc_stream_ledger(s));
+  int cls = slp__class_of(bytes);
+  if (tc->held_since >= SLP__POLL_HELD) (void)slp__poll_own(p, tc);
+  /* The cache hit, taken as slp__alloc_miss would take it: a block in the
+   * thread's cache of the class and (device pools) no stream-ordered one,
+   * which comes first there. */
+  slp_block *b = tc->cls[cls].head;
+  if (b == NULL || (p->device >= 0 && tc->so[cls].n != 0))
+    return slp__alloc_miss(p, tc, s, bytes, cls, stream_id, out);
+  tc->cls[cls].head = b->next;
+  tc->cls[cls].n--;
+  tc->bytes -= b->cap;
+  slp__store_relaxed(&b->fresh, false);
+  b->home = s;
+  slp__alloc_finish(p, tc, b, bytes, stream_id, true);
   *out = b;
   return LDG_OK;
 }
@@ -2135,12 +2182,29 @@ static int slp__check_block(const slp_block *b, const char *fn) {
   return LDG_OK;
 }
 
-int slp_free(slp_block *b) {
-  static const char fn[] = "slp_free";
-  int rc = slp__check_block(b, fn);
-  if (rc != LDG_OK) return rc;
-  slp_pool *p = b->pool;
-  struct slp__tcache *tc = slp__tc(p);
+/* A freed block that goes to a list now: FREE (this thread's cache or the
+ * shared list) or STREAM (tc's list for its home stream). Out of line: see
+ * slp__free_with. */
+__attribute__((noinline)) static int slp__free_list(slp_pool *p,
+                                                    struct slp__tcache *tc,
+                                                    slp_block *b,
+                                                    uint_fast64_t nw) {
+  if (nw == SLP__FREE) {
+    slp__give_back(p, tc, b);
+  } else { /* STREAM: stream order, so tc is not NULL */
+    slp__own_bump(&tc->n.held_frees);
+    slp__so_push(p, tc, b); /* for the next alloc on its home stream */
+  }
+  return LDG_OK;
+}
+
+/* slp_free of a checked block of p; tc: this thread's cache of p (NULL:
+ * none, out of memory). Each call it makes is its last act (a tail call):
+ * its common path, a held free (pool_2s: the block is used on another
+ * stream), saves no register and keeps no frame (issue 10, sixth session,
+ * pool9: 14 of its 91 instructions). */
+__attribute__((always_inline)) static inline int slp__free_with(
+    slp_pool *p, struct slp__tcache *tc, slp_block *b) {
   /* Stream order applies to device blocks whose pending uses are all on
    * their home stream (no host access can race with device memory). */
   bool stream_order = p->device >= 0 && tc != NULL;
@@ -2151,7 +2215,7 @@ int slp_free(slp_block *b) {
   uint_fast64_t old = slp__load_acquire(&b->st), nw;
   do {
     if (!(old & SLP__ALLOC))
-      return slc_set_error(LDG_EINVAL, fn,
+      return slc_set_error(LDG_EINVAL, "slp_free",
                            "double free: block %#lx (%zu bytes) is not "
                            "allocated",
                            (unsigned long)b->addr, b->cap);
@@ -2170,19 +2234,29 @@ int slp_free(slp_block *b) {
   slp__acct(p, tc, -(int_fast64_t)b->cap,
             -(int_fast64_t)slp__load_relaxed(&b->bytes));
   if (tc != NULL) slp__own_bump(&tc->n.frees);
-  if (nw == SLP__FREE) {
-    slp__give_back(p, tc, b);
-  } else if (nw & SLP__STREAM) {
-    if (tc != NULL) slp__own_bump(&tc->n.held_frees);
-    slp__so_push(p, tc, b); /* for the next alloc on its home stream */
-  } else {
-    if (tc != NULL) slp__own_bump(&tc->n.held_frees);
-    /* Held: the last keep returns it (it may already have run, so held
-     * may dip below zero for an instant: it is read clamped). */
-    slp__held_acct(p, tc, (int_fast64_t)b->cap);
-    if (tc != NULL) tc->held_since++;
-  }
+  if (nw == SLP__FREE || (nw & SLP__STREAM))
+    return slp__free_list(p, tc, b, nw);
+  if (tc != NULL) slp__own_bump(&tc->n.held_frees);
+  /* Held: the last keep returns it (it may already have run, so held
+   * may dip below zero for an instant: it is read clamped). */
+  slp__held_acct(p, tc, (int_fast64_t)b->cap);
+  if (tc != NULL) tc->held_since++;
   return LDG_OK;
+}
+
+/* slp_free on a thread without a cache of p yet: makes it. */
+__attribute__((noinline)) static int slp__free_new_cache(slp_pool *p,
+                                                         slp_block *b) {
+  return slp__free_with(p, slp__tc(p), b);
+}
+
+int slp_free(slp_block *b) {
+  int rc = slp__check_block(b, "slp_free");
+  if (rc != LDG_OK) return rc;
+  slp_pool *p = b->pool;
+  struct slp__tcache *tc = slp__tc_peek(p);
+  if (tc == NULL) return slp__free_new_cache(p, b);
+  return slp__free_with(p, tc, b);
 }
 
 int slp_free_ptr(slp_pool *p, uintptr_t addr) {
@@ -2530,12 +2604,30 @@ int slp_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,
  * building its general hold (231 of the request thread's ~1 150
  * instructions per pool_2s iteration, bench/RESULTS.md). */
 static int slp__record_use_one(slc_stream *s, slp_block *b, const char *fn) {
-  size_t len;
-  int rc = slp__check_named(b, s, 0, NULL, &len, fn);
-  if (rc != LDG_OK) return rc;
+  /* slp__check_named's checks in one test (its range is the whole block,
+   * always inside), the detail and the error on the error path: a call
+   * with a six-register frame was 45 of the request thread's ~1 030
+   * instructions per pool_2s iteration (bench/RESULTS.md, issue 10, sixth
+   * session, pool9). */
+  int rc;
+  if (b == NULL || b->magic != SLP__MAGIC || b->pool == NULL ||
+      (b->pool->device >= 0 && b->pool->device != slc_stream_device(s))) {
+    size_t l;
+    if ((rc = slp__check_named(b, s, 0, NULL, &l, fn)) != LDG_OK) return rc;
+  }
+  size_t len = slp__load_relaxed(&b->bytes);
   bool cross = b->home != s;
   if (cross && (rc = slp__order_fresh(b, s)) != LDG_OK) return rc;
-  if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
+  /* slp__use's CAS inline (acq_rel, as there: pairs with slp_free's CAS
+   * and the keeps' decrements); a block not allocated, a full count or a
+   * lost race go to slp__use, which reads the word, decides and counts
+   * again (a failed CAS wrote nothing). */
+  uint_fast64_t d = cross ? 1 + SLP__XONE : 1;
+  uint_fast64_t old = slp__load_relaxed(&b->st);
+  if (!(old & SLP__ALLOC) || (old & SLP__COUNT) == SLP__COUNT ||
+      !slp__cas_weak_acq_rel(&b->st, &old, old + d)) {
+    if ((rc = slp__use(b, cross, fn)) != LDG_OK) return rc;
+  }
   struct slp__tcache *tc = slp__tc(b->pool);
   if (tc != NULL) (void)slp__register_stream(b->pool, tc, s);
   uint64_t id = b->id;
@@ -2627,7 +2719,8 @@ void slp_stats_reset_peaks(slp_pool *p) {
 size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
   if (p == NULL) return 0;
   size_t n = 0;
-  uint64_t now = slp__now_ns();
+  struct timespec ts;
+  uint64_t now = slp__now_ns(&ts);
   ldg_ledger *l = slc_context_ledger(p->c);
   slp__lock(&p->mu);
   for (struct slp__slab *sl = p->slabs; sl != NULL; sl = sl->next)

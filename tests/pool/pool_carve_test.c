@@ -178,6 +178,26 @@ static int t_round_size(void) {
     if (b >= prev_b) CHECK(c >= prev_c);
     prev_b = b, prev_c = c;
   }
+  /* Every size up to 2 MiB: exactly the smallest class at least as large,
+   * the classes listed here (not by pool.c's formula). */
+  size_t cls[40];
+  int nc = 0, at = 0;
+  cls[nc++] = 512;
+  for (int k = 9; k < 20; k++) {
+    cls[nc++] = (size_t)3 << (k - 1);
+    cls[nc++] = (size_t)1 << (k + 1);
+  }
+  for (int i = 1; i <= 8; i++) cls[nc++] = MIB + (size_t)i * (MIB / 8);
+  size_t wrong = 0, first_wrong = 0, first_want = 0;
+  for (size_t b = 1; b <= 2 * MIB; b++) {
+    while (cls[at] < b) at++;
+    if (slp_round_size(b) != cls[at] && wrong++ == 0)
+      first_wrong = b, first_want = cls[at];
+  }
+  if (wrong != 0)
+    fprintf(stderr, "%zu sizes in the wrong class, the first %zu: %zu, not %zu\n",
+            wrong, first_wrong, slp_round_size(first_wrong), first_want);
+  CHECK(wrong == 0);
   env e;
   if (setup(&e, NULL)) return 1;
   slp_block *w;
