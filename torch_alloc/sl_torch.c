@@ -63,11 +63,27 @@
  *
  * THE CALLER'S CURRENT CONTEXT
  *   The layer makes a device's primary context current on the calling
- *   thread for its driver calls and leaves it there; the CUDA runtime takes
- *   its current device from the current context, so switching it under
- *   PyTorch on a multi-GPU host would move PyTorch's next launch to another
- *   device. Every hook therefore saves the thread's current context and
- *   restores it before returning (two cheap driver calls).
+ *   thread for some of its driver calls and leaves it there; the CUDA
+ *   runtime takes its current device from the current context, so
+ *   switching it under PyTorch on a multi-GPU host would move PyTorch's
+ *   next launch to another device. So a hook must leave the thread's
+ *   current context as it found it. Since main 22c7369 most of the
+ *   layer's calls make none current (copies, event records, waits, syncs
+ *   and queries on a stream of its own: sl_cuda.h THREADING); only
+ *   launches, memsets, allocations (a new segment's cuMemAlloc, a trim's
+ *   cuMemFree) and the legacy stream's calls do, and the layer switches
+ *   only through cuCtxSetCurrent of the driver table it was given, which
+ *   is ours (slt.drv). So the save is lazy: our cuCtxSetCurrent entry
+ *   (slt__set_current), on a thread inside a hook (slt__in.depth), asks
+ *   the driver for the current context before the first switch of that
+ *   hook and remembers it; the hook restores it on the way out only if a
+ *   switch happened. A hook that switches nothing makes no context call
+ *   of its own (it made 4 before, ~650 per request of the serving
+ *   benchmark: a cuCtxGetCurrent to save, one to compare on the way out,
+ *   and the same again in the other hook; bench/RESULTS.md, issue 14,
+ *   sixth session: 4.02 -> 0.02 per alloc and free on the real traces'
+ *   replays). What the layer asks itself before a switch it may skip (its
+ *   cuCtxGetCurrent in slc__make_current) stays.
  *
  * THE CALL COUNTERS (SL_TORCH_STATS=1, read when the state is made)
  *   What the hooks cost, for the benchmarks (issue 14: the 4-thread serving
@@ -167,18 +183,41 @@ static struct {
 
 /* ---- The caller's current context ------------------------------------- */
 
-static CUcontext slt__save(slc_context *c) {
-  CUcontext cur = NULL;
-  if (slc_context_driver(c)->pfn_cuCtxGetCurrent(&cur) != CUDA_SUCCESS)
-    cur = NULL;
-  return cur;
+/* THE CALLER'S CURRENT CONTEXT: how many hooks are in progress on this
+ * thread (a count, should a hook ever run inside another), whether the
+ * layer switched the context since the outermost began, and what was
+ * current before that first switch. */
+static _Thread_local struct {
+  unsigned depth;
+  bool saved;
+  CUcontext was;
+} slt__in;
+
+/* The entry the layer switches with (slt.drv.pfn_cuCtxSetCurrent), and
+ * the one it wraps: set under the init mutex before the context exists. */
+static CUresult(CUDAAPI *slt__next_set)(CUcontext);
+
+static CUresult CUDAAPI slt__set_current(CUcontext ctx) {
+  if (slt__in.depth != 0 && !slt__in.saved) {
+    CUcontext was = NULL;
+    if (slt.drv.pfn_cuCtxGetCurrent(&was) != CUDA_SUCCESS) was = NULL;
+    slt__in.was = was;
+    slt__in.saved = true;
+  }
+  return slt__next_set(ctx);
 }
 
-static void slt__restore(slc_context *c, CUcontext was) {
-  const slc_driver *d = slc_context_driver(c);
+static void slt__enter(void) { slt__in.depth++; }
+
+/* The hook's way out: if a switch happened in it, the caller's context
+ * is current again (none, if the save could not read it, as before). */
+static void slt__leave(void) {
+  if (--slt__in.depth != 0 || !slt__in.saved) return;
+  slt__in.saved = false;
   CUcontext cur = NULL;
-  if (d->pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != was)
-    (void)d->pfn_cuCtxSetCurrent(was);
+  if (slt.drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == slt__in.was)
+    return;
+  (void)slt__next_set(slt__in.was);
 }
 
 /* ---- Process-wide state -------------------------------------------------- */
@@ -246,6 +285,20 @@ static void slt__count_driver_locked(void) {
   }
   SLT__COUNTED(SLT__INSTALL)
 #undef SLT__INSTALL
+}
+
+/* Under the init mutex, before the context is made and before the
+ * counters wrap the table (so a counted table is counted -> ours -> the
+ * driver's, and a later state finds both in place): THE CALLER'S CURRENT
+ * CONTEXT's entry under the layer's switches. */
+static void slt__switch_driver_locked(void) {
+  CUresult(CUDAAPI * top)(CUcontext) = slt.drv.pfn_cuCtxSetCurrent;
+  if (top == slt__set_current ||
+      (top == slt__counted_cuCtxSetCurrent &&
+       slt__real_cuCtxSetCurrent == slt__set_current))
+    return; /* a table kept from an earlier state */
+  slt__next_set = top;
+  slt.drv.pfn_cuCtxSetCurrent = slt__set_current;
 }
 
 static uint64_t slt__now_ns(void) {
@@ -317,6 +370,7 @@ static slc_context *slt__create_locked(void) {
   }
   const char *counting = secure_getenv("SL_TORCH_STATS");
   slt.counting = counting != NULL && strcmp(counting, "1") == 0;
+  slt__switch_driver_locked();
   if (slt.counting) slt__count_driver_locked();
   slc_context *c = NULL;
   if (slc_context_create(&slt.drv, &c) != LDG_OK) return NULL;
@@ -483,7 +537,7 @@ void *sl_torch_malloc(size_t size, int device, CUstream stream, int *rc_out) {
     rc = slc_last_error()->code;
   } else if ((rc = slt__check_device(device, fn)) == LDG_OK) {
     uint64_t t0 = slt.counting ? slt__now_ns() : 0;
-    CUcontext was = slt__save(c);
+    slt__enter();
     slc_stream *s = slt__stream(c, device, stream, fn);
     slp_pool *p = s != NULL ? slt__pool(c, device) : NULL;
     slp_block *b = NULL;
@@ -492,7 +546,7 @@ void *sl_torch_malloc(size_t size, int device, CUstream stream, int *rc_out) {
     else
       rc = slp_alloc(p, s, size, &b);
     if (rc == LDG_OK) ptr = (void *)(uintptr_t)slp_block_dptr(b);
-    slt__restore(c, was);
+    slt__leave();
     slt__hook_time(SL_TORCH_ALLOC_NS, t0);
   }
   if (rc == LDG_OK && ptr == NULL && size != 0) rc = SLC_EDRIVER;
@@ -573,11 +627,11 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
                          "%p was allocated with %zu bytes, freed with %zu",
                          ptr, slp_block_size(b), size);
   uint64_t t0 = slt.counting ? slt__now_ns() : 0;
-  CUcontext was = slt__save(c);
+  slt__enter();
   slc_stream *home = slp_block_stream(b);
   slc_stream *s = slt__stream(c, device, stream, fn);
   if (s == NULL) {
-    slt__restore(c, was);
+    slt__leave();
     return slc_last_error()->code;
   }
   struct slt__rec *r = slt__take_rec(addr);
@@ -598,7 +652,7 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
   static _Thread_local unsigned frees;
   if (slt.poll_every != 0 && ++frees % slt.poll_every == 0)
     (void)slc_engine_poll(c, NULL);
-  slt__restore(c, was);
+  slt__leave();
   slt__hook_time(SL_TORCH_FREE_NS, t0);
   return rc;
 }
@@ -606,9 +660,9 @@ int sl_torch_free_checked(void *ptr, size_t size, int device,
 int sl_torch_poll(void) {
   slc_context *c = slt__load_acquire(&slt.ctx);
   if (c == NULL) return LDG_OK;
-  CUcontext was = slt__save(c);
+  slt__enter();
   int rc = slc_engine_poll(c, NULL);
-  slt__restore(c, was);
+  slt__leave();
   return rc;
 }
 
@@ -622,9 +676,9 @@ int sl_torch_record_stream_checked(void *ptr, CUstream stream) {
   slp_block *b = slp_block_find(slt__load_acquire(&slt.dev[device].pool), addr);
   if (!slp_block_allocated(b))
     return slc_set_error(LDG_EINVAL, fn, "%p is not allocated (freed?)", ptr);
-  CUcontext was = slt__save(c);
+  slt__enter();
   slc_stream *s = slt__stream(c, device, stream, fn);
-  slt__restore(c, was);
+  slt__leave();
   if (s == NULL) return slc_last_error()->code;
   if (s == slp_block_stream(b)) return LDG_OK; /* recorded at free anyway */
   size_t k = (size_t)(addr >> 9) % SLT__RBUCKETS;
@@ -720,12 +774,12 @@ static void slt__wait_unheld(void) {
 void sl_torch_empty_cache(void) {
   slc_context *c = slt__load_acquire(&slt.ctx);
   if (c == NULL) return;
-  CUcontext was = slt__save(c);
+  slt__enter();
   slt__trim_all();
   slt__sync_pending();
   slt__wait_unheld();
   slt__trim_all();
-  slt__restore(c, was);
+  slt__leave();
 }
 
 int sl_torch_init(int device_count) {

@@ -437,7 +437,7 @@ static int t_trace(void) {
 /* THE CALL COUNTERS (sl_torch.c): off by default (every counter 0 while
  * the hooks run); with SL_TORCH_STATS=1 a new slab shows as a cuMemAlloc
  * and its return at empty_cache as a cuMemFree, each hook's time adds up,
- * the hooks' context saves show as driver calls; a second state (after shutdown, on the same
+ * the layer's context calls show as driver calls; a second state (after shutdown, on the same
  * driver table) neither wraps the table twice nor keeps the old counts. */
 static int t_call_counters(void) {
   for (int i = 0; i < SL_TORCH_NSTATS; i++) CHECK(sl_torch_stat_name(i));
@@ -454,23 +454,97 @@ static int t_call_counters(void) {
   CHECK(setenv("SL_TORCH_STATS", "1", 1) == 0);
   if (setup(0)) return 1;
   /* Round 1 after a shutdown, on the table the first round wrapped. */
+  uint64_t first_ctx_calls = 0;
   for (int round = 0; round < 2; round++) {
     CHECK_RC(sl_torch_memory_stats(0, NULL, 0), LDG_EINVAL); /* no state */
+    if (runtime_set_device(0)) return 1; /* a shutdown leaves none current */
     a = sl_torch_malloc(N, 0, NULL, &rc);
     CHECK(a != NULL);
     CHECK(stat_of(0, SL_TORCH_DRV_MEM_ALLOC) == 1); /* the first slab */
     CHECK(stat_of(0, SL_TORCH_ALLOC_NS) > 0);
     CHECK(stat_of(0, SL_TORCH_FREE_NS) == 0);
+    /* The layer asked for the current context before the first
+     * segment's cuMemAlloc; the same count in both rounds: neither the
+     * counters nor the hooks' switch entry wrapped the table twice. */
     uint64_t ctx_calls = stat_of(0, SL_TORCH_DRV_CTX);
-    CHECK(ctx_calls > 0); /* the hook saved the caller's context */
+    CHECK(ctx_calls > 0);
+    if (round == 0) first_ctx_calls = ctx_calls;
+    CHECK(ctx_calls == first_ctx_calls);
     CHECK_RC(sl_torch_free_checked(a, N, 0, NULL), LDG_OK);
     CHECK(stat_of(0, SL_TORCH_FREE_NS) > 0);
-    CHECK(stat_of(0, SL_TORCH_DRV_CTX) > ctx_calls);
     CHECK(stat_of(0, SL_TORCH_DRV_MEM_FREE) == 0);
     if (wait_unheld(0)) return 1;
     sl_torch_empty_cache(); /* the slab's segment goes back */
     CHECK(stat_of(0, SL_TORCH_DRV_MEM_FREE) == 1);
     CHECK_RC(sl_torch_shutdown(), LDG_OK); /* the counters start over */
+  }
+  CHECK(unsetenv("SL_TORCH_STATS") == 0);
+  return teardown();
+}
+
+/* THE CALLER'S CURRENT CONTEXT (sl_torch.c): every hook leaves the thread's
+ * current context as it found it — none, the hook's device's or another
+ * device's — on the paths where the layer makes the device's context
+ * current too (a new segment's cuMemAlloc, the legacy stream's records,
+ * empty_cache's cuMemFree); and, with SL_TORCH_STATS=1, an alloc and free
+ * on a stream of its own from the cache make no context call when the
+ * caller has the device's context current (they used to make 4: the
+ * save and restore of every hook). */
+static int t_context(void) {
+  CHECK(setenv("SL_TORCH_STATS", "1", 1) == 0);
+  if (setup(0)) return 1;
+  CUstream s0;
+  if (raw_stream(&s0)) return 1;
+  const CUcontext callers[3] = {NULL, g_ctx[0], g_ctx[1]};
+  for (int i = 0; i < 3; i++) {
+    CHECK(g_drv.pfn_cuCtxSetCurrent(callers[i]) == CUDA_SUCCESS);
+    CUcontext cur = (CUcontext)&cur;
+    int rc;
+    /* A size no earlier round used: a new segment, a cuMemAlloc. */
+    size_t big = ((size_t)3 + (size_t)i) << 20;
+    uint64_t mem_allocs = stat_of(0, SL_TORCH_DRV_MEM_ALLOC);
+    if (mem_allocs == UINT64_MAX) mem_allocs = 0; /* no state yet */
+    void *a = sl_torch_malloc(big, 0, NULL, &rc);
+    CHECK(a != NULL && stat_of(0, SL_TORCH_DRV_MEM_ALLOC) > mem_allocs);
+    CHECK(g_drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == callers[i]);
+    void *b = sl_torch_malloc(N, 0, s0, &rc);
+    CHECK(b != NULL);
+    CHECK(g_drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == callers[i]);
+    CHECK_RC(sl_torch_record_stream_checked(b, NULL), LDG_OK);
+    CHECK(g_drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == callers[i]);
+    CHECK_RC(sl_torch_free_checked(a, big, 0, NULL), LDG_OK);
+    CHECK(g_drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == callers[i]);
+    CHECK_RC(sl_torch_free_checked(b, N, 0, s0), LDG_OK);
+    CHECK(g_drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == callers[i]);
+    CHECK_RC(sl_torch_poll(), LDG_OK);
+    CHECK(g_drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == callers[i]);
+    if (wait_unheld(0)) return 1;
+    uint64_t mem_frees = stat_of(0, SL_TORCH_DRV_MEM_FREE);
+    sl_torch_empty_cache();
+    CHECK(stat_of(0, SL_TORCH_DRV_MEM_FREE) > mem_frees);
+    CHECK(g_drv.pfn_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == callers[i]);
+  }
+  /* The steady state, as serve.py's request threads run it (not with the
+   * engine thread, whose own context calls the counter counts too). */
+  const char *engine = getenv("SL_TORCH_ENGINE");
+  if (engine == NULL || strcmp(engine, "thread") != 0) {
+    if (runtime_set_device(0)) return 1;
+    int rc;
+    void *a = sl_torch_malloc(N, 0, s0, &rc);
+    CHECK(a != NULL);
+    CHECK_RC(sl_torch_free_checked(a, N, 0, s0), LDG_OK);
+    if (wait_unheld(0)) return 1;
+    uint64_t ctx_calls = stat_of(0, SL_TORCH_DRV_CTX);
+    for (int i = 0; i < 16; i++) {
+      a = sl_torch_malloc(N, 0, s0, &rc);
+      CHECK(a != NULL);
+      CHECK_RC(sl_torch_free_checked(a, N, 0, s0), LDG_OK);
+    }
+    if (stat_of(0, SL_TORCH_DRV_CTX) != ctx_calls)
+      fprintf(stderr, "  %llu context calls for 16 allocs and frees\n",
+              (unsigned long long)(stat_of(0, SL_TORCH_DRV_CTX) - ctx_calls));
+    CHECK(stat_of(0, SL_TORCH_DRV_CTX) == ctx_calls);
+    if (wait_unheld(0)) return 1;
   }
   CHECK(unsetenv("SL_TORCH_STATS") == 0);
   return teardown();
@@ -490,6 +564,8 @@ static const test_case tests[] = {
      "SL_TORCH_TRACE: a line per alloc and free, capped; bad path harmless"},
     {"call_counters", t_call_counters,
      "SL_TORCH_STATS=1: hook time and driver calls counted; off: zeros"},
+    {"context", t_context,
+     "the caller's context stays; no context call in the steady state"},
 };
 
 int main(int argc, char **argv) {
