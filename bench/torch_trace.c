@@ -36,6 +36,10 @@
  * 2 MiB, so its reserved bytes are already this view; the pool's are not
  * when a class is no multiple of 2 MiB (issue 14). An estimate: the run's
  * device memory in use (serve.py's device_used_mib) measures it.
+ * driver_allocs, driver_frees: the pool's cuMemAlloc and cuMemFree calls
+ * over the replay; driver_calls_second_half: those made from the trace's
+ * middle event on, the steady state (issue 14: growth may trim, but a
+ * request after the first must not call the driver).
  * Exit 0, 1 if a hook failed, 2 for bad arguments or an unreadable trace.
  */
 #include <inttypes.h>
@@ -104,6 +108,10 @@ static struct {
 } *pages_live;
 static size_t pages_n, pages_cap;
 static uint64_t pages_now, pages_peak;
+/* cuMemAlloc and cuMemFree calls, all and in the trace's second half
+ * (`late`: from its middle event on, the steady state). */
+static uint64_t drv_allocs, drv_frees, drv_late;
+static bool late;
 
 static size_t pages_of(size_t bytes) {
   return bytes > ((size_t)1 << 20) ? (bytes + PAGE_2M - 1) / PAGE_2M * PAGE_2M
@@ -114,6 +122,8 @@ static CUresult mem_alloc_paged(CUdeviceptr *p, size_t bytes) {
   CUresult r = real_mem_alloc(p, bytes);
   if (r != CUDA_SUCCESS) return r;
   pthread_mutex_lock(&pages_mu);
+  drv_allocs++;
+  drv_late += late;
   if (pages_n == pages_cap) {
     size_t cap = pages_cap ? 2 * pages_cap : 256;
     void *v = realloc(pages_live, cap * sizeof(*pages_live));
@@ -134,6 +144,8 @@ static CUresult mem_free_paged(CUdeviceptr p) {
   for (size_t i = 0; i < pages_n; i++)
     if (pages_live[i].p == p) {
       pages_now -= pages_of(pages_live[i].bytes);
+      drv_frees++;
+      drv_late += late;
       pages_live[i] = pages_live[--pages_n];
       break;
     }
@@ -249,6 +261,11 @@ static void *replayer(void *arg) {
       pthread_cond_wait(&g.cv, &g.mu);
     if (g.next == g.n || g.failed) break;
     /* Our turn: the others wait, so g needs no other lock. */
+    if (g.next == g.n / 2) {
+      pthread_mutex_lock(&pages_mu);
+      late = true;
+      pthread_mutex_unlock(&pages_mu);
+    }
     if (run_one(&g.ev[g.next]) != 0) g.failed = 1;
     g.next++;
     pthread_cond_broadcast(&g.cv);
@@ -388,6 +405,9 @@ int main(int argc, char **argv) {
   printf("%-28s %12" PRIu64 "\n", "slab_allocs", stat(SL_TORCH_SLAB_ALLOCS));
   pthread_mutex_lock(&pages_mu);
   print_mib("pages_reserved_peak", pages_peak);
+  printf("%-28s %12" PRIu64 "\n", "driver_allocs", drv_allocs);
+  printf("%-28s %12" PRIu64 "\n", "driver_frees", drv_frees);
+  printf("%-28s %12" PRIu64 "\n", "driver_calls_second_half", drv_late);
   pthread_mutex_unlock(&pages_mu);
   /* SL_TORCH_STATS=1 (sl_torch.c, THE CALL COUNTERS): the hooks' time and
    * the driver calls of the replay, per alloc of the trace. */
