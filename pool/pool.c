@@ -77,13 +77,14 @@
  *   benchmark's device pages at one thread 209 -> 198 MiB, PyTorch's 194;
  *   bench/RESULTS.md). A trimmed slab's pages go
  *   back to their segment, where any class carves them again; the segment
- *   goes back to the driver once empty. No splitting or coalescing of
- *   blocks across classes: simpler than PyTorch's best-fit splitting. A
- *   class of 1 MiB or more may instead borrow a whole spare block of a
- *   larger class, at most 3x its size, before a new slab (LARGE BLOCKS
- *   LEND ACROSS CLASSES, at slp__borrow); otherwise memory cached in one
- *   class serves no other until a trim returns its slabs
- *   (bench/RESULTS.md, issue 14, measures what that costs the serving
+ *   goes back to the driver once empty. A device class of 1 MiB to 64 MiB
+ *   that finds no free pages takes back the pages of cached blocks of
+ *   other classes before a new segment (RECLAIM BEFORE GROW, below); a
+ *   pinned class of 1 MiB or more (no segments) borrows a whole spare
+ *   block of a larger class, at most 3x its size, before a new slab
+ *   (LARGE BLOCKS LEND ACROSS CLASSES, at slp__borrow); otherwise memory
+ *   cached in one class serves no other until a trim returns its slabs
+ *   (bench/RESULTS.md, issue 14, measures what each costs the serving
  *   benchmark).
  *   - Thread caches: one per (thread, pool), per class a short stack, owned
  *     by its thread; alloc and free touch only it on the common path.
@@ -215,6 +216,52 @@
  *   has no listed block; striped also while takers hold every non-empty
  *   stripe.
  *
+ * RECLAIM BEFORE GROW (issue 14: the serving benchmark's first request
+ * took a 32 MiB segment for its logits on top of every class's cached
+ * blocks, 198 MiB against PyTorch's 194; bench/RESULTS.md, sixth session)
+ *   When a device class cls of 1 MiB to 64 MiB (one block per slab) finds
+ *   no free run of pages for an alloc on stream s, before a new segment
+ *   its thread takes back, into their segments' pages, the cached blocks
+ *   (free in the shared lists, or in its own stream-ordered lists) of
+ *   - each class more than SLP__LEND_MAX times larger (split: the
+ *     previous request's logits give their pages to this one's MLP), and
+ *   - each smaller class that is idle: none of its blocks allocated at
+ *     its own size, every other one cached where this thread reaches it
+ *     (the MLP's blocks when the logits come);
+ *   then carves again, best fit. Classes in between are left alone (they
+ *   may peak again at once), and these classes no longer borrow whole
+ *   blocks: a lent block kept as a long-lived smaller tensor pinned the
+ *   pages a split had freed (the derived trace's peak 180 -> 206 MiB).
+ *   The steady state then makes no driver call: after the first request
+ *   the same blocks move between the same pages.
+ *   Free blocks go by the trim's rule (slp__trim_class). A stream-ordered
+ *   block of s (THE SECOND RULE) may still have work pending on s: its
+ *   pages are free only for s, as the block itself was. It becomes a
+ *   zombie: its word gets SLP__GONE in place of SLP__STREAM by a CAS
+ *   against the keeps (which go on counting down and, the word never
+ *   being their bare d, return nothing), its slab leaves the slab list
+ *   and the address map for p->zombies, and each of its pages gets a lien
+ *   (a count per page; one lien stream per segment, lien_s: a block of
+ *   another stream is not reclaimed there). A carve for s may take pages
+ *   under a lien of s, only for a one-block slab, and then that block
+ *   carries the lien: it is allocated with one use pending on s (fresh,
+ *   as a stream-ordered block: a use on another stream waits for s first)
+ *   whose keep is recorded on s now, behind the zombies' work in s's
+ *   order; so it becomes FREE, reusable anywhere, only after that work
+ *   completed (the first rule). Any other carve skips lien pages. Under
+ *   p->mu, every seg_take first settles the zombies whose word reads the
+ *   bare SLP__GONE (acquire, against the last keep's acq_rel decrement):
+ *   their liens go and their records are retired, after the keeps' last
+ *   touch. slp_snapshot counts the pending zombies, so destroy waits for
+ *   them as for held blocks.
+ *   If the carve still finds no room, segments with no page used and no
+ *   lien go back to the driver before the new one (the new segment
+ *   replaces them instead of adding to them); one that only liens of s
+ *   keep is waited for first (slc_stream_synchronize of s: growth only;
+ *   it also makes the outcome not depend on whether the GPU had finished).
+ *   Cost (bench/RESULTS.md): on the 1-thread serving trace, two reclaims
+ *   and ~6 segment scans per request, ~100 k instructions, no driver call.
+ *
  * OUT OF MEMORY: trim, then slc_engine_poll (held blocks whose work ended
  * come back), then synchronise only the streams the pool saw work on that
  * still have pending entries; retry after each; then LDG_ENOMEM.
@@ -307,6 +354,10 @@ enum { SLP__SHARED_MUTEX, SLP__SHARED_STRIPED };
 #define SLP__ALLOC (UINT64_C(1) << 63)
 #define SLP__FREE (UINT64_C(1) << 62)
 #define SLP__STREAM (UINT64_C(1) << 61) /* in a thread's stream-ordered list */
+/* A stream-ordered block whose pages went back to its segment while uses on
+ * its home stream were pending (RECLAIM BEFORE GROW): its keeps count down
+ * and return nothing; at 0 its pages' liens go. */
+#define SLP__GONE (UINT64_C(1) << 60)
 /* Pending uses: all of them (bits 0-29) and, of those, the ones on a stream
  * other than the block's home (bits 30-59; see THE SECOND RULE). */
 #define SLP__XONE (UINT64_C(1) << 30)
@@ -322,6 +373,12 @@ struct slp__seg {
   size_t bytes;
   unsigned pages;
   struct slp__seg *next;
+  /* RECLAIM BEFORE GROW: per page, how many reclaimed blocks with work
+   * still pending on lien_s cover it (lien_n: how many such blocks are in
+   * this segment; lien_s means something only while lien_n > 0). */
+  uint16_t *lien;
+  unsigned lien_n;
+  slc_stream *lien_s;
   uint64_t used[]; /* bit i: page i belongs to a slab */
 };
 
@@ -462,6 +519,9 @@ struct slp_pool {
   pthread_mutex_t mu; /* slabs, segments, map writers, stream registry */
   struct slp__slab *slabs;
   struct slp__seg *segs;
+  /* RECLAIM BEFORE GROW: slabs of one block whose pages were reclaimed
+   * under pending work (SLP__GONE); retired once their keeps ran. */
+  struct slp__slab *zombies;
   struct slp__slab *retired[SLP__NCLASS];
   _Atomic(struct slp__map *) map;
   struct slp__tcache *tcaches; /* registry mutex */
@@ -1161,8 +1221,11 @@ static bool slp__in_seg(const slp_pool *p, size_t cap) {
   return slp__small(cap) || (p->device >= 0 && cap <= SLP__SEG_MAX);
 }
 
-static bool slp__page_used(const struct slp__seg *g, unsigned i) {
-  return (g->used[i / 64] >> (i % 64)) & 1;
+/* No page used and none under a lien: the driver may have it back. */
+static bool slp__seg_empty(const struct slp__seg *g) {
+  for (unsigned w = 0; w < (g->pages + 63) / 64; w++)
+    if (g->used[w] != 0) return false;
+  return g->lien_n == 0;
 }
 
 static void slp__pages_mark(struct slp__seg *g, unsigned first,
@@ -1173,29 +1236,64 @@ static void slp__pages_mark(struct slp__seg *g, unsigned first,
   }
 }
 
+static void slp__zombies_settle(slp_pool *p);
+
 /* Under p->mu: `pages` free pages in a row, taken from the shortest free
  * run of any segment that holds them (best fit: a large block's tail, the
  * rest of its last 2 MiB page, stays open for the blocks that fit it),
- * marked used; 0 if no segment has room. */
+ * marked used; 0 if no segment has room. lien_s: a one-block slab's carve
+ * for an alloc on that stream, which may take pages under a lien of that
+ * stream (then *lien is set: the block must carry it); NULL: no lien
+ * pages (a slab of several blocks, whose others go to free lists). A used
+ * word is skipped whole. */
 static uintptr_t slp__seg_take(slp_pool *p, unsigned pages,
-                               struct slp__seg **seg) {
+                               const slc_stream *lien_s,
+                               struct slp__seg **seg, bool *lien) {
+  slp__zombies_settle(p);
   struct slp__seg *best = NULL;
   unsigned best_at = 0, best_len = UINT_MAX;
-  for (struct slp__seg *g = p->segs; g != NULL; g = g->next)
-    for (unsigned i = 0, run = 0; i <= g->pages; i++) {
-      if (i < g->pages && !slp__page_used(g, i)) {
-        run++;
+  for (struct slp__seg *g = p->segs; g != NULL; g = g->next) {
+    const bool liens =
+        g->lien_n != 0 && !(lien_s != NULL && g->lien_s == lien_s);
+    unsigned run = 0;
+    /* A word of 64 pages at a time: all free extends the run, none free
+     * ends it, a mix goes page by page (a run ending at page i is
+     * i - run .. i - 1). */
+    for (unsigned w = 0; w * 64 < g->pages; w++) {
+      const unsigned n = g->pages - w * 64 < 64 ? g->pages - w * 64 : 64;
+      const uint64_t all = n == 64 ? ~UINT64_C(0) : (UINT64_C(1) << n) - 1;
+      uint64_t fr = ~g->used[w] & all;
+      for (unsigned b = 0; liens && fr != 0 && b < n; b++)
+        if (g->lien[w * 64 + b] != 0) fr &= ~(UINT64_C(1) << b);
+      if (fr == all) {
+        run += n;
         continue;
       }
-      if (run >= pages && run < best_len) {
-        best = g;
-        best_at = i - run;
-        best_len = run;
+      for (unsigned b = 0; b < n; b++) {
+        if ((fr >> b) & 1) {
+          run++;
+          continue;
+        }
+        if (run >= pages && run < best_len) {
+          best = g;
+          best_at = w * 64 + b - run;
+          best_len = run;
+        }
+        run = 0;
+        if ((fr >> b) == 0) break; /* nothing free in the rest of the word */
       }
-      run = 0;
     }
+    if (run >= pages && run < best_len) {
+      best = g;
+      best_at = g->pages - run;
+      best_len = run;
+    }
+  }
   if (best == NULL) return 0;
   slp__pages_mark(best, best_at, pages, true);
+  *lien = false;
+  for (unsigned i = best_at; best->lien_n != 0 && i < best_at + pages; i++)
+    *lien |= best->lien[i] != 0;
   *seg = best;
   return best->base + best_at * SLP__PAGE;
 }
@@ -1208,9 +1306,7 @@ static struct slp__seg *slp__seg_put(slp_pool *p, struct slp__seg *g,
                                      bool unlink_empty) {
   slp__pages_mark(g, (unsigned)((base - g->base) / SLP__PAGE),
                   (unsigned)(bytes / SLP__PAGE), false);
-  for (unsigned w = 0; w < (g->pages + 63) / 64; w++)
-    if (g->used[w] != 0) return NULL;
-  if (!unlink_empty) return NULL;
+  if (!unlink_empty || !slp__seg_empty(g)) return NULL;
   for (struct slp__seg **l = &p->segs; *l != NULL; l = &(*l)->next)
     if (*l == g) {
       *l = g->next;
@@ -1219,18 +1315,47 @@ static struct slp__seg *slp__seg_put(slp_pool *p, struct slp__seg *g,
   return NULL;
 }
 
+static void slp__seg_free(slp_pool *p, struct slp__seg *g) {
+  slp__driver_free(p, g->base, g->bytes);
+  free(g->lien);
+  free(g);
+}
+
+/* RECLAIM BEFORE GROW (below, after the trim it builds on). */
+static bool slp__reclaims(const slp_pool *p, int cls);
+static bool slp__reclaim(slp_pool *p, struct slp__tcache *tc, int cls,
+                         slc_stream *s);
+static void slp__grow_room(slp_pool *p, slc_stream *s);
+static size_t slp__free_empty_segs(slp_pool *p);
+
 /* Memory for a slab of `bytes`: pages of a segment (slp__in_seg, *seg
  * set; a new segment from the driver if none has room: 2 MiB for a small
  * class, the slab rounded up to 2 MiB for a large one) or a driver
- * allocation of its own (*seg NULL). On success p->mu is held. */
-static CUresult slp__slab_mem(slp_pool *p, size_t bytes, bool in_seg,
-                              uintptr_t *base, struct slp__seg **seg) {
+ * allocation of its own (*seg NULL). A large device class reclaims cached
+ * blocks of other classes into their segments before a new segment
+ * (RECLAIM BEFORE GROW); then *lien says whether its pages carry pending
+ * work of s. On success p->mu is held. */
+static CUresult slp__slab_mem(slp_pool *p, struct slp__tcache *tc, int cls,
+                              slc_stream *s, size_t bytes, bool in_seg,
+                              uintptr_t *base, struct slp__seg **seg,
+                              bool *lien) {
   *seg = NULL;
+  *lien = false;
+  const bool reclaims = in_seg && tc != NULL && s != NULL &&
+                        slp__reclaims(p, cls);
   if (in_seg) {
+    unsigned pages = (unsigned)(bytes / SLP__PAGE);
     slp__lock(&p->mu);
-    *base = slp__seg_take(p, (unsigned)(bytes / SLP__PAGE), seg);
+    *base = slp__seg_take(p, pages, reclaims ? s : NULL, seg, lien);
     if (*base != 0) return CUDA_SUCCESS;
     pthread_mutex_unlock(&p->mu);
+    if (reclaims && slp__reclaim(p, tc, cls, s)) {
+      slp__lock(&p->mu);
+      *base = slp__seg_take(p, pages, s, seg, lien);
+      if (*base != 0) return CUDA_SUCCESS;
+      pthread_mutex_unlock(&p->mu);
+    }
+    if (reclaims) slp__grow_room(p, s);
   }
   size_t want = !in_seg ? bytes : (bytes + SLP__SLAB - 1) / SLP__SLAB * SLP__SLAB;
   uintptr_t mem = 0;
@@ -1274,19 +1399,24 @@ static size_t slp__slab_release(slp_pool *p, struct slp__slab *sl) {
   sl->seg = NULL;
   if (g == NULL) return 0;
   size_t bytes = g->bytes;
-  slp__driver_free(p, g->base, bytes);
-  free(g);
+  slp__seg_free(p, g);
   return bytes;
 }
 
-/* A new slab of class cls: block 0 is returned (not poisoned, state 0), the
- * others are poisoned, FREE, and pushed to tc's cache or the shared list. */
+static void slp__unuse_keep(void *ctx);
+
+/* A new slab of class cls for an alloc on s: block 0 is returned (not
+ * poisoned, state 0; or, if its pages carry a lien of s, allocated with
+ * one use pending on s, its lien, RECLAIM BEFORE GROW), the others are
+ * poisoned, FREE, and pushed to tc's cache or the shared list. */
 static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
-                           slp_block **out) {
+                           slc_stream *s, slp_block **out) {
   size_t cap = slp__class_size(cls), bytes = slp__slab_bytes(cap);
   uintptr_t base = 0;
   struct slp__seg *seg = NULL;
-  CUresult cr = slp__slab_mem(p, bytes, slp__in_seg(p, cap), &base, &seg);
+  bool lien = false;
+  CUresult cr = slp__slab_mem(p, tc, cls, s, bytes, slp__in_seg(p, cap),
+                              &base, &seg, &lien);
   if (cr != CUDA_SUCCESS) return cr;
   /* p->mu held. */
   struct slp__slab *sl = p->retired[cls];
@@ -1330,12 +1460,29 @@ static CUresult slp__carve(slp_pool *p, struct slp__tcache *tc, int cls,
     b->addr = base + i * cap;
     b->cap = cap;
     if (b->id == 0) b->id = slc_new_vector_id(p->c);
-    slp__store_relaxed(&b->st, i == 0 ? 0 : SLP__FREE);
+    slp__store_relaxed(&b->st, i != 0 ? SLP__FREE : lien ? SLP__ALLOC | 1 : 0);
     slp__map_put(m, b->addr, b);
   }
   sl->next = p->slabs;
   p->slabs = sl;
   pthread_mutex_unlock(&p->mu);
+  if (lien) {
+    /* Its pages held blocks whose work on s may still run: the block is
+     * s's as a stream-ordered block is (a use elsewhere waits for s
+     * first: fresh), and it becomes FREE, reusable on any stream, only
+     * after the keep recorded here, behind that work in s's order. */
+    slp_block *b = &sl->blocks[0];
+    b->home = s;
+    slp__store_relaxed(&b->fresh, true);
+    uint64_t id = b->id;
+    slc_hold h = {{slp__unuse_keep, (void *)b}, &id, 1, NULL, false};
+    if (slc_stream_record_deferred(s, &h) != LDG_OK) {
+      /* Not recorded: the work is waited for here, then nothing pends. */
+      (void)slc_stream_synchronize(s);
+      slp__fetch_sub_acq_rel(&b->st, 1);
+      slp__store_relaxed(&b->fresh, false);
+    }
+  }
   /* Blocks 1..n-1: poisoned, to the thread cache up to its cap. */
   unsigned room = slp__class_cap(p, cls);
   for (size_t i = 1; i < sl->n; i++) {
@@ -1428,6 +1575,8 @@ static size_t slp__trim_locked(slp_pool *p, size_t keep) {
       pthread_mutex_unlock(&p->mu);
     }
   }
+  /* Segments a reclaim emptied, or whose liens went since. */
+  released += slp__free_empty_segs(p);
   if (released > 0) slp__bump(&p->trims);
   return released;
 }
@@ -1442,6 +1591,226 @@ int slp_trim(slp_pool *p, size_t keep_bytes, size_t *released) {
   slp__prune_streams(p);
   if (released != NULL) *released = r;
   return LDG_OK;
+}
+
+/* ---- Reclaim before grow (RECLAIM BEFORE GROW, at the top) -------------- */
+
+/* Whether class cls reclaims before it grows: a device block of 1 MiB or
+ * more carved from segments, one block per slab (its block can carry a
+ * lien; a small slab's other blocks go to free lists). */
+static bool slp__reclaims(const slp_pool *p, int cls) {
+  size_t cap = slp__class_size(cls);
+  return p->device >= 0 && !slp__small(cap) && cap <= SLP__SEG_MAX &&
+         slp__slab_bytes(cap) == cap;
+}
+
+/* Under p->mu: zombies whose keeps all ran lose their liens and are
+ * retired. Acquire (the bare SLP__GONE) pairs with the last keep's acq_rel
+ * decrement: its completion proof, and its last touch of the block,
+ * happen-before the pages are free of the lien and the record reused. */
+static void slp__zombies_settle(slp_pool *p) {
+  for (struct slp__slab **l = &p->zombies; *l != NULL;) {
+    struct slp__slab *sl = *l;
+    if (slp__load_acquire(&sl->blocks[0].st) != SLP__GONE) {
+      l = &sl->next;
+      continue;
+    }
+    *l = sl->next;
+    struct slp__seg *g = sl->seg;
+    unsigned first = (unsigned)((sl->base - g->base) / SLP__PAGE);
+    for (unsigned i = first; i < first + sl->bytes / SLP__PAGE; i++)
+      g->lien[i]--;
+    g->lien_n--;
+    sl->seg = NULL;
+    slp__store_relaxed(&sl->blocks[0].st, 0); /* retired */
+    sl->next = p->retired[sl->cls];
+    p->retired[sl->cls] = sl;
+  }
+}
+
+/* Under p->mu: b (this thread's stream-ordered block, taken off its list,
+ * home s) gives its pages back with a lien of s while its uses are
+ * pending: its slab becomes a zombie. False (nothing changed) if its
+ * segment has liens of another stream, a lien count would overflow, or
+ * its uses completed meanwhile (then the caller frees it as usual). */
+static bool slp__zombify_locked(slp_pool *p, slp_block *b, slc_stream *s) {
+  struct slp__slab *sl = b->slab;
+  struct slp__seg *g = sl->seg;
+  if (g == NULL || sl->n != 1 || (g->lien_n != 0 && g->lien_s != s))
+    return false;
+  unsigned first = (unsigned)((sl->base - g->base) / SLP__PAGE),
+           n = (unsigned)(sl->bytes / SLP__PAGE);
+  if (g->lien == NULL && (g->lien = calloc(g->pages, sizeof(*g->lien))) == NULL)
+    return false;
+  for (unsigned i = first; i < first + n; i++)
+    if (g->lien[i] == UINT16_MAX) return false;
+  /* acq_rel against the keeps' decrements: from here they count down a
+   * GONE block, whose last keep returns nothing (slp__unuse: the word is
+   * never the bare d). */
+  uint_fast64_t old = slp__load_relaxed(&b->st);
+  do {
+    if ((old & SLP__USES) == 0) return false;
+  } while (!slp__cas_weak_acq_rel(&b->st, &old,
+                                  (old & SLP__USES) | SLP__GONE));
+  struct slp__slab **l = &p->slabs;
+  while (*l != sl) l = &(*l)->next;
+  *l = sl->next;
+  slp__map_put(slp__load_relaxed(&p->map), b->addr, NULL);
+  slp__pages_mark(g, first, n, false);
+  for (unsigned i = first; i < first + n; i++) g->lien[i]++;
+  if (g->lien_n++ == 0) g->lien_s = s;
+  sl->next = p->zombies;
+  p->zombies = sl;
+  return true;
+}
+
+/* Whether class k is idle: every block of it is cached where this thread
+ * can reclaim it (free in a shared list, or in its own stream-ordered
+ * list) or lent to a smaller class (LARGE BLOCKS LEND: allocated at a
+ * size of another class); so no alloc of k's own size holds one now. A
+ * hint: the reclaim's own steps decide per block. */
+static bool slp__class_idle(slp_pool *p, struct slp__tcache *tc, int k) {
+  bool idle = true;
+  slp__lock(&p->mu);
+  for (struct slp__slab *sl = p->slabs; sl != NULL && idle; sl = sl->next) {
+    if (sl->cls != k) continue;
+    slp_block *b = &sl->blocks[0];
+    uint_fast64_t st = slp__load_relaxed(&b->st);
+    if (st == SLP__FREE ||
+        ((st & SLP__ALLOC) &&
+         slp__class_of(slp__load_relaxed(&b->bytes)) != k))
+      continue;
+    bool mine = false;
+    for (unsigned j = 0; (st & SLP__STREAM) && j < tc->so[k].n; j++)
+      mine |= tc->so[k].b[j] == b;
+    idle = mine;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return idle;
+}
+
+/* RECLAIM BEFORE GROW: before a large class's new segment (cls, for an
+ * alloc on s), cached blocks of other large classes give their pages back
+ * to their segments, so that cls can carve them: those of a class more
+ * than SLP__LEND_MAX times larger (too large to lend whole: split), and
+ * those of a smaller class none of whose blocks is in use now (idle: the
+ * serving benchmark's MLP activations when its logits come). Free blocks
+ * go by the trim's rule (their slabs unlinked, pages to the segment,
+ * which stays); this thread's stream-ordered blocks with work pending on
+ * s become zombies whose pages carry a lien of s. Returns whether any
+ * page came back. */
+#define SLP__LEND_MAX 3
+
+static void slp__so_release(slp_pool *p, struct slp__tcache *tc,
+                            slp_block *b);
+
+static bool slp__reclaim(slp_pool *p, struct slp__tcache *tc, int cls,
+                         slc_stream *s) {
+  size_t x = slp__class_size(cls);
+  bool pick[SLP__NCLASS] = {false}, got = false;
+  for (int k = slp__class_of((size_t)1 << 20);
+       k < SLP__NCLASS && slp__class_size(k) <= SLP__SEG_MAX; k++) {
+    size_t ck = slp__class_size(k);
+    bool split = ck > SLP__LEND_MAX * x;
+    if (k == cls || !slp__reclaims(p, k) || (!split && ck >= x)) continue;
+    if (tc->so[k].n == 0 && slp__shared_empty(p, k)) continue;
+    if (!split && !slp__class_idle(p, tc, k)) continue;
+    pick[k] = true;
+    for (unsigned i = 0; i < tc->so[k].n;) {
+      slp_block *b = tc->so[k].b[i];
+      bool zombie = false;
+      if ((slp__load_relaxed(&b->st) & SLP__USES) != 0) {
+        if (b->home != s) {
+          i++;
+          continue;
+        }
+        slp__lock(&p->mu);
+        zombie = slp__zombify_locked(p, b, s);
+        pthread_mutex_unlock(&p->mu);
+        if (!zombie && (slp__load_relaxed(&b->st) & SLP__USES) != 0) {
+          i++;
+          continue;
+        }
+      }
+      memmove(&tc->so[k].b[i], &tc->so[k].b[i + 1],
+              (tc->so[k].n - i - 1) * sizeof(slp_block *));
+      tc->so[k].n--;
+      if (zombie)
+        got = true;
+      else
+        slp__so_release(p, NULL, b); /* nothing pending: FREE, shared */
+    }
+    slp__tc_flush_class(p, tc, k, 0);
+  }
+  (void)slp__inboxes_flush(p);
+  slp__lock(&p->trim_mu);
+  for (int k = 0; k < SLP__NCLASS; k++) {
+    if (!pick[k] || slp__shared_empty(p, k)) continue;
+    size_t unlinked = 0;
+    struct slp__slab *done = slp__trim_class(p, k, 0, &unlinked);
+    while (done != NULL) {
+      struct slp__slab *sl = done;
+      done = sl->next;
+      slp__lock(&p->mu);
+      (void)slp__seg_put(p, sl->seg, sl->base, sl->bytes, false);
+      sl->seg = NULL;
+      sl->next = p->retired[sl->cls];
+      p->retired[sl->cls] = sl;
+      pthread_mutex_unlock(&p->mu);
+      got = true;
+    }
+  }
+  pthread_mutex_unlock(&p->trim_mu);
+  return got;
+}
+
+/* Before a new segment after a reclaim that did not make room: segments
+ * left with no page in use go back to the driver, so that the new one
+ * replaces them instead of adding to them. One kept only by liens of s
+ * (s's work on the blocks just reclaimed) is waited for first: this is
+ * growth, not the steady state, and the wait makes the outcome the same
+ * whether that work had completed or not. */
+static void slp__grow_room(slp_pool *p, slc_stream *s) {
+  bool wait = false;
+  slp__lock(&p->mu);
+  slp__zombies_settle(p);
+  for (struct slp__seg *g = p->segs; g != NULL && !wait; g = g->next)
+    if (g->lien_n != 0 && g->lien_s == s) {
+      bool used = false;
+      for (unsigned w = 0; w < (g->pages + 63) / 64 && !used; w++)
+        used = g->used[w] != 0;
+      wait = !used;
+    }
+  pthread_mutex_unlock(&p->mu);
+  if (wait) (void)slc_stream_synchronize(s); /* runs the zombies' keeps */
+  (void)slp__free_empty_segs(p);
+}
+
+/* Every segment with no page in use and no lien back to the driver (a
+ * reclaim's leftovers; a trim's); returns the bytes. */
+static size_t slp__free_empty_segs(slp_pool *p) {
+  struct slp__seg *gone = NULL;
+  size_t bytes = 0;
+  slp__lock(&p->mu);
+  slp__zombies_settle(p);
+  for (struct slp__seg **l = &p->segs; *l != NULL;) {
+    struct slp__seg *g = *l;
+    if (!slp__seg_empty(g)) {
+      l = &g->next;
+      continue;
+    }
+    *l = g->next;
+    g->next = gone;
+    gone = g;
+  }
+  pthread_mutex_unlock(&p->mu);
+  while (gone != NULL) {
+    struct slp__seg *g = gone;
+    gone = g->next;
+    bytes += g->bytes;
+    slp__seg_free(p, g);
+  }
+  return bytes;
 }
 
 /* Drops the registry's references to destroyed streams. The generation
@@ -1937,7 +2306,7 @@ static bool slp__poll_own(slp_pool *p, struct slp__tcache *tc) {
 /* One retry at out of memory: a block that came back, else trim every
  * cache to 0 and carve a new slab. */
 static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
-                           slp_block **out, bool *reused) {
+                           slc_stream *s, slp_block **out, bool *reused) {
   (void)slp__inboxes_flush(p);
   slp_block *b = slp__take(p, tc, cls);
   if (b != NULL) {
@@ -1948,10 +2317,12 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
   slp__lock(&p->trim_mu);
   slp__trim_locked(p, 0);
   pthread_mutex_unlock(&p->trim_mu);
-  return slp__carve(p, tc, cls, out);
+  return slp__carve(p, tc, cls, s, out);
 }
 
-/* LARGE BLOCKS LEND ACROSS CLASSES (issue 14). A class of 1 MiB or more
+/* LARGE BLOCKS LEND ACROSS CLASSES (issue 14; since the sixth session only
+ * classes that do not reclaim: pinned host blocks, device blocks above
+ * 64 MiB). A class of 1 MiB or more
  * that has no block for this alloc takes a spare one of a larger class, at
  * most SLP__LEND_MAX times its size, before a new driver allocation: a
  * class whose blocks sit idle (the serving benchmark's 5.5 MiB MLP
@@ -1967,8 +2338,6 @@ static CUresult slp__retry(slp_pool *p, struct slp__tcache *tc, int cls,
  * takes them: by stream order from this thread's list for s, or free from
  * the shared list (pool rules unchanged). Only on the way to a new slab:
  * the fast path is untouched. */
-#define SLP__LEND_MAX 3
-
 static slp_block *slp__borrow(slp_pool *p, struct slp__tcache *tc, int cls,
                               slc_stream *s) {
   size_t want = slp__class_size(cls);
@@ -2017,7 +2386,9 @@ __attribute__((noinline)) static CUresult slp__slow_alloc(
       return CUDA_SUCCESS;
     }
   }
-  slp_block *lent = slp__borrow(p, tc, cls, s);
+  /* A device class that reclaims takes pages of cached blocks instead
+   * (RECLAIM BEFORE GROW, after the carve below finds none). */
+  slp_block *lent = slp__reclaims(p, cls) ? NULL : slp__borrow(p, tc, cls, s);
   if (lent != NULL) {
     *out = lent;
     *reused = true;
@@ -2032,8 +2403,8 @@ __attribute__((noinline)) static CUresult slp__slow_alloc(
     } else if (step == 3) {
       slp__sync_holders(p);
     }
-    cr = step > 0 ? slp__retry(p, tc, cls, out, reused)
-                  : slp__carve(p, tc, cls, out);
+    cr = step > 0 ? slp__retry(p, tc, cls, s, out, reused)
+                  : slp__carve(p, tc, cls, s, out);
     if (cr != CUDA_ERROR_OUT_OF_MEMORY) return cr;
   }
   /* Last: keeps in flight on other threads. The sync of step 3 proves the
@@ -2060,7 +2431,7 @@ __attribute__((noinline)) static CUresult slp__slow_alloc(
     const bool quiet = held <= 0 &&
                        slp__load_acquire(&p->returning) == 0 &&
                        slp__shared_empty(p, cls);
-    cr = slp__retry(p, tc, cls, out, reused);
+    cr = slp__retry(p, tc, cls, s, out, reused);
     if (cr != CUDA_ERROR_OUT_OF_MEMORY || quiet) return cr;
     struct timespec ts = {0, 50 * 1000};
     nanosleep(&ts, NULL);
@@ -2748,6 +3119,23 @@ size_t slp_snapshot(slp_pool *p, slp_block_info *out, size_t cap) {
       }
       n++;
     }
+  /* Zombies with work pending (RECLAIM BEFORE GROW): their pages are free
+   * for s's carves, but the pool waits for them as for held blocks. */
+  for (struct slp__slab *sl = p->zombies; sl != NULL; sl = sl->next) {
+    slp_block *b = &sl->blocks[0];
+    uint_fast64_t st = slp__load_acquire(&b->st);
+    if (st == SLP__GONE) continue;
+    if (n < cap && out != NULL) {
+      slp_block_info *o = &out[n];
+      memset(o, 0, sizeof(*o));
+      o->addr = b->addr;
+      o->capacity = b->cap;
+      o->vec_id = b->id;
+      o->freed = true;
+      o->pending = (unsigned)(st & SLP__COUNT);
+    }
+    n++;
+  }
   pthread_mutex_unlock(&p->mu);
   return n;
 }
@@ -2886,11 +3274,16 @@ int slp_pool_destroy(slp_pool *p) {
     free(sl->blocks);
     free(sl);
   }
+  while (p->zombies != NULL) { /* every keep ran: snapshot saw none */
+    struct slp__slab *sl = p->zombies;
+    p->zombies = sl->next;
+    free(sl->blocks);
+    free(sl);
+  }
   while (p->segs != NULL) {
     struct slp__seg *g = p->segs;
     p->segs = g->next;
-    slp__driver_free(p, g->base, g->bytes);
-    free(g);
+    slp__seg_free(p, g);
   }
   for (int k = 0; k < SLP__NCLASS; k++)
     while (p->retired[k] != NULL) {

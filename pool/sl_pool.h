@@ -6,10 +6,11 @@
  *
  * THE MODEL
  *   slp_alloc(pool, stream, bytes) hands out a block (slp_block) rounded up
- *   to a size class (or, from 1 MiB on, a spare cached block of a larger
- *   class, at most 3x: see slp_alloc). Operations name blocks through the
- *   pool's calls (slp_copy_async, slp_memset_async, slp_launch,
- *   slp_record_use): each one holds the blocks it names by itself — it
+ *   to a size class (or, for a pinned class from 1 MiB on, a spare cached
+ *   block of a larger class, at most 3x: see slp_alloc). Operations name
+ *   blocks through the pool's calls (slp_copy_async, slp_memset_async,
+ *   slp_launch, slp_record_use): each one holds the blocks it names by
+ *   itself — it
  *   counts a pending use on each block and records the operation in the
  *   ledger with the block's vector id (and, for host blocks, its bytes)
  *   plus a keep that drops the use. So
@@ -35,6 +36,11 @@
  *     record and a stream wait), so reuse elsewhere comes only after that
  *     stream waited on the freeing stream. Pinned host blocks never take this path: the host writes them
  *     without stream order.
+ *   - The same for pages (device blocks of 1 MiB to 64 MiB): the pages of
+ *     a block listed for s may be carved, before the pool grows, into a
+ *     new block for an alloc on s (pool.c, RECLAIM BEFORE GROW); that
+ *     block is then as one handed out by stream order (uses elsewhere wait
+ *     for s) and free for other streams only after the old work on s.
  *   Why this is safe and what it costs: pool.c.
  *   Raw calls (slc_copy_htod_async with slp_block_dptr...) are NOT seen by
  *   the pool: work issued that way, or by a library, must be announced with
@@ -75,7 +81,8 @@
  *   ------------------------  ---------------  -------------------  ----------
  *   slp_alloc (cache hit)     no               none (g)             (j)
  *   slp_alloc (cache miss)    no (a)           class take (a) (g)   yes (j)
- *   slp_alloc (new slab)      yes: driver (b)  pool mutex (b)       yes (i)
+ *   slp_alloc (new slab)      yes: driver (b)  pool, trim, class(k) yes (i)
+ *                             and syncs (k)
  *   slp_alloc (out of memory) yes: syncs (c)   pool, trim           yes
  *   slp_free, slp_free_ptr    no               none (d) (g)         no
  *   slp_block_find, getters   no               none                 no
@@ -126,8 +133,16 @@
  *   (i) first every thread's inbox goes to the shared lists (lock-free) and
  *       the shared list is tried again; then, while blocks are held,
  *       slc_engine_poll (non-blocking): keeps of completed work run here,
- *       and their blocks are taken if they fit; then (1 MiB and more) a
- *       spare block of a larger class (a); then the pool mutex.
+ *       and their blocks are taken if they fit; then (pinned, 1 MiB and
+ *       more) a spare block of a larger class (a); then the pool mutex,
+ *       and (k).
+ *   (k) a device class of 1 MiB to 64 MiB with no free pages first takes
+ *       back the pages of cached blocks of classes more than 3x larger and
+ *       of idle smaller ones (the trim mutex, their take-mutexes, the pool
+ *       mutex; pool.c, RECLAIM BEFORE GROW); if it must still grow, the
+ *       segments left empty go to the driver first (cuMemFree), after a
+ *       slc_stream_synchronize of s when only work on s keeps one. A carve
+ *       over pages of s's pending work records one use on s (no marker).
  *   (h) each use of a block handed out by stream order on another stream
  *       records an event and waits on it: the event's mutex.
  *   (j) a thread that freed 32 blocks under pending work since it last
@@ -238,11 +253,15 @@ int slp_pool_device(const slp_pool *p); /* -1 for the host pool */
  * any device for host blocks). Served from the thread's blocks listed for
  * s (device pools), its cache, its inbox, the shared free list of its size
  * class, then — after moving every inbox to the shared lists, and an
- * slc_engine_poll if blocks are held — for a class of 1 MiB or more a
+ * slc_engine_poll if blocks are held — for a pinned class of 1 MiB or
+ * more (and device blocks above 64 MiB) a
  * spare block of a larger class up to 3x its size (one listed for s, or
  * one of the larger class's shared list, when the larger class keeps
  * another cached; slp_block_capacity is then the larger class's, and
- * slp_free gives it back to that class), then a new slab. At out
+ * slp_free gives it back to that class), then a new slab: from free pages
+ * of a segment, else (device classes of 1 MiB to 64 MiB) from pages taken
+ * back from cached blocks of other classes (table note (k)), else a new
+ * segment or allocation. At out
  * of memory (driver,
  * or limit_bytes): 1. trims the caches; 2. slc_engine_poll (if the engine
  * is enabled), so that held blocks whose work completed come back;
