@@ -627,6 +627,39 @@ static int t_reclaim_splits_larger(void) {
   return teardown(&e);
 }
 
+/* RECLAIM BEFORE GROW, the lien's order: a 2 MiB block carved on s from
+ * the pages of a 16 MiB block whose memset (0x5a) is still queued on s is
+ * used on s2 (a memset of 0x11 over its first 4 KiB): s2 first waits for
+ * s (the block is fresh, as one handed out by stream order), so once both
+ * ran the block reads 0x11 where s2 wrote and 0x5a past it. */
+static int t_reclaim_lien_orders_streams(void) {
+  env e;
+  if (setup(&e, NULL)) return 1;
+  slc_stream *s2 = NULL;
+  CHECK_RC(slc_stream_create(e.c, 0, SLC_STREAM_NONBLOCKING, &s2), LDG_OK);
+  slp_block *big, *x;
+  CHECK_RC(slp_alloc(e.dev, e.s, 16 * MIB, &big), LDG_OK);
+  const uintptr_t lo = addr_of(big);
+  hd_hold(true);
+  CHECK_RC(slp_memset_async(e.s, big, 0, 0x5a, 16 * MIB, NULL), LDG_OK);
+  CHECK_RC(slp_free(big), LDG_OK);
+  CHECK_RC(slp_alloc(e.dev, e.s, 2 * MIB, &x), LDG_OK);
+  CHECK(addr_of(x) >= lo && addr_of(x) + 2 * MIB <= lo + 16 * MIB);
+  CHECK_RC(slp_memset_async(s2, x, 0, 0x11, 4096, NULL), LDG_OK);
+  hd_hold(false);
+  CHECK_RC(slc_stream_synchronize(s2), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(e.s), LDG_OK);
+  const unsigned char *m = (const unsigned char *)addr_of(x);
+  CHECK(m[0] == 0x11 && m[4095] == 0x11 && m[4096] == 0x5a);
+  CHECK_RC(slp_free(x), LDG_OK);
+  CHECK_RC(slc_stream_synchronize(s2), LDG_OK);
+  CHECK_RC(slp_trim(e.dev, 0, NULL), LDG_OK);
+  CHECK(stats(e.dev).reserved_bytes == 0);
+  CHECK_RC(slc_stream_destroy(s2), LDG_OK);
+  slc_stream_unref(s2);
+  return teardown(&e);
+}
+
 /* RECLAIM BEFORE GROW, the serving benchmark's logits: three 5.5 MiB
  * blocks freed on s (their memsets still running: the executor waits
  * 20 ms before each) and no block of their class in use; a 2 MiB class
@@ -778,6 +811,8 @@ static const test_case tests[] = {
      "request threads carve, free and trim at once; data kept"},
     {"reclaim_splits_larger", t_reclaim_splits_larger,
      "a cached block 8x larger split on its stream, a lien for the rest"},
+    {"reclaim_lien_orders_streams", t_reclaim_lien_orders_streams,
+     "a block on a lien's pages: another stream waits for the old work"},
     {"reclaim_idle_smaller", t_reclaim_idle_smaller,
      "an idle smaller class's segments make room for a new peak"},
     {"reclaim_idle_pending", t_reclaim_idle_pending,
