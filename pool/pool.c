@@ -225,9 +225,8 @@
  *   (free in the shared lists, or in its own stream-ordered lists) of
  *   - each class more than SLP__LEND_MAX times larger (split: the
  *     previous request's logits give their pages to this one's MLP), and
- *   - each smaller class that is idle: none of its blocks allocated at
- *     its own size, every other one cached where this thread reaches it
- *     (the MLP's blocks when the logits come);
+ *   - each smaller class that is idle: every block of it cached where
+ *     this thread reaches it (the MLP's blocks when the logits come);
  *   then carves again, best fit. Classes in between are left alone (they
  *   may peak again at once), and these classes no longer borrow whole
  *   blocks: a lent block kept as a long-lived smaller tensor pinned the
@@ -1672,9 +1671,8 @@ static bool slp__zombify_locked(slp_pool *p, slp_block *b, slc_stream *s) {
 
 /* Whether class k is idle: every block of it is cached where this thread
  * can reclaim it (free in a shared list, or in its own stream-ordered
- * list) or lent to a smaller class (LARGE BLOCKS LEND: allocated at a
- * size of another class); so no alloc of k's own size holds one now. A
- * hint: the reclaim's own steps decide per block. */
+ * list), so none is in use now. (These classes lend no block: see
+ * slp__slow_alloc.) A hint: the reclaim's own steps decide per block. */
 static bool slp__class_idle(slp_pool *p, struct slp__tcache *tc, int k) {
   bool idle = true;
   slp__lock(&p->mu);
@@ -1682,10 +1680,7 @@ static bool slp__class_idle(slp_pool *p, struct slp__tcache *tc, int k) {
     if (sl->cls != k) continue;
     slp_block *b = &sl->blocks[0];
     uint_fast64_t st = slp__load_relaxed(&b->st);
-    if (st == SLP__FREE ||
-        ((st & SLP__ALLOC) &&
-         slp__class_of(slp__load_relaxed(&b->bytes)) != k))
-      continue;
+    if (st == SLP__FREE) continue;
     bool mine = false;
     for (unsigned j = 0; (st & SLP__STREAM) && j < tc->so[k].n; j++)
       mine |= tc->so[k].b[j] == b;
