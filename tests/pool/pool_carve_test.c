@@ -77,6 +77,14 @@ static int teardown(env *e) {
   return 0;
 }
 
+/* A second stream, created by the test (slc_stream_create): destroyed,
+ * then teardown. */
+static int teardown_s2(env *e, slc_stream *s2) {
+  CHECK_RC(slc_stream_destroy(s2), LDG_OK);
+  slc_stream_unref(s2);
+  return teardown(e);
+}
+
 static slp_stats stats(slp_pool *p) {
   slp_stats st;
   memset(&st, 0xff, sizeof(st));
@@ -537,9 +545,7 @@ static int t_large_lends_spare(void) {
   CHECK_RC(slp_free(x), LDG_OK);
   CHECK_RC(slp_free(y), LDG_OK);
   CHECK_RC(slc_stream_synchronize(e.s), LDG_OK);
-  CHECK_RC(slc_stream_destroy(s2), LDG_OK);
-  slc_stream_unref(s2);
-  return teardown(&e);
+  return teardown_s2(&e, s2);
 }
 
 /* Device blocks up to 64 MiB come from segments of whole 2 MiB pages
@@ -622,9 +628,7 @@ static int t_reclaim_splits_larger(void) {
   CHECK_RC(slp_trim(e.dev, 0, NULL), LDG_OK);
   st = stats(e.dev);
   CHECK(st.reserved_bytes == 0 && st.slab_frees == st.slab_allocs);
-  CHECK_RC(slc_stream_destroy(s2), LDG_OK);
-  slc_stream_unref(s2);
-  return teardown(&e);
+  return teardown_s2(&e, s2);
 }
 
 /* RECLAIM BEFORE GROW, the lien's order: a 2 MiB block carved on s from
@@ -655,9 +659,7 @@ static int t_reclaim_lien_orders_streams(void) {
   CHECK_RC(slc_stream_synchronize(s2), LDG_OK);
   CHECK_RC(slp_trim(e.dev, 0, NULL), LDG_OK);
   CHECK(stats(e.dev).reserved_bytes == 0);
-  CHECK_RC(slc_stream_destroy(s2), LDG_OK);
-  slc_stream_unref(s2);
-  return teardown(&e);
+  return teardown_s2(&e, s2);
 }
 
 /* RECLAIM BEFORE GROW, the serving benchmark's logits: three 5.5 MiB
