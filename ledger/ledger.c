@@ -1,7 +1,8 @@
 /*
  * The entry points that record and release: argument checks, then ring.c.
  * Every check happens before anything changes, so a refused call changes
- * nothing and the caller keeps its keep.
+ * nothing and the caller keeps its keep. ldg_enqueue and its checks are in
+ * ring.c, in one function with the enqueue itself.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include "ledger/atomics.h"
@@ -26,35 +27,9 @@ const char *ldg_strerror(int code) {
   }
 }
 
-/* Whether [addr, addr + bytes) is non-empty and does not wrap. A range ending
- * exactly at the top of the address space is fine. */
-static bool ldg__range_ok(const ldg_range *r) {
-  return r->bytes != 0 && r->bytes - 1 <= UINTPTR_MAX - r->addr;
-}
-
-int ldg_enqueue(ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids,
-                size_t n_vec, const ldg_range *ranges, size_t n_ranges,
-                ldg_seq *seq_out) {
-  if (s == NULL) return LDG_EINVAL;
-  if ((n_vec != 0 && vec_ids == NULL) || (n_ranges != 0 && ranges == NULL)) {
-    return LDG_EINVAL;
-  }
-  /* n_vec + 2 * n_ranges words, counted in bytes, must not overflow. */
-  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
-  if (n_vec > max_words || n_ranges > max_words) return LDG_EINVAL;
-  for (size_t i = 0; i < n_ranges; i++) {
-    if (!ldg__range_ok(&ranges[i])) return LDG_EINVAL;
-  }
-  struct ldg__entry e = {
-      .kind = LDG__KIND_OP,
-      .keep = keep,
-      .vec_ids = vec_ids,
-      .n_vec = n_vec,
-      .ranges = ranges,
-      .n_rng = n_ranges,
-  };
-  return ldg__ring_enqueue(s, &e, seq_out);
-}
+/* ldg_enqueue is in ring.c, beside the enqueue it runs (one function, no
+ * call between the checks and the enqueue); its checks are
+ * ldg__enqueue_args_ok (internal.h). */
 
 /* Acquire: pairs with the release half of the reserving CAS on tail
  * (ldg__ring_reserve), which followed its acquire of tail_end: a thread that

@@ -314,8 +314,13 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
 }
 
 
-int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
-                      ldg_seq *seq_out) {
+/* The enqueue, for both kinds. Always inlined into its two callers below,
+ * each of which builds e on its own stack with a constant kind: the
+ * compiler then keeps e's fields in registers and drops the other kind's
+ * branches (bench/RESULTS.md, "Issue 11, sixth session: the one-thread
+ * instruction budget"). */
+static inline __attribute__((always_inline)) int ldg__enqueue_entry(
+    ldg_stream *s, const struct ldg__entry *e, ldg_seq *seq_out) {
   /* Everything that can fail is done before a seq is reserved. */
   struct ldg__ext *ext = NULL;
   if (e->kind == LDG__KIND_OP) {
@@ -429,4 +434,58 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     }
   }
   return LDG_OK;
+}
+
+/* flatten: the reservation, the segment lookup and the slot fill inline
+ * into each caller, as they were when ldg__ring_enqueue was their one
+ * caller (two copies are past gcc's own inlining limits). */
+__attribute__((flatten)) int ldg__ring_enqueue(ldg_stream *s,
+                                               const struct ldg__entry *e,
+                                               ldg_seq *seq_out) {
+  return ldg__enqueue_entry(s, e, seq_out);
+}
+
+/* Whether [addr, addr + bytes) is non-empty and does not wrap. A range ending
+ * exactly at the top of the address space is fine. */
+static bool ldg__range_ok(const ldg_range *r) {
+  return r->bytes != 0 && r->bytes - 1 <= UINTPTR_MAX - r->addr;
+}
+
+/* ldg_enqueue's argument checks. Every one happens before anything changes,
+ * so a refused call changes nothing and the caller keeps its keep. */
+static bool ldg__enqueue_args_ok(const ldg_stream *s, const uint64_t *vec_ids,
+                                 size_t n_vec, const ldg_range *ranges,
+                                 size_t n_ranges) {
+  if (s == NULL) return false;
+  if ((n_vec != 0 && vec_ids == NULL) || (n_ranges != 0 && ranges == NULL)) {
+    return false;
+  }
+  /* n_vec + 2 * n_ranges words, counted in bytes, must not overflow. */
+  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
+  if (n_vec > max_words || n_ranges > max_words) return false;
+  for (size_t i = 0; i < n_ranges; i++) {
+    if (!ldg__range_ok(&ranges[i])) return false;
+  }
+  return true;
+}
+
+/* The public entry point lives here rather than in ledger.c with the other
+ * entry points' checks so that the checks, the reservation and the slot
+ * fill are one function: no call, no entry built in memory (flatten: as
+ * ldg__ring_enqueue). */
+__attribute__((flatten)) int ldg_enqueue(ldg_stream *s, ldg_keep keep,
+                                         const uint64_t *vec_ids, size_t n_vec,
+                                         const ldg_range *ranges,
+                                         size_t n_ranges, ldg_seq *seq_out) {
+  if (!ldg__enqueue_args_ok(s, vec_ids, n_vec, ranges, n_ranges))
+    return LDG_EINVAL;
+  const struct ldg__entry e = {
+      .kind = LDG__KIND_OP,
+      .keep = keep,
+      .vec_ids = vec_ids,
+      .n_vec = n_vec,
+      .ranges = ranges,
+      .n_rng = n_ranges,
+  };
+  return ldg__enqueue_entry(s, &e, seq_out);
 }
