@@ -86,70 +86,86 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
   struct ldg__vindex *vx = s->vindex; /* fixed before s was linked */
   size_t n = 0;
   uint32_t taken = 0; /* resolved in g, not yet counted */
+  /* The cursor in registers (the atomics below are compiler barriers, so
+   * c->next in memory would be stored and reloaded per slot); written back
+   * at the end. */
+  ldg_seq next = c->next;
+  const ldg_seq end = c->end;
   *wait = NULL;
   /* head and next: acquire pairs with the seq_cst CASes that moved head and
    * linked the segment (release halves), after its header was written. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
-  while (!ldg__cursor_done(c) && n < LDG__BATCH) {
-    if (c->next >= g->base + g->size) {
+  while (next <= end && n < LDG__BATCH) {
+    const ldg_seq base = g->base;
+    const ldg_seq seg_end = base + g->size;
+    if (next >= seg_end) {
       if (taken != 0) ldg__seg_resolve(s, g, taken);
       taken = 0;
       g = ldg__load_acquire(&g->next);
       if (g == NULL) abort(); /* every seq <= tail has a segment */
       continue;
     }
-    if (c->next < g->base) {
+    if (next < base) {
       /* Segments before head were retired: all their slots, ours included,
        * were resolved by refused (retracted) enqueues. */
-      c->next = g->base;
+      next = base;
       continue;
     }
-    struct ldg__slot *slot = &g->slots[c->next - g->base];
-    LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
-    /* Acquire: pairs with the publishing CAS (EMPTY -> FULL, release half)
-     * in ldg__ring_enqueue, so the payload is read as written. The
-     * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
-     * keeps its entry in hand) and the CAS alone decides the race. */
-    uint32_t st = ldg__load_acquire(&slot->state);
-    if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
-    if (st == LDG__SLOT_EMPTY &&
-        ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
-      c->next++; /* the enqueuer releases it (PUBLICATION above) */
-      continue;
-    }
-    c->next++;
-    if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
-    if (slot->kind == LDG__KIND_WAIT) {
-      if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
-        /* Relaxed: see the store to EMPTY below. */
-        ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
-        taken++;
+    /* The slots of g from next: up to the interval's end, g's end, or as
+     * many as keeps has room for (each slot takes at most one), with the
+     * bounds computed once here rather than tested per slot. */
+    ldg_seq stop = end < seg_end ? end + 1 : seg_end;
+    if (stop - next > LDG__BATCH - n) stop = next + (LDG__BATCH - n);
+    struct ldg__slot *slot = &g->slots[next - base];
+    for (; next < stop; slot++) {
+      LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
+      /* Acquire: pairs with the publishing CAS (EMPTY -> FULL, release half)
+       * in ldg__ring_enqueue, so the payload is read as written. The
+       * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
+       * keeps its entry in hand) and the CAS alone decides the race. */
+      uint32_t st = ldg__load_acquire(&slot->state);
+      if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
+      if (st == LDG__SLOT_EMPTY &&
+          ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
+        next++; /* the enqueuer releases it (PUBLICATION above) */
         continue;
       }
-      *wait = slot;
-      *wait_seg = g;
-      break;
+      next++;
+      if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
+      if (slot->kind == LDG__KIND_WAIT) {
+        if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
+          /* Relaxed: see the store to EMPTY below. */
+          ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
+          taken++;
+          continue;
+        }
+        *wait = slot;
+        *wait_seg = g;
+        goto out;
+      }
+      keeps[n++] = slot->u.op.keep;
+      if (vx != NULL) { /* taken: out of the vector index (vindex.c) */
+        if (slot->aux == LDG__OP_EXT)
+          ldg__vindex_remove(vx, slot->u.op.d.ext->w, slot->u.op.d.ext->n_vec);
+        else
+          ldg__vindex_remove(vx, slot->u.op.d.in.w, slot->u.op.d.in.n_vec);
+      }
+      if (slot->aux == LDG__OP_EXT) {
+        /* Queries may still read it: free after a grace period. */
+        ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
+      }
+      /* Taken: nobody else touches this slot in this life (queries skip
+       * seqs at or below released), so it goes back to EMPTY for reuse.
+       * Relaxed: sequenced before our seq_cst add to g->resolved (release
+       * sequence), which the retirer reads; the retire happens-before the
+       * pool's push (grace period), whose release pairs with the next
+       * owner's acquire pop. */
+      ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
+      taken++;
     }
-    keeps[n++] = slot->u.op.keep;
-    if (vx != NULL) { /* taken: out of the vector index (vindex.c) */
-      if (slot->aux == LDG__OP_EXT)
-        ldg__vindex_remove(vx, slot->u.op.d.ext->w, slot->u.op.d.ext->n_vec);
-      else
-        ldg__vindex_remove(vx, slot->u.op.d.in.w, slot->u.op.d.in.n_vec);
-    }
-    if (slot->aux == LDG__OP_EXT) {
-      /* Queries may still read it: free after a grace period. */
-      ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
-    }
-    /* Taken: nobody else touches this slot in this life (queries skip
-     * seqs at or below released), so it goes back to EMPTY for reuse.
-     * Relaxed: sequenced before our seq_cst add to g->resolved (release
-     * sequence), which the retirer reads; the retire happens-before the
-     * pool's push (grace period), whose release pairs with the next
-     * owner's acquire pop. */
-    ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
-    taken++;
   }
+out:
+  c->next = next;
   if (taken != 0) ldg__seg_resolve(s, g, taken);
   /* Release: pairs with the acquire load in ldg_pending_count. We read
    * these slots FULL (acquire, after their publishers' reservations on
