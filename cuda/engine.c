@@ -566,12 +566,9 @@ out_gate:
   slc__store_release(&q->placing, 0);
 }
 
-/* On the issuing path, after an operation was enqueued on s. */
-void slc__engine_after_issue(slc_stream *s) {
-  /* Acquire pairs with slc__mq_attach's release: q is initialised, q->e
-   * with it. */
-  struct slc__mq *q = slc__load_acquire(&s->mq);
-  if (q == NULL) return;
+/* On the issuing path, after an operation was enqueued on the stream of
+ * ring q (slc__engine_after_issue, internal.h, loaded it). */
+void slc__engine_issued(struct slc__mq *q) {
   struct slc__dev_engine *e = q->e;
   /* SLC_ENGINE_PLACE_ENGINE: the thread places every marker (it sees the
    * work in the stream's mark); the issuer only wakes it if it is parked.

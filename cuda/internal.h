@@ -367,8 +367,16 @@ int slc__engine_register(slc_stream *s);
  * the limbo list: leaves the list and the engine, destroying the marker
  * events. */
 void slc__engine_unregister(slc_stream *s);
-/* After an operation was enqueued on s: maybe a marker; wakes the engine. */
-void slc__engine_after_issue(slc_stream *s);
+/* After an operation was enqueued on s: maybe a marker; wakes the engine.
+ * Inline, so that a stream without an engine ring (the engine off: the
+ * default) pays one load on the issuing path, not a call. */
+void slc__engine_issued(struct slc__mq *q);
+static inline void slc__engine_after_issue(slc_stream *s) {
+  /* Acquire pairs with slc__mq_attach's release: q is initialised, q->e
+   * with it. */
+  struct slc__mq *q = slc__load_acquire(&s->mq);
+  if (q != NULL) slc__engine_issued(q);
+}
 /* After an entry that places no marker was enqueued on s
  * (slc_stream_record_deferred): wakes a parked engine thread, nothing else. */
 void slc__engine_after_deferred(slc_stream *s);

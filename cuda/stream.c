@@ -606,9 +606,10 @@ static inline CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* What ldg_enqueue would refuse with LDG_EINVAL, checked before the issue. */
-static int slc__check_hold(const slc_hold *h, const char *call) {
-  if (h == NULL) return LDG_OK;
+/* What ldg_enqueue would refuse with LDG_EINVAL, checked before the issue:
+ * which check fails, and the record saying so (slc__check_hold found one). */
+static __attribute__((noinline, cold)) int slc__hold_refused(
+    const slc_hold *h, const char *call) {
   if ((h->n_vec != 0 && h->vec_ids == NULL) ||
       (h->n_ranges != 0 && h->ranges == NULL))
     return slc__fail(LDG_EINVAL, call, "hold: NULL array with a count");
@@ -623,6 +624,21 @@ static int slc__check_hold(const slc_hold *h, const char *call) {
                        i);
   }
   return LDG_OK;
+}
+
+/* The same checks, inline on the issuing path; the record is written on
+ * the cold path only. */
+static inline int slc__check_hold(const slc_hold *h, const char *call) {
+  if (h == NULL) return LDG_OK;
+  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
+  bool bad = (h->n_vec != 0 && h->vec_ids == NULL) ||
+             (h->n_ranges != 0 && h->ranges == NULL) ||
+             h->n_vec > max_words || h->n_ranges > max_words;
+  for (size_t i = 0; !bad && i < h->n_ranges; i++) {
+    const ldg_range *r = &h->ranges[i];
+    bad = r->bytes == 0 || r->bytes - 1 > UINTPTR_MAX - r->addr;
+  }
+  return bad ? slc__hold_refused(h, call) : LDG_OK;
 }
 
 /* The issue failed to be recorded: make the operation complete before the

@@ -1409,10 +1409,27 @@ static int t_bad_pointers(suite *S) {
       slc_copy_htod_async(s, slc_buffer_dptr(X), slc_buffer_host(H), 64, &bad),
       LDG_EINVAL);
   CHECK(slc_last_error()->cu == CUDA_SUCCESS);
+  /* Each refusal names its reason (the checks are one inline test; the
+   * reason is found again on the refusing path). */
+  CHECK(strstr(slc_last_error_message(), "range 0 is empty or wraps") != NULL);
   note_error("a hold with an empty range");
   slc_hold nullids = {count_keep(&k), NULL, 3, NULL, 0};
   CHECK_RC(slc_memset_d8_async(s, slc_buffer_dptr(X), 0, 64, &nullids),
            LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "NULL array with a count") != NULL);
+  uint64_t one_id = 1;
+  slc_hold huge = {count_keep(&k), &one_id, SIZE_MAX / 8, NULL, 0};
+  CHECK_RC(
+      slc_copy_htod_async(s, slc_buffer_dptr(X), slc_buffer_host(H), 64, &huge),
+      LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "too many ids or ranges") != NULL);
+  ldg_range wrap[2] = {{(uintptr_t)slc_buffer_host(H), 64},
+                       {UINTPTR_MAX - 10, 64}};
+  slc_hold wraps = {count_keep(&k), NULL, 0, wrap, 2};
+  CHECK_RC(
+      slc_copy_htod_async(s, slc_buffer_dptr(X), slc_buffer_host(H), 64, &wraps),
+      LDG_EINVAL);
+  CHECK(strstr(slc_last_error_message(), "range 1 is empty or wraps") != NULL);
   CHECK_RC(
       slc_copy_htod_async(NULL, slc_buffer_dptr(X), slc_buffer_host(H), 64, &h),
       LDG_EINVAL);
