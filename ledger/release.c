@@ -124,14 +124,17 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
        * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
        * keeps its entry in hand) and the CAS alone decides the race. */
       uint32_t st = ldg__load_acquire(&slot->state);
-      if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
-      if (st == LDG__SLOT_EMPTY &&
-          ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
-        next++; /* the enqueuer releases it (PUBLICATION above) */
-        continue;
-      }
       next++;
-      if (st != LDG__SLOT_FULL) continue; /* retracted: the enqueuer resolved it */
+      if (__builtin_expect(st != LDG__SLOT_FULL, 0)) {
+        if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
+        if (st == LDG__SLOT_EMPTY &&
+            ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
+          continue; /* the enqueuer releases it (PUBLICATION above) */
+        }
+        /* Retracted (the enqueuer resolved it), or the CAS failed because
+         * the enqueuer published meanwhile (st is now FULL: take it). */
+        if (st != LDG__SLOT_FULL) continue;
+      }
       if (slot->kind == LDG__KIND_WAIT) {
         if (slot->u.wait.target == NULL) { /* a wait on itself: fires nothing */
           /* Relaxed: see the store to EMPTY below. */

@@ -1426,9 +1426,9 @@ static int t_bad_pointers(suite *S) {
   ldg_range wrap[2] = {{(uintptr_t)slc_buffer_host(H), 64},
                        {UINTPTR_MAX - 10, 64}};
   slc_hold wraps = {count_keep(&k), NULL, 0, wrap, 2};
-  CHECK_RC(
-      slc_copy_htod_async(s, slc_buffer_dptr(X), slc_buffer_host(H), 64, &wraps),
-      LDG_EINVAL);
+  CHECK_RC(slc_copy_htod_async(s, slc_buffer_dptr(X), slc_buffer_host(H), 64,
+                               &wraps),
+           LDG_EINVAL);
   CHECK(strstr(slc_last_error_message(), "range 1 is empty or wraps") != NULL);
   CHECK_RC(
       slc_copy_htod_async(NULL, slc_buffer_dptr(X), slc_buffer_host(H), 64, &h),
