@@ -40,7 +40,7 @@ int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
                  ldg_seq *seq_out) {
   if (b == NULL || a == NULL || a->ledger != b->ledger) return LDG_EINVAL;
   /* An early refusal; acquire pairs with the destroyer's seq_cst CAS. The
-   * seq_cst handshake in ldg__ring_enqueue decides a race with destroy. */
+   * seq_cst handshake in ldg__enqueue_entry decides a race with destroy. */
   if (ldg__load_acquire(&b->destroyed)) return LDG_EDESTROYED;
   if (a_upto > ldg_mark(a)) return LDG_EINVAL;
   /* A wait of a stream on itself is always behind its own mark: it takes a

@@ -120,7 +120,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
     for (; next < stop; slot++) {
       LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
       /* Acquire: pairs with the publishing CAS (EMPTY -> FULL, release half)
-       * in ldg__ring_enqueue, so the payload is read as written. The
+       * in ldg__enqueue_entry, so the payload is read as written. The
        * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
        * keeps its entry in hand) and the CAS alone decides the race. */
       uint32_t st = ldg__load_acquire(&slot->state);
