@@ -48,9 +48,7 @@
  *                            orders are destroy_sb.pml's SB_SINGLE
  *   inline seg_of_reserved   ldg__seg_of_reserved
  *   inline resolve_one       ldg__resolve_one
- *   inline enqueue           ldg__enqueue_entry (ring.c; inlined into
- *                            ldg_enqueue, and ldg__ring_enqueue for
- *                            ldg_add_wait)
+ *   inline enqueue           ldg__ring_enqueue (from ldg_enqueue, ldg_add_wait)
  *   summary.c
  *   inline ring_any          ldg__ring_visit (the lock-free queries), as a
  *                            walk of every slot: the segment summaries it
@@ -1033,7 +1031,7 @@ inline engine(s, upto) {
   c_s = 0; c_next = 0; c_end = 0; c_frame = 0; c_upto = 0
 }
 
-/* ---- ldg__enqueue_entry(s, e): ldg_enqueue (K_OP) or ldg_add_wait (K_WAIT) ---- */
+/* ---- ldg__ring_enqueue(s, e): ldg_enqueue (K_OP) or ldg_add_wait (K_WAIT) ---- */
 inline enqueue(s, e) {
   if
   :: atomic {                                      /* acquire load: refused early */
