@@ -590,10 +590,7 @@ void slc__engine_issued(struct slc__mq *q) {
  * uncovered: the engine thread's tail marker, a poll's, or the stream's
  * next issuer marker covers it); a parked engine thread is woken, as
  * after any issue, so that uncovered work is never left without a poll. */
-void slc__engine_after_deferred(slc_stream *s) {
-  /* Acquire, as slc__engine_after_issue: q initialised, q->e with it. */
-  struct slc__mq *q = slc__load_acquire(&s->mq);
-  if (q == NULL) return;
+void slc__engine_deferred(struct slc__mq *q) {
   slc__engine_kick_enqueued(q->e); /* the enqueue's CAS orders it */
 }
 

@@ -378,8 +378,15 @@ static inline void slc__engine_after_issue(slc_stream *s) {
   if (q != NULL) slc__engine_issued(q);
 }
 /* After an entry that places no marker was enqueued on s
- * (slc_stream_record_deferred): wakes a parked engine thread, nothing else. */
-void slc__engine_after_deferred(slc_stream *s);
+ * (slc_stream_record_deferred): wakes a parked engine thread, nothing else.
+ * Inline as slc__engine_after_issue: a stream without an engine ring pays
+ * one load, not a call. */
+void slc__engine_deferred(struct slc__mq *q);
+static inline void slc__engine_after_deferred(slc_stream *s) {
+  /* Acquire, as slc__engine_after_issue: q initialised, q->e with it. */
+  struct slc__mq *q = slc__load_acquire(&s->mq);
+  if (q != NULL) slc__engine_deferred(q);
+}
 /* slc_context_destroy, before it finishes limbo streams: stops (joins) the
  * thread and frees the engine. Idempotent (a retried destroy). */
 void slc__engine_stop(slc_context *c);

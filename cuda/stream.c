@@ -765,36 +765,14 @@ int slc_memset_d8_async(slc_stream *s, CUdeviceptr dst, unsigned char value,
   return slc__run_op(s, &op, hold, "slc_memset_d8_async");
 }
 
-/* slc_stream_record_external and slc_stream_record_deferred: `marker`,
- * whether this call may place the engine's marker (slc__engine_after_issue)
- * or only wakes a parked engine thread (slc__engine_after_deferred). */
-static int slc__record_external(slc_stream *s, const slc_hold *hold,
-                                const char *fn, bool marker) {
-  if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
-  int rc = slc__check_hold(hold, fn);
-  if (rc != LDG_OK) return rc;
-  /* Refused once the stream is being destroyed: its sync may have run
-   * before the caller's issue. */
-  rc = slc__stream_enter(s, fn);
-  if (rc != LDG_OK) return rc;
-  slc__stream_exit(s);
-  slc_hold h = {{NULL, NULL}, NULL, 0, NULL, 0};
-  if (hold != NULL) h = *hold;
-  struct slc__keeps_frame kf;
-  slc__keeps_begin(&kf);
-  rc = ldg_enqueue(s->ls, h.keep, h.vec_ids, h.n_vec, h.ranges, h.n_ranges,
-                   NULL);
-  slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
-  if (rc == LDG_OK) {
-    if (marker)
-      slc__engine_after_issue(s);
-    else
-      slc__engine_after_deferred(s);
-    return LDG_OK;
-  }
+/* The enqueue of slc_stream_record_external or _deferred returned rc (not
+ * LDG_OK); nothing ran in it (only an overtaken enqueue, which returns
+ * LDG_OK, runs a keep), so the caller's hold is as it was. */
+static __attribute__((noinline, cold)) int slc__record_external_failed(
+    slc_stream *s, ldg_keep keep, int rc) {
   if (rc == LDG_EDESTROYED) {
     /* Destroyed since the gate: its sync came after the caller's issue. */
-    slc__keeps_run_here(s->c, h.keep, SLC_CAUSE_DESTROY);
+    slc__keeps_run_here(s->c, keep, SLC_CAUSE_DESTROY);
     return LDG_OK;
   }
   int src = slc__sync_after_failed_record(s, "external work");
@@ -804,12 +782,69 @@ static int slc__record_external(slc_stream *s, const slc_hold *hold,
                    "synchronised and the caller keeps its keep");
 }
 
+/* slc_stream_record_external and slc_stream_record_deferred once the hold
+ * passed its checks: the gate, the enqueue in a keeps frame, the engine.
+ * `marker`, whether this call may place the engine's marker
+ * (slc__engine_after_issue) or only wakes a parked engine thread
+ * (slc__engine_after_deferred); `ranges`, false where the hold has none
+ * (a constant in each copy). The hold's fields go to the enqueue as they
+ * are: no copy (read again only on a refusal, when nothing ran). */
+static inline __attribute__((always_inline)) int slc__record_checked(
+    slc_stream *s, const slc_hold *hold, const char *fn, bool marker,
+    bool ranges) {
+  /* Refused once the stream is being destroyed: its sync may have run
+   * before the caller's issue. */
+  int rc = slc__stream_enter(s, fn);
+  if (rc != LDG_OK) return rc;
+  slc__stream_exit(s);
+  struct slc__keeps_frame kf;
+  slc__keeps_begin(&kf);
+  rc = ldg_enqueue(s->ls, hold->keep, hold->vec_ids, hold->n_vec,
+                   ranges ? hold->ranges : NULL, ranges ? hold->n_ranges : 0,
+                   NULL);
+  slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
+  if (__builtin_expect(rc != LDG_OK, 0))
+    return slc__record_external_failed(s, hold->keep, rc);
+  if (marker)
+    slc__engine_after_issue(s);
+  else
+    slc__engine_after_deferred(s);
+  return LDG_OK;
+}
+
+/* Any hold, NULL included: every check, each refusal with its reason. */
+static __attribute__((noinline)) int slc__record_external(
+    slc_stream *s, const slc_hold *hold, const char *fn, bool marker) {
+  static const slc_hold no_hold = {{NULL, NULL}, NULL, 0, NULL, 0};
+  if (s == NULL) return slc__fail(LDG_EINVAL, fn, "stream is NULL");
+  int rc = slc__check_hold(hold, fn);
+  if (rc != LDG_OK) return rc;
+  return slc__record_checked(s, hold != NULL ? hold : &no_hold, fn, marker,
+                             true);
+}
+
+/* The common shape inline (the pool's slp_record_use: a stream, a keep,
+ * ids, no ranges), its checks one test. Each term of it is one of
+ * slc__check_hold's checks passing (ids not NULL, so not "NULL array with
+ * a count"; at most max_words of them; no ranges, so none to check); a
+ * NULL stream and any other hold go to slc__record_external before
+ * anything is done, which checks again and refuses with the reason. */
+static inline __attribute__((always_inline)) int slc__record_ids(
+    slc_stream *s, const slc_hold *hold, const char *fn, bool marker) {
+  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
+  if (__builtin_expect(s == NULL || hold == NULL || hold->n_ranges != 0 ||
+                           hold->vec_ids == NULL || hold->n_vec > max_words,
+                       0))
+    return slc__record_external(s, hold, fn, marker);
+  return slc__record_checked(s, hold, fn, marker, false);
+}
+
 int slc_stream_record_external(slc_stream *s, const slc_hold *hold) {
-  return slc__record_external(s, hold, "slc_stream_record_external", true);
+  return slc__record_ids(s, hold, "slc_stream_record_external", true);
 }
 
 int slc_stream_record_deferred(slc_stream *s, const slc_hold *hold) {
-  return slc__record_external(s, hold, "slc_stream_record_deferred", false);
+  return slc__record_ids(s, hold, "slc_stream_record_deferred", false);
 }
 
 int slc_launch(slc_stream *s, CUfunction f, slc_dim3 grid, slc_dim3 block,

@@ -1444,6 +1444,95 @@ static int t_bad_pointers(suite *S) {
   return PASS;
 }
 
+/* slc_stream_record_deferred and _external: the common hold (keep, ids, no
+ * ranges) takes an inline path, every other hold the checking one. Each
+ * bad hold is refused by each call with its own reason and the call's
+ * name, on either side of the inline path's test; nothing is recorded and
+ * no keep runs. Then each shape, on both paths, is recorded once and
+ * released once; a destroyed stream refuses both paths. */
+typedef int (*record_fn)(slc_stream *, const slc_hold *);
+
+static int t_record_holds(suite *S) {
+  slc_buffer *X;
+  CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &X));
+  slc_stream *s;
+  CHECK_OK(slc_stream_create(S->c, 0, 0, &s));
+  const record_fn fns[2] = {slc_stream_record_deferred,
+                            slc_stream_record_external};
+  const char *const names[2] = {"slc_stream_record_deferred",
+                                "slc_stream_record_external"};
+  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
+  counter k = {0};
+  uint64_t ids[2] = {slc_buffer_id(X), slc_buffer_id(X)};
+  ldg_range one = {(uintptr_t)&ids[0], sizeof ids};
+  ldg_range wrap[2] = {{(uintptr_t)&ids[0], 8}, {UINTPTR_MAX - 10, 64}};
+  const struct {
+    slc_hold h;
+    const char *reason;
+  } bad[] = {
+      {{count_keep(&k), NULL, 1, NULL, 0}, "NULL array with a count"},
+      {{count_keep(&k), NULL, 3, NULL, 0}, "NULL array with a count"},
+      {{count_keep(&k), ids, 1, NULL, 2}, "NULL array with a count"},
+      {{count_keep(&k), ids, max_words + 1, NULL, 0}, "too many ids"},
+      {{count_keep(&k), ids, SIZE_MAX, NULL, 0}, "too many ids"},
+      {{count_keep(&k), ids, 1, &one, max_words + 1}, "too many ids"},
+      {{count_keep(&k), ids, 1, wrap, 2}, "range 1 is empty or wraps"},
+      {{count_keep(&k), NULL, 0, wrap, 2}, "range 1 is empty or wraps"},
+  };
+  ldg_seq mark0 = ldg_mark(slc_stream_ledger(s));
+  for (int f = 0; f < 2; f++) {
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      slc_clear_error();
+      int rc = fns[f](s, &bad[i].h);
+      if (rc != LDG_EINVAL ||
+          strstr(slc_last_error_message(), bad[i].reason) == NULL ||
+          strcmp(slc_last_error()->call, names[f]) != 0) {
+        fprintf(stderr,
+                "    %s, bad hold %zu: returned %d, last error %s: %s; "
+                "expected LDG_EINVAL, %s\n",
+                names[f], i, rc, slc_last_error()->call,
+                slc_last_error_message(), bad[i].reason);
+        return FAIL;
+      }
+    }
+    slc_hold good = {count_keep(&k), ids, 1, NULL, 0};
+    CHECK_RC(fns[f](NULL, &good), LDG_EINVAL);
+    CHECK(strcmp(slc_last_error()->call, names[f]) == 0);
+  }
+  CHECK(count_of(&k) == 0);
+  CHECK(ldg_mark(slc_stream_ledger(s)) == mark0 && pending(s) == 0);
+  /* Every shape, on both paths: inline (ids, zero or more; at the bound's
+   * edge the enqueue would read max_words ids, so not here), checking (no
+   * hold, no ids, ranges). */
+  const slc_hold shapes[] = {
+      {count_keep(&k), ids, 1, NULL, 0},
+      {count_keep(&k), ids, 2, NULL, 0},
+      {count_keep(&k), ids, 0, NULL, 0},
+      {count_keep(&k), NULL, 0, NULL, 0},
+      {count_keep(&k), ids, 2, &one, 1},
+      {count_keep(&k), NULL, 0, &one, 1},
+  };
+  const int n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
+  for (int f = 0; f < 2; f++) {
+    for (int i = 0; i < n_shapes; i++) CHECK_OK(fns[f](s, &shapes[i]));
+    CHECK_OK(fns[f](s, NULL));
+  }
+  CHECK(ldg_mark(slc_stream_ledger(s)) == mark0 + 2 * (n_shapes + 1));
+  CHECK_OK(slc_stream_synchronize(s));
+  CHECK(count_of(&k) == 2 * n_shapes);
+  CHECK(pending(s) == 0);
+  /* Destroyed: each path refuses with LDG_EDESTROYED and runs nothing. */
+  CHECK_OK(slc_stream_destroy(s));
+  for (int f = 0; f < 2; f++) {
+    CHECK_RC(fns[f](s, &shapes[0]), LDG_EDESTROYED);
+    CHECK_RC(fns[f](s, &shapes[4]), LDG_EDESTROYED);
+  }
+  CHECK(count_of(&k) == 2 * n_shapes);
+  slc_stream_unref(s);
+  CHECK_OK(slc_buffer_try_free(X));
+  return PASS;
+}
+
 static int t_launch_and_module_errors(suite *S) {
   slc_buffer *X;
   CHECK_OK(slc_buffer_alloc_device(S->c, 0, 4096, &X));
@@ -3967,6 +4056,8 @@ static const test tests[] = {
      "destroy releases everything; later calls are refused", 0},
     {"bad_pointers", t_bad_pointers,
      "bad device pointers and bad holds: refused, nothing recorded", 0},
+    {"record_holds", t_record_holds,
+     "record_deferred/_external: every hold shape, each refusal's reason", 0},
     {"launch_and_module_errors", t_launch_and_module_errors,
      "launch and module errors carry the driver's name and message", 0},
     {"failed_syncs_release_nothing", t_failed_syncs_release_nothing,
