@@ -42,10 +42,12 @@
  *   g->next     (seq_cst CAS) the successor segment, initialised.
  *   s->tail_end (release store / acquire load) segments up to it are linked
  *               and tailseg reaches them.
- *   s->tail     (seq_cst CAS) a seq is reserved. It is taken only if its slot
- *               exists (t + 1 < tail_end), so reserving never fails after
- *               the fact and a refused enqueue leaves no hole. On a
- *               single-issuer stream, a release store (SINGLE-ISSUER
+ *   s->tail     (seq_cst CAS, or seq_cst fetch_add) a seq is reserved. It is
+ *               handed out only if its slot exists (seq < tail_end: the
+ *               CAS checks it, the fetch_add is kept inside a reserve:
+ *               RESERVING ON A SHARED STREAM below), so reserving never
+ *               fails after the fact and a refused enqueue leaves no hole.
+ *               On a single-issuer stream, a release store (SINGLE-ISSUER
  *               STREAMS below).
  *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once FULL.
@@ -125,6 +127,66 @@
  *   entry and stores 0 before it returns or runs a keep, and aborts if it
  *   found 1.
  *
+ * RESERVING ON A SHARED STREAM: FETCH_ADD INSIDE A RESERVE
+ *   The CAS loop costs a failed CAS per op and more under contention (issue
+ *   11: 0.71 per op at 16 threads on the H200). A fetch_add never fails, but
+ *   it checks nothing: more enqueuers between their look at tail_end and
+ *   their add than the headroom would take seqs past the last segment,
+ *   handed out for good (the mark covers them) with no slot to fill and,
+ *   if growing fails, a seq never resolved. So a fetch_add is made only
+ *   where a bounded number of pending adds cannot reach tail_end:
+ *   - Tickets. LDG__FAST_R (32) process-wide tickets, bits of
+ *     ldg__fast_tickets. A thread takes one on its first reservation of a
+ *     shared stream if one is free (ldg__fast_ticket_claim) and gives it
+ *     back when it exits (a pthread key's destructor); a thread without
+ *     one uses the CAS path. Only a holder makes a fetch_add, and between
+ *     its check and its add a thread is inside ldg_enqueue, so it holds its
+ *     ticket: at any moment at most LDG__FAST_R adds are pending (checked,
+ *     not yet made) — one per holder, since a thread checks again only
+ *     after its last add (ldg_enqueue returns first). (A fixed count, not
+ *     the number of threads seen so far: a count read at the check may be
+ *     older than threads that registered and checked since.)
+ *   - The check (fast path, holders): load tail_end (acquire), load tail
+ *     (seq_cst) as t, and add only if t + 1 >= F (F = 1 + LDG__SEG_FIRST,
+ *     the first segment's end: the first segment is handed out by the CAS
+ *     path alone) and t + 1 + LDG__FAST_R < end.
+ *   - The reserve (CAS path, everyone else and a holder whose check
+ *     failed): reserve t + 1 only if t + 1 + r < end, where r = 0 while
+ *     t + 1 < F and LDG__FAST_R after; else extend the ring. The CAS
+ *     validates t, so r is decided on the current tail.
+ *   Invariant: tail + P < tail_end, P the adds pending. Take the seq_cst
+ *   total order S of the operations on tail (every RMW, every fast-path
+ *   load) and of the raises of tail_end (seq_cst CAS, ldg__raise_tail_end):
+ *   a seq_cst load reads the last of them before it in S, and an acquire
+ *   load of tail_end reads a raise that happens before, so precedes in S,
+ *   everything the thread does next. So an E read is at most tail_end at
+ *   the thread's next step in S, and each step below sees the current
+ *   tail. tail_end only grows (that only helps). A check that passes at
+ *   tail t (P pending before it, P + 1 <= LDG__FAST_R after): t + 1 +
+ *   LDG__FAST_R < E <= tail_end, so t + P + 1 < tail_end. An add: tail + 1,
+ *   P - 1. A CAS with r = LDG__FAST_R: t + 1 + LDG__FAST_R < tail_end and
+ *   P <= LDG__FAST_R. A CAS with r = 0 happens at tail = t < F - 1, while
+ *   every pending add's check read tail >= F - 1, earlier in S: tail only
+ *   grows, so P = 0 there, and t + 1 < tail_end. So every seq handed out,
+ *   by either path, is below tail_end in S when it is handed out: no hole,
+ *   no seq without a segment; ldg_mark, the release walk and the segments'
+ *   retirement are unchanged. A fast-path seq may be at or past the end
+ *   its own check read (tail_end grew and other adds used it meanwhile):
+ *   then the adder loads tail_end again (seq_cst, after its add in S, so
+ *   past the seq), which also makes the segment's publication visible
+ *   (ldg__seg_of_reserved reads tailseg after it).
+ *   Seqs stay dense: the reserve only makes the ring grow LDG__FAST_R seqs
+ *   before its last segment is used up (segments after the first have at
+ *   least 64 = 2 x LDG__FAST_R slots, so one extension restores the
+ *   headroom; nothing above needs that, it only bounds the memory held
+ *   ahead: one more segment). The destroy handshake is unchanged: the
+ *   fetch_add is a seq_cst RMW of tail like the CAS, before the seq_cst
+ *   load of destroyed. Single-issuer streams keep their own path.
+ *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (and CFG_FFF
+ *   with two adds pending, --deep), asserting the invariant at every
+ *   reservation; mutants BUG_RESERVE_SHORT (the reserve one seq short)
+ *   and BUG_FAST_FIRST_SEG (fetch_add in the first segment) fail.
+ *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
  *   tail_end, touching no segment. From then on the slot of seq is
@@ -140,6 +202,7 @@
  *   segments) enter a read-side section.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -184,18 +247,125 @@ void ldg__ext_free_cb(struct rcu_head *head) {
 /* ---- Reserving a seq ------------------------------------------------------------- */
 
 
-/* Reserves the next seq of s. Takes no read lock on the common path. */
+/* The fast path's tickets (RESERVING ON A SHARED STREAM): bit i of
+ * ldg__fast_tickets is taken by the thread holding ticket i. */
+static _Atomic uint32_t ldg__fast_tickets;
+_Static_assert(LDG__FAST_R == 32, "one bit of ldg__fast_tickets per ticket");
+enum { LDG__TICKET_UNTRIED, LDG__TICKET_HELD, LDG__TICKET_NONE, LDG__TICKET_GONE };
+static _Thread_local uint8_t ldg__ticket_state; /* LDG__TICKET_* */
+static _Thread_local uint8_t ldg__ticket_bit;
+static pthread_key_t ldg__ticket_key;
+static bool ldg__ticket_key_ok;
+static pthread_once_t ldg__ticket_once = PTHREAD_ONCE_INIT;
+
+static void ldg__ticket_give_back(void) {
+  /* Release: the next claimer of the bit (acq_rel CAS) sees this thread's
+   * last add made: it is not pending any more. */
+  ldg__fetch_and_release(&ldg__fast_tickets, ~(1u << ldg__ticket_bit));
+}
+
+static void ldg__ticket_exit(void *unused) {
+  (void)unused;
+  /* The thread exits: not inside ldg_enqueue, so no add pending. A later
+   * enqueue from another key's destructor takes the CAS path. */
+  if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
+  ldg__ticket_state = LDG__TICKET_GONE;
+}
+
+static void ldg__ticket_key_make(void) {
+  ldg__ticket_key_ok =
+      pthread_key_create(&ldg__ticket_key, ldg__ticket_exit) == 0;
+}
+
+/* Takes a ticket for this thread if one is free; true if it holds one. A
+ * thread without one tries again at its next reservation. */
+static __attribute__((noinline)) bool ldg__fast_ticket_claim(void) {
+  if (ldg__ticket_state == LDG__TICKET_GONE) return false;
+  pthread_once(&ldg__ticket_once, ldg__ticket_key_make);
+  if (!ldg__ticket_key_ok) return false;
+  /* Relaxed: the CAS checks it. */
+  uint32_t cur = ldg__load_relaxed(&ldg__fast_tickets);
+  while (cur != UINT32_MAX) {
+    uint32_t bit = ~cur & (cur + 1); /* the lowest free one */
+    /* acq_rel: pairs with ldg__ticket_give_back's release (see there). */
+    if (ldg__cas_weak_acq_rel(&ldg__fast_tickets, &cur, cur | bit)) {
+      ldg__ticket_bit = (uint8_t)__builtin_ctz(bit);
+      /* Non-NULL, so that the destructor gives the ticket back. */
+      if (pthread_setspecific(ldg__ticket_key, &ldg__ticket_state) != 0) {
+        ldg__ticket_give_back();
+        break;
+      }
+      ldg__ticket_state = LDG__TICKET_HELD;
+      return true;
+    }
+  }
+  ldg__ticket_state = LDG__TICKET_NONE;
+  return false;
+}
+
+void ldg__testing_fast_ticket(bool want) {
+  if (!want) {
+    if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
+    ldg__ticket_state = LDG__TICKET_GONE;
+  } else if (ldg__ticket_state != LDG__TICKET_HELD) {
+    ldg__ticket_state = LDG__TICKET_UNTRIED;
+    (void)ldg__fast_ticket_claim();
+  }
+}
+
+bool ldg__testing_has_fast_ticket(void) {
+  return ldg__ticket_state == LDG__TICKET_HELD;
+}
+
+/* A fast-path seq at or past the end its check read: tail_end has grown
+ * past it (RESERVING ON A SHARED STREAM). Seq_cst: after the add in S, so
+ * it reads a raise past seq, and (its release half) the segment's
+ * publication with it. */
+static __attribute__((noinline)) void ldg__reserve_late(ldg_stream *s,
+                                                         ldg_seq seq) {
+  if (ldg__load_seq_cst(&s->tail_end) <= seq) {
+    fprintf(stderr,
+            "streamledger: stream %llu: seq %llu handed out past tail_end "
+            "(the reservation's invariant is broken)\n",
+            (unsigned long long)s->id, (unsigned long long)seq);
+    abort();
+  }
+}
+
+/* Reserves the next seq of s (RESERVING ON A SHARED STREAM). Takes no read
+ * lock on the common path. */
 static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
+  bool fast = __builtin_expect(ldg__ticket_state == LDG__TICKET_HELD, 1) ||
+              ldg__fast_ticket_claim();
   for (;;) {
-    /* tail: relaxed, the CAS below checks it. tail_end: acquire pairs with
-     * the release CAS in ldg__raise_tail_end, made after tailseg reached
-     * the segment of every seq below end (ldg__seg_of_reserved reads it). */
-    ldg_seq t = ldg__load_relaxed(&s->tail);
+    /* tail_end: acquire pairs with the seq_cst (release half) CAS in
+     * ldg__raise_tail_end, made after tailseg reached the segment of every
+     * seq below end (ldg__seg_of_reserved reads it); the raise it reads
+     * then precedes, in S, everything below (the argument above). */
     ldg_seq end = ldg__load_acquire(&s->tail_end);
-    if (t + 1 < end) {
-      /* seq_cst: the destroy handshake reads destroyed after this (and
-       * cuda/engine.c's slc__engine_kick_enqueued orders its wake-up by
-       * it, in place of a fence). */
+    if (fast) {
+      /* seq_cst: the check's load of tail is a step of S (it reads the
+       * current tail there). */
+      ldg_seq t = ldg__load_seq_cst(&s->tail);
+      if (t + 1 >= LDG__FIRST_END && t + 1 + LDG__FAST_R < end) {
+        LDG__HOOK(LDG__HOOK_RESERVE_CHECKED, s);
+        /* seq_cst: a step of S; and, as the CAS below, the destroy
+         * handshake reads destroyed after it (and cuda/engine.c's
+         * slc__engine_kick_enqueued orders its wake-up by it). */
+        ldg_seq got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
+        if (__builtin_expect(got >= end, 0)) ldg__reserve_late(s, got);
+        *seq = got;
+        return LDG_OK;
+      }
+    }
+    /* tail: relaxed, the CAS below checks it (and with it the reserve's
+     * choice, which depends on t only). */
+    ldg_seq t = ldg__load_relaxed(&s->tail);
+    ldg_seq reserve = t + 1 < LDG__FIRST_END ? 0 : LDG__FAST_R;
+    if (t + 1 + reserve < end) {
+      /* seq_cst: a step of S; the destroy handshake reads destroyed after
+       * this (and cuda/engine.c's slc__engine_kick_enqueued orders its
+       * wake-up by it, in place of a fence). */
       if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
         *seq = t + 1;
         return LDG_OK;
@@ -429,4 +599,13 @@ int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,
     }
   }
   return LDG_OK;
+}
+
+/* ---- Inspection (ledger_testing.h) ------------------------------------------------- */
+
+unsigned ldg__fast_reserve(void) { return LDG__FAST_R; }
+
+uint64_t ldg__ring_tail_end(ldg_stream *s) {
+  /* Acquire: as in ldg__ring_reserve (a test reads it at a quiet moment). */
+  return ldg__load_acquire(&s->tail_end);
 }
