@@ -286,8 +286,12 @@ void ldg__free(void *p);
  * SHARED STREAM). */
 #define LDG__SEG_FIRST 8u
 #define LDG__FIRST_END ((ldg_seq)1 + LDG__SEG_FIRST)
-/* The fast path's tickets, and the reserve the CAS path leaves them. */
+/* The fast path's tickets, and the reserve the CAS path leaves them: at
+ * least LDG__FIRST_END - 1, so that a fast-path check cannot pass in the
+ * first segment (ring.c). */
 #define LDG__FAST_R 32u
+_Static_assert(LDG__FAST_R + 1 >= LDG__FIRST_END,
+               "the fast path's check must imply tail past the first segment");
 
 /* ---- ring.c: layout, enqueue ------------------------------------------------------- */
 

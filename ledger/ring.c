@@ -146,14 +146,22 @@
  *     after its last add (ldg_enqueue returns first). (A fixed count, not
  *     the number of threads seen so far: a count read at the check may be
  *     older than threads that registered and checked since.)
- *   - The check (fast path, holders): load tail_end (acquire), load tail
- *     (seq_cst) as t, and add only if t + 1 >= F (F = 1 + LDG__SEG_FIRST,
- *     the first segment's end: the first segment is handed out by the CAS
- *     path alone) and t + 1 + LDG__FAST_R < end.
- *   - The reserve (CAS path, everyone else and a holder whose check
- *     failed): reserve t + 1 only if t + 1 + r < end, where r = 0 while
- *     t + 1 < F and LDG__FAST_R after; else extend the ring. The CAS
- *     validates t, so r is decided on the current tail.
+ *   - The check (fast path, holders): load tail_end (acquire) as E, load
+ *     tail (seq_cst) as t, and add only if t + 1 + LDG__FAST_R < E (the
+ *     thread-local margin is LDG__FAST_R for a holder, 2^62 otherwise).
+ *     The first segment (seqs below F = 1 + LDG__SEG_FIRST) is handed out
+ *     by the CAS path alone: a check that passes read E > LDG__FAST_R + 1
+ *     >= F, a tail_end raised by an extension, which only a CAS-path check
+ *     that failed with r = LDG__FAST_R starts, i.e. one that read tail >=
+ *     F - 1 before the raise; the raise happens before our load of tail
+ *     (acquire of E), so by coherence we read tail >= F - 1 too.
+ *   - The reserve (CAS path, ldg__ring_reserve_cas: a thread without a
+ *     ticket, a holder whose check failed): reserve t + 1 only if
+ *     t + 1 + r < E, where r = 0 while t + 1 < F and LDG__FAST_R after;
+ *     else extend the ring (only this path extends). The CAS validates t,
+ *     so r is decided on the current tail. Both paths need the same
+ *     headroom past F, so a holder falls back to the CAS path only where
+ *     the ring must grow.
  *   Invariant: tail + P < tail_end, P the adds pending. Take the seq_cst
  *   total order S of the operations on tail (every RMW, every fast-path
  *   load) and of the raises of tail_end (seq_cst CAS, ldg__raise_tail_end):
@@ -166,8 +174,8 @@
  *   LDG__FAST_R < E <= tail_end, so t + P + 1 < tail_end. An add: tail + 1,
  *   P - 1. A CAS with r = LDG__FAST_R: t + 1 + LDG__FAST_R < tail_end and
  *   P <= LDG__FAST_R. A CAS with r = 0 happens at tail = t < F - 1, while
- *   every pending add's check read tail >= F - 1, earlier in S: tail only
- *   grows, so P = 0 there, and t + 1 < tail_end. So every seq handed out,
+ *   every pending add's check read tail >= F - 1 (above), earlier in S:
+ *   tail only grows, so P = 0 there, and t + 1 < tail_end. So every seq handed out,
  *   by either path, is below tail_end in S when it is handed out: no hole,
  *   no seq without a segment; ldg_mark, the release walk and the segments'
  *   retirement are unchanged. A fast-path seq may be at or past the end
@@ -251,6 +259,11 @@ void ldg__ext_free_cb(struct rcu_head *head) {
  * ldg__fast_tickets is taken by the thread holding ticket i. */
 static _Atomic uint32_t ldg__fast_tickets;
 _Static_assert(LDG__FAST_R == 32, "one bit of ldg__fast_tickets per ticket");
+/* The margin of this thread's fast-path check: LDG__FAST_R while it holds a
+ * ticket, else so large that no check passes (tail stays far below 2^62).
+ * One thread-local word, so that the check is one add. */
+#define LDG__NO_TICKET ((ldg_seq)1 << 62)
+static _Thread_local ldg_seq ldg__fast_margin = LDG__NO_TICKET;
 enum { LDG__TICKET_UNTRIED, LDG__TICKET_HELD, LDG__TICKET_NONE, LDG__TICKET_GONE };
 static _Thread_local uint8_t ldg__ticket_state; /* LDG__TICKET_* */
 static _Thread_local uint8_t ldg__ticket_bit;
@@ -259,6 +272,7 @@ static bool ldg__ticket_key_ok;
 static pthread_once_t ldg__ticket_once = PTHREAD_ONCE_INIT;
 
 static void ldg__ticket_give_back(void) {
+  ldg__fast_margin = LDG__NO_TICKET;
   /* Release: the next claimer of the bit (acq_rel CAS) sees this thread's
    * last add made: it is not pending any more. */
   ldg__fetch_and_release(&ldg__fast_tickets, ~(1u << ldg__ticket_bit));
@@ -277,12 +291,15 @@ static void ldg__ticket_key_make(void) {
       pthread_key_create(&ldg__ticket_key, ldg__ticket_exit) == 0;
 }
 
-/* Takes a ticket for this thread if one is free; true if it holds one. A
- * thread without one tries again at its next reservation. */
-static __attribute__((noinline)) bool ldg__fast_ticket_claim(void) {
-  if (ldg__ticket_state == LDG__TICKET_GONE) return false;
+/* Takes a ticket for this thread if one is free (its next reservations take
+ * the fast path). A thread without one tries again at its next reservation
+ * by the CAS path. */
+static void ldg__fast_ticket_claim(void) {
+  if (ldg__ticket_state == LDG__TICKET_HELD ||
+      ldg__ticket_state == LDG__TICKET_GONE)
+    return;
   pthread_once(&ldg__ticket_once, ldg__ticket_key_make);
-  if (!ldg__ticket_key_ok) return false;
+  if (!ldg__ticket_key_ok) return;
   /* Relaxed: the CAS checks it. */
   uint32_t cur = ldg__load_relaxed(&ldg__fast_tickets);
   while (cur != UINT32_MAX) {
@@ -296,11 +313,11 @@ static __attribute__((noinline)) bool ldg__fast_ticket_claim(void) {
         break;
       }
       ldg__ticket_state = LDG__TICKET_HELD;
-      return true;
+      ldg__fast_margin = LDG__FAST_R;
+      return;
     }
   }
   ldg__ticket_state = LDG__TICKET_NONE;
-  return false;
 }
 
 void ldg__testing_fast_ticket(bool want) {
@@ -309,7 +326,7 @@ void ldg__testing_fast_ticket(bool want) {
     ldg__ticket_state = LDG__TICKET_GONE;
   } else if (ldg__ticket_state != LDG__TICKET_HELD) {
     ldg__ticket_state = LDG__TICKET_UNTRIED;
-    (void)ldg__fast_ticket_claim();
+    ldg__fast_ticket_claim();
   }
 }
 
@@ -332,52 +349,60 @@ static __attribute__((noinline)) void ldg__reserve_late(ldg_stream *s,
   }
 }
 
-/* Reserves the next seq of s (RESERVING ON A SHARED STREAM). Takes no read
- * lock on the common path. */
-static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
-  bool fast = __builtin_expect(ldg__ticket_state == LDG__TICKET_HELD, 1) ||
-              ldg__fast_ticket_claim();
+/* The CAS path (RESERVING ON A SHARED STREAM): a thread without a ticket
+ * (it tries to take one here), a holder whose check failed, the first
+ * segment. Returns the seq, or 0 if the ring could not grow (LDG_ENOMEM,
+ * nothing reserved). Takes no read lock unless it grows the ring. */
+static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
+  if (__builtin_expect(ldg__ticket_state != LDG__TICKET_HELD, 0))
+    ldg__fast_ticket_claim();
   for (;;) {
-    /* tail_end: acquire pairs with the seq_cst (release half) CAS in
-     * ldg__raise_tail_end, made after tailseg reached the segment of every
-     * seq below end (ldg__seg_of_reserved reads it); the raise it reads
-     * then precedes, in S, everything below (the argument above). */
-    ldg_seq end = ldg__load_acquire(&s->tail_end);
-    if (fast) {
-      /* seq_cst: the check's load of tail is a step of S (it reads the
-       * current tail there). */
-      ldg_seq t = ldg__load_seq_cst(&s->tail);
-      if (t + 1 >= LDG__FIRST_END && t + 1 + LDG__FAST_R < end) {
-        LDG__HOOK(LDG__HOOK_RESERVE_CHECKED, s);
-        /* seq_cst: a step of S; and, as the CAS below, the destroy
-         * handshake reads destroyed after it (and cuda/engine.c's
-         * slc__engine_kick_enqueued orders its wake-up by it). */
-        ldg_seq got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
-        if (__builtin_expect(got >= end, 0)) ldg__reserve_late(s, got);
-        *seq = got;
-        return LDG_OK;
-      }
-    }
     /* tail: relaxed, the CAS below checks it (and with it the reserve's
-     * choice, which depends on t only). */
+     * choice, which depends on t only). tail_end: acquire, as in
+     * ldg__ring_reserve. */
     ldg_seq t = ldg__load_relaxed(&s->tail);
+    ldg_seq end = ldg__load_acquire(&s->tail_end);
     ldg_seq reserve = t + 1 < LDG__FIRST_END ? 0 : LDG__FAST_R;
     if (t + 1 + reserve < end) {
       /* seq_cst: a step of S; the destroy handshake reads destroyed after
        * this (and cuda/engine.c's slc__engine_kick_enqueued orders its
        * wake-up by it, in place of a fence). */
-      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
-        *seq = t + 1;
-        return LDG_OK;
-      }
+      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) return t + 1;
       LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
       continue;
     }
     ldg__rcu_read_lock();
     int rc = ldg__ring_extend(s, end);
     ldg__rcu_read_unlock();
-    if (rc != LDG_OK) return rc;
+    if (rc != LDG_OK) return 0; /* LDG_ENOMEM, its only error */
   }
+}
+
+/* Reserves the next seq of s (RESERVING ON A SHARED STREAM): by fetch_add if
+ * this thread holds a ticket and the ring has headroom past the reserve,
+ * else by the CAS path. Takes no read lock on the common path. */
+static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
+  /* tail_end: acquire pairs with the seq_cst (release half) CAS in
+   * ldg__raise_tail_end, made after tailseg reached the segment of every
+   * seq below end (ldg__seg_of_reserved reads it); the raise it reads
+   * precedes, in S, the load of tail below (the argument above). tail:
+   * seq_cst, a step of S (it reads the current tail there). */
+  ldg_seq end = ldg__load_acquire(&s->tail_end);
+  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  ldg_seq got;
+  if (__builtin_expect(t + 1 + ldg__fast_margin < end, 1)) {
+    LDG__HOOK(LDG__HOOK_RESERVE_CHECKED, s);
+    /* seq_cst: a step of S; and, as the CAS, the destroy handshake reads
+     * destroyed after it (and cuda/engine.c's slc__engine_kick_enqueued
+     * orders its wake-up by it). */
+    got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
+    if (__builtin_expect(got >= end, 0)) ldg__reserve_late(s, got);
+  } else {
+    got = ldg__ring_reserve_cas(s);
+    if (got == 0) return LDG_ENOMEM;
+  }
+  *seq = got;
+  return LDG_OK;
 }
 
 /* Reserves the next seq of a single-issuer stream (SINGLE-ISSUER STREAMS):

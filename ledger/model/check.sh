@@ -15,7 +15,8 @@
 #
 # Usage: ledger/model/check.sh [--deep] [--jobs N] [--only REGEX] [-DNAME]... [--keep]
 #   --deep     also CFG_EE3R (140M states: 8.3 GB and ~7 min) and CFG_FFF
-#              (21M states, 1 GB, ~90 s: two fetch_adds pending at once)
+#              (21M states, 1 GB, ~90 s: two fetch_adds pending at once; and
+#              with FAST_AS_C, the C's check without its first-segment test)
 #   --jobs N   runs at once (default 2)
 #   --only RE  only the runs whose line matches RE (e.g. --only EER, --only ^pass)
 #   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass
@@ -153,6 +154,7 @@ EOF
 if [ "$deep" = 1 ]; then
   runs+=$'\n'"pass  ring.pml  -DCFG_EE3R"
   runs+=$'\n'"pass  ring.pml  -DCFG_FFF"
+  runs+=$'\n'"pass  ring.pml  -DCFG_FFF -DFAST_AS_C"
   runs+=$'\n'"reach ring.pml  -DCFG_FFF -DPROBE_FAST_FULL"
 fi
 if [ -n "$only" ]; then

@@ -60,7 +60,9 @@
  *   CFG_FFD   RES_R 1: 2 enqueuers x 2 + 1 ops + 1 destroyer (the destroy
  *             handshake against a fetch_add)
  *   CFG_FFF   RES_R 2: 3 enqueuers x 2 + 1 + 1 ops (two fetch_adds pending
- *             at once; 21M states, 1 GB, ~90 s: check.sh --deep only)
+ *             at once; 21M states, 1 GB, ~90 s: check.sh --deep only); with
+ *             -DFAST_AS_C, the fast check as the C makes it, without the
+ *             first-segment test (implied once RES_R + 1 >= FIRST_END)
  * Every configuration shares one pool (limit POOL_LIMIT = 1 segment unless
  * set): retired segments are reused by the growing ring (e.g. CFG_ERR5).
  *

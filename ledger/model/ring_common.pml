@@ -779,12 +779,18 @@ inline ring_extend(s, end) {
 
 /* ---- ldg__ring_reserve: out rs_seq. No read-side section. ----
  * With FASTPATH (ring.c, RESERVING ON A SHARED STREAM): a process that holds
- * one of RES_R tickets (taken on its first reservation, ldg__fast_ticket;
- * ntk is the bitmap's count, and a process keeps its ticket to the end)
- * reserves with fetch_add when it sees more than RES_R + 1 seqs of headroom
- * past the first segment; the CAS path leaves the last RES_R seqs below
- * tail_end to them (past the first segment). Without FASTPATH: today's
- * CAS loop alone (RES_R is 0 and nobody has a ticket). */
+ * one of RES_R tickets (ldg__fast_ticket_claim; ntk is the bitmap's count,
+ * and a process keeps its ticket to the end) first tries a fetch_add, made if it sees more than
+ * RES_R + 1 seqs of headroom past the first segment; else (and without a
+ * ticket) the CAS path, which leaves the last RES_R seqs below tail_end to
+ * the fetch_adds (past the first segment) and alone grows the ring. The C
+ * has no FAST_PAST_FIRST test: there LDG__FAST_R + 1 >= LDG__FIRST_END
+ * makes it implied (ring.c); with RES_R = 1 < SZ here it is not, so the
+ * model keeps it (BUG_FAST_FIRST_SEG drops it). The C takes the ticket in
+ * the CAS path, so a thread's first reservation on its first stream is by
+ * CAS; the model takes it before any reservation (a thread that took it on
+ * another stream): more behaviours, not fewer. Without FASTPATH: the CAS
+ * loop alone (RES_R is 0 and nobody has a ticket). */
 #ifdef FASTPATH
 #ifndef RES_R
 #define RES_R 2
@@ -801,16 +807,21 @@ inline ring_extend(s, end) {
 #else
 #define CAS_RESERVE(t) ((t) + 1 < FIRST_END -> 0 : RES_R)
 #endif
-#ifndef BUG_FAST_FIRST_SEG
-#define FAST_PAST_FIRST(t) ((t) + 1 >= FIRST_END)
-#else
+#if defined(BUG_FAST_FIRST_SEG)
 #define FAST_PAST_FIRST(t) true                        /* mutant: also in the first segment */
+#elif defined(FAST_AS_C)
+#if RES_R + 1 < FIRST_END
+#error "FAST_AS_C: the C's check implies tail past the first segment only with RES_R + 1 >= FIRST_END"
+#endif
+#define FAST_PAST_FIRST(t) true                        /* the C's check (implied: ring.c) */
+#else
+#define FAST_PAST_FIRST(t) ((t) + 1 >= FIRST_END)
 #endif
 byte ntk;                /* tickets taken (ldg__fast_tickets' bits) */
 byte npend;              /* ghost: fetch_adds checked and not yet made */
 inline ring_reserve(s, e) {
 #ifdef FASTPATH
-  if                                               /* ldg__fast_ticket */
+  if                                               /* ldg__fast_ticket_claim */
   :: rs_tk == 0 ->
      d_step {                                      /* acq_rel CAS on the bitmap */
        if
@@ -820,38 +831,36 @@ inline ring_reserve(s, e) {
      }
   :: else
   fi;
-#endif
-  do
-  ::
-#ifdef FASTPATH
+  if
+  :: rs_tk == 1 ->                                 /* ldg__ring_reserve */
+     rs_end = tail_end[s];                         /* acquire load tail_end */
+     d_step {                                      /* seq_cst load tail; the check */
+       rs_t = tail[s];
+       if
+       :: FAST_PAST_FIRST(rs_t) && rs_t + 1 + RES_R < rs_end ->
+          npend++; rs_ok = 1                       /* ghost: checked, not added */
+       :: else -> rs_ok = 0
+       fi
+     }
      if
-     :: rs_tk == 1 ->
-        rs_end = tail_end[s];                      /* acquire load tail_end */
-        d_step {                                   /* seq_cst load tail; the check */
-          rs_t = tail[s];
-          if
-          :: FAST_PAST_FIRST(rs_t) && rs_t + 1 + RES_R < rs_end ->
-             npend++; rs_ok = 1                    /* ghost: checked, not added */
-          :: else -> rs_ok = 0
-          fi
+     :: rs_ok ->
+        d_step {                                   /* seq_cst fetch_add tail */
+          P_FAST_FULL(npend == RES_R);
+          rs_seq = tail[s] + 1; tail[s] = rs_seq; npend--;
+          /* no seq is handed out past tail_end: the invariant of RESERVING
+           * ON A SHARED STREAM, tail + (adds pending) < tail_end */
+          assert(rs_seq < tail_end[s] && tail[s] + npend < tail_end[s]);
+          eseq[e] = rs_seq
         }
-        if
-        :: rs_ok ->
-           d_step {                                /* seq_cst fetch_add tail */
-             P_FAST_FULL(npend == RES_R);
-             rs_seq = tail[s] + 1; tail[s] = rs_seq; npend--;
-             /* no seq is handed out past tail_end: the invariant of RESERVING
-              * ON A SHARED STREAM, tail + (adds pending) < tail_end */
-             assert(rs_seq < tail_end[s] && tail[s] + npend < tail_end[s]);
-             eseq[e] = rs_seq;
-             rs_t = 0; rs_end = 0
-           }
-           break
-        :: else -> rs_t = 0; rs_end = 0
-        fi
      :: else
      fi;
+     rs_t = 0; rs_end = 0
+  :: else
+  fi;
 #endif
+  do                                               /* ldg__ring_reserve_cas */
+  :: rs_ok -> break
+  :: else ->
      rs_t = tail[s];                               /* relaxed load tail */
      rs_end = tail_end[s];                         /* acquire load tail_end */
      if
@@ -867,10 +876,6 @@ inline ring_reserve(s, e) {
           fi;
           rs_t = 0; rs_end = 0
         }
-        if
-        :: rs_ok -> break
-        :: else
-        fi
      :: else ->
         P_RESERVE_EXTEND(rs_t + 1 < rs_end);
         rcu_lock();
