@@ -136,10 +136,10 @@
  *   if growing fails, a seq never resolved. So a fetch_add is made only
  *   where a bounded number of pending adds cannot reach tail_end:
  *   - Tickets. LDG__FAST_R (32) process-wide tickets, bits of
- *     ldg__fast_tickets. A thread takes one on its first reservation of a
- *     shared stream if one is free (ldg__fast_ticket_claim) and gives it
- *     back when it exits (a pthread key's destructor); a thread without
- *     one uses the CAS path. Only a holder makes a fetch_add, and between
+ *     ldg__fast_tickets. A thread takes one at a reservation by the CAS
+ *     path if one is free (ldg__fast_ticket_claim: a CAS on the word, no
+ *     lock, no wait) and gives it back when it exits (a pthread key's
+ *     destructor); a thread without one uses the CAS path. Only a holder makes a fetch_add, and between
  *     its check and its add a thread is inside ldg_enqueue, so it holds its
  *     ticket: at any moment at most LDG__FAST_R adds are pending (checked,
  *     not yet made) — one per holder, since a thread checks again only
@@ -268,8 +268,10 @@ enum { LDG__TICKET_UNTRIED, LDG__TICKET_HELD, LDG__TICKET_NONE, LDG__TICKET_GONE
 static _Thread_local uint8_t ldg__ticket_state; /* LDG__TICKET_* */
 static _Thread_local uint8_t ldg__ticket_bit;
 static pthread_key_t ldg__ticket_key;
-static bool ldg__ticket_key_ok;
-static pthread_once_t ldg__ticket_once = PTHREAD_ONCE_INIT;
+/* The key's making, without waiting for another maker (ldg_enqueue takes no
+ * lock: ledger.h): 0 none, 1 being made, 2 made, 3 failed. */
+enum { LDG__KEY_NONE, LDG__KEY_MAKING, LDG__KEY_MADE, LDG__KEY_FAILED };
+static _Atomic int ldg__ticket_key_state;
 
 static void ldg__ticket_give_back(void) {
   ldg__fast_margin = LDG__NO_TICKET;
@@ -286,9 +288,22 @@ static void ldg__ticket_exit(void *unused) {
   ldg__ticket_state = LDG__TICKET_GONE;
 }
 
-static void ldg__ticket_key_make(void) {
-  ldg__ticket_key_ok =
-      pthread_key_create(&ldg__ticket_key, ldg__ticket_exit) == 0;
+/* Whether the key exists; makes it if nobody has begun to. A thread that
+ * finds it being made goes on without a ticket (it tries again later). */
+static bool ldg__ticket_key_ready(void) {
+  /* Acquire: pairs with the maker's release store (the key is written). */
+  int st = ldg__load_acquire(&ldg__ticket_key_state);
+  if (st == LDG__KEY_NONE) {
+    /* acq_rel: one maker; the failure's acquire reads the state as above. */
+    if (!ldg__cas_acq_rel(&ldg__ticket_key_state, &st, LDG__KEY_MAKING))
+      return st == LDG__KEY_MADE;
+    st = pthread_key_create(&ldg__ticket_key, ldg__ticket_exit) == 0
+             ? LDG__KEY_MADE
+             : LDG__KEY_FAILED;
+    /* Release: publishes ldg__ticket_key. */
+    ldg__store_release(&ldg__ticket_key_state, st);
+  }
+  return st == LDG__KEY_MADE;
 }
 
 /* Takes a ticket for this thread if one is free (its next reservations take
@@ -298,8 +313,7 @@ static void ldg__fast_ticket_claim(void) {
   if (ldg__ticket_state == LDG__TICKET_HELD ||
       ldg__ticket_state == LDG__TICKET_GONE)
     return;
-  pthread_once(&ldg__ticket_once, ldg__ticket_key_make);
-  if (!ldg__ticket_key_ok) return;
+  if (!ldg__ticket_key_ready()) return;
   /* Relaxed: the CAS checks it. */
   uint32_t cur = ldg__load_relaxed(&ldg__fast_tickets);
   while (cur != UINT32_MAX) {
