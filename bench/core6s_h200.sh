@@ -6,7 +6,8 @@
 # reservation").
 #   - ledger_bench through bench/issue11_h200.sh: the shared stream at 1, 2,
 #     4, 8 and 16 threads, the mutex design and the ceiling loop (fetch_add +
-#     64-byte slot write) in every invocation; five rounds of 0.3 s rows,
+#     64-byte slot write) in every invocation, and private at 1 thread (the
+#     one-thread cost of the new fast path); five rounds of 0.3 s rows,
 #     BIN and BEFORE interleaved (order alternating); a round that would end
 #     past 85 s is skipped (and said so in SUMMARY.txt); atomics_bench.
 #   - ledger_evidence_bench of BEFORE and of BIN, shared at 2, 8 and 16
@@ -38,7 +39,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 thr=${CORE6S_THREADS:-1,2,4,8,16}
 t0=$SECONDS
 
-I11_ROWS="shared:$thr" I11_SECS=0.3 I11_ROUNDS=5 I11_BUDGET=85 I11_ITERS=5000000 \
+I11_ROWS="shared:$thr private:1" I11_SECS=0.3 I11_ROUNDS=5 I11_BUDGET=85 I11_ITERS=5000000 \
 I11_TITLE="issue 11, sixth session (core6s): the shared stream" \
   timeout -k 5 98 bash "$here/issue11_h200.sh" $quick "$bin" "$before" "$out"
 status=$?
