@@ -139,13 +139,16 @@
  *     ldg__fast_tickets. A thread takes one at a reservation by the CAS
  *     path if one is free (ldg__fast_ticket_claim: a CAS on the word, no
  *     lock, no wait) and gives it back when it exits (a pthread key's
- *     destructor); a thread without one uses the CAS path. Only a holder makes a fetch_add, and between
- *     its check and its add a thread is inside ldg_enqueue, so it holds its
- *     ticket: at any moment at most LDG__FAST_R adds are pending (checked,
- *     not yet made) — one per holder, since a thread checks again only
- *     after its last add (ldg_enqueue returns first). (A fixed count, not
- *     the number of threads seen so far: a count read at the check may be
- *     older than threads that registered and checked since.)
+ *     destructor); a thread without one uses the CAS path. Only a holder
+ *     makes a fetch_add, and between its check and its add a thread is
+ *     inside ldg_enqueue, so it holds its ticket: at any moment at most
+ *     LDG__FAST_R adds are pending (checked, not yet made) — one per
+ *     holder, since a thread checks again only after its last add
+ *     (ldg_enqueue returns first). A ticket given back (release) and taken
+ *     by another thread (acq_rel CAS) orders the old holder's last add
+ *     before the new holder's first check. (A fixed count, not the number
+ *     of threads seen so far: a count read at the check may be older than
+ *     threads that registered and checked since.)
  *   - The check (fast path, holders): load tail_end (acquire) as E, load
  *     tail (seq_cst) as t, and add only if t + 1 + LDG__FAST_R < E (the
  *     thread-local margin is LDG__FAST_R for a holder, 2^62 otherwise).
@@ -175,8 +178,9 @@
  *   P - 1. A CAS with r = LDG__FAST_R: t + 1 + LDG__FAST_R < tail_end and
  *   P <= LDG__FAST_R. A CAS with r = 0 happens at tail = t < F - 1, while
  *   every pending add's check read tail >= F - 1 (above), earlier in S:
- *   tail only grows, so P = 0 there, and t + 1 < tail_end. So every seq handed out,
- *   by either path, is below tail_end in S when it is handed out: no hole,
+ *   tail only grows, so P = 0 there, and t + 1 < tail_end. So every seq
+ *   handed out, by either path, is below tail_end in S when it is handed
+ *   out: no hole,
  *   no seq without a segment; ldg_mark, the release walk and the segments'
  *   retirement are unchanged. A fast-path seq may be at or past the end
  *   its own check read (tail_end grew and other adds used it meanwhile):
@@ -191,9 +195,11 @@
  *   fetch_add is a seq_cst RMW of tail like the CAS, before the seq_cst
  *   load of destroyed. Single-issuer streams keep their own path.
  *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (and CFG_FFF
- *   with two adds pending, --deep), asserting the invariant at every
- *   reservation; mutants BUG_RESERVE_SHORT (the reserve one seq short)
- *   and BUG_FAST_FIRST_SEG (fetch_add in the first segment) fail.
+ *   with two adds pending, with and without the first-segment test of the
+ *   check: --deep), asserting the invariant at every reservation; mutants
+ *   BUG_RESERVE_SHORT (the reserve one seq short) and BUG_FAST_FIRST_SEG
+ *   (fetch_add in the first segment, where r = 0) fail. Tests:
+ *   tests/torture/reserve_test.c.
  *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
