@@ -270,7 +270,12 @@ _Static_assert(LDG__FAST_R == 32, "one bit of ldg__fast_tickets per ticket");
  * One thread-local word, so that the check is one add. */
 #define LDG__NO_TICKET ((ldg_seq)1 << 62)
 static _Thread_local ldg_seq ldg__fast_margin = LDG__NO_TICKET;
-enum { LDG__TICKET_UNTRIED, LDG__TICKET_HELD, LDG__TICKET_NONE, LDG__TICKET_GONE };
+enum {
+  LDG__TICKET_UNTRIED,
+  LDG__TICKET_HELD,
+  LDG__TICKET_NONE,
+  LDG__TICKET_GONE
+};
 static _Thread_local uint8_t ldg__ticket_state; /* LDG__TICKET_* */
 static _Thread_local uint8_t ldg__ticket_bit;
 static pthread_key_t ldg__ticket_key;
