@@ -40,8 +40,9 @@
  *               segment; seq_cst where ldg__ring_advance_head checks that
  *               tailseg no longer names the segment it retires.
  *   g->next     (seq_cst CAS) the successor segment, initialised.
- *   s->tail_end (release store / acquire load) segments up to it are linked
- *               and tailseg reaches them.
+ *   s->tail_end (seq_cst CAS / acquire load) segments up to it are linked
+ *               and tailseg reaches them (seq_cst: a step of the order S of
+ *               RESERVING ON A SHARED STREAM below).
  *   s->tail     (seq_cst CAS, or seq_cst fetch_add) a seq is reserved. It is
  *               handed out only if its slot exists (seq < tail_end: the
  *               CAS checks it, the fetch_add is kept inside a reserve:

@@ -75,8 +75,7 @@
  *             seg_of_reserved, ring_any), released, tail (ldg_mark,
  *             ring_any), destroyed (early checks, a wait's target),
  *             slot->state, a pool's top (ldg__pool_pop);
- *   release:  CAS tail_end (ldg__raise_tail_end);
- *   relaxed:  loads of tail (ldg__ring_reserve, ldg__ring_extend), tail_end
+ *   relaxed:  loads of tail (ldg__ring_reserve_cas, ldg__ring_extend), tail_end
  *             (ldg__raise_tail_end), released (segment size: not modelled);
  *             stores of slot->state = EMPTY by the slot's resolver, and of
  *             g->dirty by a retracting enqueuer; a pooled g->next (push,
@@ -87,6 +86,11 @@
  *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
  *             wait target/upto, frame fields): written before publication
  *             or by their one owner.
+ * The fast path of FASTPATH (ring.c, RESERVING ON A SHARED STREAM) is
+ * argued in the seq_cst order S of the operations on tail (its load of
+ * tail is seq_cst) and of the raises of tail_end (a seq_cst CAS since that
+ * argument: it was a release CAS); its acquire load of tail_end needs no
+ * more (ring.c says why), so the model's steps are the C's there.
  * It relies on seq_cst exactly where the C uses it for a store->load
  * (Dekker) handshake: the add to g->resolved against the loads of head,
  * h->resolved, h->next and tailseg in advance_head, and the CASes of
