@@ -99,6 +99,7 @@ enum {
   C_FUTEX_OTHER,
   C_FUTEX_WAKE_WORKER,
   C_RESERVE_RETRY, /* failed reserving CASes on tail (LDG__HOOK_RESERVE_RETRY) */
+  C_RESERVE_FAST,  /* reservations by fetch_add (LDG__HOOK_RESERVE_CHECKED) */
   C_N
 };
 static _Atomic uint64_t ev_count[C_N];
@@ -202,6 +203,9 @@ static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg)
     case LDG__HOOK_RESERVE_RETRY:
       count(C_RESERVE_RETRY);
       if (tl_in_sample) tl_flags |= EV_RETRY;
+      return;
+    case LDG__HOOK_RESERVE_CHECKED:
+      count(C_RESERVE_FAST);
       return;
     default:
       return;
@@ -638,6 +642,9 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
   printf("    reserving CAS on tail: %" PRIu64 " failures (%.3f per op; each "
          "failure is one more locked RMW and one more transfer of tail's line)\n",
          delta(C_RESERVE_RETRY), (double)delta(C_RESERVE_RETRY) / e);
+  printf("    reserved by fetch_add (ring.c, RESERVING ON A SHARED STREAM): %" PRIu64
+         " (%.3f per op; the rest by the CAS)\n",
+         delta(C_RESERVE_FAST), (double)delta(C_RESERVE_FAST) / e);
   uint64_t mbo = delta(C_MEMBAR_OTHER), mbw = delta(C_MEMBAR_WORKER);
   printf("    syscalls by liburcu (workers | other threads): membarrier %" PRIu64
          " | %" PRIu64 " (%.0f/s; ~%.0f grace periods at %.2f per GP), futex %" PRIu64

@@ -538,9 +538,37 @@ static void ceiling_row_setup(row_ctx *rc) {
 
 static void ceiling_row_teardown(row_ctx *rc) { free(rc->shared); }
 
+/* How a ceiling row reserves its sequence: the ceiling's fetch_add; or, for
+ * comparison (issue 11, sixth session), the CAS loop the ledger's CAS path
+ * makes (load, CAS t -> t + 1, again on failure), and that loop with bounded
+ * exponential backoff after a failed CAS (1, 2, 4 .. 64 pause instructions,
+ * then a fresh load). Same slot write in all three. */
+enum { CEIL_FAA, CEIL_CAS, CEIL_CAS_BACKOFF };
+
+static inline uint64_t ceiling_reserve(struct ceil_ring *r, int how) {
+  if (how == CEIL_FAA)
+    return atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed) + 1;
+  uint64_t t = atomic_load_explicit(&r->next, memory_order_relaxed);
+  unsigned pauses = 1;
+  while (!atomic_compare_exchange_strong_explicit(&r->next, &t, t + 1,
+                                                  memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+    if (how == CEIL_CAS_BACKOFF) {
+      for (unsigned k = 0; k < pauses; k++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      if (pauses < 64) pauses <<= 1;
+      t = atomic_load_explicit(&r->next, memory_order_relaxed);
+    }
+  }
+  return t + 1;
+}
+
 static inline void ceiling_one(struct ceil_ring *r, uint64_t vec, uint64_t addr,
-                               uint64_t id) {
-  uint64_t seq = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed) + 1;
+                               uint64_t id, int how) {
+  uint64_t seq = ceiling_reserve(r, how);
   struct ceil_slot *slot = &r->slots[seq & (CEIL_SLOTS - 1)];
   slot->fn = keep_fn;
   slot->ctx = (void *)(uintptr_t)id;
@@ -550,7 +578,7 @@ static inline void ceiling_one(struct ceil_ring *r, uint64_t vec, uint64_t addr,
   atomic_store_explicit(&slot->state, seq, memory_order_release);
 }
 
-static void ceiling_run(worker *w) {
+static inline void ceiling_loop(worker *w, int how) {
   struct ceil_ring *r = w->rc->shared;
   while (phase_going(w)) {
     uint64_t i = w->ops;
@@ -559,19 +587,31 @@ static void ceiling_run(worker *w) {
     if (--w->sample_countdown == 0) { /* timed like an enqueue */
       w->sample_countdown = opt.sample_every;
       uint64_t t0 = tick_begin();
-      ceiling_one(r, vec, addr, i);
+      ceiling_one(r, vec, addr, i, how);
       uint64_t t1 = tick_end();
       if (w->rc->timed) push_sample(w, t1 - t0);
     } else {
-      ceiling_one(r, vec, addr, i);
+      ceiling_one(r, vec, addr, i, how);
     }
     w->ops++;
   }
 }
 
+static void ceiling_run(worker *w) { ceiling_loop(w, CEIL_FAA); }
+static void ceiling_cas_run(worker *w) { ceiling_loop(w, CEIL_CAS); }
+static void ceiling_backoff_run(worker *w) { ceiling_loop(w, CEIL_CAS_BACKOFF); }
+
 static const workload wl_ceiling = {
     "ceiling", ceiling_row_setup, ceiling_row_teardown,
     noop_worker, ceiling_run, noop_worker,
+};
+static const workload wl_ceiling_cas = {
+    "ceiling_cas", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_cas_run, noop_worker,
+};
+static const workload wl_ceiling_backoff = {
+    "ceiling_backoff", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_backoff_run, noop_worker,
 };
 
 /* ---- Workload: serving mix --------------------------------------------------- */
@@ -1254,7 +1294,10 @@ static void usage(FILE *f) {
           "                    serving_si | backlog | holds (default: all; serving\n"
           "                    includes serving+reader; shared runs the ceiling\n"
           "                    loop too; *_si: the ledger's streams created\n"
-          "                    LDG_STREAM_SINGLE_ISSUER, the mutex rows plain)\n"
+          "                    LDG_STREAM_SINGLE_ISSUER, the mutex rows plain;\n"
+          "                    only when named: ceiling_cas, ceiling_backoff,\n"
+          "                    the ceiling with a CAS loop, without and with\n"
+          "                    bounded exponential backoff)\n"
           "  --max-threads N   cap of the thread counts 1,2,4,8,16 (default: online CPUs)\n"
           "  --threads LIST    comma-separated thread counts instead (e.g. 1,2,4)\n"
           "  --seconds S       timed phase per row (default 1.0; warm-up 0.2 s)\n"
@@ -1391,7 +1434,8 @@ static void parse_args(int argc, char **argv) {
 #undef NEED_VALUE
   }
   if (opt.workload != NULL && !want("private") && !want("shared") &&
-      !want("ceiling") && !want("holds") && !want("private_si") &&
+      !want("ceiling") && !want("ceiling_cas") && !want("ceiling_backoff") &&
+      !want("holds") && !want("private_si") &&
       !want("serving_si") &&
       !want("serving") && !want("backlog")) {
     fprintf(stderr, "ledger_bench: unknown workload %s\n", opt.workload);
@@ -1488,19 +1532,24 @@ static void run_threaded(const workload *wl, bool with_reader) {
 }
 
 /* The ceiling loop at every thread count (issue 11); remembers its
- * throughput for the shared rows' "of ceiling" column. */
-static void run_ceiling_rows(void) {
+ * throughput for the shared rows' "of ceiling" column. With wl one of the
+ * CAS forms (ceiling_cas, ceiling_backoff), those rows, remembered nowhere. */
+static void run_ceiling_rows(const workload *wl) {
   for (int ti = 0; ti < opt.n_thread_list; ti++) {
     int t = opt.thread_list[ti];
     row_result r;
     memset(&r, 0, sizeof r);
-    run_row_median(impls[IMPL_LEDGER], &wl_ceiling, t, false, &r);
-    r.workload = wl_ceiling.name;
-    r.impl = "ceiling";
+    run_row_median(impls[IMPL_LEDGER], wl, t, false, &r);
+    r.workload = wl->name;
+    r.impl = wl->name;
     *new_result() = r;
-    ceiling_ops[ti] = r.ops_per_s;
-    print_row("ceiling", t, &r, NULL,
-              "fetch_add on one line + a 64 B slot write (no ledger)");
+    if (wl == &wl_ceiling) ceiling_ops[ti] = r.ops_per_s;
+    print_row(wl->name, t, &r, NULL,
+              wl == &wl_ceiling
+                  ? "fetch_add on one line + a 64 B slot write (no ledger)"
+              : wl == &wl_ceiling_cas
+                  ? "CAS loop on one line + a 64 B slot write (no ledger)"
+                  : "CAS loop, bounded exponential backoff + slot (no ledger)");
   }
 }
 
@@ -1581,7 +1630,11 @@ int main(int argc, char **argv) {
   if (want("private")) run_threaded(&wl_private, false);
   if (want("private_si")) run_threaded(&wl_private_si, false);
   if ((want("shared") && opt.ceiling) || (opt.workload != NULL && want("ceiling")))
-    run_ceiling_rows();
+    run_ceiling_rows(&wl_ceiling);
+  /* Only when named: comparison rows (issue 11, sixth session). */
+  if (opt.workload != NULL && want("ceiling_cas")) run_ceiling_rows(&wl_ceiling_cas);
+  if (opt.workload != NULL && want("ceiling_backoff"))
+    run_ceiling_rows(&wl_ceiling_backoff);
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
   if (want("serving_si")) run_threaded(&wl_serving_si, false);

@@ -37,6 +37,8 @@
   atomic_fetch_add_explicit((p), (v), memory_order_release)
 #define ldg__fetch_or_acq_rel(p, v) \
   atomic_fetch_or_explicit((p), (v), memory_order_acq_rel)
+#define ldg__fetch_and_release(p, v) \
+  atomic_fetch_and_explicit((p), (v), memory_order_release)
 
 /* A full fence: the store/load (Dekker) handshake of registry.c. */
 #define ldg__fence_seq_cst() atomic_thread_fence(memory_order_seq_cst)

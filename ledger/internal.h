@@ -281,6 +281,18 @@ void *ldg__calloc(size_t n, size_t size);
 void *ldg__aligned_alloc(size_t align, size_t bytes);
 void ldg__free(void *p);
 
+/* A new stream's first segment (segment.c), and its end: seqs below
+ * LDG__FIRST_END are reserved by the CAS path alone (ring.c, RESERVING ON A
+ * SHARED STREAM). */
+#define LDG__SEG_FIRST 8u
+#define LDG__FIRST_END ((ldg_seq)1 + LDG__SEG_FIRST)
+/* The fast path's tickets, and the reserve the CAS path leaves them: at
+ * least LDG__FIRST_END - 1, so that a fast-path check cannot pass in the
+ * first segment (ring.c). */
+#define LDG__FAST_R 32u
+_Static_assert(LDG__FAST_R + 1 >= LDG__FIRST_END,
+               "the fast path's check must imply tail past the first segment");
+
 /* ---- ring.c: layout, enqueue ------------------------------------------------------- */
 
 /* What an enqueue records: an operation, or a wait on another stream. */

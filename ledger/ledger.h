@@ -40,7 +40,10 @@
  *       stream) never run concurrently with each other (see
  *       ldg_stream_create).
  *   Threads need no registration: the library registers each calling thread
- *   with RCU on first use and unregisters it when the thread exits.
+ *   with RCU on first use and unregisters it when the thread exits (and
+ *   likewise takes and gives back one of the 32 tickets that let a thread
+ *   reserve on a shared stream without a compare-and-swap loop: threads
+ *   beyond 32 work the same, through that loop).
  *
  *   function                     may block  lock taken         runs callbacks
  *   ---------------------------  ---------  -----------------  --------------

@@ -68,6 +68,9 @@ enum ldg__hook_point {
   LDG__HOOK_RESERVE_RETRY,        /* an enqueue's reserving CAS on tail
                                      failed (another enqueuer took the
                                      seq); it tries again */
+  LDG__HOOK_RESERVE_CHECKED,      /* an enqueue holding a fast-path ticket
+                                     saw headroom past the reserve and has
+                                     not yet made its fetch_add on tail */
 };
 
 struct ldg_stream;
@@ -98,6 +101,17 @@ size_t ldg__pool_seg_bytes(unsigned cls);
  * (head): a segment tailseg names is never retired. */
 struct ldg_stream;
 bool ldg__ring_tailseg_reachable(struct ldg_stream *s);
+
+/* The reservation (ring.c, RESERVING ON A SHARED STREAM): the fast path's
+ * ticket count, which is also the reserve the CAS path leaves below
+ * tail_end; s's tail_end (seqs below it have a slot). */
+unsigned ldg__fast_reserve(void);
+uint64_t ldg__ring_tail_end(struct ldg_stream *s);
+/* Gives back this thread's fast-path ticket and never takes one again
+ * (want false: its enqueues take the CAS path), or takes one now if one is
+ * free (want true). Whether it holds one. */
+void ldg__testing_fast_ticket(bool want);
+bool ldg__testing_has_fast_ticket(void);
 
 /* Whether l's vector index (ldg_ledger_index_vectors) says no pending
  * entry names id (a definite miss, answered without a walk). False when

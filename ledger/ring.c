@@ -40,12 +40,15 @@
  *               segment; seq_cst where ldg__ring_advance_head checks that
  *               tailseg no longer names the segment it retires.
  *   g->next     (seq_cst CAS) the successor segment, initialised.
- *   s->tail_end (release store / acquire load) segments up to it are linked
- *               and tailseg reaches them.
- *   s->tail     (seq_cst CAS) a seq is reserved. It is taken only if its slot
- *               exists (t + 1 < tail_end), so reserving never fails after
- *               the fact and a refused enqueue leaves no hole. On a
- *               single-issuer stream, a release store (SINGLE-ISSUER
+ *   s->tail_end (seq_cst CAS / acquire load) segments up to it are linked
+ *               and tailseg reaches them (seq_cst: a step of the order S of
+ *               RESERVING ON A SHARED STREAM below).
+ *   s->tail     (seq_cst CAS, or seq_cst fetch_add) a seq is reserved. It is
+ *               handed out only if its slot exists (seq < tail_end: the
+ *               CAS checks it, the fetch_add is kept inside a reserve:
+ *               RESERVING ON A SHARED STREAM below), so reserving never
+ *               fails after the fact and a refused enqueue leaves no hole.
+ *               On a single-issuer stream, a release store (SINGLE-ISSUER
  *               STREAMS below).
  *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once FULL.
@@ -125,6 +128,80 @@
  *   entry and stores 0 before it returns or runs a keep, and aborts if it
  *   found 1.
  *
+ * RESERVING ON A SHARED STREAM: FETCH_ADD INSIDE A RESERVE
+ *   The CAS loop costs a failed CAS per op and more under contention (issue
+ *   11: 0.71 per op at 16 threads on the H200). A fetch_add never fails, but
+ *   it checks nothing: more enqueuers between their look at tail_end and
+ *   their add than the headroom would take seqs past the last segment,
+ *   handed out for good (the mark covers them) with no slot to fill and,
+ *   if growing fails, a seq never resolved. So a fetch_add is made only
+ *   where a bounded number of pending adds cannot reach tail_end:
+ *   - Tickets. LDG__FAST_R (32) process-wide tickets, bits of
+ *     ldg__fast_tickets. A thread takes one at a reservation by the CAS
+ *     path if one is free (ldg__fast_ticket_claim: a CAS on the word, no
+ *     lock, no wait) and gives it back when it exits (a pthread key's
+ *     destructor); a thread without one uses the CAS path. Only a holder
+ *     makes a fetch_add, and between its check and its add a thread is
+ *     inside ldg_enqueue, so it holds its ticket: at any moment at most
+ *     LDG__FAST_R adds are pending (checked, not yet made) — one per
+ *     holder, since a thread checks again only after its last add
+ *     (ldg_enqueue returns first). A ticket given back (release) and taken
+ *     by another thread (acq_rel CAS) orders the old holder's last add
+ *     before the new holder's first check. (A fixed count, not the number
+ *     of threads seen so far: a count read at the check may be older than
+ *     threads that registered and checked since.)
+ *   - The check (fast path, holders): load tail_end (acquire) as E, load
+ *     tail (seq_cst) as t, and add only if t + 1 + LDG__FAST_R < E (the
+ *     thread-local margin is LDG__FAST_R for a holder, 2^62 otherwise).
+ *     The first segment (seqs below F = 1 + LDG__SEG_FIRST) is handed out
+ *     by the CAS path alone: a check that passes read E > LDG__FAST_R + 1
+ *     >= F, a tail_end raised by an extension, which only a CAS-path check
+ *     that failed with r = LDG__FAST_R starts, i.e. one that read tail >=
+ *     F - 1 before the raise; the raise happens before our load of tail
+ *     (acquire of E), so by coherence we read tail >= F - 1 too.
+ *   - The reserve (CAS path, ldg__ring_reserve_cas: a thread without a
+ *     ticket, a holder whose check failed): reserve t + 1 only if
+ *     t + 1 + r < E, where r = 0 while t + 1 < F and LDG__FAST_R after;
+ *     else extend the ring (only this path extends). The CAS validates t,
+ *     so r is decided on the current tail. Both paths need the same
+ *     headroom past F, so a holder falls back to the CAS path only where
+ *     the ring must grow.
+ *   Invariant: tail + P < tail_end, P the adds pending. Take the seq_cst
+ *   total order S of the operations on tail (every RMW, every fast-path
+ *   load) and of the raises of tail_end (seq_cst CAS, ldg__raise_tail_end):
+ *   a seq_cst load reads the last of them before it in S, and an acquire
+ *   load of tail_end reads a raise that happens before, so precedes in S,
+ *   everything the thread does next. So an E read is at most tail_end at
+ *   the thread's next step in S, and each step below sees the current
+ *   tail. tail_end only grows (that only helps). A check that passes at
+ *   tail t (P pending before it, P + 1 <= LDG__FAST_R after): t + 1 +
+ *   LDG__FAST_R < E <= tail_end, so t + P + 1 < tail_end. An add: tail + 1,
+ *   P - 1. A CAS with r = LDG__FAST_R: t + 1 + LDG__FAST_R < tail_end and
+ *   P <= LDG__FAST_R. A CAS with r = 0 happens at tail = t < F - 1, while
+ *   every pending add's check read tail >= F - 1 (above), earlier in S:
+ *   tail only grows, so P = 0 there, and t + 1 < tail_end. So every seq
+ *   handed out, by either path, is below tail_end in S when it is handed
+ *   out: no hole,
+ *   no seq without a segment; ldg_mark, the release walk and the segments'
+ *   retirement are unchanged. A fast-path seq may be at or past the end
+ *   its own check read (tail_end grew and other adds used it meanwhile):
+ *   then the adder loads tail_end again (seq_cst, after its add in S, so
+ *   past the seq), which also makes the segment's publication visible
+ *   (ldg__seg_of_reserved reads tailseg after it).
+ *   Seqs stay dense: the reserve only makes the ring grow LDG__FAST_R seqs
+ *   before its last segment is used up (segments after the first have at
+ *   least 64 = 2 x LDG__FAST_R slots, so one extension restores the
+ *   headroom; nothing above needs that, it only bounds the memory held
+ *   ahead: one more segment). The destroy handshake is unchanged: the
+ *   fetch_add is a seq_cst RMW of tail like the CAS, before the seq_cst
+ *   load of destroyed. Single-issuer streams keep their own path.
+ *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (and CFG_FFF
+ *   with two adds pending, with and without the first-segment test of the
+ *   check: --deep), asserting the invariant at every reservation; mutants
+ *   BUG_RESERVE_SHORT (the reserve one seq short) and BUG_FAST_FIRST_SEG
+ *   (fetch_add in the first segment, where r = 0) fail. Tests:
+ *   tests/torture/reserve_test.c.
+ *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
  *   tail_end, touching no segment. From then on the slot of seq is
@@ -140,6 +217,7 @@
  *   segments) enter a read-side section.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -184,30 +262,173 @@ void ldg__ext_free_cb(struct rcu_head *head) {
 /* ---- Reserving a seq ------------------------------------------------------------- */
 
 
-/* Reserves the next seq of s. Takes no read lock on the common path. */
-static int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
+/* The fast path's tickets (RESERVING ON A SHARED STREAM): bit i of
+ * ldg__fast_tickets is taken by the thread holding ticket i. */
+static _Atomic uint32_t ldg__fast_tickets;
+_Static_assert(LDG__FAST_R == 32, "one bit of ldg__fast_tickets per ticket");
+/* The margin of this thread's fast-path check: LDG__FAST_R while it holds a
+ * ticket, else so large that no check passes (tail stays far below 2^62).
+ * One thread-local word, so that the check is one add. */
+#define LDG__NO_TICKET ((ldg_seq)1 << 62)
+static _Thread_local ldg_seq ldg__fast_margin = LDG__NO_TICKET;
+enum {
+  LDG__TICKET_UNTRIED,
+  LDG__TICKET_HELD,
+  LDG__TICKET_NONE,
+  LDG__TICKET_GONE
+};
+static _Thread_local uint8_t ldg__ticket_state; /* LDG__TICKET_* */
+static _Thread_local uint8_t ldg__ticket_bit;
+static pthread_key_t ldg__ticket_key;
+/* The key's making, without waiting for another maker (ldg_enqueue takes no
+ * lock: ledger.h): 0 none, 1 being made, 2 made, 3 failed. */
+enum { LDG__KEY_NONE, LDG__KEY_MAKING, LDG__KEY_MADE, LDG__KEY_FAILED };
+static _Atomic int ldg__ticket_key_state;
+
+static void ldg__ticket_give_back(void) {
+  ldg__fast_margin = LDG__NO_TICKET;
+  /* Release: the next claimer of the bit (acq_rel CAS) sees this thread's
+   * last add made: it is not pending any more. */
+  ldg__fetch_and_release(&ldg__fast_tickets, ~(1u << ldg__ticket_bit));
+}
+
+static void ldg__ticket_exit(void *unused) {
+  (void)unused;
+  /* The thread exits: not inside ldg_enqueue, so no add pending. A later
+   * enqueue from another key's destructor takes the CAS path. */
+  if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
+  ldg__ticket_state = LDG__TICKET_GONE;
+}
+
+/* Whether the key exists; makes it if nobody has begun to. A thread that
+ * finds it being made goes on without a ticket (it tries again later). */
+static bool ldg__ticket_key_ready(void) {
+  /* Acquire: pairs with the maker's release store (the key is written). */
+  int st = ldg__load_acquire(&ldg__ticket_key_state);
+  if (st == LDG__KEY_NONE) {
+    /* acq_rel: one maker; the failure's acquire reads the state as above. */
+    if (!ldg__cas_acq_rel(&ldg__ticket_key_state, &st, LDG__KEY_MAKING))
+      return st == LDG__KEY_MADE;
+    st = pthread_key_create(&ldg__ticket_key, ldg__ticket_exit) == 0
+             ? LDG__KEY_MADE
+             : LDG__KEY_FAILED;
+    /* Release: publishes ldg__ticket_key. */
+    ldg__store_release(&ldg__ticket_key_state, st);
+  }
+  return st == LDG__KEY_MADE;
+}
+
+/* Takes a ticket for this thread if one is free (its next reservations take
+ * the fast path). A thread without one tries again at its next reservation
+ * by the CAS path. */
+static void ldg__fast_ticket_claim(void) {
+  if (ldg__ticket_state == LDG__TICKET_HELD ||
+      ldg__ticket_state == LDG__TICKET_GONE)
+    return;
+  if (!ldg__ticket_key_ready()) return;
+  /* Relaxed: the CAS checks it. */
+  uint32_t cur = ldg__load_relaxed(&ldg__fast_tickets);
+  while (cur != UINT32_MAX) {
+    uint32_t bit = ~cur & (cur + 1); /* the lowest free one */
+    /* acq_rel: pairs with ldg__ticket_give_back's release (see there). */
+    if (ldg__cas_weak_acq_rel(&ldg__fast_tickets, &cur, cur | bit)) {
+      ldg__ticket_bit = (uint8_t)__builtin_ctz(bit);
+      /* Non-NULL, so that the destructor gives the ticket back. */
+      if (pthread_setspecific(ldg__ticket_key, &ldg__ticket_state) != 0) {
+        ldg__ticket_give_back();
+        break;
+      }
+      ldg__ticket_state = LDG__TICKET_HELD;
+      ldg__fast_margin = LDG__FAST_R;
+      return;
+    }
+  }
+  ldg__ticket_state = LDG__TICKET_NONE;
+}
+
+void ldg__testing_fast_ticket(bool want) {
+  if (!want) {
+    if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
+    ldg__ticket_state = LDG__TICKET_GONE;
+  } else if (ldg__ticket_state != LDG__TICKET_HELD) {
+    ldg__ticket_state = LDG__TICKET_UNTRIED;
+    ldg__fast_ticket_claim();
+  }
+}
+
+bool ldg__testing_has_fast_ticket(void) {
+  return ldg__ticket_state == LDG__TICKET_HELD;
+}
+
+/* A fast-path seq at or past the end its check read: tail_end has grown
+ * past it (RESERVING ON A SHARED STREAM). Seq_cst: after the add in S, so
+ * it reads a raise past seq, and (its release half) the segment's
+ * publication with it. */
+static __attribute__((noinline)) void ldg__reserve_late(ldg_stream *s,
+                                                         ldg_seq seq) {
+  if (ldg__load_seq_cst(&s->tail_end) <= seq) {
+    fprintf(stderr,
+            "streamledger: stream %llu: seq %llu handed out past tail_end "
+            "(the reservation's invariant is broken)\n",
+            (unsigned long long)s->id, (unsigned long long)seq);
+    abort();
+  }
+}
+
+/* The CAS path (RESERVING ON A SHARED STREAM): a thread without a ticket
+ * (it tries to take one here), a holder whose check failed, the first
+ * segment. Returns the seq, or 0 if the ring could not grow (LDG_ENOMEM,
+ * nothing reserved). Takes no read lock unless it grows the ring. */
+static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
+  if (__builtin_expect(ldg__ticket_state != LDG__TICKET_HELD, 0))
+    ldg__fast_ticket_claim();
   for (;;) {
-    /* tail: relaxed, the CAS below checks it. tail_end: acquire pairs with
-     * the release CAS in ldg__raise_tail_end, made after tailseg reached
-     * the segment of every seq below end (ldg__seg_of_reserved reads it). */
+    /* tail: relaxed, the CAS below checks it (and with it the reserve's
+     * choice, which depends on t only). tail_end: acquire, as in
+     * ldg__ring_reserve. */
     ldg_seq t = ldg__load_relaxed(&s->tail);
     ldg_seq end = ldg__load_acquire(&s->tail_end);
-    if (t + 1 < end) {
-      /* seq_cst: the destroy handshake reads destroyed after this (and
-       * cuda/engine.c's slc__engine_kick_enqueued orders its wake-up by
-       * it, in place of a fence). */
-      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
-        *seq = t + 1;
-        return LDG_OK;
-      }
+    ldg_seq reserve = t + 1 < LDG__FIRST_END ? 0 : LDG__FAST_R;
+    if (t + 1 + reserve < end) {
+      /* seq_cst: a step of S; the destroy handshake reads destroyed after
+       * this (and cuda/engine.c's slc__engine_kick_enqueued orders its
+       * wake-up by it, in place of a fence). */
+      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) return t + 1;
       LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
       continue;
     }
     ldg__rcu_read_lock();
     int rc = ldg__ring_extend(s, end);
     ldg__rcu_read_unlock();
-    if (rc != LDG_OK) return rc;
+    if (rc != LDG_OK) return 0; /* LDG_ENOMEM, its only error */
   }
+}
+
+/* Reserves the next seq of s (RESERVING ON A SHARED STREAM): by fetch_add if
+ * this thread holds a ticket and the ring has headroom past the reserve,
+ * else by the CAS path. Takes no read lock on the common path. */
+static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
+  /* tail_end: acquire pairs with the seq_cst (release half) CAS in
+   * ldg__raise_tail_end, made after tailseg reached the segment of every
+   * seq below end (ldg__seg_of_reserved reads it); the raise it reads
+   * precedes, in S, the load of tail below (the argument above). tail:
+   * seq_cst, a step of S (it reads the current tail there). */
+  ldg_seq end = ldg__load_acquire(&s->tail_end);
+  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  ldg_seq got;
+  if (__builtin_expect(t + 1 + ldg__fast_margin < end, 1)) {
+    LDG__HOOK(LDG__HOOK_RESERVE_CHECKED, s);
+    /* seq_cst: a step of S; and, as the CAS, the destroy handshake reads
+     * destroyed after it (and cuda/engine.c's slc__engine_kick_enqueued
+     * orders its wake-up by it). */
+    got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
+    if (__builtin_expect(got >= end, 0)) ldg__reserve_late(s, got);
+  } else {
+    got = ldg__ring_reserve_cas(s);
+    if (got == 0) return LDG_ENOMEM;
+  }
+  *seq = got;
+  return LDG_OK;
 }
 
 /* Reserves the next seq of a single-issuer stream (SINGLE-ISSUER STREAMS):
@@ -488,4 +709,13 @@ __attribute__((flatten)) int ldg_enqueue(ldg_stream *s, ldg_keep keep,
       .n_rng = n_ranges,
   };
   return ldg__enqueue_entry(s, &e, seq_out);
+}
+
+/* ---- Inspection (ledger_testing.h) ------------------------------------------------- */
+
+unsigned ldg__fast_reserve(void) { return LDG__FAST_R; }
+
+uint64_t ldg__ring_tail_end(ldg_stream *s) {
+  /* Acquire: as in ldg__ring_reserve (a test reads it at a quiet moment). */
+  return ldg__load_acquire(&s->tail_end);
 }

@@ -55,7 +55,8 @@
  *   that crosses a segment's end, it was the p99.9 of enqueue, and done
  *   inside a read-side section it made grace periods spin and send
  *   membarrier IPIs. So a release (ldg_release, ldg_release_all), once the
- *   newest segment is half used (tail past s->spare_at), prepares the next
+ *   newest segment is half used up to where the ring grows again
+ *   (tail past s->spare_at: ring.c's reserve), prepares the next
  *   one, of the size an extension would choose then (or a pooled one down
  *   to the backlog's size): pops it from the pool or allocates and zeroes
  *   it — outside any read-side section — and parks it in s->spare. The
@@ -99,7 +100,6 @@
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
 
-#define LDG__SEG_FIRST 8u
 #define LDG__SEG_MIN 64u
 #define LDG__SEG_MAX 1024u
 
@@ -305,10 +305,13 @@ static uint32_t ldg__next_seg_size(const ldg_stream *s,
 static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
   ldg_seq cur = ldg__load_relaxed(&s->tail_end); /* the CAS checks it */
   /* Publishes that the segments below end are linked and reachable from
-   * tailseg (release; acquire in ldg__ring_reserve). A failed CAS only
-   * retries (relaxed): it publishes nothing. */
+   * tailseg (release half; acquire in ldg__ring_reserve). Seq_cst: a step
+   * of the order S of RESERVING ON A SHARED STREAM (ring.c), which a
+   * fast-path enqueuer's seq_cst reload of tail_end reads (no cost on x86:
+   * a locked cmpxchg either way). A failed CAS only retries (relaxed): it
+   * publishes nothing. */
   while (cur < end && !atomic_compare_exchange_weak_explicit(
-                          &s->tail_end, &cur, end, memory_order_release,
+                          &s->tail_end, &cur, end, memory_order_seq_cst,
                           memory_order_relaxed)) {
   }
 }
@@ -354,9 +357,13 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
-      /* Where the next release starts preparing the spare: half way.
-       * Relaxed: a hint; a stale one prepares a little early or late. */
-      ldg__store_relaxed(&s->spare_at, fresh->base + fresh->size / 2);
+      /* Where the next release starts preparing the spare: half way to
+       * where the ring grows again, LDG__FAST_R seqs before fresh's end
+       * (ring.c, RESERVING ON A SHARED STREAM; growth segments have at
+       * least 2 x LDG__FAST_R slots). Relaxed: a hint; a stale one
+       * prepares a little early or late. */
+      ldg__store_relaxed(&s->spare_at,
+                         fresh->base + (fresh->size - LDG__FAST_R) / 2);
       LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
     } else {
       /* Another enqueuer linked one first. Ours was never linked, but it

@@ -14,7 +14,9 @@
 # Exit status 0 when every run came out as expected.
 #
 # Usage: ledger/model/check.sh [--deep] [--jobs N] [--only REGEX] [-DNAME]... [--keep]
-#   --deep     also CFG_EE3R (140M states: 8.3 GB and ~7 min)
+#   --deep     also CFG_EE3R (140M states: 8.3 GB and ~7 min) and CFG_FFF
+#              (21M states, 1 GB, ~90 s: two fetch_adds pending at once; and
+#              with FAST_AS_C, the C's check without its first-segment test)
 #   --jobs N   runs at once (default 2)
 #   --only RE  only the runs whose line matches RE (e.g. --only EER, --only ^pass)
 #   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass
@@ -79,6 +81,9 @@ pass  destroy_sb.pml  -DSB_SINGLE
 pass  unlink_sb.pml
 pass  extend_mp.pml
 pass  spare.pml
+pass  ring.pml  -DCFG_FF
+pass  ring.pml  -DCFG_FFR
+pass  ring.pml  -DCFG_FFD
 fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
 fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
@@ -107,6 +112,8 @@ fail  spare.pml  -DBUG_SPARE_NO_CLAIM
 fail  spare.pml  -DBUG_SPARE_TAKE_CLAIM
 fail  spare.pml  -DBUG_SPARE_DROP_NOW
 fail  spare.pml  -DBUG_SPARE_ASIDE_NOW
+fail  ring.pml  -DCFG_FF -DBUG_RESERVE_SHORT
+fail  ring.pml  -DCFG_FF -DBUG_FAST_FIRST_SEG
 reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
 reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
@@ -140,10 +147,15 @@ reach unlink_sb.pml  -DPROBE_UL_STALE
 reach extend_mp.pml  -DPROBE_MP_STALE
 reach spare.pml  -DPROBE_SPARE_CLAIM_SEEN
 reach spare.pml  -DPROBE_SPARE_POOLED_HELD
+reach ring.pml  -DCFG_FF -DPROBE_FAST_FULL
+reach ring.pml  -DCFG_FF -DPROBE_RESERVE_EXTEND
 EOF
 )
 if [ "$deep" = 1 ]; then
   runs+=$'\n'"pass  ring.pml  -DCFG_EE3R"
+  runs+=$'\n'"pass  ring.pml  -DCFG_FFF"
+  runs+=$'\n'"pass  ring.pml  -DCFG_FFF -DFAST_AS_C"
+  runs+=$'\n'"reach ring.pml  -DCFG_FFF -DPROBE_FAST_FULL"
 fi
 if [ -n "$only" ]; then
   runs=$(printf '%s\n' "$runs" | grep -E -- "$only" || true)

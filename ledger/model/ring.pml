@@ -48,6 +48,21 @@
  *             at the start: the trim drains the pool while extenders pop
  *   CFG_EE3R  2 enqueuers x 3 ops + 1 releaser x 1 (140M states, 8.3 GB,
  *             ~7 min: check.sh --deep only)
+ * With FASTPATH (ring.c, RESERVING ON A SHARED STREAM; ring_common.pml's
+ * ring_reserve): each enqueuer takes one of RES_R tickets on its first
+ * reservation if one is left, and with it reserves by fetch_add while it
+ * sees more than RES_R + 1 seqs of headroom past the first segment; the
+ * CAS path keeps out of the last RES_R seqs below tail_end:
+ *   CFG_FF    RES_R 1: 2 enqueuers x 3 + 2 ops (one fetch_add pending while
+ *             the other fills up to the reserve and extends)
+ *   CFG_FFR   RES_R 1: 2 enqueuers x 2 + 1 ops + 1 releaser x 1 (segments
+ *             retired while the ring is extended ahead of its tail)
+ *   CFG_FFD   RES_R 1: 2 enqueuers x 2 + 1 ops + 1 destroyer (the destroy
+ *             handshake against a fetch_add)
+ *   CFG_FFF   RES_R 2: 3 enqueuers x 2 + 1 + 1 ops (two fetch_adds pending
+ *             at once; 21M states, 1 GB, ~90 s: check.sh --deep only); with
+ *             -DFAST_AS_C, the fast check as the C makes it, without the
+ *             first-segment test (implied once RES_R + 1 >= FIRST_END)
  * Every configuration shares one pool (limit POOL_LIMIT = 1 segment unless
  * set): retired segments are reused by the growing ring (e.g. CFG_ERR5).
  *
@@ -57,7 +72,9 @@
  * before every slot in it was published or handed back, its entry released
  * and its resolution counted, nor while head or tailseg still points at it;
  * tail, tail_end and released only grow (asserted at each CAS), tail_end
- * never passes tailseg's end, a reserved seq always has its slot; no entry
+ * never passes tailseg's end, a reserved seq always has its slot (with
+ * FASTPATH: no seq handed out at or past tail_end, and tail + the
+ * fetch_adds checked and not yet made < tail_end at every add); no entry
  * released twice (rel goes 0 -> 1 once); an enqueue overtaken by a release
  * releases its entry itself (the ABANDONED path); a segment whose grace
  * period ends (and would be pooled for reuse without zeroing) has every
@@ -95,6 +112,11 @@
  *                          segment's own size: the pool passes its limit
  *   BUG_TRIM_FREE_NOW      ldg_ledger_trim frees pooled segments at once: a
  *                          popper reads a freed g->next
+ *   BUG_RESERVE_SHORT      the CAS path leaves RES_R - 1 seqs, not RES_R
+ *                          (R one too small): a pending fetch_add lands past
+ *                          tail_end
+ *   BUG_FAST_FIRST_SEG     the fetch_add path also in the first segment,
+ *                          where the CAS path keeps no reserve
  * and in wait.pml:
  *   BUG_FRAME_EARLY_RESOLVE  a wait's slot is resolved when taken, so nothing
  *                          pins the frame
@@ -104,6 +126,14 @@
  */
 
 #define SZ 2
+
+#if defined(CFG_FF) || defined(CFG_FFR) || defined(CFG_FFD)
+#define FASTPATH
+#define RES_R 1
+#elif defined(CFG_FFF)
+#define FASTPATH
+#define RES_R 2
+#endif
 
 #if defined(CFG_EEC)
 #define NS 2
@@ -152,6 +182,18 @@
 #elif defined(CFG_E3D)
 #define NENT 3
 #define NSEG 4
+#elif defined(CFG_FF)
+#define NENT 5
+#define NSEG 6
+#elif defined(CFG_FFF)
+#define NENT 4
+#define NSEG 6
+#elif defined(CFG_FFR)
+#define NENT 3
+#define NSEG 5
+#elif defined(CFG_FFD)
+#define NENT 3
+#define NSEG 5
 #else
 #ifndef CFG_EER
 #define CFG_EER
@@ -249,6 +291,14 @@ init {
     run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Creator(1)
 #elif defined(CFG_EET)
     run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 2); run Trimmer()
+#elif defined(CFG_FF)
+    run Enqueuer(0, 1, 3); run Enqueuer(0, 4, 2)
+#elif defined(CFG_FFF)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 1); run Enqueuer(0, 4, 1)
+#elif defined(CFG_FFR)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 1); run Releaser(0, 1)
+#elif defined(CFG_FFD)
+    run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 1); run Destroyer(0)
 #endif
   }
   (_nr_pr == 1);

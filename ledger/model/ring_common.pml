@@ -75,8 +75,7 @@
  *             seg_of_reserved, ring_any), released, tail (ldg_mark,
  *             ring_any), destroyed (early checks, a wait's target),
  *             slot->state, a pool's top (ldg__pool_pop);
- *   release:  CAS tail_end (ldg__raise_tail_end);
- *   relaxed:  loads of tail (ldg__ring_reserve, ldg__ring_extend), tail_end
+ *   relaxed:  loads of tail (ldg__ring_reserve_cas, ldg__ring_extend), tail_end
  *             (ldg__raise_tail_end), released (segment size: not modelled);
  *             stores of slot->state = EMPTY by the slot's resolver, and of
  *             g->dirty by a retracting enqueuer; a pooled g->next (push,
@@ -87,6 +86,11 @@
  *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
  *             wait target/upto, frame fields): written before publication
  *             or by their one owner.
+ * The fast path of FASTPATH (ring.c, RESERVING ON A SHARED STREAM) is
+ * argued in the seq_cst order S of the operations on tail (its load of
+ * tail is seq_cst) and of the raises of tail_end (a seq_cst CAS since that
+ * argument: it was a release CAS); its acquire load of tail_end needs no
+ * more (ring.c says why), so the model's steps are the C's there.
  * It relies on seq_cst exactly where the C uses it for a store->load
  * (Dekker) handshake: the add to g->resolved against the loads of head,
  * h->resolved, h->next and tailseg in advance_head, and the CASes of
@@ -377,6 +381,17 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define P_CREATE_POOLED(c) skip
 #endif
 
+#ifdef PROBE_FAST_FULL           /* RES_R fetch_adds checked and not yet made, at once */
+#define P_FAST_FULL(c) PROBE_AT(c)
+#else
+#define P_FAST_FULL(c) skip
+#endif
+#ifdef PROBE_RESERVE_EXTEND      /* the CAS path extends with seqs left in the reserve */
+#define P_RESERVE_EXTEND(c) PROBE_AT(c)
+#else
+#define P_RESERVE_EXTEND(c) skip
+#endif
+
 /* Locals of every process that runs ring code (Promela inlines have none). */
 #define RING_LOCALS \
   byte rc_i; \
@@ -385,7 +400,7 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   byte rt_cur; bit rt_ok; \
   byte ex_g, ex_end, ex_next, ex_fresh; bit ex_pooled; \
   byte pp_g, pp_n; bit pp_ok; \
-  byte rs_t, rs_end, rs_seq, rs_g, rs_b; bit rs_ok; \
+  byte rs_t, rs_end, rs_seq, rs_g, rs_b, rs_tk; bit rs_ok; \
   byte en_idx; bit en_ok; \
   byte cl_r, cl_from; bit cl_ok; \
   byte c_s, c_next, c_end, c_frame, c_upto; \
@@ -766,28 +781,107 @@ inline ring_extend(s, end) {
   ex_g = 0; ex_end = 0; ex_next = 0
 }
 
-/* ---- ldg__ring_reserve: out rs_seq. No read-side section. ---- */
+/* ---- ldg__ring_reserve: out rs_seq. No read-side section. ----
+ * With FASTPATH (ring.c, RESERVING ON A SHARED STREAM): a process that holds
+ * one of RES_R tickets (ldg__fast_ticket_claim; ntk is the bitmap's count,
+ * and a process keeps its ticket to the end) first tries a fetch_add, made if it sees more than
+ * RES_R + 1 seqs of headroom past the first segment; else (and without a
+ * ticket) the CAS path, which leaves the last RES_R seqs below tail_end to
+ * the fetch_adds (past the first segment) and alone grows the ring. The C
+ * has no FAST_PAST_FIRST test: there LDG__FAST_R + 1 >= LDG__FIRST_END
+ * makes it implied (ring.c); with RES_R = 1 < SZ here it is not, so the
+ * model keeps it (BUG_FAST_FIRST_SEG drops it). The C takes the ticket in
+ * the CAS path, so a thread's first reservation on its first stream is by
+ * CAS; the model takes it before any reservation (a thread that took it on
+ * another stream): more behaviours, not fewer. Without FASTPATH: the CAS
+ * loop alone (RES_R is 0 and nobody has a ticket). */
+#ifdef FASTPATH
+#ifndef RES_R
+#define RES_R 2
+#endif
+#else
+#undef RES_R
+#define RES_R 0
+#endif
+#define FIRST_END (1 + SZ)   /* the first segment's end: ldg__ring_init */
+#if defined(BUG_RESERVE_NONE)
+#define CAS_RESERVE(t) 0                               /* mutant: no reserve */
+#elif defined(BUG_RESERVE_SHORT)
+#define CAS_RESERVE(t) ((t) + 1 < FIRST_END -> 0 : RES_R - 1)   /* mutant: one short */
+#else
+#define CAS_RESERVE(t) ((t) + 1 < FIRST_END -> 0 : RES_R)
+#endif
+#if defined(BUG_FAST_FIRST_SEG)
+#define FAST_PAST_FIRST(t) true                        /* mutant: also in the first segment */
+#elif defined(FAST_AS_C)
+#if RES_R + 1 < FIRST_END
+#error "FAST_AS_C: the C's check implies tail past the first segment only with RES_R + 1 >= FIRST_END"
+#endif
+#define FAST_PAST_FIRST(t) true                        /* the C's check (implied: ring.c) */
+#else
+#define FAST_PAST_FIRST(t) ((t) + 1 >= FIRST_END)
+#endif
+byte ntk;                /* tickets taken (ldg__fast_tickets' bits) */
+byte npend;              /* ghost: fetch_adds checked and not yet made */
 inline ring_reserve(s, e) {
-  do
-  :: rs_t = tail[s];                               /* relaxed load tail */
+#ifdef FASTPATH
+  if                                               /* ldg__fast_ticket_claim */
+  :: rs_tk == 0 ->
+     d_step {                                      /* acq_rel CAS on the bitmap */
+       if
+       :: ntk < RES_R -> ntk++; rs_tk = 1
+       :: else -> rs_tk = 2
+       fi
+     }
+  :: else
+  fi;
+  if
+  :: rs_tk == 1 ->                                 /* ldg__ring_reserve */
+     rs_end = tail_end[s];                         /* acquire load tail_end */
+     d_step {                                      /* seq_cst load tail; the check */
+       rs_t = tail[s];
+       if
+       :: FAST_PAST_FIRST(rs_t) && rs_t + 1 + RES_R < rs_end ->
+          npend++; rs_ok = 1                       /* ghost: checked, not added */
+       :: else -> rs_ok = 0
+       fi
+     }
+     if
+     :: rs_ok ->
+        d_step {                                   /* seq_cst fetch_add tail */
+          P_FAST_FULL(npend == RES_R);
+          rs_seq = tail[s] + 1; tail[s] = rs_seq; npend--;
+          /* no seq is handed out past tail_end: the invariant of RESERVING
+           * ON A SHARED STREAM, tail + (adds pending) < tail_end */
+          assert(rs_seq < tail_end[s] && tail[s] + npend < tail_end[s]);
+          eseq[e] = rs_seq
+        }
+     :: else
+     fi;
+     rs_t = 0; rs_end = 0
+  :: else
+  fi;
+#endif
+  do                                               /* ldg__ring_reserve_cas */
+  :: rs_ok -> break
+  :: else ->
+     rs_t = tail[s];                               /* relaxed load tail */
      rs_end = tail_end[s];                         /* acquire load tail_end */
      if
-     :: rs_t + 1 < rs_end ->
+     :: rs_t + 1 + CAS_RESERVE(rs_t) < rs_end ->
         d_step {                                   /* seq_cst CAS tail t -> t+1 */
           if
           :: tail[s] == rs_t ->
              assert(rs_t + 1 < tail_end[s]);       /* its slot exists */
              tail[s] = rs_t + 1; rs_ok = 1; rs_seq = rs_t + 1;
+             assert(tail[s] + npend < tail_end[s]);   /* (FASTPATH's invariant) */
              eseq[e] = rs_seq
           :: else -> rs_ok = 0
           fi;
           rs_t = 0; rs_end = 0
         }
-        if
-        :: rs_ok -> break
-        :: else
-        fi
      :: else ->
+        P_RESERVE_EXTEND(rs_t + 1 < rs_end);
         rcu_lock();
         ring_extend(s, rs_end);
         rcu_unlock();
@@ -1199,17 +1293,37 @@ inline check_head(s) {
 inline check_ring(s) {
   d_step {
     assert(inrcu == 0);
+#ifndef FASTPATH
     assert(head[s] == tailseg[s]);
     assert(snext[head[s]] == NIL);
     assert(sstate[head[s]] == SEG_LIVE);
     assert(sres[head[s]] == tail[s] + 1 - sbase[head[s]]);
     assert(tail_end[s] == sbase[head[s]] + SZ);
+#else
+    /* The reserve (FASTPATH) extends the ring before its last segment is
+     * handed out: head .. tailseg, each live, every handed-out seq in them
+     * resolved and none past tail_end. */
+    assert(snext[tailseg[s]] == NIL);
+    assert(tail_end[s] == sbase[tailseg[s]] + SZ);
+    assert(tail[s] < tail_end[s]);
+    q_g = head[s]; q_b = 0;
+    do
+    :: q_g == NIL -> break
+    :: else ->
+       assert(sstate[q_g] == SEG_LIVE && sstream[q_g] == s);
+       q_b = q_b + sres[q_g];
+       q_g = snext[q_g]
+    od;
+    assert(q_b == tail[s] + 1 - sbase[head[s]]);
+    q_g = 0; q_b = 0;
+#endif
     assert(released[s] <= tail[s]);
     rc_i = 0;
     do
     :: rc_i < nalloc ->
-       assert(sstream[rc_i] != s || rc_i == head[s] ||
-              sstate[rc_i] == SEG_FREED || sstate[rc_i] == SEG_POOLED);
+       assert(sstream[rc_i] != s || sstate[rc_i] == SEG_FREED || sstate[rc_i] == SEG_POOLED ||
+              (sstate[rc_i] == SEG_LIVE && sbase[rc_i] >= sbase[head[s]] &&
+               sbase[rc_i] <= sbase[tailseg[s]]));
        rc_i++
     :: else -> break
     od;

@@ -412,18 +412,25 @@ static void test_enomem_all(void) {
  * crossing enqueue still succeeds, and no allocation was even attempted.
  * A prepare that cannot allocate is no error; ldg_ledger_trim gives the
  * spare back; the stream's end returns it. Segment ages are kept past 50 ms
- * so the sizes chosen are the backlog's (64 slots, pool class 3). */
+ * so the sizes chosen are the backlog's (64 slots, pool class 3). The ring
+ * grows R = ldg__fast_reserve() seqs before a segment's end (ring.c,
+ * RESERVING ON A SHARED STREAM), and the spare is prepared half way to
+ * there. */
 static void test_spare_takes_growth_off_the_enqueue(void) {
   ldg_ledger *l = new_ledger(); /* its pool has no 64-slot segment yet */
   ldg_stream *s = new_stream(l, 0, false);
   long released = 0;
   const struct timespec t60ms = {0, 60 * 1000 * 1000};
+  const long r = (long)ldg__fast_reserve();
+  CHECK(r > 0 && r < 64);
   /* seqs 1..8: the first segment; 9 grows the ring by a 64-slot segment
-   * (9..72), whose half is 41. */
+   * (9..72), which grows again at 73 - r (41), half way to there: 25. */
+  const long cross1 = 73 - r, half1 = 9 + (64 - r) / 2;
   for (int i = 0; i < 9; i++)
     CHECK_OK(ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, NULL));
+  CHECK_EQ(ldg__ring_tail_end(s), 73);
   nanosleep(&t60ms, NULL);
-  for (int i = 9; i < 41; i++)
+  for (long i = 9; i < half1; i++)
     CHECK_OK(ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, NULL));
 
   /* A release that cannot allocate: no error, no spare. */
@@ -432,7 +439,7 @@ static void test_spare_takes_growth_off_the_enqueue(void) {
   ldg__fault_fail_all_allocs(true);
   CHECK_OK(ldg_release_all(s));
   ldg__fault_fail_all_allocs(false);
-  CHECK_EQ(released, 41);
+  CHECK_EQ(released, half1);
   ldg_quiesce();
   CHECK_LE(ldg_ledger_bytes(l), before);
 
@@ -443,25 +450,31 @@ static void test_spare_takes_growth_off_the_enqueue(void) {
   CHECK_OK(ldg_release_all(s));
   CHECK_EQ(ldg_ledger_bytes(l), before + ldg__pool_seg_bytes(3));
 
-  /* Seqs 43..72 fill the segment, 73 crosses: all with allocation failing. */
+  /* Seqs up to cross1 - 1 fill, cross1 grows the ring: all with allocation
+   * failing. */
   long injected = ldg__fault_injected();
   ldg__fault_fail_all_allocs(true);
   int rc = LDG_OK;
   ldg_seq seq = 0;
-  for (int i = 42; i < 73 && rc == LDG_OK; i++)
+  for (long i = half1 + 1; i < cross1 - 1 && rc == LDG_OK; i++)
+    rc = ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, &seq);
+  CHECK_EQ(ldg__ring_tail_end(s), 73); /* not grown before cross1 */
+  if (rc == LDG_OK)
     rc = ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, &seq);
   ldg__fault_fail_all_allocs(false);
   CHECK_OK(rc);
-  CHECK_EQ(seq, 73);
+  CHECK_EQ(seq, cross1);
+  CHECK_EQ(ldg__ring_tail_end(s), 137); /* grown by the spare */
   CHECK_EQ(ldg__fault_injected(), injected); /* nothing was allocated */
   CHECK_OK(ldg_release_all(s));
-  CHECK_EQ(released, 73);
+  CHECK_EQ(released, cross1);
 
-  /* Past half of the new segment (73..136: 105), a release prepares the
-   * next spare (pooled or fresh); ldg_ledger_trim gives it back with the
-   * pool. */
+  /* Past half of the new segment (73..136, growing at 137 - r: half way
+   * 73 + (64 - r) / 2), a release prepares the next spare (pooled or
+   * fresh); ldg_ledger_trim gives it back with the pool. */
+  const long half2 = 73 + (64 - r) / 2;
   nanosleep(&t60ms, NULL);
-  for (int i = 73; i < 105; i++)
+  for (long i = cross1; i < half2; i++)
     CHECK_OK(ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, NULL));
   CHECK_OK(ldg_release_all(s));
   ldg_quiesce();
@@ -475,7 +488,7 @@ static void test_spare_takes_growth_off_the_enqueue(void) {
 
   /* And once more, then the stream's end returns it to the pool, and a
    * trim empties that (ASan: no leak). */
-  for (int i = 105; i < 130; i++)
+  for (long i = half2; i < 130; i++)
     CHECK_OK(ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, NULL));
   CHECK_OK(ldg_release_all(s));
   CHECK_EQ(released, 130);

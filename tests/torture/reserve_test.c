@@ -1,0 +1,289 @@
+/*
+ * The reservation of a shared stream (ledger/ring.c, RESERVING ON A SHARED
+ * STREAM): fetch_add by ticket holders while the ring has headroom past the
+ * reserve, the CAS path keeping out of the reserve. Linked with the test
+ * hooks to park fast-path enqueuers between their check and their add.
+ *
+ *   reserve-parked  R = ldg__fast_reserve() ticket holders parked between
+ *                   their check and their add at the last tail where the
+ *                   check passes (R + 2 seqs of headroom); a ticketless
+ *                   enqueuer then gets one seq, and its next enqueue must
+ *                   grow the ring: the R pending adds land below tail_end
+ *                   (one seq short, the parked adds would run past it);
+ *                   every seq dense, every keep once.
+ *   tickets         more threads than tickets, all alive at once: exactly R
+ *                   hold one; after they exit, new threads get them back.
+ *   dense           many threads, holders and ticketless ones, enqueue on
+ *                   one stream across many segments while a releaser
+ *                   releases to the mark: every seq handed out once (dense
+ *                   from 1 to the mark), every keep run once.
+ * Deterministic assertions only: races decide the seqs each thread gets,
+ * never whether the contract holds.
+ */
+#define PARK_TEST_NAME "reserve_test"
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/ledger.h"
+#include "ledger/ledger_testing.h"
+#include "tests/torture/park_check.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
+
+enum { MAX_KEEPS = 1 << 18, MAX_THREADS = 64 };
+
+/* Times each keep ran, and the seq its enqueue got, by id. */
+static _Atomic uint32_t ran[MAX_KEEPS];
+static uint64_t seq_of[MAX_KEEPS];
+
+static void count_keep(void *ctx) {
+  atomic_fetch_add_explicit(&ran[(uintptr_t)ctx], 1, memory_order_relaxed);
+}
+
+static ldg_keep keep_of(uint32_t id) {
+  return (ldg_keep){count_keep, (void *)(uintptr_t)id};
+}
+
+static void reset(uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    atomic_store(&ran[i], 0);
+    seq_of[i] = 0;
+  }
+}
+
+/* Keeps 0..n-1 were each enqueued once, got the seqs 1..n between them (so
+ * the seqs are dense), and each ran exactly once. */
+static void check_dense(uint32_t n) {
+  uint8_t *seen = calloc(n + 1, 1);
+  CHECK(seen != NULL);
+  for (uint32_t i = 0; i < n; i++) {
+    if (seq_of[i] < 1 || seq_of[i] > n)
+      FAIL("keep %u got seq %llu, outside 1..%u", i,
+           (unsigned long long)seq_of[i], n);
+    if (seen[seq_of[i]]++) FAIL("seq %llu handed out twice", (unsigned long long)seq_of[i]);
+    if (atomic_load(&ran[i]) != 1)
+      FAIL("keep %u (seq %llu) ran %u times", i, (unsigned long long)seq_of[i],
+           atomic_load(&ran[i]));
+  }
+  free(seen);
+}
+
+static void enq(ldg_stream *s, uint32_t id) {
+  ldg_seq seq = 0;
+  CHECK_RC(ldg_enqueue(s, keep_of(id), NULL, 0, NULL, 0, &seq), LDG_OK);
+  seq_of[id] = seq;
+}
+
+/* ---- reserve-parked --------------------------------------------------------- */
+
+static struct {
+  ldg_stream *target;
+  sem_t parked, go;
+} pk;
+
+static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                      void *arg) {
+  (void)arg;
+  if (point != LDG__HOOK_RESERVE_CHECKED || s != pk.target) return;
+  sem_post(&pk.parked);
+  sem_wait_or_fail(&pk.go, "reserve-parked: released by the main thread");
+}
+
+struct parked_arg {
+  ldg_stream *s;
+  uint32_t id;
+  bool had_ticket;
+};
+
+static void *parked_enqueue(void *p) {
+  struct parked_arg *a = p;
+  ldg__testing_fast_ticket(true);
+  a->had_ticket = ldg__testing_has_fast_ticket();
+  enq(a->s, a->id);
+  return NULL;
+}
+
+static void test_reserve_parked(void) {
+  g_case = "reserve-parked";
+  const uint32_t r = ldg__fast_reserve();
+  CHECK(r >= 1 && r <= MAX_THREADS);
+  reset(512);
+  ldg__testing_fast_ticket(false); /* this thread: the CAS path */
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s;
+  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s), LDG_OK);
+  /* Up to the last tail at which a fast-path check passes: R + 2 seqs of
+   * headroom (t + 1 + R < tail_end). Past the first segment (seq 9 grew
+   * the ring to a 64-slot segment, 9..72). */
+  uint32_t id = 0;
+  while (ldg_mark(s) < 9 || ldg__ring_tail_end(s) - ldg_mark(s) > r + 2)
+    enq(s, id++);
+  const ldg_seq end = ldg__ring_tail_end(s), t0 = ldg_mark(s);
+  CHECK_EQ_U(end - t0, r + 2);
+
+  /* R ticket holders, each parked between its check (passed at t0) and its
+   * add. */
+  sem_init(&pk.parked, 0, 0);
+  sem_init(&pk.go, 0, 0);
+  pk.target = s;
+  CHECK(ldg__set_hook(park_hook, NULL));
+  struct parked_arg args[MAX_THREADS];
+  pthread_t th[MAX_THREADS];
+  for (uint32_t i = 0; i < r; i++) {
+    args[i] = (struct parked_arg){s, id++, false};
+    CHECK(pthread_create(&th[i], NULL, parked_enqueue, &args[i]) == 0);
+  }
+  for (uint32_t i = 0; i < r; i++)
+    sem_wait_or_fail(&pk.parked, "reserve-parked: a holder checked");
+  CHECK_EQ_U(ldg_mark(s), t0); /* none has added */
+
+  /* The CAS path takes t0 + 1, the last seq below the reserve, without
+   * growing the ring ... */
+  enq(s, id++);
+  CHECK_EQ_U(seq_of[id - 1], t0 + 1);
+  CHECK_EQ_U(ldg__ring_tail_end(s), end);
+  /* ... and the next seq only after growing it: the R seqs below end are
+   * left to the R pending adds. */
+  enq(s, id++);
+  CHECK_EQ_U(seq_of[id - 1], t0 + 2);
+  if (ldg__ring_tail_end(s) <= end)
+    FAIL("the CAS path took seq %llu of the reserve (tail_end %llu) with %u "
+         "fetch_adds pending",
+         (unsigned long long)(t0 + 2), (unsigned long long)end, r);
+
+  /* The parked adds: each lands below tail_end (the ledger aborts on a seq
+   * past it: ring.c, ldg__reserve_late). */
+  for (uint32_t i = 0; i < r; i++) sem_post(&pk.go);
+  for (uint32_t i = 0; i < r; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(args[i].had_ticket);
+    CHECK(seq_of[args[i].id] > t0 + 2);
+  }
+  ldg__set_hook(NULL, NULL);
+  CHECK_EQ_U(ldg_mark(s), id);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_dense(id);
+  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  sem_destroy(&pk.parked);
+  sem_destroy(&pk.go);
+  printf("ok - %s (%u fetch_adds parked at %llu seqs of headroom)\n", g_case,
+         r, (unsigned long long)(end - t0));
+}
+
+/* ---- tickets and dense -------------------------------------------------------- */
+
+struct shared {
+  ldg_stream *s;
+  pthread_barrier_t all_in;
+  uint32_t per_thread;
+  atomic_uint holders;
+  atomic_bool stop_release;
+};
+
+struct worker_arg {
+  struct shared *sh;
+  uint32_t first_id;
+  bool ticketless;
+};
+
+static void *worker(void *p) {
+  struct worker_arg *a = p;
+  if (a->ticketless) ldg__testing_fast_ticket(false);
+  enq(a->sh->s, a->first_id); /* takes a ticket if one is free */
+  if (ldg__testing_has_fast_ticket()) atomic_fetch_add(&a->sh->holders, 1);
+  pthread_barrier_wait(&a->sh->all_in); /* all alive, tickets taken */
+  for (uint32_t k = 1; k < a->sh->per_thread; k++)
+    enq(a->sh->s, a->first_id + k);
+  return NULL;
+}
+
+static void *releaser(void *p) {
+  struct shared *sh = p;
+  while (!atomic_load(&sh->stop_release)) {
+    CHECK_RC(ldg_release(sh->s, ldg_mark(sh->s)), LDG_OK);
+    sched_yield();
+  }
+  return NULL;
+}
+
+/* n threads (the first `ticketless` of them without a ticket), per_thread
+ * enqueues each, a releaser racing them. Returns the ticket holders. */
+static uint32_t run_workers(uint32_t n, uint32_t ticketless,
+                            uint32_t per_thread) {
+  CHECK(n <= MAX_THREADS && (uint64_t)n * per_thread <= MAX_KEEPS);
+  reset(n * per_thread);
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  struct shared sh = {.per_thread = per_thread};
+  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &sh.s), LDG_OK);
+  atomic_init(&sh.holders, 0);
+  atomic_init(&sh.stop_release, false);
+  CHECK(pthread_barrier_init(&sh.all_in, NULL, n) == 0);
+  struct worker_arg args[MAX_THREADS];
+  pthread_t th[MAX_THREADS], rel;
+  CHECK(pthread_create(&rel, NULL, releaser, &sh) == 0);
+  for (uint32_t i = 0; i < n; i++) {
+    args[i] = (struct worker_arg){&sh, i * per_thread, i < ticketless};
+    CHECK(pthread_create(&th[i], NULL, worker, &args[i]) == 0);
+  }
+  for (uint32_t i = 0; i < n; i++) pthread_join(th[i], NULL);
+  atomic_store(&sh.stop_release, true);
+  pthread_join(rel, NULL);
+  CHECK_EQ_U(ldg_mark(sh.s), (uint64_t)n * per_thread);
+  CHECK_RC(ldg_release(sh.s, ldg_mark(sh.s)), LDG_OK);
+  check_dense(n * per_thread);
+  pthread_barrier_destroy(&sh.all_in);
+  CHECK_RC(ldg_stream_destroy(sh.s), LDG_OK);
+  ldg_stream_unref(sh.s);
+  ldg_ledger_destroy(l);
+  return atomic_load(&sh.holders);
+}
+
+static void test_tickets(void) {
+  g_case = "tickets";
+  const uint32_t r = ldg__fast_reserve();
+  CHECK(r + 4 <= MAX_THREADS);
+  /* More threads than tickets, all alive at once: exactly R hold one. */
+  CHECK_EQ_U(run_workers(r + 4, 0, 16), r);
+  /* They exited and gave their tickets back: R new threads get them. */
+  CHECK_EQ_U(run_workers(r, 0, 16), r);
+  printf("ok - %s (%u threads for %u tickets, then %u)\n", g_case, r + 4, r,
+         r);
+}
+
+static void test_dense(void) {
+  g_case = "dense";
+  /* Segments grow to 1024 slots: 12 x 8192 seqs span about a hundred. */
+  const uint32_t n = SANITIZED ? 6 : 12, per = SANITIZED ? 2048 : 8192;
+  uint32_t holders = run_workers(n, n / 3, per);
+  CHECK_EQ_U(holders, n - n / 3);
+  printf("ok - %s (%u threads, %u with tickets, %u enqueues each)\n", g_case,
+         n, holders, per);
+}
+
+int main(void) {
+  test_reserve_parked();
+  test_tickets();
+  test_dense();
+  printf("reserve_test: PASS\n");
+  return 0;
+}
