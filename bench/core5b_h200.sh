@@ -23,18 +23,9 @@
 # nothing). CORE5B_THREADS overrides the thread list 1,2,4,8,16.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-quick=
-if [ "${1:-}" = "--quick" ]; then
-  quick=--quick
-  shift
-fi
-if [ $# -ne 3 ]; then
-  echo "usage: $0 [--quick] BIN BEFORE OUT" >&2
-  exit 2
-fi
-bin=$(cd "$1" && pwd) || exit 2
-out=$3
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+# shellcheck source=bench/gpu_args.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_args.sh"
+gpu_args "$@"
 thr=${CORE5B_THREADS:-1,2,4,8,16}
 t0=$SECONDS
 
@@ -42,7 +33,7 @@ I11_ROWS="private:$thr private_si:$thr shared:$thr serving:1 serving_si:1" \
 I11_PAIRS="private_si=private serving_si=serving" \
 I11_SECS=0.2 I11_ROUNDS=3 I11_BUDGET=100 I11_ITERS=5000000 \
 I11_TITLE="issue 11, fifth session (core5b)" \
-  timeout -k 5 118 bash "$here/issue11_h200.sh" $quick "$bin" "$2" "$out"
+  timeout -k 5 118 bash "$here/issue11_h200.sh" $quick "$bin" "$before" "$out"
 status=$?
 
 secs=0.3

@@ -23,19 +23,9 @@
 # --quick: one round of 0.05 s rows at threads CORE5C_THREADS (default
 # 1,2), a check of the script on a small machine; its times mean nothing.
 set -uo pipefail
-quick=
-if [ "${1:-}" = "--quick" ]; then
-  quick=1
-  shift
-fi
-if [ $# -ne 3 ]; then
-  echo "usage: $0 [--quick] BIN BEFORE OUT" >&2
-  exit 2
-fi
-bin=$(cd "$1" && pwd) || exit 2
-before=$(cd "$2" && pwd) || exit 2
-out=$3
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+# shellcheck source=bench/gpu_args.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_args.sh"
+gpu_args "$@"
 budget=85
 secs=0.7
 rounds=3

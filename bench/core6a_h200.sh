@@ -23,19 +23,9 @@
 #     bench/core6a_h200.sh --quick BIN BEFORE OUT; times mean nothing).
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-quick=
-if [ "${1:-}" = "--quick" ]; then
-  quick=--quick
-  shift
-fi
-if [ $# -ne 3 ]; then
-  echo "usage: $0 [--quick] BIN BEFORE OUT" >&2
-  exit 2
-fi
-bin=$(cd "$1" && pwd) || exit 2
-before=$(cd "$2" && pwd) || exit 2
-out=$3
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+# shellcheck source=bench/gpu_args.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_args.sh"
+gpu_args "$@"
 t0=$SECONDS
 status=0
 

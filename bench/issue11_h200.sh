@@ -32,19 +32,10 @@
 # development machine; its times mean nothing).
 set -uo pipefail
 
-quick=0
-if [ "${1:-}" = "--quick" ]; then
-  quick=1
-  shift
-fi
-if [ $# -ne 3 ]; then
-  echo "usage: $0 [--quick] BIN BEFORE OUT   (BIN: after; BEFORE: before)" >&2
-  exit 2
-fi
-after=$(cd "$1" && pwd) || exit 2
-before=$(cd "$2" && pwd) || exit 2
-out=$3
-mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+# shellcheck source=bench/gpu_args.sh
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_args.sh"
+gpu_args "$@"
+after=$bin
 for d in "$before" "$after"; do
   [ -x "$d/ledger_bench" ] || { echo "$0: no $d/ledger_bench" >&2; exit 2; }
 done
@@ -56,7 +47,7 @@ budget=${I11_BUDGET:-0}
 pairs=${I11_PAIRS:-}
 title=${I11_TITLE:-issue 11 round 3}
 iters=${I11_ITERS:-20000000}
-if [ $quick -eq 1 ]; then
+if [ -n "$quick" ]; then
   secs=0.1
   rounds=1
   iters=1000000
