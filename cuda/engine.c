@@ -289,6 +289,13 @@ struct slc__engine {
  * with the first, so one side sees the other's store. No data is published
  * through it (that is all acquire/release), so TSan loses nothing. */
 #if defined(__SANITIZE_THREAD__)
+#define SLC__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) /* clang */
+#define SLC__TSAN 1
+#endif
+#endif
+#ifdef SLC__TSAN
 static atomic_uint slc__dekker_word;
 #define slc__fence_seq_cst() \
   ((void)atomic_fetch_add_explicit(&slc__dekker_word, 1, memory_order_seq_cst))
@@ -452,7 +459,7 @@ static void slc__engine_kick(struct slc__dev_engine *e) {
 static void slc__engine_kick_enqueued(struct slc__dev_engine *e) {
   if (!e->has_thread) return;
   struct slc__waiter *w = e->w;
-#if defined(__SANITIZE_THREAD__)
+#ifdef SLC__TSAN
   slc__fence_seq_cst();
 #endif
   if (atomic_load_explicit(&w->parked, memory_order_seq_cst))
