@@ -88,9 +88,8 @@
  *   benchmark).
  *   - Thread caches: one per (thread, pool), per class a short stack, owned
  *     by its thread; alloc and free touch only it on the common path.
- *   - Shared lists: per class, stacks of free blocks, pushed without a
- *     lock, taken under the class's take-mutex or from stripes (SHARED
- *     LISTS, MUTEX OR STRIPED, below).
+ *   - Shared lists: per class, a stack of free blocks, pushed without a
+ *     lock, popped under the class's take-mutex (SHARED LISTS, below).
  *   - The pool mutex: slab lists, segments and their page bitmaps, the
  *     address map's writers, the stream registry. Never held across a
  *     driver call that may block for long, nor while keeps run. The
@@ -98,10 +97,10 @@
  *     pool slots. Both, and the trim mutex, only on rare paths (sl_pool.h's
  *     table): alloc, free and the pool calls take none once a thread has
  *     its cache and its streams are registered (counted by
- *     slp__test_mutexes_taken); in mode mutex a dry cache's refill takes
- *     its class's take-mutex (counted apart, slp__test_take_mutexes_taken).
+ *     slp__test_mutexes_taken); a dry cache's refill takes its class's
+ *     take-mutex (counted apart, slp__test_take_mutexes_taken).
  *   - Trim takes the trim mutex, then one class at a time takes the
- *     class's shared lists whole (mode mutex: under its take-mutex),
+ *     class's shared list whole (under its take-mutex),
  *     unlinks each slab all of whose blocks it holds (a slab serves one
  *     class), and pushes the rest back; then,
  *     with only the trim mutex, it frees each unlinked slab (its own
@@ -139,7 +138,7 @@
  *   The keeps the engine thread still wins (at 16 request threads about
  *   half) pushed their blocks to the class's shared list, and every request
  *   thread whose cache ran dry popped that list under its take-mutex (SHARED
- *   LISTS, MUTEX OR STRIPED), one CAS per block while the
+ *   LISTS), one CAS per block while the
  *   engine pushed: on the H200 the request threads
  *   waited in futex ~70 % of the time (bench/RESULTS.md, issue 10). Now
  *   slp_free records the freeing thread's inbox in the block (b->inbox,
@@ -157,64 +156,41 @@
  *   the pool, so a late pusher never touches freed memory, and a later
  *   thread reopens a closed one.
  *
- * SHARED LISTS, MUTEX OR STRIPED
- *   Each size class has a shared stack of FREE blocks (linked by b->next),
- *   in one of two modes chosen at pool create by SLP_SHARED (sl_pool.h: a
- *   tuning and diagnostic knob; default mutex). Pushes (a free that
- *   overflows its cache, a keep, a flush, a trim's survivors) are
- *   lock-free in both: link the chain's last block to the head read, CAS
- *   the head to the chain's first (release). ABA-safe: the CAS only claims
- *   "the head is still what my last block points to", true whatever
- *   happened in between; the pusher owns its chain until the CAS succeeds
- *   and never touches it after.
+ * SHARED LISTS
+ *   Each size class has a shared stack of FREE blocks (linked by b->next).
+ *   Pushes (a free that overflows its cache, a keep, a flush, a trim's
+ *   survivors) are lock-free: link the chain's last block to the head
+ *   read, CAS the head to the chain's first (release). ABA-safe: the CAS
+ *   only claims "the head is still what my last block points to", true
+ *   whatever happened in between; the pusher owns its chain until the CAS
+ *   succeeds and never touches it after.
+ *   Pops: a batch (one block for the alloc, up to half the cache's room)
+ *   under the class's take-mutex, like tcmalloc's central free lists: per
+ *   class, and only on a refill of a dry cache, a large class's borrow or
+ *   a trim; never the pool's mutex. The rest of the list stays where
+ *   other takers find it (they wait for a few pops instead of carving).
+ *   Pops are ABA-free: only the mutex holder removes blocks (a trim's
+ *   take of the whole list holds it too), so the head it read cannot be
+ *   removed and pushed again before its CAS; a push in between fails the
+ *   CAS. Memory safe: a listed block's record is never freed (retired
+ *   slabs' records live until the pool is destroyed), and the acquire
+ *   load of the head pairs with the pushes' release, so the b->next read
+ *   is the pusher's. At 1 thread it costs one uncontended lock per refill
+ *   (one per half a cache of allocs).
  *   History (issue 10): pool5 took the one list whole by an exchange and
  *   put the rest back, so no take-mutex; but while one thread held the
  *   taken chain, every other thread whose cache ran dry found the class
  *   empty, went on as at a miss and carved: on the H200 at 16 threads
  *   317-357 slabs against 15-16 with the take-mutex, pool_2s 8.2-9.5 M
  *   ops/s against 19.1-24.0 M (bench/RESULTS.md). tests/pool's
- *   refill_leaves_blocks counts what a refill leaves findable.
- *   - mutex (the default): one list per class, popped in a batch (one
- *     block for the alloc, up to half the cache's room) under the class's
- *     take-mutex, like tcmalloc's central free lists: per class, and only
- *     on a refill of a dry cache, a large class's borrow or a trim; never
- *     the pool's mutex. The rest of the list stays where other takers find
- *     it (they wait for a few pops instead of carving). Pops are ABA-free:
- *     only the mutex holder removes blocks (a trim's take of the whole
- *     list holds it too), so the head it read cannot be removed and pushed
- *     again before its CAS; a push in between fails the CAS. Memory safe:
- *     a listed block's record is never freed (retired slabs' records live
- *     until the pool is destroyed), and the acquire load of the head pairs
- *     with the pushes' release, so the b->next read is the pusher's. The
- *     default because it is the design the H200 measured at 16 threads
- *     (cea4c18: 127-153x the incumbents) and at 1 thread it costs one
- *     uncontended lock per refill (one per half a cache of allocs).
- *   - striped: SLP__STRIPES lists per class, each head on its own cache
- *     line. A thread pushes to its stripe (threads numbered in the order
- *     of their first push or take, modulo the stripes); a dry cache takes
- *     its own stripe, then each other, reading each head relaxed before
- *     any exchange, and carves only when every stripe looked empty. Take:
- *     an exchange of the stripe's head with NULL (acquire): the taker gets
- *     that stripe's whole chain and reads no block before it owns it. The
- *     ABA of a Treiber pop needs a read of a node before the CAS that
- *     claims it; an exchange has none. Memory safety follows too: every
- *     block a taker reads is in its own chain (no other thread writes
- *     b->next of a listed block: pushers link only their own chains,
- *     takers only theirs). The acquire pairs with the release of every
- *     push: all writes of a head are RMWs (one release sequence), so the
- *     links and each block's history (a keep's proof of completion, the
- *     ASan poison) happen-before the taker reads them. Put back (what a
- *     refill or a borrow does not keep): a CAS of that stripe's head from
- *     NULL to the rest, whose tail is not walked; if blocks were pushed
- *     since the take, that (short) chain is taken too, walked, linked in
- *     front of ours, and the CAS tried again. Lock-free: the CAS fails
- *     only when another push or take of that stripe succeeded. A taker
- *     hides one stripe only (about 1/SLP__STRIPES of the class's blocks
- *     when threads free evenly); a trim takes every stripe.
- *   A thread that finds every list empty goes on as at a miss (inboxes, a
- *   poll, a spare block) and may carve: in mode mutex only when the class
- *   has no listed block; striped also while takers hold every non-empty
- *   stripe.
+ *   refill_leaves_blocks counts what a refill leaves findable. A mode of
+ *   8 lock-free stripes per class, each taken whole (SLP_SHARED=striped,
+ *   8ac85c5), measured slower than the take-mutex at 1 and 16 threads on
+ *   the H200 (123 slabs against 16 at 16 threads; bench/RESULTS.md, pool6)
+ *   and cost 8 padded heads per class: removed.
+ *   A thread that finds the list empty goes on as at a miss (inboxes, a
+ *   poll, a spare block) and may carve only when the class has no listed
+ *   block.
  *
  * RECLAIM BEFORE GROW (issue 14: the serving benchmark's first request
  * took a 32 MiB segment for its logits on top of every class's cached
@@ -340,9 +316,6 @@ static void slp__take_lock(pthread_mutex_t *mu) {
 
 #define SLP__MIN_SHIFT 9
 #define SLP__NCLASS (2 * (20 - SLP__MIN_SHIFT) + 1 + 8 * (40 - 20))
-/* SHARED LISTS, MUTEX OR STRIPED: the modes, and the stripes per class. */
-enum { SLP__SHARED_MUTEX, SLP__SHARED_STRIPED };
-#define SLP__STRIPES 8
 #define SLP__SLAB ((size_t)2 << 20) /* a segment of small-class slabs */
 #define SLP__PAGE ((size_t)64 << 10) /* a segment's unit */
 /* Device blocks up to this size are carved from segments too (whole 2 MiB
@@ -532,14 +505,11 @@ struct slp_pool {
   size_t n_streams, cap_streams;
   atomic_uint_fast64_t streams_gen;
   pthread_mutex_t trim_mu;
-  int shared_mode; /* SLP__SHARED_MUTEX or _STRIPED; SLP_SHARED at create */
   bool own_query; /* slp__poll_own asks idle streams first; SLP_OWN_POLL */
   struct {
-    struct {
-      _Alignas(64) _Atomic(slp_block *) head;
-    } stripe[SLP__STRIPES]; /* mode mutex: stripe[0] only */
-    _Alignas(64) pthread_mutex_t take_mu; /* mode mutex: takers */
-  } shared[SLP__NCLASS]; /* SHARED LISTS, MUTEX OR STRIPED */
+    _Alignas(64) _Atomic(slp_block *) head;
+    _Alignas(64) pthread_mutex_t take_mu; /* takers */
+  } shared[SLP__NCLASS]; /* SHARED LISTS */
   _Alignas(64) atomic_int_fast64_t allocated, requested, held, reserved;
   atomic_int_fast64_t allocated_peak, held_peak, reserved_peak;
   /* allocated, held, requested when reserved last set its peak */
@@ -658,10 +628,10 @@ static void slp__unpoison(slp_block *b) {
   if (slp__poisons(b->pool)) SLP__UNPOISON(b->addr, b->cap);
 }
 
-/* ---- Shared lists (SHARED LISTS, MUTEX OR STRIPED) ------------------- */
+/* ---- Shared lists (SHARED LISTS) ------------------------------------ */
 
 /* The test hook of pool_testing.h: called by a refilling taker while it
- * holds what it took (mode mutex: the take-mutex too). */
+ * holds the take-mutex and what it took. */
 static void (*_Atomic slp__refill_hook)(void *);
 static void *_Atomic slp__refill_hook_arg;
 
@@ -670,59 +640,32 @@ void slp__test_set_refill_hook(void (*fn)(void *), void *arg) {
   atomic_store(&slp__refill_hook, fn);
 }
 
-/* The stripe this thread pushes to and takes from first (mode striped):
- * threads take 0, 1, 2, ... in the order of their first push or take. */
-static atomic_uint slp__stripe_next;
-static _Thread_local unsigned slp__stripe_tls; /* stripe + 1; 0: none yet */
-
-static unsigned slp__my_stripe(void) {
-  if (slp__stripe_tls == 0)
-    slp__stripe_tls =
-        1 + slp__fetch_add_relaxed(&slp__stripe_next, 1) % SLP__STRIPES;
-  return slp__stripe_tls - 1;
+static _Atomic(slp_block *) *slp__shared_head(slp_pool *p, int cls) {
+  return &p->shared[cls].head;
 }
 
-static _Atomic(slp_block *) *slp__stripe(slp_pool *p, int cls, unsigned i) {
-  return &p->shared[cls].stripe[i].head;
-}
-
-/* Whether every list of the class looked empty (relaxed loads: a hint). */
+/* Whether the class's list looked empty (a relaxed load: a hint). */
 static bool slp__shared_empty(slp_pool *p, int cls) {
-  unsigned n = p->shared_mode == SLP__SHARED_STRIPED ? SLP__STRIPES : 1;
-  for (unsigned i = 0; i < n; i++)
-    if (slp__load_relaxed(slp__stripe(p, cls, i)) != NULL) return false;
-  return true;
+  return slp__load_relaxed(slp__shared_head(p, cls)) == NULL;
 }
 
-/* Pushes the chain first..last (linked by next) lock-free, in both modes
- * (to the thread's stripe when striped). Release: the links and everything
- * before the push (a keep's proof of completion) happen-before the take or
- * pop that acquires the head. */
+/* Pushes the chain first..last (linked by next) lock-free. Release: the
+ * links and everything before the push (a keep's proof of completion)
+ * happen-before the take or pop that acquires the head. */
 static void slp__shared_push(slp_pool *p, int cls, slp_block *first,
                              slp_block *last) {
-  _Atomic(slp_block *) *head = slp__stripe(
-      p, cls, p->shared_mode == SLP__SHARED_STRIPED ? slp__my_stripe() : 0);
+  _Atomic(slp_block *) *head = slp__shared_head(p, cls);
   slp_block *old = slp__load_relaxed(head);
   do {
     last->next = old;
   } while (!slp__cas_weak_acq_rel(head, &old, first));
 }
 
-/* Takes one list whole (NULL if it looked empty): one exchange, no node
- * read before the chain is ours. Acquire pairs with the pushers' release
- * CASes (every write of the head is an RMW: one release sequence). Mode
- * mutex: only under the class's take-mutex (a pop there reads a node
- * before its CAS). */
-static slp_block *slp__list_take(_Atomic(slp_block *) *head) {
-  if (slp__load_relaxed(head) == NULL) return NULL;
-  return atomic_exchange_explicit(head, NULL, memory_order_acquire);
-}
-
-/* Mode mutex, under the class's take-mutex: pops one block (NULL if
- * empty). ABA-free: only the holder of the take-mutex removes blocks, so
- * the head read cannot be removed and pushed again before the CAS; pushers
- * only put new heads in front, which fails the CAS. Acquire (the load and
- * a failed CAS) pairs with the pushers' release: b->next is theirs. */
+/* Under the class's take-mutex: pops one block (NULL if empty). ABA-free:
+ * only the holder of the take-mutex removes blocks, so the head read
+ * cannot be removed and pushed again before the CAS; pushers only put new
+ * heads in front, which fails the CAS. Acquire (the load and a failed
+ * CAS) pairs with the pushers' release: b->next is theirs. */
 static slp_block *slp__list_pop_locked(_Atomic(slp_block *) *head) {
   slp_block *b = slp__load_acquire(head);
   while (b != NULL && !slp__cas_weak_acq_rel(head, &b, b->next)) {
@@ -730,134 +673,60 @@ static slp_block *slp__list_pop_locked(_Atomic(slp_block *) *head) {
   return b;
 }
 
-/* Mode striped: gives back what a taker of stripe `head` did not keep:
- * the chain from `chain` (NULL-terminated, its tail not known: it may be
- * long). Into an empty stripe, one CAS. If blocks were pushed since the
- * take, their chain (short: pushed in that window) is taken too, walked,
- * and ours linked behind it; then the CAS again. Lock-free: a failed CAS
- * means another push or take won. */
-static void slp__list_put_back(_Atomic(slp_block *) *head, slp_block *chain) {
-  slp_block *old = NULL;
-  /* Release: the links (ours and those we walk) before the next take. */
-  while (!slp__cas_weak_acq_rel(head, &old, chain)) {
-    if (old == NULL) continue; /* a spurious failure */
-    slp_block *theirs = slp__list_take(head);
-    if (theirs != NULL) {
-      slp_block *t = theirs;
-      while (t->next != NULL) t = t->next;
-      t->next = chain;
-      chain = theirs;
-    }
-    old = NULL;
-  }
-}
-
-/* Every block of the class's lists, as one chain (trim): mode mutex under
- * the take-mutex, striped each stripe taken whole and linked on. */
+/* Every block of the class's list, as one chain (trim): one exchange
+ * under the take-mutex. Acquire pairs with the pushers' release CASes
+ * (every write of the head is an RMW: one release sequence). */
 static slp_block *slp__shared_take_all(slp_pool *p, int cls) {
-  if (p->shared_mode == SLP__SHARED_MUTEX) {
-    slp__take_lock(&p->shared[cls].take_mu);
-    slp_block *all = slp__list_take(slp__stripe(p, cls, 0));
-    pthread_mutex_unlock(&p->shared[cls].take_mu);
-    return all;
-  }
-  slp_block *all = NULL;
-  for (unsigned i = 0; i < SLP__STRIPES; i++) {
-    slp_block *c = slp__list_take(slp__stripe(p, cls, i));
-    if (c == NULL) continue;
-    slp_block *t = c;
-    while (t->next != NULL) t = t->next;
-    t->next = all;
-    all = c;
-  }
+  _Atomic(slp_block *) *head = slp__shared_head(p, cls);
+  if (slp__load_relaxed(head) == NULL) return NULL;
+  slp__take_lock(&p->shared[cls].take_mu);
+  slp_block *all = atomic_exchange_explicit(head, NULL, memory_order_acquire);
+  pthread_mutex_unlock(&p->shared[cls].take_mu);
   return all;
 }
 
 /* A dry cache's refill: one block for the alloc and up to `batch` more
- * pushed to tc's cache by `keep`; NULL if every list looked empty. Mode
- * mutex: popped one by one under the take-mutex, the rest stay listed for
- * the others. Striped: the thread's stripe first, then the others (a
- * relaxed load before any exchange); a stripe taken whole, the rest back
- * to it. */
+ * pushed to tc's cache by `keep`, popped one by one under the take-mutex;
+ * the rest stay listed for the others. NULL if the list looked empty. */
 static slp_block *slp__shared_refill(slp_pool *p, int cls, unsigned batch,
                                      void (*keep)(void *, slp_block *),
                                      void *arg) {
   void (*hook)(void *) = atomic_load_explicit(&slp__refill_hook,
                                               memory_order_relaxed);
-  if (p->shared_mode == SLP__SHARED_MUTEX) {
-    _Atomic(slp_block *) *head = slp__stripe(p, cls, 0);
-    if (slp__load_relaxed(head) == NULL) return NULL;
-    slp__take_lock(&p->shared[cls].take_mu);
-    slp_block *b = slp__list_pop_locked(head);
-    for (unsigned i = 0; b != NULL && i < batch; i++) {
-      slp_block *x = slp__list_pop_locked(head);
-      if (x == NULL) break;
-      keep(arg, x);
-    }
-    if (hook != NULL) hook(atomic_load(&slp__refill_hook_arg));
-    pthread_mutex_unlock(&p->shared[cls].take_mu);
-    return b;
+  _Atomic(slp_block *) *head = slp__shared_head(p, cls);
+  if (slp__load_relaxed(head) == NULL) return NULL;
+  slp__take_lock(&p->shared[cls].take_mu);
+  slp_block *b = slp__list_pop_locked(head);
+  for (unsigned i = 0; b != NULL && i < batch; i++) {
+    slp_block *x = slp__list_pop_locked(head);
+    if (x == NULL) break;
+    keep(arg, x);
   }
-  unsigned me = slp__my_stripe();
-  for (unsigned j = 0; j < SLP__STRIPES; j++) {
-    _Atomic(slp_block *) *head = slp__stripe(p, cls, (me + j) % SLP__STRIPES);
-    slp_block *b = slp__list_take(head);
-    if (b == NULL) continue;
-    slp_block *rest = b->next;
-    for (unsigned i = 0; rest != NULL && i < batch; i++) {
-      slp_block *x = rest;
-      rest = x->next;
-      keep(arg, x);
-    }
-    if (hook != NULL) hook(atomic_load(&slp__refill_hook_arg));
-    if (rest != NULL) slp__list_put_back(head, rest);
-    return b;
-  }
-  return NULL;
+  if (hook != NULL) hook(atomic_load(&slp__refill_hook_arg));
+  pthread_mutex_unlock(&p->shared[cls].take_mu);
+  return b;
 }
 
-/* A block of class k's lists only if another stays there, or `others` are
+/* A block of class k's list only if another stays there, or `others` are
  * cached elsewhere (a large class's borrow). */
 static slp_block *slp__shared_take_spare(slp_pool *p, int k,
                                          unsigned others) {
-  if (p->shared_mode == SLP__SHARED_MUTEX) {
-    _Atomic(slp_block *) *head = slp__stripe(p, k, 0);
-    if (slp__load_relaxed(head) == NULL) return NULL;
-    slp__take_lock(&p->shared[k].take_mu);
-    slp_block *b = slp__load_acquire(head);
-    if (b != NULL && (b->next != NULL || others != 0))
-      b = slp__list_pop_locked(head);
-    else
-      b = NULL;
-    pthread_mutex_unlock(&p->shared[k].take_mu);
-    return b;
-  }
-  for (unsigned i = 0; i < SLP__STRIPES; i++) {
-    _Atomic(slp_block *) *head = slp__stripe(p, k, i);
-    slp_block *b = slp__list_take(head);
-    if (b == NULL) continue;
-    if (b->next == NULL && others == 0 && slp__shared_empty(p, k)) {
-      slp__list_put_back(head, b); /* the last one */
-      return NULL;
-    }
-    if (b->next != NULL) slp__list_put_back(head, b->next);
-    return b;
-  }
-  return NULL;
+  _Atomic(slp_block *) *head = slp__shared_head(p, k);
+  if (slp__load_relaxed(head) == NULL) return NULL;
+  slp__take_lock(&p->shared[k].take_mu);
+  slp_block *b = slp__load_acquire(head);
+  if (b != NULL && (b->next != NULL || others != 0))
+    b = slp__list_pop_locked(head);
+  else
+    b = NULL;
+  pthread_mutex_unlock(&p->shared[k].take_mu);
+  return b;
 }
 
-size_t slp__test_shared_count(slp_pool *p, size_t bytes, size_t *most) {
-  int cls = slp__class_of(bytes);
+size_t slp__test_shared_count(slp_pool *p, size_t bytes) {
   size_t n = 0;
-  if (most != NULL) *most = 0;
-  for (unsigned i = 0; i < SLP__STRIPES; i++) {
-    size_t m = 0;
-    for (slp_block *b = slp__load_acquire(slp__stripe(p, cls, i)); b != NULL;
-         b = b->next)
-      m++;
-    n += m;
-    if (most != NULL && m > *most) *most = m;
-  }
+  _Atomic(slp_block *) *head = slp__shared_head(p, slp__class_of(bytes));
+  for (slp_block *b = slp__load_acquire(head); b != NULL; b = b->next) n++;
   return n;
 }
 
@@ -1519,7 +1388,7 @@ static int_fast64_t slp__cached(slp_pool *p) {
 /* Under trim_mu: takes the class's shared list whole, unlinks each slab
  * all of whose blocks it holds (while more than keep stays cached), pushes
  * the other blocks back (a taker meanwhile finds the list empty: SHARED
- * LISTS, MUTEX OR STRIPED). Returns the slabs to free, their bytes in
+ * LISTS). Returns the slabs to free, their bytes in
  * *unlinked (still counted as reserved until freed; a small class's slab
  * frees driver memory only when its segment empties, so a trim to keep > 0
  * may stop with more than keep cached). */
@@ -2148,10 +2017,9 @@ static inline int slp__register_stream(slp_pool *p, struct slp__tcache *tc,
 
 static void slp__tc_keep(void *tc, slp_block *b) { slp__tc_push(tc, b); }
 
-/* A dry cache: the class's shared lists, one block for this alloc and up to
- * half the cache's room for the next ones (SHARED LISTS, MUTEX OR
- * STRIPED). Out of line: slp__take's cache hit, inline in slp_alloc, saves
- * no registers for it. */
+/* A dry cache: the class's shared list, one block for this alloc and up to
+ * half the cache's room for the next ones (SHARED LISTS). Out of line: slp__take's
+ * cache hit, inline in slp_alloc, saves no registers for it. */
 __attribute__((noinline)) static slp_block *slp__take_shared(
     slp_pool *p, struct slp__tcache *tc, int cls) {
   return slp__shared_refill(p, cls, slp__class_cap(p, cls) / 2, slp__tc_keep,
@@ -3162,15 +3030,6 @@ static int slp__create(slc_context *c, int device, const slp_config *cfg,
   if (device >= slc_device_count(c))
     return slc_set_error(LDG_EINVAL, fn, "device %d of %d", device,
                          slc_device_count(c));
-  /* SLP_SHARED=mutex|striped (sl_pool.h, a tuning knob): read once here. */
-  const char *mode = getenv("SLP_SHARED");
-  int shared_mode = SLP__SHARED_MUTEX;
-  if (mode != NULL && *mode != '\0' && strcmp(mode, "mutex") != 0) {
-    if (strcmp(mode, "striped") != 0)
-      return slc_set_error(LDG_EINVAL, fn,
-                           "SLP_SHARED=%s: expected mutex or striped", mode);
-    shared_mode = SLP__SHARED_STRIPED;
-  }
   /* SLP_OWN_POLL=query|marker (sl_pool.h, a tuning knob): read once here. */
   const char *op = getenv("SLP_OWN_POLL");
   bool own_query = true;
@@ -3182,7 +3041,6 @@ static int slp__create(slc_context *c, int device, const slp_config *cfg,
   }
   slp_pool *p = calloc(1, sizeof(*p));
   if (p == NULL) return slc_set_error(LDG_ENOMEM, fn, NULL);
-  p->shared_mode = shared_mode;
   p->own_query = own_query;
   for (int k = 0; k < SLP__NCLASS; k++)
     pthread_mutex_init(&p->shared[k].take_mu, NULL);

@@ -21,22 +21,21 @@ extern "C" {
  * counted. A test reads it before and after a loop. */
 uint64_t slp__test_mutexes_taken(void);
 
-/* How many classes' take-mutexes (SLP_SHARED=mutex: a dry cache's refill,
- * a large class's borrow, a trim) the calling thread has acquired since it
+/* How many classes' take-mutexes (a dry cache's refill, a large class's
+ * borrow, a trim) the calling thread has acquired since it
  * started. Not counted by slp__test_mutexes_taken: they are per class, not
  * the pool's. */
 uint64_t slp__test_take_mutexes_taken(void);
 
 /* fn(arg) is called (any thread, any pool; NULL: no more) while a thread
- * refilling its dry cache from a class's shared lists holds what it took
- * (SLP_SHARED=mutex: and the class's take-mutex). */
+ * refilling its dry cache from a class's shared list holds what it took
+ * and the class's take-mutex. */
 void slp__test_set_refill_hook(void (*fn)(void *), void *arg);
 
-/* The blocks in the shared lists of the class of `bytes`, every stripe,
- * that another thread's refill could find now; *most (if not NULL): those
- * of the fullest stripe. Walks them: only from the hook above, or while no
- * other thread uses the pool. */
-size_t slp__test_shared_count(slp_pool *p, size_t bytes, size_t *most);
+/* The blocks in the shared list of the class of `bytes`, which another
+ * thread's refill could find now. Walks them: only from the hook above, or
+ * while no other thread uses the pool. */
+size_t slp__test_shared_count(slp_pool *p, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -101,18 +101,13 @@
  *   (pool_testing.h).
  *   (a) the thread's inbox (blocks other threads returned for it), tried
  *       first, is taken whole with one CAS; then the class's shared free
- *       list (pool.c, SHARED LISTS, MUTEX OR STRIPED), by SLP_SHARED:
- *       mutex (the default): a batch (one block and up to half the
- *       cache's room) popped under the class's take-mutex, the rest left
- *       listed: a thread may wait for another's refill of the same
- *       class (a few pops, no driver call), never for the pool mutex;
- *       striped: the thread's stripe of the class, else another, taken
- *       whole with one exchange, a batch kept, the rest back with a CAS:
- *       no lock, and no wait, but while one thread holds a taken stripe
- *       another that finds every stripe empty goes on as at a miss (a
- *       poll, a spare block, at worst a new slab). The same for the spare
- *       block a class of 1 MiB or more borrows from a larger class before
- *       a new slab. Pushes to the shared lists never lock.
+ *       list (pool.c, SHARED LISTS): a batch (one block and up to half
+ *       the cache's room) popped under the class's take-mutex, the rest
+ *       left listed: a thread may wait for another's refill of the same
+ *       class (a few pops, no driver call), never for the pool mutex.
+ *       The same for the spare block a class of 1 MiB or more borrows
+ *       from a larger class before a new slab. Pushes to the shared lists
+ *       never lock.
  *   (b) cuMemHostAlloc of a slab (pinned classes of 1 MiB and more,
  *       device blocks above 64 MiB) or cuMemAlloc of a segment of whole
  *       2 MiB pages whose pages slabs share (2 MiB for the small classes,
@@ -217,15 +212,14 @@ typedef struct slp_config {
 /* A pool of device memory of `device` (cuMemAlloc slabs) or of pinned host
  * memory (cuMemHostAlloc(PORTABLE) slabs, usable on every device). cfg NULL:
  * the defaults. LDG_EINVAL: c or out NULL, bad device, more than
- * SLP_MAX_POOLS pools, SLP_SHARED or SLP_OWN_POLL set to an unknown
- * value. LDG_ENOMEM.
- * Tuning and diagnostic knobs, read once here from the environment:
- * SLP_SHARED=mutex|striped (unset or empty: mutex), how a thread whose
- * cache ran dry takes from a class's shared free list (table note (a);
- * pool.c, SHARED LISTS, MUTEX OR STRIPED; bench/RESULTS.md, issue 10,
- * measures both). SLP_OWN_POLL=query|marker (unset or empty: query), how
- * a thread that freed blocks under pending work releases its own streams
- * (slp_alloc, when its cache runs dry or every 32 such frees): query asks
+ * SLP_MAX_POOLS pools, SLP_OWN_POLL set to an unknown value. LDG_ENOMEM.
+ * SLP_SHARED is ignored, whatever its value: its striped mode was removed
+ * before any release (pool.c, SHARED LISTS), and every pool pops its
+ * shared lists under the class's take-mutex (table note (a)).
+ * A tuning and diagnostic knob, read once here from the environment:
+ * SLP_OWN_POLL=query|marker (unset or empty: query), how a thread that
+ * freed blocks under pending work releases its own streams (slp_alloc,
+ * when its cache runs dry or every 32 such frees): query asks
  * each such stream whether it is idle first (cuStreamQuery: one driver
  * call, then every keep up to then runs), and goes through the engine's
  * markers only for a stream found busy; marker always goes through the
