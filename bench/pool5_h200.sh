@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 10, the ratios of pool_2s (4 KiB: alloc, use on a second stream,
 # free) at 1 and 16 threads settled by repetition: BIN's pool_bench once
-# per shared-list mode (SLP_SHARED, sl_pool.h: POOL5_MODES, default
-# "mutex striped", one "after" column each) and BEFORE's, each round side
+# per shared-list mode (SLP_SHARED: POOL5_MODES, default "mutex", one
+# "after" column each; pools since pool10 ignore SLP_SHARED, sl_pool.h, so
+# only BIN's built before it had a "striped") and BEFORE's, each round side
 # by side with both incumbents (async_2s: cuMemAllocAsync with an event
 # each way, from BIN's pool_bench, the same code in both; torch_2s:
 # PyTorch's allocate, recordStream, free, from pool_torch.cpp built here
@@ -19,7 +20,7 @@
 #
 # Usage, from the repository root (the lead's device call, ~60-90 s):
 #   bench/pool5_h200.sh gpu-bin .devcarry/gpu-bin-cea4c18 $OUT/pool6
-# Knobs (environment): POOL5_MODES="mutex striped" POOL5_MS=400 (per cell)
+# Knobs (environment): POOL5_MODES="mutex" POOL5_MS=400 (per cell)
 #   POOL5_ROUNDS1=3 POOL5_ROUNDS16=3 POOL5_BUDGET_S=115 POOL5_ARGS= (extra
 #   pool_bench arguments for both binaries). Without a GPU (no torch rows):
 #   POOL5_ARGS=--driver=host POOL5_MS=50 bench/pool5_h200.sh BIN BEFORE OUT
@@ -30,7 +31,7 @@ ms=${POOL5_MS:-400}
 rounds1=${POOL5_ROUNDS1:-3}
 rounds16=${POOL5_ROUNDS16:-3}
 budget=${POOL5_BUDGET_S:-115}
-read -r -a modes <<< "${POOL5_MODES:-mutex striped}"
+read -r -a modes <<< "${POOL5_MODES:-mutex}"
 read -r -a extra <<< "${POOL5_ARGS:-}"
 # shellcheck source=bench/ab_lib.sh
 . "$(dirname "$0")/ab_lib.sh"
