@@ -91,6 +91,7 @@
 #include "cuda/host_executor.h"
 #include "cuda/sl_cuda.h"
 #include "bench/bench_keeps.h"
+#include "bench/clock.h"
 #include "ledger/ledger.h"
 
 /* ---- The empty kernel ------------------------------------------------------
@@ -262,12 +263,6 @@ static int online_cpus;
 
 /* ---- Time ------------------------------------------------------------------ */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -414,13 +409,13 @@ static void worker_teardown(worker *w) {
  * added to *total, the calls' alone to *issue. */
 #define BATCH(CALL, SYNC)                                      \
   do {                                                         \
-    const uint64_t t0_ = now_ns();                             \
+    const uint64_t t0_ = bench_mono_ns();                             \
     for (uint64_t j_ = 0; j_ < count; j_++) {                  \
       CALL;                                                    \
     }                                                          \
-    const uint64_t t1_ = now_ns();                             \
+    const uint64_t t1_ = bench_mono_ns();                             \
     SYNC;                                                      \
-    const uint64_t t2_ = now_ns();                             \
+    const uint64_t t2_ = bench_mono_ns();                             \
     *issue += (double)(t1_ - t0_);                             \
     *total += (double)(t2_ - t0_);                             \
   } while (0)

@@ -73,6 +73,7 @@
 #endif
 
 #include "bench/bench_keeps.h"
+#include "bench/clock.h"
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h" /* ldg__thread_query_reads */
 
@@ -250,12 +251,6 @@ static int n_cpus;
 
 /* ---- Time ------------------------------------------------------------------ */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void sleep_s(double s) {
   struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -279,8 +274,8 @@ static inline uint64_t tick_end(void) {
 }
 static const char *timer_name = "rdtsc";
 #else
-static inline uint64_t tick_begin(void) { return now_ns(); }
-static inline uint64_t tick_end(void) { return now_ns(); }
+static inline uint64_t tick_begin(void) { return bench_mono_ns(); }
+static inline uint64_t tick_end(void) { return bench_mono_ns(); }
 static const char *timer_name = "clock_gettime(CLOCK_MONOTONIC)";
 #endif
 
@@ -294,9 +289,9 @@ static int cmp_u64(const void *a, const void *b) {
 
 static void calibrate_timer(void) {
 #if BENCH_TSC
-  uint64_t n0 = now_ns(), t0 = __rdtsc();
+  uint64_t n0 = bench_mono_ns(), t0 = __rdtsc();
   sleep_s(0.05);
-  uint64_t n1 = now_ns(), t1 = __rdtsc();
+  uint64_t n1 = bench_mono_ns(), t1 = __rdtsc();
   ns_per_tick = (double)(n1 - n0) / (double)(t1 - t0);
 #endif
   enum { N = 20001 };
@@ -724,12 +719,12 @@ static void *reader_main(void *arg) {
     /* Paced: one pair of queries every `gap` ns, sleeping through long gaps
      * and spinning through short ones. */
     uint64_t gap = opt.reader_rate > 0 ? (uint64_t)(2e9 / opt.reader_rate) : 0;
-    uint64_t next = now_ns();
+    uint64_t next = bench_mono_ns();
     while (atomic_load_explicit(&rc->stop, memory_order_relaxed) == 0 &&
            atomic_load_explicit(&rc->enqueuers, memory_order_relaxed) > 0) {
       if (gap != 0) {
         next += gap;
-        for (uint64_t t = now_ns(); t < next; t = now_ns())
+        for (uint64_t t = bench_mono_ns(); t < next; t = bench_mono_ns())
           if (next - t > 200000) sleep_s((double)(next - t - 100000) / 1e9);
       }
       uint64_t x = xorshift(&w->rng);
@@ -766,9 +761,9 @@ static void *worker_main(void *arg) {
   for (int phase = 0; phase < 2; phase++) {
     pthread_barrier_wait(&rc->barrier); /* B1 / B3 */
     w->ops = 0;
-    w->start_ns = now_ns();
+    w->start_ns = bench_mono_ns();
     rc->wl->run(w);
-    w->end_ns = now_ns();
+    w->end_ns = bench_mono_ns();
     EV(ev_worker_phase_end(phase == 1));
     atomic_fetch_sub_explicit(&rc->enqueuers, 1, memory_order_relaxed);
     pthread_barrier_wait(&rc->barrier); /* B2 / B4 */
@@ -1018,7 +1013,7 @@ static void run_backlog(const bench_impl *im, uint64_t n, row_result *out) {
   for (int round = 0; round < 2; round++) {
     uint64_t count = round == 0 ? (n / 10 ? n / 10 : 1) : n;
     rc.timed = round == 1;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_mono_ns();
     for (uint64_t i = 0; i < count; i++) {
       uint64_t vec = VEC_BASE(0) + (i & 255);
       ldg_range r = {HOST_BASE(0) + (uintptr_t)(i & 255) * 4096, 4096};
@@ -1028,7 +1023,7 @@ static void run_backlog(const bench_impl *im, uint64_t n, row_result *out) {
         if (b > peak) peak = b;
       }
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bench_mono_ns();
     size_t b = im->bytes(l);
     if (b > peak && round == 1) peak = b;
     if (im->pending_count(s) != count) {
@@ -1037,9 +1032,9 @@ static void run_backlog(const bench_impl *im, uint64_t n, row_result *out) {
       abort();
     }
     ldg_seq m = im->mark(s);
-    uint64_t t2 = now_ns();
+    uint64_t t2 = bench_mono_ns();
     CHECK(im->release(s, m));
-    uint64_t t3 = now_ns();
+    uint64_t t3 = bench_mono_ns();
     if (round == 1) {
       fill_ns = t1 - t0;
       rel_ns = t3 - t2;
@@ -1079,11 +1074,11 @@ static void run_backlog(const bench_impl *im, uint64_t n, row_result *out) {
  * the cost of a miss, which must visit everything that could match. */
 /* How many misses of one kind take about 0.2 s (3 to 1 000 000). */
 static uint64_t holds_calibrate(const bench_impl *im, void *l, bool range) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_mono_ns();
   bool hit = range ? im->holds_host_range(l, HOST_BASE(1), 64)
                    : im->holds_vector(l, VEC_BASE(1));
   if (hit) abort();
-  uint64_t q = 200000000u / (now_ns() - t0 + 1);
+  uint64_t q = 200000000u / (bench_mono_ns() - t0 + 1);
   if (q < 3) q = 3;
   if (q > 1000000) q = 1000000;
   return q;
@@ -1111,13 +1106,13 @@ static void run_holds_miss(const bench_impl *im, uint64_t pending, row_result *o
    * its own (with the vector index a vector miss costs far less than a
    * range miss). */
   uint64_t qv = holds_calibrate(im, l, false), qr = holds_calibrate(im, l, true);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_mono_ns();
   for (uint64_t i = 0; i < qv; i++)
     if (im->holds_vector(l, VEC_BASE(1) + (i & 1023))) abort(); /* never held */
-  uint64_t t1 = now_ns();
+  uint64_t t1 = bench_mono_ns();
   for (uint64_t i = 0; i < qr; i++)
     if (im->holds_host_range(l, HOST_BASE(1) + (uintptr_t)(i & 1023) * 64, 64)) abort();
-  uint64_t t2 = now_ns();
+  uint64_t t2 = bench_mono_ns();
   if (!im->holds_vector(l, VEC_BASE(0) + pending / 2)) abort(); /* a hit, to be sure */
   CHECK(im->release(s, im->mark(s)));
   CHECK(im->stream_destroy(s));

@@ -90,6 +90,7 @@
 #include "pool/sl_pool.h"
 #include "cuda/host_executor.h"
 #include "tests/cuda/kernels.h"
+#include "bench/clock.h"
 
 #define MAX_THREADS 128
 #define MAX_GPUS 16
@@ -156,12 +157,6 @@ static atomic_long wrong;
       exit(1);                                                             \
     }                                                                      \
   } while (0)
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t clock_ns(clockid_t id) {
   struct timespec ts;
@@ -373,7 +368,7 @@ static void *overhead_thread(void *arg) {
    * loaded machine (CI) still reports the cell (the smoke test wants its
    * diag line, printed only for cells that ran). */
   while (opt.iters != 0 ? n < opt.iters
-                        : n < 64 || (n & 63) != 0 || now_ns() < c->deadline) {
+                        : n < 64 || (n & 63) != 0 || bench_mono_ns() < c->deadline) {
     if (pool) {
       slp_block *b;
       CK(slp_alloc(c->dev, s1, 4096, &b));
@@ -444,7 +439,7 @@ static void request_done(void *arg) {
       atomic_fetch_add(&wrong, 1);
       break;
     }
-  uint64_t lat = now_ns() - r->t0;
+  uint64_t lat = bench_mono_ns() - r->t0;
   bool own = pthread_equal(pthread_self(), r->owner);
   if (own)
     atomic_fetch_add_explicit(&r->c->own_checks, 1, memory_order_relaxed);
@@ -468,17 +463,17 @@ static void request_done_keep(void *arg) {
     return;
   }
   dt_track_keep_thread();
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_mono_ns();
   request_done(arg);
-  dt_bench_add(now_ns() - t0);
+  dt_bench_add(bench_mono_ns() - t0);
 }
 
 /* Fills the staging block; returns the time it took. */
 static uint64_t fill_timed(uint32_t *p, uint32_t seed, unsigned n,
                            bool split) {
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_mono_ns();
   fill(p, seed, n);
-  uint64_t dt = now_ns() - t0;
+  uint64_t dt = bench_mono_ns() - t0;
   if (split) dt_bench_add(dt); /* the benchmark's own work */
   return dt;
 }
@@ -519,7 +514,7 @@ static void *serving_thread(void *arg) {
   dt_sample dt0 = split ? dt_read(&dt) : (dt_sample){0, 0, 0};
   uint64_t n = 0, cpu0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   uint64_t waited = 0, max_alloc = 0, slow = 0;
-  while (now_ns() < c->deadline) {
+  while (bench_mono_ns() < c->deadline) {
     request *r = &rq[n % K];
     if (atomic_load_explicit(&r->busy, memory_order_acquire)) {
       /* The oldest request is not done: wait, no sync. The pool's loop
@@ -528,7 +523,7 @@ static void *serving_thread(void *arg) {
        * yields to the engine thread (--wait yield: the first version).
        * --devices: the wait is benchmark time (by the CPU clock: the
        * yields may let other threads run), the polls are not. */
-      uint64_t w0 = now_ns(), tb = split ? dt_thread_cpu_ns() : 0, tp = 0;
+      uint64_t w0 = bench_mono_ns(), tb = split ? dt_thread_cpu_ns() : 0, tp = 0;
       while (atomic_load_explicit(&r->busy, memory_order_acquire)) {
         if (pool && !opt.wait_yield) {
           uint64_t p0 = split ? dt_thread_cpu_ns() : 0;
@@ -538,7 +533,7 @@ static void *serving_thread(void *arg) {
         }
         sched_yield();
       }
-      waited += now_ns() - w0;
+      waited += bench_mono_ns() - w0;
       if (split) {
         uint64_t tw = dt_thread_cpu_ns() - tb;
         dt_bench_add(tw > tp ? tw - tp : 0);
@@ -552,15 +547,15 @@ static void *serving_thread(void *arg) {
     r->owner = pthread_self();
     r->seed = (uint32_t)(w->id * 1000003u + n * 7u);
     r->words = words;
-    r->t0 = now_ns();
+    r->t0 = bench_mono_ns();
     atomic_store_explicit(&r->busy, 1, memory_order_relaxed);
     unsigned nn = words;
     if (pool) {
       slp_block *stg, *dev;
-      uint64_t a0 = now_ns();
+      uint64_t a0 = bench_mono_ns();
       CK(slp_alloc(c->mhost[dv], s, opt.bytes, &stg));
       CK(slp_alloc(c->mdev[dv], s, opt.bytes, &dev));
-      uint64_t da = now_ns() - a0;
+      uint64_t da = bench_mono_ns() - a0;
       if (da > max_alloc) max_alloc = da;
       slow += da > 100000;
       r->staging = slp_block_host(stg);
@@ -742,11 +737,11 @@ static void run_cell(const char *bench, const char *mode, unsigned threads,
   dt_sample k0 = dt_read_keep_threads();
   double cpu0 = process_cpu_ns();
   /* Written before the barrier that releases the workers. */
-  c.deadline = now_ns() + (uint64_t)opt.ms * 1000000u;
+  c.deadline = bench_mono_ns() + (uint64_t)opt.ms * 1000000u;
   pthread_barrier_wait(&c.start);
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_mono_ns();
   for (unsigned i = 0; i < threads; i++) pthread_join(w[i].th, NULL);
-  double wall = (double)(now_ns() - t0);
+  double wall = (double)(bench_mono_ns() - t0);
   double cpu = process_cpu_ns() - cpu0;
   CK(slc_engine_stats_get(ctx, &es1));
   dc_read(dc1);

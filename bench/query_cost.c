@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "ledger/ledger.h"
+#include "bench/clock.h"
 
 /* ledger_testing.h's counters of what a thread's queries read, where the
  * ledger has them (since the segment summaries): declared here, weak, so
@@ -75,12 +76,6 @@ static void print_reads(query_reads a, uint64_t w, uint64_t queries) {
       exit(1);                                                            \
     }                                                                     \
   } while (0)
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t xorshift(void) {
@@ -135,9 +130,9 @@ static int holds(uint64_t n, const char *kind, uint64_t q) {
   query_loop(l, k, 1, 1); /* warm-up (counted: subtract a Q=1 run) */
   query_reads r0 = reads_now();
   uint64_t w0 = writes_now();
-  uint64_t t0 = now_ns();
+  uint64_t t0 = bench_mono_ns();
   query_loop(l, k, q, 1);
-  uint64_t t1 = now_ns();
+  uint64_t t1 = bench_mono_ns();
   if (sink != 0) return 1; /* every query missed */
   printf("holds %s: %" PRIu64 " pending, %" PRIu64 " queries (+1 warm-up), "
          "%.1f ns/query here\n", kind, n, q, (double)(t1 - t0) / (double)q);
@@ -177,9 +172,9 @@ static int reader(int threads, uint64_t r, uint64_t q) {
         if (++req[t] % 4 == 0) CK(ldg_release(b[t], ldg_mark(b[t])));
       }
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bench_mono_ns();
     query_loop(l, 2, 1, threads);
-    ns += now_ns() - t0;
+    ns += bench_mono_ns() - t0;
   }
   printf("reader: %d threads' streams, %" PRIu64 " requests each between "
          "query pairs, %" PRIu64 " pairs (%" PRIu64 " queries), %.1f ns/query "

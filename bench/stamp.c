@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cuda/host_executor.h"
+#include "bench/clock.h"
 
 const char bench_stamp_ptx[] =
     ".version 7.8\n"
@@ -38,11 +39,7 @@ const char bench_stamp_ptx[] =
     "\tret;\n"
     "}\n";
 
-uint64_t bench_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+uint64_t bench_now_ns(void) { return bench_mono_ns(); }
 
 uint64_t bench_thread_cpu_ns(void) {
   struct timespec ts;
