@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 10, the ratios of pool_2s (4 KiB: alloc, use on a second stream,
 # free) at 1 and 16 threads settled by repetition: BIN's pool_bench
-# ("after") and BEFORE's, each round side by side with both incumbents (async_2s: cuMemAllocAsync with an event
-# each way, from BIN's pool_bench, the same code in both; torch_2s:
+# ("after") and BEFORE's, each round side by side with both incumbents
+# (async_2s: cuMemAllocAsync with an event each way, from BIN's
+# pool_bench, the same code in both; torch_2s:
 # PyTorch's allocate, recordStream, free, from pool_torch.cpp built here
 # by ab_lib.sh's ab_torch_build, as bench/pool_ab_h200.sh does).
 # POOL5_ROUNDS1 rounds at 1 thread and POOL5_ROUNDS16 at 16, each round's
