@@ -606,6 +606,14 @@ static inline CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* ldg_enqueue's limits (ledger/ring.c, ldg__enqueue_args_ok), which the
+ * layer checks before the issue: n_vec + 2 * n_ranges words, counted in
+ * bytes, must not overflow; a range is non-empty and does not wrap. */
+#define SLC__HOLD_MAX_WORDS ((SIZE_MAX / sizeof(uint64_t)) / 4)
+static inline bool slc__range_bad(const ldg_range *r) {
+  return r->bytes == 0 || r->bytes - 1 > UINTPTR_MAX - r->addr;
+}
+
 /* What ldg_enqueue would refuse with LDG_EINVAL, checked before the issue:
  * which check fails, and the record saying so (slc__check_hold found one). */
 static __attribute__((noinline, cold)) int slc__hold_refused(
@@ -613,12 +621,10 @@ static __attribute__((noinline, cold)) int slc__hold_refused(
   if ((h->n_vec != 0 && h->vec_ids == NULL) ||
       (h->n_ranges != 0 && h->ranges == NULL))
     return slc__fail(LDG_EINVAL, call, "hold: NULL array with a count");
-  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
-  if (h->n_vec > max_words || h->n_ranges > max_words)
+  if (h->n_vec > SLC__HOLD_MAX_WORDS || h->n_ranges > SLC__HOLD_MAX_WORDS)
     return slc__fail(LDG_EINVAL, call, "hold: too many ids or ranges");
   for (size_t i = 0; i < h->n_ranges; i++) {
-    const ldg_range *r = &h->ranges[i];
-    if (r->bytes == 0 || r->bytes - 1 > UINTPTR_MAX - r->addr)
+    if (slc__range_bad(&h->ranges[i]))
       return slc__fail(LDG_EINVAL, call,
                        "hold: range %zu is empty or wraps the address space",
                        i);
@@ -630,14 +636,12 @@ static __attribute__((noinline, cold)) int slc__hold_refused(
  * the cold path only. */
 static inline int slc__check_hold(const slc_hold *h, const char *call) {
   if (h == NULL) return LDG_OK;
-  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
   bool bad = (h->n_vec != 0 && h->vec_ids == NULL) ||
              (h->n_ranges != 0 && h->ranges == NULL) ||
-             h->n_vec > max_words || h->n_ranges > max_words;
-  for (size_t i = 0; !bad && i < h->n_ranges; i++) {
-    const ldg_range *r = &h->ranges[i];
-    bad = r->bytes == 0 || r->bytes - 1 > UINTPTR_MAX - r->addr;
-  }
+             h->n_vec > SLC__HOLD_MAX_WORDS ||
+             h->n_ranges > SLC__HOLD_MAX_WORDS;
+  for (size_t i = 0; !bad && i < h->n_ranges; i++)
+    bad = slc__range_bad(&h->ranges[i]);
   return bad ? slc__hold_refused(h, call) : LDG_OK;
 }
 
@@ -826,14 +830,14 @@ static __attribute__((noinline)) int slc__record_external(
 /* The common shape inline (the pool's slp_record_use: a stream, a keep,
  * ids, no ranges), its checks one test. Each term of it is one of
  * slc__check_hold's checks passing (ids not NULL, so not "NULL array with
- * a count"; at most max_words of them; no ranges, so none to check); a
- * NULL stream and any other hold go to slc__record_external before
- * anything is done, which checks again and refuses with the reason. */
+ * a count"; at most SLC__HOLD_MAX_WORDS of them; no ranges, so none to check);
+ * a NULL stream and any other hold go to slc__record_external before anything
+ * is done, which checks again and refuses with the reason. */
 static inline __attribute__((always_inline)) int slc__record_ids(
     slc_stream *s, const slc_hold *hold, const char *fn, bool marker) {
-  const size_t max_words = (SIZE_MAX / sizeof(uint64_t)) / 4;
   if (__builtin_expect(s == NULL || hold == NULL || hold->n_ranges != 0 ||
-                           hold->vec_ids == NULL || hold->n_vec > max_words,
+                           hold->vec_ids == NULL ||
+                           hold->n_vec > SLC__HOLD_MAX_WORDS,
                        0))
     return slc__record_external(s, hold, fn, marker);
   return slc__record_checked(s, hold, fn, marker, false);
