@@ -1091,10 +1091,15 @@ static bool slp__in_seg(const slp_pool *p, size_t cap) {
 }
 
 /* No page used and none under a lien: the driver may have it back. */
-static bool slp__seg_empty(const struct slp__seg *g) {
+/* Whether no page of g is in use (liens aside). */
+static bool slp__seg_unused(const struct slp__seg *g) {
   for (unsigned w = 0; w < (g->pages + 63) / 64; w++)
     if (g->used[w] != 0) return false;
-  return g->lien_n == 0;
+  return true;
+}
+
+static bool slp__seg_empty(const struct slp__seg *g) {
+  return slp__seg_unused(g) && g->lien_n == 0;
 }
 
 static void slp__pages_mark(struct slp__seg *g, unsigned first,
@@ -1645,12 +1650,7 @@ static void slp__grow_room(slp_pool *p, slc_stream *s) {
   slp__lock(&p->mu);
   slp__zombies_settle(p);
   for (struct slp__seg *g = p->segs; g != NULL && !wait; g = g->next)
-    if (g->lien_n != 0 && g->lien_s == s) {
-      bool used = false;
-      for (unsigned w = 0; w < (g->pages + 63) / 64 && !used; w++)
-        used = g->used[w] != 0;
-      wait = !used;
-    }
+    wait = g->lien_n != 0 && g->lien_s == s && slp__seg_unused(g);
   pthread_mutex_unlock(&p->mu);
   if (wait) (void)slc_stream_synchronize(s); /* runs the zombies' keeps */
   (void)slp__free_empty_segs(p);
