@@ -97,6 +97,27 @@ unsigned long ldg__pool_reused(struct ldg_ledger *l, unsigned cls);
 /* Bytes one pooled segment of class cls accounts for (its header included). */
 size_t ldg__pool_seg_bytes(unsigned cls);
 
+/* Pops from l's pools (all classes) of segments retired less than 2^b x
+ * 250 us before (b < 7), or longer (b = 7); 0 for other b. */
+unsigned long ldg__pool_reuse_age(struct ldg_ledger *l, unsigned b);
+
+/* The pool limit in force for l (ledger/pool.c, HOW MUCH THE POOL KEEPS):
+ * what the last reclaimer batch set, never above ldg_ledger_set_pool_limit's
+ * bound. */
+size_t ldg__pool_limit_in_force(struct ldg_ledger *l);
+
+/* The process's segment reclaimer (ledger/reclaim.c): batches run (each one
+ * grace period), segments reclaimed through them, segments retired through
+ * call_rcu instead (no reclaimer running), whether one runs. Statistics,
+ * read relaxed: exact only while nothing is retired. */
+typedef struct ldg__reclaim_stats {
+  uint64_t batches;
+  uint64_t batched;
+  uint64_t via_call_rcu;
+  bool running;
+} ldg__reclaim_stats;
+ldg__reclaim_stats ldg__reclaim_inspect(void);
+
 /* Whether s's newest segment (tailseg) is still reachable from its oldest
  * (head): a segment tailseg names is never retired. */
 struct ldg_stream;

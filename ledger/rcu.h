@@ -31,6 +31,12 @@ void ldg__call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *));
 /* First statement of every function passed to ldg__call_rcu. */
 void ldg__rcu_callback_enter(void);
 
+/* Waits for a grace period (synchronize_rcu): every reader inside a
+ * read-side section when it was called has left it, and everything those
+ * readers did happens-before the return (for ThreadSanitizer too). Not
+ * inside a read-side section. */
+void ldg__rcu_synchronize(void);
+
 /* Waits for every callback queued so far (rcu_barrier). Not inside a
  * read-side section, not from a callback. */
 void ldg__rcu_barrier(void);

@@ -155,10 +155,12 @@ void ldg__seg_free_cb(struct rcu_head *head) {
   ldg__seg_destroy(ldg__seg_of_rcu(head));
 }
 
-/* g was just unlinked from its stream: after a grace period it goes to its
- * ledger's pool (or is freed). */
+/* g was just unlinked from its stream (or never linked): after a grace
+ * period it goes to its ledger's pool (or is freed), in the reclaimer's
+ * next batch (reclaim.c). */
 static void ldg__seg_retire(struct ldg__seg *g) {
-  ldg__call_rcu(&g->rcu, ldg__seg_pool_cb);
+  g->retired_ns = ldg__now_ns(); /* ours: unreachable; for reuse ages */
+  ldg__reclaim_retire(g);
 }
 
 /* A zeroed segment for seqs from base: from the pool if one of that size is
@@ -209,8 +211,10 @@ void ldg__ring_free_all(ldg_stream *s) {
   /* Never LDG__SPARE_CLAIMED here: a preparer runs inside a release, on a
    * reference of its caller; a stream is freed only after its last
    * reference was dropped. */
-  if (spare != NULL && spare != LDG__SPARE_CLAIMED)
-    ldg__seg_pool_cb(&spare->rcu);
+  if (spare != NULL && spare != LDG__SPARE_CLAIMED) {
+    spare->retired_ns = ldg__now_ns(); /* for reuse ages, as a retire */
+    ldg__seg_pool_put(spare);
+  }
   /* In the stream's free callback, after its grace period (every access
    * to the ring happens-before it); acquire as any walk. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
