@@ -71,6 +71,11 @@ enum ldg__hook_point {
   LDG__HOOK_RESERVE_CHECKED,      /* an enqueue holding a fast-path ticket
                                      saw headroom past the reserve and has
                                      not yet made its fetch_add on tail */
+  LDG__HOOK_RECLAIM_TAKEN,        /* a batch of retired segments was taken
+                                     off the reclaimer's list, its grace
+                                     period not begun (reclaim.c; on the
+                                     reclaimer thread or a flusher: quiesce,
+                                     trim, ledger destroy; s: NULL) */
 };
 
 struct ldg_stream;

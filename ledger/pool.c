@@ -24,7 +24,7 @@
  *   most pool_limit, the bound ldg_ledger_set_pool_limit sets (32 MiB
  *   unless set; 0 keeps nothing). A smaller batch lowers it, by at most
  *   half per batch, and the batch then takes what the pool holds above it
- *   back out (largest segments first) and frees it, through the next
+ *   back out (whole size classes, largest first) and frees it, through the next
  *   batch's grace period like any retired segment (a popper may still be
  *   reading its link). A ledger whose streams go quiet keeps what it pooled
  *   until its next batch, ldg_ledger_trim or ldg_ledger_destroy.
@@ -48,9 +48,6 @@ static unsigned ldg__pool_class(uint32_t size) {
   return (unsigned)__builtin_ctz(size) - 3; /* 8 -> 0, ..., 1024 -> 7 */
 }
 
-static struct ldg__seg *ldg__pool_take(ldg_ledger *l, unsigned cls,
-                                       ldg_stream *s);
-
 void ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
   /* Relaxed: bounds on memory, publishing nothing (as pool_bytes). Only
    * the reclaimer's batch stores pool_auto (under its lock). */
@@ -61,20 +58,25 @@ void ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
   if (want < LDG__POOL_FLOOR) want = LDG__POOL_FLOOR;
   if (want > bound) want = bound;
   ldg__store_relaxed(&l->pool_auto, want);
-  /* What the pool holds above it goes, largest segments first. Popped
-   * under RCU as any pop; a popper may still be reading a popped one's
-   * link, so it is retired (marked dirty: freed, not pooled) through the
-   * next batch's grace period. */
-  ldg__rcu_read_lock();
+  /* What the pool holds above it goes, a whole size class at a time,
+   * largest first: taken by exchange as ldg__pools_drain does (no read-side
+   * section: the reclaimer thread is never registered with liburcu, so it
+   * leaves no registration behind across a fork). A popper may still be
+   * reading a taken one's link, so each is retired (marked dirty: freed,
+   * not pooled) through the next batch's grace period. */
   for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
-    while (ldg__load_relaxed(&l->pool_bytes) > want) { /* a bound */
-      struct ldg__seg *g = ldg__pool_take(l, c, NULL);
-      if (g == NULL) break;
+    if (ldg__load_relaxed(&l->pool_bytes) <= want) break; /* a bound */
+    /* Acquire half: pairs with the pushing CASes, as in the drain. */
+    struct ldg__seg *g =
+        ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
+    while (g != NULL) {
+      struct ldg__seg *next = ldg__load_relaxed(&g->next); /* as above */
+      ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
       ldg__store_relaxed(&g->dirty, true); /* ours; read after the batch */
       ldg__reclaim_retire(g);
+      g = next;
     }
   }
-  ldg__rcu_read_unlock();
 }
 
 /* The limit in force: pool_auto, never above the bound (which a caller may
@@ -132,7 +134,7 @@ void ldg__seg_pool_put(struct ldg__seg *g) {
 }
 
 /* Pops the top segment of l's class cls, or NULL. Under RCU. s: for the
- * hook only (NULL from the trim of ldg__pool_adapt). */
+ * hook. */
 static struct ldg__seg *ldg__pool_take(ldg_ledger *l, unsigned cls,
                                        ldg_stream *s) {
   struct ldg__pool *p = &l->pools[cls];

@@ -64,8 +64,15 @@
  *   takes the lock); the child has no reclaimer, so it marks none running
  *   and retires through call_rcu until its next ledger or stream create
  *   starts one; segments pushed before the fork stay on its list for that
- *   reclaimer or a flush. liburcu's call_rcu thread is paused and restarted
- *   across the fork by liburcu's own handlers, registered here too.
+ *   reclaimer or a flush. liburcu's call_rcu thread is paused (it leaves the
+ *   reader registry) and restarted across the fork by liburcu's own
+ *   handlers, registered here too: without them a child's ldg_quiesce
+ *   waited forever for a call_rcu thread that did not exist. The reclaimer
+ *   never enters a read-side section, so it is never registered with
+ *   liburcu: a registration left by a thread that did not come along made
+ *   the child's grace periods read freed memory (liburcu's memb flavour
+ *   wants every other registration gone at fork, as for the application's
+ *   own threads).
  */
 #define _GNU_SOURCE 1 /* syscall(2), for the futex */
 #include <errno.h>
@@ -131,6 +138,7 @@ static void ldg__rc_batch(void) {
   struct ldg__seg *b =
       ldg__exchange_acq_rel(&ldg__rc.list, (struct ldg__seg *)NULL);
   if (b == NULL) return;
+  LDG__HOOK(LDG__HOOK_RECLAIM_TAKEN, NULL);
   /* Starts after the exchange, so after every retirement taken above. */
   ldg__rcu_synchronize();
   /* The adaptive pool limit (pool.c): what this batch returns, per ledger.
