@@ -189,6 +189,24 @@ static void destroy_pending(void) {
   PASS("destroy_pending");
 }
 
+/* Retires n entries' segments of s in one batch: the reclaimer is held (at
+ * RECLAIM_TAKEN) on a batch of a dummy stream's segments while s's pile up
+ * on the list; then the next batch takes them all. */
+static void one_batch(ldg_ledger *l, ldg_stream *s, long n, long *released) {
+  ldg_stream *d = new_stream(l, 0, false);
+  long dummy = 0;
+  int taken0 = atomic_load(&H.taken);
+  atomic_store(&H.hold_batch, 1);
+  enqueue_n(d, 8 + 64 + 1, &dummy);
+  CHECK_OK(ldg_release_all(d));
+  while (atomic_load(&H.taken) == taken0) sched_yield();
+  enqueue_n(s, n, released);
+  CHECK_OK(ldg_release_all(s));
+  atomic_store(&H.hold_batch, 0);
+  ldg_quiesce();
+  ldg_stream_unref(d);
+}
+
 /* The limit in force follows the batches, within the bound. */
 static void pool_limits(void) {
   ldg_ledger *l = new_ledger();
@@ -197,9 +215,7 @@ static void pool_limits(void) {
   long released = 0;
   /* 20 000 entries retired at once (in 1024-slot segments, about 1.3 MB):
    * the limit in force grows past the 1 MiB floor, below 32 MiB. */
-  enqueue_n(s, 20000, &released);
-  CHECK_OK(ldg_release_all(s));
-  ldg_quiesce();
+  one_batch(l, s, 20000, &released);
   size_t grown = ldg__pool_limit_in_force(l);
   fprintf(stderr, "pool_limits: in force %zu after a 20000-entry batch\n",
           grown);
@@ -207,9 +223,7 @@ static void pool_limits(void) {
   CHECK_LE(grown, (size_t)32 << 20);
   /* SIZE_MAX: a bound that never overflows (2 x batch is capped). */
   CHECK_OK(ldg_ledger_set_pool_limit(l, SIZE_MAX));
-  enqueue_n(s, 20000, &released);
-  CHECK_OK(ldg_release_all(s));
-  ldg_quiesce();
+  one_batch(l, s, 20000, &released);
   CHECK_GT(ldg__pool_limit_in_force(l), (size_t)1 << 20);
   CHECK_GT(reused_all(l), 0);
   /* A bound below the floor is the limit, at once and after batches. */
