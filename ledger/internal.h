@@ -1,7 +1,7 @@
 /*
  * Internal structures of the ledger. Names with `ldg__` are internal.
  * ring.c opens with the design of the per-stream ring (continued in
- * segment.c, pool.c and release.c, one protocol each); registry.c with the
+ * segment.c, pool.c, reclaim.c and release.c, one protocol each); registry.c with the
  * registry and stream lifetimes.
  */
 #ifndef STREAMLEDGER_INTERNAL_H

@@ -5,7 +5,8 @@
  * with the batch already taken (hook RECLAIM_TAKEN; mutant no-grace-period:
  * the batch pooled them at once); ldg_ledger_destroy with segments still on
  * the list, and with a batch held in progress, frees everything (ASan:
- * nothing leaks); the pool's limit in force follows the batches within the
+ * nothing leaks); enqueue, release, stream create, destroy and unref never
+ * wait for the reclaimer's mutex (ledger.h's table; a batch held); the pool's limit in force follows the batches within the
  * bound ldg_ledger_set_pool_limit sets (0, a bound below the floor,
  * SIZE_MAX); a forked child retires through call_rcu until its first create
  * starts a reclaimer, then through its batches. */
@@ -207,6 +208,45 @@ static void one_batch(ldg_ledger *l, ldg_stream *s, long n, long *released) {
   ldg_stream_unref(d);
 }
 
+/* ledger.h's table: enqueue, release, stream destroy/unref and (with a
+ * reclaimer running) stream create take no lock of the reclaimer's. With a
+ * batch held at RECLAIM_TAKEN (the reclaimer holds its mutex there, before
+ * its grace period), they complete on this thread, retiring segments
+ * (pushed on the list) and waking the reclaimer; a call that waited for
+ * the mutex would hang the test. */
+static void retire_never_waits(void) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  ldg_stream *d = new_stream(l, 0, false);
+  long released = 0;
+  int taken0 = atomic_load(&H.taken);
+  atomic_store(&H.hold_batch, 1);
+  enqueue_n(d, 8 + 64 + 1, &released);
+  CHECK_OK(ldg_release_all(d));
+  while (atomic_load(&H.taken) == taken0) sched_yield();
+  ldg__reclaim_stats a = ldg__reclaim_inspect();
+  atomic_store(&H.advances, 0);
+  for (int r = 0; r < 20; r++) {
+    enqueue_n(s, 500, &released);
+    CHECK_OK(ldg_release(s, ldg_mark(s)));
+  }
+  ldg_stream *t = new_stream(l, 0, false);
+  enqueue_n(t, 100, &released);
+  CHECK_OK(ldg_stream_destroy(t));
+  ldg_stream_unref(t);
+  CHECK_GT(atomic_load(&H.advances), 10); /* it did retire segments */
+  ldg__reclaim_stats b = ldg__reclaim_inspect();
+  CHECK_EQ(b.batches, a.batches); /* the held batch has not finished */
+  atomic_store(&H.hold_batch, 0);
+  ldg_quiesce();
+  CHECK_GT(ldg__reclaim_inspect().batched, b.batched);
+  CHECK_EQ(released, 8 + 64 + 1 + 20 * 500 + 100);
+  ldg_stream_unref(d);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  PASS("retire_never_waits");
+}
+
 /* The limit in force follows the batches, within the bound. */
 static void pool_limits(void) {
   ldg_ledger *l = new_ledger();
@@ -310,6 +350,7 @@ int main(void) {
   through_batches();
   reader_holds();
   destroy_pending();
+  retire_never_waits();
   pool_limits();
   /* ThreadSanitizer does not support threads started in a child forked
    * from a multi-threaded process (the child's reclaimer and liburcu's
