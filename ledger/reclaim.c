@@ -152,6 +152,17 @@ static void ldg__rc_batch(void) {
       g->ledger->batch_bytes = 0;
     }
   }
+  /* The list is newest first; the pools are LIFO. Reversed, the segment
+   * retired last is pushed last, so the next pop takes the one most likely
+   * still in a cache. */
+  struct ldg__seg *rev = NULL;
+  while (b != NULL) {
+    struct ldg__seg *next = b->retired_next;
+    b->retired_next = rev;
+    rev = b;
+    b = next;
+  }
+  b = rev;
   int64_t bytes = 0;
   uint64_t n = 0;
   while (b != NULL) {
