@@ -597,7 +597,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
-     * pool_cb says how it reaches the pool callback). */
+     * pool_put says how it reaches the pool). */
     ldg__store_relaxed(&g->dirty, true);
     ldg__issuing_end(s);
     ldg__resolve_one(s, g);
