@@ -46,28 +46,19 @@ hi=${pthr##*,}
 {
   echo
   echo "private streams, % of linear at $hi threads (ns/op at $lo / ns/op at $hi), target >= 90 %:"
-  awk -F'\t' -v lo="$lo" -v hi="$hi" '
-    function med(s,   n, v, i, j, t) {
-      n = split(s, v, " ");
-      if (n == 0) return 0;
-      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
-        if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
-      return v[int((n + 1) / 2)] }
-    $3 == "private" && $4 == lo { A[$1, $2] = $5; R[$2] = 1 }
+  # One line per round and side: "side round %", then the medians.
+  ratios=$(awk -F'\t' -v lo="$lo" -v hi="$hi" '
+    $3 == "private" && $4 == lo { A[$1, $2] = $5; R[$1, $2] = 1 }
     $3 == "private" && $4 == hi { B[$1, $2] = $5 }
-    END {
-      for (r = 1; r <= 99; r++) {
-        if (!(r in R)) continue;
-        line = sprintf("  round %d:", r);
-        for (k = 1; k <= 2; k++) {
-          v = (k == 1 ? "before" : "after");
-          if (((v, r) in A) && ((v, r) in B) && B[v, r] > 0) {
-            x = 100 * A[v, r] / B[v, r]; L[v] = L[v] " " x;
-            line = line sprintf("  %s %5.1f %%", v, x) }
-        }
-        print line }
-      printf "  median: before %5.1f %%, after %5.1f %%\n", med(L["before"]), med(L["after"]) }' \
-    "$out/rows.tsv"
+    END { for (k in R) if ((k in B) && B[k] > 0) {
+            split(k, p, SUBSEP); printf "%s %s %.1f\n", p[1], p[2], 100 * A[k] / B[k] } }' \
+    "$out/rows.tsv" | sort -k2,2n -k1,1r)
+  echo "$ratios" | awk 'NF == 3 { printf "  round %s %-6s %5.1f %%\n", $2, $1, $3 }'
+  for side in before after; do
+    m=$(echo "$ratios" | awk -v s=$side '$1 == s { print $3 }' | sort -n |
+      awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    echo "  median $side: ${m:--} %"
+  done
 } >> "$out/SUMMARY.txt"
 
 secs=0.3

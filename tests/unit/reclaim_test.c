@@ -190,17 +190,25 @@ static void destroy_pending(void) {
   PASS("destroy_pending");
 }
 
-/* Retires n entries' segments of s in one batch: the reclaimer is held (at
- * RECLAIM_TAKEN) on a batch of a dummy stream's segments while s's pile up
- * on the list; then the next batch takes them all. */
-static void one_batch(ldg_ledger *l, ldg_stream *s, long n, long *released) {
+/* Makes the reclaimer hold a batch (at RECLAIM_TAKEN, holding its mutex):
+ * a new stream of l retires two segments, and this waits until a batch was
+ * taken. Returns that stream; H.hold_batch = 0 lets the batch go on. */
+static ldg_stream *hold_a_batch(ldg_ledger *l, long *released) {
   ldg_stream *d = new_stream(l, 0, false);
-  long dummy = 0;
   int taken0 = atomic_load(&H.taken);
   atomic_store(&H.hold_batch, 1);
-  enqueue_n(d, 8 + 64 + 1, &dummy);
+  enqueue_n(d, 8 + 64 + 1, released);
   CHECK_OK(ldg_release_all(d));
   while (atomic_load(&H.taken) == taken0) sched_yield();
+  return d;
+}
+
+/* Retires n entries' segments of s in one batch: the reclaimer is held on a
+ * batch of another stream's segments while s's pile up on the list; then
+ * the next batch takes them all. */
+static void one_batch(ldg_ledger *l, ldg_stream *s, long n, long *released) {
+  long dummy = 0;
+  ldg_stream *d = hold_a_batch(l, &dummy);
   enqueue_n(s, n, released);
   CHECK_OK(ldg_release_all(s));
   atomic_store(&H.hold_batch, 0);
@@ -217,13 +225,8 @@ static void one_batch(ldg_ledger *l, ldg_stream *s, long n, long *released) {
 static void retire_never_waits(void) {
   ldg_ledger *l = new_ledger();
   ldg_stream *s = new_stream(l, 0, false);
-  ldg_stream *d = new_stream(l, 0, false);
   long released = 0;
-  int taken0 = atomic_load(&H.taken);
-  atomic_store(&H.hold_batch, 1);
-  enqueue_n(d, 8 + 64 + 1, &released);
-  CHECK_OK(ldg_release_all(d));
-  while (atomic_load(&H.taken) == taken0) sched_yield();
+  ldg_stream *d = hold_a_batch(l, &released);
   ldg__reclaim_stats a = ldg__reclaim_inspect();
   atomic_store(&H.advances, 0);
   for (int r = 0; r < 20; r++) {
