@@ -115,6 +115,14 @@ void ldg__rcu_callback_enter(void) {
   LDG__TSAN_ACQUIRE();
 }
 
+bool ldg__rcu_child_threads(void) {
+#ifdef LDG__TSAN
+  return false;
+#else
+  return true;
+#endif
+}
+
 void ldg__rcu_synchronize(void) {
   /* liburcu allocates nothing here; a thread need not be registered to
    * wait for a grace period. */

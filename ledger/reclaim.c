@@ -72,9 +72,14 @@
  *   liburcu: a registration left by a thread that did not come along made
  *   the child's grace periods read freed memory (liburcu's memb flavour
  *   wants every other registration gone at fork, as for the application's
- *   own threads).
+ *   own threads). Under ThreadSanitizer, whose runtime kills a child of a
+ *   multi-threaded process that starts a thread, neither handler starts
+ *   one: a child retires through call_rcu, and its deferred frees wait (as
+ *   they did before the reclaimer: liburcu's call_rcu thread is not
+ *   restarted there either; ldg__rcu_child_threads).
  */
-#define _GNU_SOURCE 1 /* syscall(2), for the futex */
+#define _GNU_SOURCE 1             /* syscall(2), for the futex */
+#define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -105,6 +110,9 @@ static struct {
   _Atomic uint32_t wake;
   /* A reclaimer thread runs in this process: retirers push. */
   _Atomic bool running;
+  /* This process may start no thread (a forked child under
+   * ThreadSanitizer: see STARTING, FAILING, FORK). */
+  _Atomic bool no_threads;
   /* Statistics (ledger_testing.h): batches run, segments through them,
    * segments retired through call_rcu (no reclaimer). */
   _Atomic uint64_t batches, batched, via_call_rcu;
@@ -219,19 +227,22 @@ static void *ldg__rc_thread(void *unused) {
 
 static void ldg__rc_prepare(void) {
   pthread_mutex_lock(&ldg__rc.lock); /* no batch in progress across fork */
-  urcu_memb_call_rcu_before_fork();
+  if (ldg__rcu_child_threads()) urcu_memb_call_rcu_before_fork();
 }
 
 static void ldg__rc_parent(void) {
-  urcu_memb_call_rcu_after_fork_parent();
+  if (ldg__rcu_child_threads()) urcu_memb_call_rcu_after_fork_parent();
   pthread_mutex_unlock(&ldg__rc.lock);
 }
 
 static void ldg__rc_child(void) {
-  urcu_memb_call_rcu_after_fork_child();
+  /* liburcu's handler starts a call_rcu thread in the child. */
+  if (ldg__rcu_child_threads()) urcu_memb_call_rcu_after_fork_child();
   /* The reclaimer did not come along: retire through call_rcu until the
-   * next create starts one. Relaxed: this is the child's only thread. */
+   * next create starts one (none, where the child may start no thread).
+   * Relaxed: this is the child's only thread. */
   ldg__store_relaxed(&ldg__rc.running, false);
+  ldg__store_relaxed(&ldg__rc.no_threads, !ldg__rcu_child_threads());
   pthread_mutex_unlock(&ldg__rc.lock); /* taken by this thread's prepare */
 }
 
@@ -247,7 +258,10 @@ void ldg__reclaim_start(void) {
    * made by this thread's own fork). */
   if (ldg__load_acquire(&ldg__rc.running)) return;
   pthread_mutex_lock(&ldg__rc.lock); /* one starter at a time */
-  if (!ldg__load_relaxed(&ldg__rc.running)) { /* under the lock */
+  /* Relaxed, both: under the lock (no_threads: set by this process's own
+   * fork, before any other thread of it existed). */
+  if (!ldg__load_relaxed(&ldg__rc.running) &&
+      !ldg__load_relaxed(&ldg__rc.no_threads)) {
     pthread_attr_t attr;
     pthread_t t;
     sigset_t all, old;
