@@ -108,9 +108,10 @@
  *   read-side section. An enqueue or release that retires a segment pushes
  *   it on a lock-free list and, a few times per batch, wakes the reclaimer
  *   (a futex wake: a system call that never waits); it never takes the
- *   reclaimer's mutex. A forked child retires through liburcu's call_rcu
- *   until its first ldg_ledger_create or ldg_stream_create starts its own
- *   reclaimer.
+ *   reclaimer's mutex. A forked child keeps retiring to the reclaimer's
+ *   list, and its first ldg_ledger_create or ldg_stream_create starts its
+ *   own reclaimer (README, "Fork": liburcu's call_rcu fork handlers are
+ *   the program's to call).
  *
  * CALLBACKS
  *   keep.release and drain run on the thread that released or settled (for

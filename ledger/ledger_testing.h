@@ -113,13 +113,16 @@ size_t ldg__pool_limit_in_force(struct ldg_ledger *l);
 
 /* The process's segment reclaimer (ledger/reclaim.c): batches run (each one
  * grace period), segments reclaimed through them, segments retired through
- * call_rcu instead (no reclaimer running), whether one runs. Statistics,
- * read relaxed: exact only while nothing is retired. */
+ * call_rcu instead (no reclaimer ever started), whether one runs in this
+ * process, whether retirements go to its list (one was started here or
+ * before a fork). Statistics, read relaxed: exact only while nothing is
+ * retired. */
 typedef struct ldg__reclaim_stats {
   uint64_t batches;
   uint64_t batched;
   uint64_t via_call_rcu;
   bool running;
+  bool listed;
 } ldg__reclaim_stats;
 ldg__reclaim_stats ldg__reclaim_inspect(void);
 

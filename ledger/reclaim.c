@@ -58,25 +58,27 @@
  *
  * STARTING, FAILING, FORK
  *   The thread starts from ldg_ledger_create and ldg_stream_create (calls
- *   that may block); until it runs (or if pthread_create failed), a
- *   retirer hands its segment to call_rcu as before (ldg__rc.running,
- *   read by the retirer). A fork waits for a batch in progress (prepare:
- *   takes the lock); the child has no reclaimer, so it marks none running
- *   and retires through call_rcu until its next ledger or stream create
- *   starts one; segments pushed before the fork stay on its list for that
- *   reclaimer or a flush. liburcu's call_rcu thread is paused (it leaves the
- *   reader registry) and restarted across the fork by liburcu's own
- *   handlers, registered here too: without them a child's ldg_quiesce
- *   waited forever for a call_rcu thread that did not exist. The reclaimer
- *   never enters a read-side section, so it is never registered with
- *   liburcu: a registration left by a thread that did not come along made
- *   the child's grace periods read freed memory (liburcu's memb flavour
- *   wants every other registration gone at fork, as for the application's
- *   own threads). Under ThreadSanitizer, whose runtime kills a child of a
- *   multi-threaded process that starts a thread, neither handler starts
- *   one: a child retires through call_rcu, and its deferred frees wait (as
- *   they did before the reclaimer: liburcu's call_rcu thread is not
- *   restarted there either; ldg__rcu_child_threads).
+ *   that may block); until one was started (or if pthread_create failed), a
+ *   retirer hands its segment to call_rcu as before (ldg__rc.listed, read
+ *   by the retirer). A fork waits for a batch in progress (pthread_atfork
+ *   prepare: takes the lock, so no batch is half done in the child). The
+ *   child has no reclaimer (ldg__rc.running false): it keeps pushing on the
+ *   list, which its first ldg_ledger_create or ldg_stream_create gives a
+ *   reclaimer of its own (or a flush runs), segments pushed before the fork
+ *   included. Under ThreadSanitizer, whose runtime kills a child of a
+ *   multi-threaded process that starts a thread, the child starts none:
+ *   only a flush runs its list (ldg__rcu_child_threads).
+ *   liburcu's own call_rcu thread does not survive a fork either, and the
+ *   ledger leaves its fork handlers (urcu_memb_call_rcu_before_fork, ...
+ *   after_fork_parent, ..._after_fork_child) to the program, as liburcu
+ *   asks (it discourages registering them with pthread_atfork when
+ *   callbacks free memory, as the ledger's do): without them a child's
+ *   rcu_barrier, hence its ldg_quiesce, ldg_ledger_trim and
+ *   ldg_ledger_destroy, waits forever (README, "Fork"). The reclaimer never
+ *   enters a read-side section, so it is never registered with liburcu and
+ *   leaves no registration behind in a child (liburcu's memb flavour wants
+ *   every other thread's registration gone at a fork: a child walking a
+ *   registration whose thread did not come along read freed memory).
  */
 #define _GNU_SOURCE 1             /* syscall(2), for the futex */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
@@ -108,7 +110,10 @@ static struct {
   _Atomic int64_t pending;
   /* The futex word: a retirer that wakes the reclaimer adds 1 first. */
   _Atomic uint32_t wake;
-  /* A reclaimer thread runs in this process: retirers push. */
+  /* A reclaimer thread was started (in this process or before a fork):
+   * retirers push on the list. */
+  _Atomic bool listed;
+  /* A reclaimer thread runs in this process. */
   _Atomic bool running;
   /* This process may start no thread (a forked child under
    * ThreadSanitizer: see STARTING, FAILING, FORK). */
@@ -227,20 +232,14 @@ static void *ldg__rc_thread(void *unused) {
 
 static void ldg__rc_prepare(void) {
   pthread_mutex_lock(&ldg__rc.lock); /* no batch in progress across fork */
-  if (ldg__rcu_child_threads()) urcu_memb_call_rcu_before_fork();
 }
 
-static void ldg__rc_parent(void) {
-  if (ldg__rcu_child_threads()) urcu_memb_call_rcu_after_fork_parent();
-  pthread_mutex_unlock(&ldg__rc.lock);
-}
+static void ldg__rc_parent(void) { pthread_mutex_unlock(&ldg__rc.lock); }
 
 static void ldg__rc_child(void) {
-  /* liburcu's handler starts a call_rcu thread in the child. */
-  if (ldg__rcu_child_threads()) urcu_memb_call_rcu_after_fork_child();
-  /* The reclaimer did not come along: retire through call_rcu until the
-   * next create starts one (none, where the child may start no thread).
-   * Relaxed: this is the child's only thread. */
+  /* The reclaimer did not come along: the next create starts one (none,
+   * where the child may start no thread); retirers still push. Relaxed:
+   * this is the child's only thread. */
   ldg__store_relaxed(&ldg__rc.running, false);
   ldg__store_relaxed(&ldg__rc.no_threads, !ldg__rcu_child_threads());
   pthread_mutex_unlock(&ldg__rc.lock); /* taken by this thread's prepare */
@@ -254,9 +253,9 @@ static void ldg__rc_init(void) {
 
 void ldg__reclaim_start(void) {
   (void)pthread_once(&ldg__rc_once, ldg__rc_init);
-  /* Acquire: pairs with the release store below (or the child's reset,
-   * made by this thread's own fork). */
-  if (ldg__load_acquire(&ldg__rc.running)) return;
+  /* Relaxed: a hint; the check under the lock decides (the child's reset
+   * was made by this thread's own fork). */
+  if (ldg__load_relaxed(&ldg__rc.running)) return;
   pthread_mutex_lock(&ldg__rc.lock); /* one starter at a time */
   /* Relaxed, both: under the lock (no_threads: set by this process's own
    * fork, before any other thread of it existed). */
@@ -270,11 +269,14 @@ void ldg__reclaim_start(void) {
     pthread_sigmask(SIG_SETMASK, &all, &old);
     if (pthread_attr_init(&attr) == 0) {
       (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-      /* Release: the lock and the list's initial state before a retirer
-       * pushes (its acquire load in ldg__reclaim_retire). On failure
-       * retirers keep using call_rcu; the next create tries again. */
-      if (pthread_create(&t, &attr, ldg__rc_thread, NULL) == 0)
-        ldg__store_release(&ldg__rc.running, true);
+      /* running: relaxed, read under the lock. listed: release, the
+       * lock's and the list's initial state before a retirer pushes (its
+       * acquire load in ldg__reclaim_retire). On failure retirers keep
+       * using call_rcu; the next create tries again. */
+      if (pthread_create(&t, &attr, ldg__rc_thread, NULL) == 0) {
+        ldg__store_relaxed(&ldg__rc.running, true);
+        ldg__store_release(&ldg__rc.listed, true);
+      }
       pthread_attr_destroy(&attr);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -284,7 +286,7 @@ void ldg__reclaim_start(void) {
 
 void ldg__reclaim_retire(struct ldg__seg *g) {
   /* Acquire: pairs with ldg__reclaim_start's release store. */
-  if (!ldg__load_acquire(&ldg__rc.running)) {
+  if (!ldg__load_acquire(&ldg__rc.listed)) {
     ldg__fetch_add_relaxed(&ldg__rc.via_call_rcu, 1); /* a statistic */
     ldg__call_rcu(&g->rcu, ldg__seg_pool_cb);
     return;
@@ -331,5 +333,6 @@ ldg__reclaim_stats ldg__reclaim_inspect(void) {
       .batched = ldg__load_relaxed(&ldg__rc.batched),
       .via_call_rcu = ldg__load_relaxed(&ldg__rc.via_call_rcu),
       .running = ldg__load_relaxed(&ldg__rc.running),
+      .listed = ldg__load_relaxed(&ldg__rc.listed),
   };
 }
