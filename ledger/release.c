@@ -19,21 +19,29 @@
  *   destruction cascades stay iterative.
  *
  * POPPING A FRAME
- *   The popped wait's slot is resolved first thing in the read-side section
- *   that takes the parent's next chunk, not in a section of its own (or, if
- *   the parent's walk is finished, in one of its own as before). Between the
- *   pop and that resolve the loop only tests the parent's cursor: the
- *   order of the walk's atomic operations is unchanged, and two adjacent
- *   read-side sections become one, which only keeps a grace period from
- *   ending between them (the Promela model's pop, which resolves in a
- *   section of its own, allows every behaviour of this and more). Until the
- *   resolve the slot is taken and unresolved, so its segment stays pinned
- *   (WHO MAY RECLAIM A SLOT, segment.c), and its stream is held by whoever
- *   holds it for its walk (the caller, or the wait that led to it). A walk
- *   through waits (the serving pattern: op on a, wait of b on a, ops on b)
- *   so enters one read-side section fewer per fired wait: with liburcu's
- *   out-of-line read_lock/read_unlock and their __tls_get_addr, ~85
- *   instructions each (bench/RESULTS.md, "Issue 11, round 2").
+ *   The popped wait's slot is resolved in the read-side section that takes
+ *   the parent's next chunk, not in a section of its own (or, if the
+ *   parent's walk is finished, in one of its own as before), and counted
+ *   with that chunk's slots of the same segment: one add to g->resolved
+ *   where there were two. The chunk's walk from head meets the slot's
+ *   segment before it reads any slot (the segment holds the seq before the
+ *   parent's cursor and is pinned, so it is at or after head), and counts
+ *   the slot in the add it makes on leaving that segment or at the chunk's
+ *   end. So the wait's resolution moves later, past the chunk's loads and
+ *   abandoning CASes of that segment's slots, into an add that counts more
+ *   than one slot, as every chunk's add does: a slot counted late only
+ *   keeps its segment pinned longer, and nothing in the walk waits for it.
+ *   Until the add the slot is taken and unresolved, so its segment stays
+ *   pinned (WHO MAY RECLAIM A SLOT, segment.c), and its stream is held by
+ *   whoever holds it for its walk (the caller, or the wait that led to it).
+ *   A walk through waits (the serving pattern: op on a, wait of b on a, ops
+ *   on b) so enters one read-side section fewer per fired wait (with
+ *   liburcu's out-of-line read_lock/read_unlock and their __tls_get_addr,
+ *   ~85 instructions each: bench/RESULTS.md, "Issue 11, round 2") and makes
+ *   one locked add fewer ("Issue 11, seventh session: serving at one
+ *   thread"). Model: ledger/model/ring_common.pml's engine and take_chunk
+ *   (pop_g), wait.pml; the mutant BUG_POP_ANY_SEG counts the slot in the
+ *   chunk's first add whatever its segment, and fails.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
@@ -78,14 +86,17 @@ static bool ldg__cursor_done(const struct ldg__cursor *c) {
 
 /* Takes up to LDG__BATCH keeps of c's interval into keeps, in seq order,
  * stopping right after a wait, which is returned taken but unresolved (it
- * becomes a frame). Under RCU. Returns the number of keeps. */
-static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
-                              struct ldg__slot **wait,
+ * becomes a frame). *pop is a popped frame's segment of c->s, whose wait
+ * slot is still to be counted resolved, or NULL: it is counted with the
+ * chunk's own slots of that segment, in one add, and *pop set to NULL
+ * (POPPING A FRAME). Under RCU. Returns the number of keeps. */
+static size_t ldg__take_chunk(struct ldg__cursor *c, struct ldg__seg **pop,
+                              ldg_keep *keeps, struct ldg__slot **wait,
                               struct ldg__seg **wait_seg) {
   ldg_stream *s = c->s;
   struct ldg__vindex *vx = s->vindex; /* fixed before s was linked */
   size_t n = 0;
-  uint32_t taken = 0; /* resolved in g, not yet counted */
+  struct ldg__seg *pop_g = *pop;
   /* The cursor in registers (the atomics below are compiler barriers, so
    * c->next in memory would be stored and reloaded per slot); written back
    * at the end. */
@@ -95,14 +106,20 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
   /* head and next: acquire pairs with the seq_cst CASes that moved head and
    * linked the segment (release halves), after its header was written. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
+  /* Resolved in g, not yet counted: the popped wait's slot, if g holds it.
+   * The walk meets pop_g on its way from head (pop_g is pinned, so at or
+   * after head; it holds seq next - 1, so it is next's segment or an
+   * earlier one) before it reads any slot of the chunk. */
+  uint32_t taken = g == pop_g;
   while (next <= end && n < LDG__BATCH) {
     const ldg_seq base = g->base;
     const ldg_seq seg_end = base + g->size;
     if (next >= seg_end) {
       if (taken != 0) ldg__seg_resolve(s, g, taken);
-      taken = 0;
+      if (g == pop_g) pop_g = NULL; /* counted in the add above */
       g = ldg__load_acquire(&g->next);
       if (g == NULL) abort(); /* every seq <= tail has a segment */
+      taken = g == pop_g;
       continue;
     }
     if (next < base) {
@@ -170,6 +187,8 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
 out:
   c->next = next;
   if (taken != 0) ldg__seg_resolve(s, g, taken);
+  if (g == pop_g) pop_g = NULL; /* counted in the add above */
+  *pop = pop_g;
   /* Release: pairs with the acquire load in ldg_pending_count. We read
    * these slots FULL (acquire, after their publishers' reservations on
    * tail), so a query that counts them released also sees their seqs in
@@ -246,9 +265,12 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
       struct ldg__slot *w;
       struct ldg__seg *wg = NULL;
       ldg__rcu_read_lock();
-      if (pop_g != NULL) ldg__seg_resolve(pop_s, pop_g, 1);
+      /* A popped frame's slot is counted with the chunk's slots of its
+       * segment (pop_s is cur.s: the pop resumed the stream holding it). */
+      size_t n = ldg__take_chunk(&cur, &pop_g, keeps, &w, &wg);
+      /* Not met by the walk (it always is: see ldg__take_chunk). */
+      if (__builtin_expect(pop_g != NULL, 0)) ldg__seg_resolve(pop_s, pop_g, 1);
       pop_g = NULL;
-      size_t n = ldg__take_chunk(&cur, keeps, &w, &wg);
       ldg__rcu_read_unlock();
       LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
       if (cur.frame == NULL && mode == LDG__TOP_BORROWED && !own_top &&

@@ -120,6 +120,9 @@
  * and in wait.pml:
  *   BUG_FRAME_EARLY_RESOLVE  a wait's slot is resolved when taken, so nothing
  *                          pins the frame
+ *   BUG_POP_ANY_SEG        a popped wait's slot is counted in the next
+ *                          chunk's last add, whatever segment that add is
+ *                          on (not the wait's own)
  * and in destroy_sb.pml: BUG_SB_* (the handshake's seq_cst accesses weakened).
  * Reachability probes (spin -DPROBE_..., listed in ring_common.pml) turn a
  * rare path into a failure, to show a configuration reaches it.

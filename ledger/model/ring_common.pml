@@ -405,7 +405,7 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   byte cl_r, cl_from; bit cl_ok; \
   byte c_s, c_next, c_end, c_frame, c_upto; \
   byte tc_g, tc_base, tc_taken, tc_st, tc_idx, tc_w, tc_wg, tc_act; \
-  byte w_e, f_g; \
+  byte w_e, f_g, pop_g; \
   byte q_r, q_t, q_g, q_lo, q_hi, q_q, q_b
 
 inline stream_init(s, g) {   /* ldg__ring_init */
@@ -983,10 +983,24 @@ inline claim(s, upto) {
   :: tc_st != ST_FULL -> tc_act = A_DONE   /* retracted: its enqueuer resolved it */ \
   fi
 
+/* pop_g: a popped frame's segment of c_s whose wait slot is still to be
+ * counted resolved (NIL if none): counted with the chunk's slots of that
+ * segment, in the add made on leaving it or at the end (release.c, POPPING
+ * A FRAME). The walk from head always meets it (asserted in engine). */
+#ifndef BUG_POP_ANY_SEG
+#define POP_MEET if :: tc_g == pop_g -> tc_taken = 1; pop_g = NIL :: else -> tc_taken = 0 fi
+#define POP_AT_END skip
+#else
+/* mutant: the popped slot is counted in the chunk's last add, whatever the
+ * segment it lands on */
+#define POP_MEET tc_taken = 0
+#define POP_AT_END if :: pop_g != NIL -> tc_taken++; pop_g = NIL :: else fi
+#endif
+
 inline take_chunk() {
-  tc_taken = 0;
   tc_w = NIL;
   tc_g = head[c_s];                                /* acquire load head */
+  POP_MEET;
   do
   :: c_next > c_end -> break
   :: else ->
@@ -1014,11 +1028,11 @@ inline take_chunk() {
         :: tc_taken != 0 -> seg_resolve(c_s, tc_g, tc_taken)
         :: else
         fi;
-        tc_taken = 0;
         d_step {                                   /* acquire load g->next */
           TOUCH(tc_g); tc_g = snext[tc_g];
           assert(tc_g != NIL)                      /* "every seq <= tail has a segment" */
-        }
+        };
+        POP_MEET
      :: tc_act == A_EMPTY ->
 #ifndef BUG_ABANDON_STORE
         d_step {                                   /* acq_rel CAS EMPTY -> ABANDONED */
@@ -1044,6 +1058,7 @@ inline take_chunk() {
      tc_st = 0; tc_act = 0
   od;
   tc_st = 0; tc_act = 0; tc_idx = 0;
+  POP_AT_END;
   if
   :: tc_taken != 0 -> seg_resolve(c_s, tc_g, tc_taken)
   :: else
@@ -1053,7 +1068,7 @@ inline take_chunk() {
 
 /* ---- ldg__engine(s, upto, BORROWED or OWNED) ---- */
 inline engine(s, upto) {
-  c_s = s; c_next = 1; c_end = 0; c_frame = NIL; c_upto = upto;
+  c_s = s; c_next = 1; c_end = 0; c_frame = NIL; c_upto = upto; pop_g = NIL;
   claim(c_s, c_upto);
   if
   :: cl_ok -> c_next = cl_from; c_end = c_upto
@@ -1064,6 +1079,7 @@ inline engine(s, upto) {
   :: c_next <= c_end ->
      rcu_lock();
      take_chunk();
+     assert(pop_g == NIL);                         /* met by the walk from head */
      rcu_unlock();
 #ifdef WAITS
      if
@@ -1095,11 +1111,23 @@ inline engine(s, upto) {
      fi
 #endif
   :: else ->
+#ifdef WAITS
+     if                                            /* a popped slot, no chunk after it */
+     :: pop_g != NIL ->
+        rcu_lock();
+        seg_resolve(c_s, pop_g, 1);
+        rcu_unlock();
+        pop_g = NIL
+     :: else
+     fi;
+#endif
      if
      :: c_frame == NIL -> break
      :: else ->
 #ifdef WAITS
-        /* Pop: resume the stream holding the wait, then resolve the wait. */
+        /* Pop: resume the stream holding the wait; its slot is resolved
+         * with the parent's next chunk (take_chunk, pop_g), or alone if the
+         * parent's walk is finished (above). */
         d_step {
           TOUCH_PINNED(c_frame / SZ);
           f_g = fr_seg[c_frame];
@@ -1112,9 +1140,7 @@ inline engine(s, upto) {
           rc_i = 0
         }
 #ifndef BUG_FRAME_EARLY_RESOLVE
-        rcu_lock();
-        seg_resolve(c_s, f_g, 1);
-        rcu_unlock();
+        pop_g = f_g;
 #endif
         f_g = 0
 #else

@@ -357,6 +357,47 @@ static void test_fired_waits_give_memory_back(void) {
   PASS("fired waits' slots resolved: memory comes back");
 }
 
+/* A fired wait in the last slot of b's first segment (8 slots), b's walk
+ * going on into the next segment: the popped slot is counted with the next
+ * chunk (release.c, POPPING A FRAME), whose walk passes the wait's segment
+ * on its way from head. Counted there, the first segment completes and is
+ * retired at once (no pool: its memory comes back after a grace period);
+ * counted on the wrong segment, or not at all, it stays. */
+static void test_popped_wait_at_segment_end(void) {
+  ldg_ledger *l = new_ledger();
+  CHECK_OK(ldg_ledger_set_pool_limit(l, 0)); /* no pool, no spare */
+  ldg_stream *a = new_stream(l, 0, false);
+  ldg_stream *b = new_stream(l, 0, false);
+  long released = 0;
+  for (int i = 0; i < 7; i++) /* seqs 1..7 of b */
+    CHECK_OK(ldg_enqueue(b, count_keep(&released), NULL, 0, NULL, 0, NULL));
+  CHECK_OK(ldg_enqueue(a, count_keep(&released), NULL, 0, NULL, 0, NULL));
+  CHECK_EQ(wait_on(b, a), 8); /* the first segment's last slot */
+  for (int i = 0; i < 3; i++) /* seqs 9..11: b's second segment */
+    CHECK_OK(ldg_enqueue(b, count_keep(&released), NULL, 0, NULL, 0, NULL));
+  ldg_quiesce();
+  const size_t before = ldg_ledger_bytes(l);
+  CHECK_OK(ldg_release(b, ldg_mark(b)));
+  CHECK_EQ(released, 11);
+  CHECK_EQ(ldg_pending_count(a), 0);
+  CHECK_EQ(ldg_pending_count(b), 0);
+  ldg_quiesce();
+  /* b's first segment (8 slots of 64 bytes) given back. */
+  CHECK_LE(ldg_ledger_bytes(l) + 8 * 64, before);
+  /* b goes on: the next segments fill and retire as usual. */
+  for (int i = 0; i < 300; i++) {
+    CHECK_OK(ldg_enqueue(a, count_keep(&released), NULL, 0, NULL, 0, NULL));
+    wait_on(b, a);
+    CHECK_OK(ldg_enqueue(b, count_keep(&released), NULL, 0, NULL, 0, NULL));
+    if (i % 4 == 3) CHECK_OK(ldg_release(b, ldg_mark(b)));
+  }
+  CHECK_EQ(released, 11 + 600);
+  ldg_stream_unref(a);
+  ldg_stream_unref(b);
+  ldg_ledger_destroy(l);
+  PASS("a popped wait at a segment's end is counted on its own segment");
+}
+
 int main(void) {
   test_copy_record_wait_sync();
   test_wait_bounds();
@@ -364,5 +405,6 @@ int main(void) {
   test_cycles();
   test_chain();
   test_fired_waits_give_memory_back();
+  test_popped_wait_at_segment_end();
   return 0;
 }
