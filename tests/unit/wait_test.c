@@ -415,9 +415,11 @@ static void test_popped_wait_at_segment_end(void) {
 /* While b's walk fires a wait on a, the slots b's chunk took before the
  * wait stay uncounted with the wait's frame (release.c, POPPING A FRAME).
  * A keep of a, run then, sees b's taken operations not pending, records
- * 300 more on b (b grows past the pinned segment) and releases them: those
- * later segments are done first and retire only once the outer walk counts
- * the pinned one. Every keep runs once and the memory comes back. */
+ * REENTER_OPS more on b (b grows past the pinned segment, to over the
+ * memory bound of end_memory_back) and releases them: those later segments
+ * are done first and retire only once the outer walk counts the pinned
+ * one. Every keep runs once and the memory comes back. */
+enum { REENTER_OPS = 4000 };
 struct reenter {
   ldg_stream *b;
   long released;
@@ -429,7 +431,7 @@ static void reenter_keep(void *ctx) {
   struct reenter *r = ctx;
   r->ran++;
   r->b_pending_seen = ldg_pending_count(r->b);
-  for (int i = 0; i < 300; i++)
+  for (int i = 0; i < REENTER_OPS; i++)
     CHECK_OK(ldg_enqueue(r->b, count_keep(&r->released), NULL, 0, NULL, 0,
                          NULL));
   CHECK_OK(ldg_release(r->b, ldg_mark(r->b)));
@@ -450,7 +452,7 @@ static void test_keep_reenters_while_frame_keeps_slots(void) {
   CHECK_OK(ldg_release(b, 5));
   CHECK_EQ(r.ran, 1);
   CHECK_EQ(r.b_pending_seen, 1); /* seq 5 only: 1..3 taken, 4 a wait */
-  CHECK_EQ(r.released, 3 + 300 + 1);
+  CHECK_EQ(r.released, 3 + REENTER_OPS + 1);
   end_memory_back(l, a, b, base);
   PASS("a keep re-entering b while a frame keeps b's slots uncounted");
 }
