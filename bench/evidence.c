@@ -463,8 +463,18 @@ void ev_init(double ns_per_tick) {
          membar_per_gp, after - before, N);
 }
 
+/* The segment reclaimer (ledger/reclaim.c) and the row's ledger's pool
+ * pops by age, at the phase's begin and end. */
+static ldg__reclaim_stats rc_begin, rc_end;
+static struct ldg_ledger *ev_ledger;
+static unsigned long age_begin[8], age_end[8];
+
+void ev_set_ledger(struct ldg_ledger *l) { ev_ledger = l; }
+
 void ev_phase_begin(void) {
   for (int c = 0; c < C_N; c++) ev_count_at_begin[c] = atomic_load(&ev_count[c]);
+  rc_begin = ldg__reclaim_inspect();
+  for (unsigned b = 0; b < 8; b++) age_begin[b] = ldg__pool_reuse_age(ev_ledger, b);
   /* Only the timed phase's membarriers are kept for the overlap test. */
   atomic_store(&ev_n_membar, 0);
   getrusage(RUSAGE_SELF, &ru_begin);
@@ -474,6 +484,8 @@ void ev_phase_begin(void) {
 }
 
 void ev_phase_end(void) {
+  rc_end = ldg__reclaim_inspect();
+  for (unsigned b = 0; b < 8; b++) age_end[b] = ldg__pool_reuse_age(ev_ledger, b);
   n_task_end = read_tasks(task_end);
   read_cpu_stat(cpu_end);
   read_interrupts(irq_end);
@@ -634,6 +646,21 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
          " (spares); %" PRIu64 " head advances (retirements, each a call_rcu)\n",
          ext, ext ? e / (double)ext : 0.0, fresh, pooled, ext - fresh - pooled,
          delta(C_ALLOC_WORKER) - fresh, delta(C_HEAD_ADV));
+  {
+    uint64_t nb = rc_end.batches - rc_begin.batches;
+    uint64_t ns = rc_end.batched - rc_begin.batched;
+    printf("    reclaimer (ledger/reclaim.c): %" PRIu64 " batches, each one grace period "
+           "(%.6f per op), %" PRIu64 " segments through them (%.1f per batch), %" PRIu64
+           " retired through call_rcu\n",
+           nb, (double)nb / e, ns, nb ? (double)ns / (double)nb : 0.0,
+           rc_end.via_call_rcu - rc_begin.via_call_rcu);
+    printf("    pooled segments reused, by age since retirement (ms):");
+    static const char *const age_name[8] = {"<0.25", "<0.5", "<1", "<2",
+                                            "<4",    "<8",   "<16", ">=16"};
+    for (unsigned b = 0; b < 8; b++)
+      printf(" %s %lu", age_name[b], age_end[b] - age_begin[b]);
+    printf("\n");
+  }
   printf("    page faults (process): minor %ld (%.3f per 1000 ops, %.1f per fresh "
          "segment), major %ld; context switches: voluntary %ld, involuntary %ld\n",
          minflt, 1000.0 * (double)minflt / e,

@@ -62,6 +62,11 @@ void ev_worker_start(void);
  * barrier): with timed, it reads its own CPU time and switches for the row. */
 void ev_worker_phase_end(bool timed);
 
+/* Main thread: the row's ledger (its pool's pops by age are reported);
+ * NULL between rows. */
+struct ldg_ledger;
+void ev_set_ledger(struct ldg_ledger *l);
+
 /* Main thread: the timed phase begins (workers released) / has ended. */
 void ev_phase_begin(void);
 void ev_phase_end(void);

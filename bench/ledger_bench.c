@@ -868,6 +868,7 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   atomic_init(&rc.enqueuers, threads);
   CHECK(im->ledger_create(&rc.ledger));
   ldg_configure(im, rc.ledger);
+  EV(ev_set_ledger(rc.ledger)); /* the evidence build has the ledger only */
   if (wl->row_setup != NULL) wl->row_setup(&rc);
   int parties = threads + 1 + (reader ? 1 : 0);
   pthread_barrier_init(&rc.barrier, NULL, (unsigned)parties);
@@ -955,6 +956,7 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   free(all);
 
   if (wl->row_teardown != NULL) wl->row_teardown(&rc);
+  EV(ev_set_ledger(NULL)); /* its counts were read at the phase's end */
   im->ledger_destroy(rc.ledger);
   pthread_barrier_destroy(&rc.barrier);
   free(th);
@@ -1311,7 +1313,8 @@ static void usage(FILE *f) {
           "                    without touching their lines\n"
           "  --holds-pending N the holds rows at N pending entries only\n"
           "  --pool-limit B    the ledger's segment pool limit in bytes (default:\n"
-          "                    the library's, 1 MiB)\n"
+          "                    the library's: set from each\n"
+          "                    reclaimer batch, at most 32 MiB)\n"
           "  --vector-index N  turn on the ledger's vector index for about N ids\n"
           "                    (ldg_ledger_index_vectors; default: off)\n"
           "  --json FILE       also write every row as JSON\n"

@@ -1,7 +1,7 @@
 /*
  * Internal structures of the ledger. Names with `ldg__` are internal.
  * ring.c opens with the design of the per-stream ring (continued in
- * segment.c, pool.c and release.c, one protocol each); registry.c with the
+ * segment.c, pool.c, reclaim.c and release.c, one protocol each); registry.c with the
  * registry and stream lifetimes.
  */
 #ifndef STREAMLEDGER_INTERNAL_H
@@ -22,6 +22,7 @@
 
 /* Segment sizes are 8 << class slots, class 0..LDG__POOL_CLASSES-1. */
 #define LDG__POOL_CLASSES 8
+#define LDG__REUSE_AGES 8
 
 /* ---- Slots ------------------------------------------------------------------ */
 
@@ -157,6 +158,11 @@ struct ldg__seg {
   uint64_t born_ns;   /* CLOCK_MONOTONIC when linked: sizes the next one */
   _Atomic bool dirty; /* a slot was retracted: never pooled, freed */
   struct rcu_head rcu;
+  /* Retired: the link of the reclaimer's list (reclaim.c), and when
+   * (CLOCK_MONOTONIC; the pool counts reuse by age). Written by the
+   * retirer, which owns the unreachable segment, before its push. */
+  struct ldg__seg *retired_next;
+  uint64_t retired_ns;
   struct ldg__summary sum; /* for queries; reset when linked (summary.c) */
   struct ldg__slot slots[];
 };
@@ -256,7 +262,17 @@ struct ldg_ledger {
   /* Retired segments past their grace period, kept for reuse, one lock-free
    * stack per size (8 << class slots); see pool.c. */
   _Atomic size_t pool_bytes;
+  /* The upper bound (ldg_ledger_set_pool_limit, LDG__POOL_DEFAULT_LIMIT
+   * unless set) and the limit in force: twice what the last reclaimer batch
+   * returned to this ledger, at least LDG__POOL_FLOOR, at most pool_limit
+   * (pool.c, HOW MUCH THE POOL KEEPS). */
   _Atomic size_t pool_limit;
+  _Atomic size_t pool_auto;
+  /* The reclaimer's sum over its batch (reclaim.c); only under its lock. */
+  size_t batch_bytes;
+  /* Pops by the age of the segment (since its retirement): below 2^i
+   * x 250 us for i < 7, the rest in the last (tests, benchmarks). */
+  _Atomic unsigned long reuse_age[LDG__REUSE_AGES];
   struct ldg__pool {
     alignas(LDG__CACHE_LINE) _Atomic(struct ldg__seg *) top;
     _Atomic unsigned long reused; /* pops that found a segment (tests) */
@@ -359,10 +375,19 @@ void ldg__ring_drop_spare(ldg_stream *s);
 
 /* ---- pool.c: the retired-segment pool --------------------------------------------- */
 
-#define LDG__POOL_DEFAULT_LIMIT ((size_t)1 << 20)
+/* The pool's bound unless set, and the least limit it adapts down to. */
+#define LDG__POOL_DEFAULT_LIMIT ((size_t)32 << 20)
+#define LDG__POOL_FLOOR ((size_t)1 << 20)
 
-/* RCU callback of a retired segment: pools it, or frees it. */
+/* A retired segment past its grace period: to its ledger's pool, or freed. */
+void ldg__seg_pool_put(struct ldg__seg *g);
+
+/* RCU callback of a retired segment: ldg__seg_pool_put. */
 void ldg__seg_pool_cb(struct rcu_head *head);
+
+/* A reclaimer batch just brought `bytes` of l's segments past their grace
+ * period: sets l's pool limit in force from it. */
+void ldg__pool_adapt(ldg_ledger *l, size_t bytes);
 
 /* Pops a pooled segment of that size for s, or NULL. Under RCU. */
 struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size);
@@ -370,6 +395,25 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size);
 /* Empties the ledger's pools. With `now`, frees at once (teardown, after a
  * barrier, no concurrent pop); else after a grace period. */
 void ldg__pools_drain(ldg_ledger *l, bool now);
+
+/* ---- reclaim.c: retired segments, in batches --------------------------------- */
+
+/* Starts the process's reclaimer thread if none runs (ldg_ledger_create,
+ * ldg_stream_create: may block). */
+void ldg__reclaim_start(void);
+
+/* g was just made unreachable: after a grace period it goes to its ledger's
+ * pool or is freed (a batch of the reclaimer, or call_rcu when none runs).
+ * Never blocks. */
+void ldg__reclaim_retire(struct ldg__seg *g);
+
+/* Runs a batch of everything retired so far, after any batch in progress.
+ * Blocks. Not inside a read-side section. */
+void ldg__reclaim_flush(void);
+
+/* ldg__reclaim_flush, then ldg__rcu_barrier: every deferred free queued so
+ * far has run. */
+void ldg__reclaim_barrier(void);
 
 /* ---- release.c: claims, chunks, the transitive release engine --------------------- */
 

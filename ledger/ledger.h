@@ -63,14 +63,18 @@
  *   ldg_stream_unref             no (b)     none (f)           keeps (e)
  *   ldg_stream_set_finalizer     no         none               no
  *   ldg_ledger_index_vectors     yes (d)    registry mutex     no
- *   ldg_ledger_destroy           yes        registry mutex     keeps
+ *   ldg_ledger_create            yes (h)    reclaimer mutex    no
+ *   ldg_ledger_destroy           yes        registry mutex,    keeps
+ *                                           reclaimer mutex
+ *   ldg_ledger_trim, ldg_quiesce yes (i)    reclaimer mutex    no
  *
  *   (a) Only when a release overtook this enqueue or wait (see ldg_enqueue
  *       and ldg_add_wait).
  *   (b) The ledger itself never blocks; the keeps it runs may.
  *   (c) It calls the drains, which synchronise device streams.
  *   (d) Briefly, on the registry's writer mutex; never while holding it
- *       across a callback.
+ *       across a callback. ldg_stream_create also starts the segment
+ *       reclaimer as (h) does when none runs (in a child forked since).
  *   (e) Only when it drops the last reference of a stream never destroyed
  *       (for ldg_marks_discard: of a stream in the snapshot).
  *   (f) A call that destroys a stream (these may, through a fired wait or a
@@ -80,6 +84,10 @@
  *   (g) Except when it fails with LDG_ENOMEM after taking references, one
  *       of which another thread made the last meanwhile: dropping it runs
  *       that stream's keeps (as ldg_marks_discard would).
+ *   (h) Starts the process's segment reclaimer thread when none runs (the
+ *       first ledger, or the first in a forked child): takes its mutex,
+ *       which may wait for a batch in progress (one grace period).
+ *   (i) Waits for grace periods (and the reclaimer's batch in progress).
  *   Finalizers (ldg_stream_set_finalizer) run wherever a stream's last
  *   reference is dropped: in the calls above that run keeps (a last unref,
  *   a fired wait, a settle's or snapshot's reference), and as (g) says.
@@ -91,6 +99,19 @@
  *   in ldg_stream_create — never prevents another thread's enqueue or
  *   release from completing. (A stalled enqueuer delays the return of
  *   memory of its own stream, nothing else.)
+ *
+ *   The library's own thread: one per process, the segment reclaimer
+ *   (ledger/reclaim.c), started by the first ldg_ledger_create. It takes
+ *   the segments that enqueues and releases retire, in batches, waits one
+ *   RCU grace period per batch (at most one per 0.5 ms) and gives them back
+ *   to their ledger's pool. It runs no keeps or drains and never enters a
+ *   read-side section. An enqueue or release that retires a segment pushes
+ *   it on a lock-free list and, a few times per batch, wakes the reclaimer
+ *   (a futex wake: a system call that never waits); it never takes the
+ *   reclaimer's mutex. A forked child keeps retiring to the reclaimer's
+ *   list, and its first ldg_ledger_create or ldg_stream_create starts its
+ *   own reclaimer (README, "Fork": liburcu's call_rcu fork handlers are
+ *   the program's to call).
  *
  * CALLBACKS
  *   keep.release and drain run on the thread that released or settled (for
@@ -160,7 +181,10 @@ const char *ldg_strerror(int code);
 
 /* ---- Ledger ------------------------------------------------------------ */
 
-/* Creates an empty ledger. LDG_EINVAL if out is NULL, LDG_ENOMEM. */
+/* Creates an empty ledger, and starts the process's segment reclaimer
+ * thread if none runs (CONCURRENCY: (h); if the thread cannot be started,
+ * segments are retired through liburcu's call_rcu instead and the next
+ * create tries again). LDG_EINVAL if out is NULL, LDG_ENOMEM. */
 int ldg_ledger_create(ldg_ledger **out);
 
 /* Destroys every stream still live (releasing every keep still held, waits
@@ -419,8 +443,10 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * One bounded exception: retired segments past their
  * grace period go to a per-ledger pool that growing rings reuse (a steady
  * stream would otherwise allocate, zero and page-fault a fresh segment every
- * 64 entries). The pool holds at most the ledger's pool limit (1 MiB unless
- * set); ldg_ledger_trim empties it and a limit of 0 turns it off.
+ * 64 entries). They come back in the segment reclaimer's batches (about one
+ * per millisecond on a busy ledger), and the pool keeps twice what the last
+ * batch brought, at least 1 MiB, at most the ledger's pool limit (32 MiB
+ * unless set); ldg_ledger_trim empties it and a limit of 0 turns it off.
  */
 
 /* Bytes the ledger holds for streams and entries (stream structs, ring
@@ -452,12 +478,16 @@ void ldg_ledger_trim(ldg_ledger *l);
  * NULL, ids 0 or over 2^25. LDG_ENOMEM. */
 int ldg_ledger_index_vectors(ldg_ledger *l, size_t ids);
 
-/* Sets the most bytes of retired segments the pool keeps (default 1 MiB);
- * 0 keeps none and empties the pool (as ldg_ledger_trim, so it may block).
- * LDG_EINVAL if l is NULL. */
+/* Sets the most bytes of retired segments the pool keeps (default 32 MiB):
+ * the bound of the limit in force, which follows the reclaimer's batches
+ * (twice what the last one returned, at least 1 MiB or this bound if less;
+ * ledger/pool.c). Any size is valid; SIZE_MAX lets the limit in force follow
+ * the batches unbounded. 0 keeps none and empties the pool (as
+ * ldg_ledger_trim, so it may block). LDG_EINVAL if l is NULL. */
 int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes);
 
-/* Waits until every free deferred to an RCU grace period so far has run.
+/* Waits until every free deferred to an RCU grace period so far has run
+ * (the segment reclaimer's list included: it runs a batch itself).
  * Blocks. May be called from a keep or drain (they run outside any RCU
  * read-side section). */
 void ldg_quiesce(void);

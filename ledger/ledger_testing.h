@@ -71,6 +71,11 @@ enum ldg__hook_point {
   LDG__HOOK_RESERVE_CHECKED,      /* an enqueue holding a fast-path ticket
                                      saw headroom past the reserve and has
                                      not yet made its fetch_add on tail */
+  LDG__HOOK_RECLAIM_TAKEN,        /* a batch of retired segments was taken
+                                     off the reclaimer's list, its grace
+                                     period not begun (reclaim.c; on the
+                                     reclaimer thread or a flusher: quiesce,
+                                     trim, ledger destroy; s: NULL) */
 };
 
 struct ldg_stream;
@@ -96,6 +101,30 @@ unsigned long ldg__pool_reused(struct ldg_ledger *l, unsigned cls);
 
 /* Bytes one pooled segment of class cls accounts for (its header included). */
 size_t ldg__pool_seg_bytes(unsigned cls);
+
+/* Pops from l's pools (all classes) of segments retired less than 2^b x
+ * 250 us before (b < 7), or longer (b = 7); 0 for other b. */
+unsigned long ldg__pool_reuse_age(struct ldg_ledger *l, unsigned b);
+
+/* The pool limit in force for l (ledger/pool.c, HOW MUCH THE POOL KEEPS):
+ * what the last reclaimer batch set, never above ldg_ledger_set_pool_limit's
+ * bound. */
+size_t ldg__pool_limit_in_force(struct ldg_ledger *l);
+
+/* The process's segment reclaimer (ledger/reclaim.c): batches run (each one
+ * grace period), segments reclaimed through them, segments retired through
+ * call_rcu instead (no reclaimer ever started), whether one runs in this
+ * process, whether retirements go to its list (one was started here or
+ * before a fork). Statistics, read relaxed: exact only while nothing is
+ * retired. */
+typedef struct ldg__reclaim_stats {
+  uint64_t batches;
+  uint64_t batched;
+  uint64_t via_call_rcu;
+  bool running;
+  bool listed;
+} ldg__reclaim_stats;
+ldg__reclaim_stats ldg__reclaim_inspect(void);
 
 /* Whether s's newest segment (tailseg) is still reachable from its oldest
  * (head): a segment tailseg names is never retired. */

@@ -1,25 +1,46 @@
 /*
- * The per-stream ring, part 3 of 4: the retired-segment pool.
+ * The per-stream ring, part 3 of 5: the retired-segment pool.
  *
  * THE POOLS
  *   The pools: a stream that streams work steadily would otherwise allocate,
- *   zero and free a segment every 64 entries, on memory the RCU callback
- *   thread freed (glibc then trims it, and the next segment page-faults).
- *   So a retired segment's callback pushes it, past its grace period, on a
- *   per-ledger lock-free stack for its size (all sizes together at most the
- *   ledger's pool limit, 1 MiB unless set), and extending a ring pops one
- *   before allocating. This bounded cache is the one exception to "nothing
+ *   zero and free a segment every 64 entries, on memory another thread
+ *   freed (glibc then trims it, and the next segment page-faults).
+ *   So a retired segment, past its grace period, is pushed on a per-ledger
+ *   lock-free stack for its size (all sizes together at most the ledger's
+ *   limit in force, below), and extending a ring pops one before
+ *   allocating. This bounded cache is the one exception to "nothing
  *   released stays allocated past a grace period"; a limit of 0 turns it
  *   off, ldg_ledger_trim empties it, ldg_ledger_destroy frees it. Pooled
- *   memory counts in ldg_ledger_bytes.
+ *   memory counts in ldg_ledger_bytes. The stacks are LIFO: an extension
+ *   pops the segment retired last, whose lines the caches may still hold.
  *
- *   A segment enters a pool only from its RCU callback, after its grace
- *   period, and leaves it by a pop under rcu_read_lock. That makes the
- *   Treiber stack free of ABA: a popper that read top = g and g->next cannot
- *   see g pushed again before its CAS, because g's next trip into the pool
- *   waits for a grace period that waits for the popper's read-side section.
+ * HOW MUCH THE POOL KEEPS
+ *   Segments come back in the reclaimer's batches (reclaim.c), one every
+ *   0.5-5 ms, and the pool must hold what one batch returns until the
+ *   extensions of the next interval take it; what does not fit is freed to
+ *   glibc and comes back page-faulting. The limit in force (pool_auto) is
+ *   therefore set from each batch: twice what that batch brought to this
+ *   ledger, at least LDG__POOL_FLOOR (1 MiB, the old fixed default), at
+ *   most pool_limit, the bound ldg_ledger_set_pool_limit sets (32 MiB
+ *   unless set; 0 keeps nothing). A smaller batch lowers it, by at most
+ *   half per batch, and the batch then takes what the pool holds above it
+ *   back out (whole size classes, largest first) and frees it, through the next
+ *   batch's grace period like any retired segment (a popper may still be
+ *   reading its link). A ledger whose streams go quiet keeps what it pooled
+ *   until its next batch, ldg_ledger_trim or ldg_ledger_destroy.
+ *
+ *   A segment enters a pool only past its grace period (from the
+ *   reclaimer's batch, or an RCU callback when no reclaimer runs) and leaves
+ *   it by a pop under rcu_read_lock. That makes the Treiber stack free of
+ *   ABA: a popper that read top = g and g->next cannot see g pushed again
+ *   before its CAS, because g's next trip into the pool waits for a grace
+ *   period that starts after g's retirement, hence after the pop that took
+ *   g, hence after the popper's read-side section began.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
+#include <stdint.h>
+#include <time.h>
+
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
 
@@ -27,23 +48,65 @@ static unsigned ldg__pool_class(uint32_t size) {
   return (unsigned)__builtin_ctz(size) - 3; /* 8 -> 0, ..., 1024 -> 7 */
 }
 
+void ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
+  /* Relaxed: bounds on memory, publishing nothing (as pool_bytes). Only
+   * the reclaimer's batch stores pool_auto (under its lock). */
+  size_t bound = ldg__load_relaxed(&l->pool_limit);
+  size_t half = ldg__load_relaxed(&l->pool_auto) / 2;
+  size_t want = bytes > SIZE_MAX / 2 ? SIZE_MAX : 2 * bytes;
+  if (want < half) want = half; /* down by half a batch at most */
+  if (want < LDG__POOL_FLOOR) want = LDG__POOL_FLOOR;
+  if (want > bound) want = bound;
+  ldg__store_relaxed(&l->pool_auto, want);
+  /* What the pool holds above it goes, a whole size class at a time,
+   * largest first: taken by exchange as ldg__pools_drain does (no read-side
+   * section: the reclaimer thread is never registered with liburcu, so it
+   * leaves no registration behind across a fork). A popper may still be
+   * reading a taken one's link, so each is retired (marked dirty: freed,
+   * not pooled) through the next batch's grace period. */
+  for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
+    if (ldg__load_relaxed(&l->pool_bytes) <= want) break; /* a bound */
+    /* Acquire half: pairs with the pushing CASes, as in the drain. */
+    struct ldg__seg *g =
+        ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
+    while (g != NULL) {
+      struct ldg__seg *next = ldg__load_relaxed(&g->next); /* as above */
+      ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
+      ldg__store_relaxed(&g->dirty, true); /* ours; read after the batch */
+      ldg__reclaim_retire(g);
+      g = next;
+    }
+  }
+}
+
+/* The limit in force: pool_auto, never above the bound (which a caller may
+ * lower after pool_auto was set). Relaxed, as above. */
+static size_t ldg__pool_limit_now(ldg_ledger *l) {
+  size_t bound = ldg__load_relaxed(&l->pool_limit);
+  size_t in_force = ldg__load_relaxed(&l->pool_auto);
+  return in_force < bound ? in_force : bound;
+}
+
 void ldg__seg_pool_cb(struct rcu_head *head) {
   ldg__rcu_callback_enter();
-  struct ldg__seg *g = ldg__seg_of_rcu(head);
+  ldg__seg_pool_put(ldg__seg_of_rcu(head));
+}
+
+void ldg__seg_pool_put(struct ldg__seg *g) {
   ldg_ledger *l = g->ledger;
   size_t bytes = ldg__seg_bytes(g->size);
   /* The limit is checked, then the bytes added: racing callbacks may pass
    * it by a few segments, never by more than their number. pool_bytes and
-   * pool_limit are relaxed: they bound memory, and publish nothing.
+   * the limits are relaxed: they bound memory, and publish nothing.
    * dirty: relaxed; its store (a retracting enqueuer) is sequenced before
    * that enqueuer's seq_cst add to g->resolved, which the retirer's seq_cst
    * load of resolved read (a release sequence: every later change of it is
-   * an RMW), and the retire happens-before this callback (grace period).
+   * an RMW), and the retire happens-before this put (the reclaimer's
+   * exchange, or call_rcu's grace period).
    * destroying: a first look (acquire pairs with the release store in
    * ldg_ledger_destroy); the handshake after the push decides. */
   if (ldg__load_acquire(&l->destroying) || ldg__load_relaxed(&g->dirty) ||
-      ldg__load_relaxed(&l->pool_bytes) + bytes >
-          ldg__load_relaxed(&l->pool_limit)) {
+      ldg__load_relaxed(&l->pool_bytes) + bytes > ldg__pool_limit_now(l)) {
     ldg__seg_destroy(g);
     return;
   }
@@ -70,10 +133,11 @@ void ldg__seg_pool_cb(struct rcu_head *head) {
   }
 }
 
-/* Pops a pooled segment of that size for s, or NULL. Under RCU. */
-struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
-  ldg_ledger *l = s->ledger;
-  struct ldg__pool *p = &l->pools[ldg__pool_class(size)];
+/* Pops the top segment of l's class cls, or NULL. Under RCU. s: for the
+ * hook. */
+static struct ldg__seg *ldg__pool_take(ldg_ledger *l, unsigned cls,
+                                       ldg_stream *s) {
+  struct ldg__pool *p = &l->pools[cls];
   /* Acquire: pairs with the pushing CAS (release), so g->next is read as
    * pushed; the CAS's acquire on failure does the same for the new top. */
   struct ldg__seg *g = ldg__load_acquire(&p->top);
@@ -84,9 +148,29 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
       break;
     }
   }
+  /* Relaxed: a counter that publishes nothing. */
+  ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
+  return g;
+}
+
+/* Pops a pooled segment of that size for s, or NULL. Under RCU. */
+struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
+  ldg_ledger *l = s->ledger;
+  unsigned cls = ldg__pool_class(size);
+  struct ldg__seg *g = ldg__pool_take(l, cls, s);
+  if (g == NULL) return NULL;
   /* Relaxed: counters that publish nothing. */
-  ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(size));
-  ldg__fetch_add_relaxed(&p->reused, 1);
+  ldg__fetch_add_relaxed(&l->pools[cls].reused, 1);
+  /* Its age: retired_ns was written by its retirer before the push that
+   * the reclaimer's exchange read, which happens-before its push here (our
+   * acquire). Buckets of 2^b x 250 us. */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t age = now > g->retired_ns ? (now - g->retired_ns) / 250000u : 0;
+  unsigned b = 0;
+  while (b + 1 < LDG__REUSE_AGES && age >= ((uint64_t)1 << b)) b++;
+  ldg__fetch_add_relaxed(&l->reuse_age[b], 1);
   return g;
 }
 
@@ -132,4 +216,13 @@ unsigned long ldg__pool_reused(ldg_ledger *l, unsigned cls) {
 
 size_t ldg__pool_seg_bytes(unsigned cls) {
   return ldg__seg_bytes((uint32_t)8 << cls);
+}
+
+unsigned long ldg__pool_reuse_age(struct ldg_ledger *l, unsigned bucket) {
+  if (l == NULL || bucket >= LDG__REUSE_AGES) return 0;
+  return ldg__load_relaxed(&l->reuse_age[bucket]); /* a statistic */
+}
+
+size_t ldg__pool_limit_in_force(struct ldg_ledger *l) {
+  return l == NULL ? 0 : ldg__pool_limit_now(l);
 }

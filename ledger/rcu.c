@@ -1,6 +1,10 @@
 /*
  * RCU glue: automatic thread registration and the ThreadSanitizer
- * annotations for liburcu's grace periods (see rcu.h).
+ * annotations for liburcu's grace periods (see rcu.h). Every way the
+ * ledger waits for a grace period is here: call_rcu's callbacks
+ * (ldg__rcu_callback_enter), rcu_barrier, and synchronize_rcu, which the
+ * segment reclaimer (reclaim.c) runs once per batch; each acquires the
+ * token every read-side unlock releases.
  */
 #define _DEFAULT_SOURCE 1         /* syscall(2), for membarrier */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
@@ -108,6 +112,23 @@ void ldg__call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *)) {
 void ldg__rcu_callback_enter(void) {
   /* Pairs with every read-side unlock and every ldg__call_rcu: liburcu ran
    * this callback only after a grace period that waited for those readers. */
+  LDG__TSAN_ACQUIRE();
+}
+
+bool ldg__rcu_child_threads(void) {
+#ifdef LDG__TSAN
+  return false;
+#else
+  return true;
+#endif
+}
+
+void ldg__rcu_synchronize(void) {
+  /* liburcu allocates nothing here; a thread need not be registered to
+   * wait for a grace period. */
+  urcu_memb_synchronize_rcu();
+  /* Pairs with every read-side unlock (as ldg__rcu_callback_enter): the
+   * grace period waited for those readers. */
   LDG__TSAN_ACQUIRE();
 }
 

@@ -16,6 +16,7 @@
 #define STREAMLEDGER_RCU_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <urcu/urcu-memb.h>
 
 /* Enters a read-side critical section, registering the thread if needed. */
@@ -30,6 +31,17 @@ void ldg__call_rcu(struct rcu_head *head, void (*fn)(struct rcu_head *));
 
 /* First statement of every function passed to ldg__call_rcu. */
 void ldg__rcu_callback_enter(void);
+
+/* Waits for a grace period (synchronize_rcu): every reader inside a
+ * read-side section when it was called has left it, and everything those
+ * readers did happens-before the return (for ThreadSanitizer too). Not
+ * inside a read-side section. */
+void ldg__rcu_synchronize(void);
+
+/* Whether a forked child of a multi-threaded process may start threads:
+ * false under ThreadSanitizer (its runtime kills such a child), so the
+ * ledger's fork handlers (reclaim.c) then start none. */
+bool ldg__rcu_child_threads(void);
 
 /* Waits for every callback queued so far (rcu_barrier). Not inside a
  * read-side section, not from a callback. */

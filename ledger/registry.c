@@ -97,9 +97,16 @@ int ldg_ledger_create(ldg_ledger **out) {
   atomic_init(&l->destroying, false);
   atomic_init(&l->pool_bytes, 0);
   atomic_init(&l->pool_limit, LDG__POOL_DEFAULT_LIMIT);
+  atomic_init(&l->pool_auto, LDG__POOL_FLOOR); /* until a batch comes */
+  l->batch_bytes = 0;
+  for (unsigned b = 0; b < LDG__REUSE_AGES; b++)
+    atomic_init(&l->reuse_age[b], 0);
   for (unsigned c = 0; c < LDG__POOL_CLASSES; c++) {
     atomic_init(&l->pools[c].top, NULL);
   }
+  /* The process's segment reclaimer (reclaim.c); without one (pthread_create
+   * failed) segments are retired through call_rcu. */
+  ldg__reclaim_start();
   *out = l;
   return LDG_OK;
 }
@@ -129,13 +136,14 @@ void ldg_ledger_destroy(ldg_ledger *l) {
     (void)ldg__destroy(s); /* its keeps run here */
     ldg_stream_unref(s);
   }
-  /* Let deferred frees (segments, streams) run, then empty the pools; a
-   * stream unreferenced later frees its segments instead of pooling them. */
-  ldg__store_release(&l->destroying, true); /* acquire in ldg__seg_pool_cb */
-  /* Store buffering with a pool callback's push (see ldg__seg_pool_cb):
-   * our drain below sees its push, or it sees the flag. */
+  /* Let deferred frees (segments in the reclaimer's list or its batch in
+   * progress, streams) run, then empty the pools; a stream unreferenced
+   * later frees its segments instead of pooling them. */
+  ldg__store_release(&l->destroying, true); /* acquire in ldg__seg_pool_put */
+  /* Store buffering with a pool put's push (see ldg__seg_pool_put): our
+   * drain below sees its push, or it sees the flag. */
   ldg__fence_seq_cst();
-  ldg__rcu_barrier();
+  ldg__reclaim_barrier();
   ldg__pools_drain(l, true);
   ldg__ledger_unref(l);
 }
@@ -146,7 +154,7 @@ size_t ldg_ledger_bytes(ldg_ledger *l) {
   return l == NULL ? 0 : ldg__load_relaxed(&l->bytes);
 }
 
-void ldg_quiesce(void) { ldg__rcu_barrier(); }
+void ldg_quiesce(void) { ldg__reclaim_barrier(); }
 
 void ldg_ledger_trim(ldg_ledger *l) {
   if (l == NULL) return;
@@ -158,9 +166,10 @@ void ldg_ledger_trim(ldg_ledger *l) {
        s = ldg__load_acquire(&s->reg_next))
     ldg__ring_drop_spare(s);
   ldg__rcu_read_unlock();
-  /* Segments retired before the call reach the pool from their callbacks:
-   * let those run first, so the trim takes them too. */
-  ldg__rcu_barrier();
+  /* Segments retired before the call reach the pool from the reclaimer's
+   * batch (or their callbacks): let those run first, so the trim takes
+   * them too. */
+  ldg__reclaim_barrier();
   ldg__pools_drain(l, false);
 }
 
@@ -327,6 +336,10 @@ int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
   /* The destroy handshake's fences (ring.c, SINGLE-ISSUER STREAMS): the
    * mode is picked before the first such stream exists. */
   if (flags & LDG_STREAM_SINGLE_ISSUER) ldg__asym_init();
+  /* Started by ldg_ledger_create; again here in a child forked since (the
+   * reclaimer does not survive fork: reclaim.c). One relaxed load when it
+   * runs. */
+  ldg__reclaim_start();
   ldg_stream *s = ldg__aligned_alloc(LDG__CACHE_LINE, sizeof(*s));
   if (s == NULL) return LDG_ENOMEM;
   memset(s, 0, sizeof(*s));

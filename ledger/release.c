@@ -1,5 +1,5 @@
 /*
- * The per-stream ring, part 4 of 4: releasing — claims, taking chunks of
+ * The per-stream ring, part 5 of 5: releasing — claims, taking chunks of
  * entries, and the transitive release engine (release, destroy,
  * finalisation). ring.c opens with the layout and the publication
  * handshake a release takes part in.

@@ -1,5 +1,5 @@
 /*
- * The per-stream ring, part 1 of 4: layout, and the enqueue protocol
+ * The per-stream ring, part 1 of 5: layout, and the enqueue protocol
  * (reserve, publish, overtake, the destroy handshake). A sequence-indexed
  * ring of entries, published and reclaimed under RCU, with atomic high-water
  * marks. The correctness argument is split with the code, one protocol per
@@ -10,11 +10,13 @@
  *   segment.c  who may reclaim a slot and when: segments, growth, head
  *              advance and retirement;
  *   pool.c     the retired-segment pool;
+ *   reclaim.c  retired segments through a grace period, in batches (the
+ *              reclaimer thread);
  *   release.c  claims, taking chunks, the transitive release engine;
  *   summary.c  (not part of the ring's protocol: read-only on it) the
  *              queries' walk and the segment summaries they keep.
  * The Promela model (ledger/model/ring_common.pml) maps its inlines to the
- * C functions of these four files.
+ * C functions of these files.
  *
  * LAYOUT
  *   Every operation or wait enqueued on a stream gets a sequence number (seq,
@@ -595,7 +597,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
-     * pool_cb says how it reaches the pool callback). */
+     * pool_put says how it reaches the pool). */
     ldg__store_relaxed(&g->dirty, true);
     ldg__issuing_end(s);
     ldg__resolve_one(s, g);

@@ -1,5 +1,5 @@
 /*
- * The per-stream ring, part 2 of 4: segments — who may reclaim a slot and
+ * The per-stream ring, part 2 of 5: segments — who may reclaim a slot and
  * when, growing the ring, advancing head and retiring segments. ring.c
  * opens with the layout and what each atomic publishes.
  *
@@ -17,7 +17,8 @@
  *   head: whoever completes a segment, or links a successor to a done tail
  *   segment, advances s->head over every done segment that has a successor
  *   and that tailseg no longer points at, one CAS per segment, and the CAS
- *   winner retires the segment with call_rcu: by then neither root (head,
+ *   winner retires the segment (to the reclaimer's list, reclaim.c, which
+ *   runs a grace period for it): by then neither root (head,
  *   tailseg) reaches it, so no reader starting later can find it.
  *   Because "done" is stored before head is read, and head is moved before
  *   the next segment's "done" is read (all seq_cst), one of two racing
@@ -41,13 +42,15 @@
  *   segment's size is between 64 and 1024 slots: at least the backlog
  *   (pending entries), doubled if the previous segment was used up within
  *   a millisecond and kept if within 50 ms (a busy stream retires 16 times
- *   fewer segments, which is what loads the RCU callback thread); a new
+ *   fewer segments, which is what loads the reclaimer); a new
  *   stream starts with 8, taken from the pool's class 0 when it has one.
  *   It shrinks as segments are retired: memory held is the pending span
  *   rounded up to segments, plus the newest segment (at most 64 KiB), plus
  *   what waits for a grace period, plus the pools. Retired segments go to
- *   the ledger's pool (pool.c) after their grace period; extending a ring,
- *   or creating a stream, pops one there before allocating.
+ *   the ledger's pool (pool.c) after their grace period, in the
+ *   reclaimer's next batch (reclaim.c: within about a millisecond on a
+ *   busy ledger); extending a ring, or creating a stream, pops one there
+ *   before allocating.
  *
  * THE SPARE: THE NEXT SEGMENT, READY BEFORE IT IS NEEDED
  *   Allocating and zeroing a 64 KiB segment on memory another CPU freed takes
@@ -155,10 +158,12 @@ void ldg__seg_free_cb(struct rcu_head *head) {
   ldg__seg_destroy(ldg__seg_of_rcu(head));
 }
 
-/* g was just unlinked from its stream: after a grace period it goes to its
- * ledger's pool (or is freed). */
+/* g was just unlinked from its stream (or never linked): after a grace
+ * period it goes to its ledger's pool (or is freed), in the reclaimer's
+ * next batch (reclaim.c). */
 static void ldg__seg_retire(struct ldg__seg *g) {
-  ldg__call_rcu(&g->rcu, ldg__seg_pool_cb);
+  g->retired_ns = ldg__now_ns(); /* ours: unreachable; for reuse ages */
+  ldg__reclaim_retire(g);
 }
 
 /* A zeroed segment for seqs from base: from the pool if one of that size is
@@ -209,8 +214,10 @@ void ldg__ring_free_all(ldg_stream *s) {
   /* Never LDG__SPARE_CLAIMED here: a preparer runs inside a release, on a
    * reference of its caller; a stream is freed only after its last
    * reference was dropped. */
-  if (spare != NULL && spare != LDG__SPARE_CLAIMED)
-    ldg__seg_pool_cb(&spare->rcu);
+  if (spare != NULL && spare != LDG__SPARE_CLAIMED) {
+    spare->retired_ns = ldg__now_ns(); /* for reuse ages, as a retire */
+    ldg__seg_pool_put(spare);
+  }
   /* In the stream's free callback, after its grace period (every access
    * to the ring happens-before it); acquire as any walk. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
@@ -288,7 +295,7 @@ static uint32_t ldg__backlog_seg_size(const ldg_stream *s, ldg_seq t) {
 
 /* The size of the segment to follow prev: at least the backlog (pending
  * entries), and larger for a stream that goes through segments fast, so that
- * busy streams retire (and call_rcu) 16 times less often. */
+ * busy streams retire 16 times fewer segments. */
 static uint32_t ldg__next_seg_size(const ldg_stream *s,
                                    const struct ldg__seg *prev, ldg_seq t,
                                    uint64_t now) {

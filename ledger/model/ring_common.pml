@@ -22,9 +22,15 @@
  *                            time outside the ring protocol: spare.pml
  *                            checks that it stays clean, unreachable and
  *                            owned by one thread, so not modelled here
- *   inline call_rcu          ldg__seg_retire (ldg__call_rcu) of a segment
- *                            unlinked from its ring + the grace period of
- *                            liburcu (RCU_RETIRE)
+ *   inline call_rcu          ldg__seg_retire of a segment unlinked from
+ *                            its ring + its grace period (RCU_RETIRE): the
+ *                            reclaimer's batch (reclaim.c), whose one
+ *                            synchronize_rcu starts after the exchange that
+ *                            took the segment, so waits for every reader
+ *                            this per-segment grace period waits for (it
+ *                            only starts later: every batched history is
+ *                            one modelled here), or ldg__call_rcu when no
+ *                            reclaimer runs
  *   macro  RCU_RETIRE        ldg__seg_retire of a losing extender's segment
  *                            (in ring_extend), and call_rcu's last step
  *   inline advance_head      ldg__ring_advance_head
@@ -33,12 +39,16 @@
  *   inline ring_extend       ldg__ring_extend
  *   pool.c
  *   inline pool_pop          ldg__pool_pop (under RCU)
- *   macro  FREE_SEG          ldg__seg_pool_cb: the end of a segment's grace
+ *   macro  FREE_SEG          ldg__seg_pool_put (from the reclaimer's batch,
+ *                            or ldg__seg_pool_cb): the end of a segment's grace
  *                            period; frees it (dirty, or no room under the
  *                            pool limit) or pushes it (POOL_PUSH)
  *   inline pool_trim         ldg__pools_drain(l, false) (ldg_ledger_trim):
  *                            each segment freed after a grace period
- *                            (ldg__seg_free_cb, segment.c)
+ *                            (ldg__seg_free_cb, segment.c); likewise the
+ *                            trim of ldg__pool_adapt (a class taken by
+ *                            exchange, each segment retired dirty: freed
+ *                            after the next batch's grace period)
  *   ring.c
  *   inline ring_reserve      ldg__ring_reserve; also ldg__ring_reserve_single
  *                            (single-issuer streams) with one enqueuer per
