@@ -194,6 +194,12 @@ struct ldg_stream {
    * of the seqs that have a segment (tailseg's end, raised after tailseg). */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
   _Atomic ldg_seq tail_end;
+  /* Where the ring grows ahead (segment.c, GROWING AHEAD): the enqueuer
+   * whose seq reaches it claims the growth (a CAS to tail_end) and links
+   * the next segment; raised to the new segment's grow point after the
+   * link. Never above tail_end. On this line: the fast path loads it with
+   * tail_end, and it is written twice per segment. */
+  _Atomic ldg_seq grow_at;
   /* LDG_STREAM_SINGLE_ISSUER streams, in builds without NDEBUG: 1 while
    * a call records on s, to catch a second one overlapping it (ring.c,
    * SINGLE-ISSUER STREAMS). Unused otherwise. */
@@ -340,7 +346,14 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
  * tail_end moved onto it. Under RCU. LDG_ENOMEM. */
 int ldg__ring_extend(ldg_stream *s, ldg_seq end);
 
-/* After a release: once the newest segment is half used and no spare
+/* An enqueuer reserved seq >= grow, the grow_at it read (GROWING AHEAD):
+ * if grow is still the newest segment's grow point, claims the growth (a
+ * CAS: one claimer) and links the next segment ahead of need. Best effort:
+ * out of memory leaves it to the extension at the end. seq is reserved and
+ * unresolved (its segment and tailseg pinned). Not under RCU. */
+void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow);
+
+/* After a release: once a quarter of the newest segment is used and no spare
  * waits or is being prepared (a CAS claims it: no lock, no wait), prepares
  * the next segment (pool or fresh, zeroed) outside any
  * read-side section. Best effort: out of memory leaves no spare. Not under

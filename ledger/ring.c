@@ -360,12 +360,15 @@ bool ldg__testing_has_fast_ticket(void) {
   return ldg__ticket_state == LDG__TICKET_HELD;
 }
 
-/* A fast-path seq at or past the end its check read: tail_end has grown
- * past it (RESERVING ON A SHARED STREAM). Seq_cst: after the add in S, so
- * it reads a raise past seq, and (its release half) the segment's
- * publication with it. */
-static __attribute__((noinline)) void ldg__reserve_late(ldg_stream *s,
-                                                         ldg_seq seq) {
+/* A fast-path seq at or past the grow_at its reservation read (GROWING
+ * AHEAD, segment.c): the seq where the ring grows ahead, or one at or past
+ * the end its check read (grow_at <= that end: see ldg__ring_reserve).
+ * Seq_cst: after the add in S, so it reads a raise past seq, and (its
+ * release half) the segment's publication with it. Then the early growth,
+ * if this seq is the first to reach the newest segment's grow point. */
+static __attribute__((noinline)) void ldg__reserve_past(ldg_stream *s,
+                                                         ldg_seq seq,
+                                                         ldg_seq grow) {
   if (ldg__load_seq_cst(&s->tail_end) <= seq) {
     fprintf(stderr,
             "streamledger: stream %llu: seq %llu handed out past tail_end "
@@ -373,6 +376,7 @@ static __attribute__((noinline)) void ldg__reserve_late(ldg_stream *s,
             (unsigned long long)s->id, (unsigned long long)seq);
     abort();
   }
+  ldg__ring_grow_early(s, seq, grow);
 }
 
 /* The CAS path (RESERVING ON A SHARED STREAM): a thread without a ticket
@@ -393,7 +397,16 @@ static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
       /* seq_cst: a step of S; the destroy handshake reads destroyed after
        * this (and cuda/engine.c's slc__engine_kick_enqueued orders its
        * wake-up by it, in place of a fence). */
-      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) return t + 1;
+      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
+        /* The grow point (GROWING AHEAD, segment.c) for ticketless
+         * threads and the first seqs of a holder. Acquire, as in
+         * ldg__ring_reserve: a grow point read is one whose segment is
+         * linked and whose end tail_end has reached. */
+        ldg_seq grow = ldg__load_acquire(&s->grow_at);
+        if (__builtin_expect(t + 1 >= grow, 0))
+          ldg__ring_grow_early(s, t + 1, grow);
+        return t + 1;
+      }
       LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
       continue;
     }
@@ -408,6 +421,12 @@ static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
  * this thread holds a ticket and the ring has headroom past the reserve,
  * else by the CAS path. Takes no read lock on the common path. */
 static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
+  /* grow_at: acquire pairs with its raises and its claim (segment.c,
+   * ldg__raise_grow_at, ldg__ring_grow_early), each made after tail_end
+   * was at least the value stored; loaded before tail_end, so grow <= end
+   * (coherence), and a seq below grow is below end: covered by the end
+   * read. One load on the line the next one reads anyway. */
+  ldg_seq grow = ldg__load_acquire(&s->grow_at);
   /* tail_end: acquire pairs with the seq_cst (release half) CAS in
    * ldg__raise_tail_end, made after tailseg reached the segment of every
    * seq below end (ldg__seg_of_reserved reads it); the raise it reads
@@ -422,7 +441,9 @@ static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
      * destroyed after it (and cuda/engine.c's slc__engine_kick_enqueued
      * orders its wake-up by it). */
     got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
-    if (__builtin_expect(got >= end, 0)) ldg__reserve_late(s, got);
+    /* Past the grow point, or past the end the check read (grow <= end):
+     * the one compare covers both. */
+    if (__builtin_expect(got >= grow, 0)) ldg__reserve_past(s, got, grow);
   } else {
     got = ldg__ring_reserve_cas(s);
     if (got == 0) return LDG_ENOMEM;

@@ -191,6 +191,9 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->tailseg, g);
   atomic_init(&s->tail, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
+  /* No early growth in the first segment (no seq reaches its end): the
+   * first extension sets the first grow point. */
+  atomic_init(&s->grow_at, (ldg_seq)1 + LDG__SEG_FIRST);
   atomic_init(&s->released, 0);
   atomic_init(&s->ops_released, 0);
   atomic_init(&s->waits_enqueued, 0);
@@ -316,6 +319,59 @@ static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
   }
 }
 
+/* ---- Growing ahead ---------------------------------------------------------------- */
+
+/* Where the ring grows past g (GROWING AHEAD): half way to where the
+ * reserve begins. Growth segments only (at least 2 x LDG__FAST_R slots). */
+static ldg_seq ldg__grow_point(const struct ldg__seg *g) {
+  return g->base + (g->size - LDG__FAST_R) / 2;
+}
+
+/* Raises grow_at to g's grow point; g is tailseg (or was) and tail_end is
+ * already at g's end, so grow_at stays at or below tail_end. Not for the
+ * first segment, which the ring outgrows at its end (RESERVING ON A SHARED
+ * STREAM, ring.c: the first extension is the CAS path's). */
+static void ldg__raise_grow_at(ldg_stream *s, const struct ldg__seg *g) {
+  if (g->size < 2 * LDG__FAST_R) return;
+  ldg_seq to = ldg__grow_point(g);
+  ldg_seq cur = ldg__load_relaxed(&s->grow_at); /* the CAS checks it */
+  /* Release: pairs with the fast path's acquire of grow_at, which then
+   * reads a tail_end at least g's end (raised before this, ring.c's
+   * ldg__ring_reserve). A failed CAS only retries: it publishes nothing. */
+  while (cur < to && !atomic_compare_exchange_weak_explicit(
+                         &s->grow_at, &cur, to, memory_order_release,
+                         memory_order_relaxed)) {
+  }
+}
+
+void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
+  /* tailseg: acquire, as in ldg__seg_of_reserved: the caller read a
+   * tail_end above seq, raised after tailseg covered seq, so g is seq's
+   * segment or a later one, pinned by seq (unresolved): no read lock. */
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  /* Still the newest segment's grow point, not claimed (a claim stores
+   * g's end, a later raise the next grow point: grow_at only grows, so it
+   * holds each grow point once). seq >= grow >= g->base: seq is in g, the
+   * newest segment, so what is linked now is the one segment ahead. */
+  if (g->size < 2 * LDG__FAST_R || grow != ldg__grow_point(g)) return;
+  ldg_seq end = g->base + g->size;
+  /* The claim: one early extender per grow point, no lock: a loser (and
+   * every enqueue after the claim, which reads g's end) goes on reserving.
+   * g's end: tail_end is at it already (grow_at was raised after it), so
+   * grow_at stays <= tail_end. acq_rel: the release half publishes that,
+   * as ldg__raise_grow_at; the acquire half orders nothing we rely on. */
+  if (!ldg__cas_acq_rel(&s->grow_at, &grow, end)) return;
+  LDG__HOOK(LDG__HOOK_GROW_CLAIMED, s);
+  ldg__rcu_read_lock();
+  /* Links the spare, a pooled or a fresh segment after g (or helps an
+   * extender at the end that was first), swings tailseg, raises tail_end
+   * and then grow_at to the new segment's grow point: that raise gives the
+   * claim back. Out of memory: nothing linked, grow_at left at g's end;
+   * the extension at the end tries again and reports it. */
+  (void)ldg__ring_extend(s, end);
+  ldg__rcu_read_unlock();
+}
+
 /* No seq below the tail_end we saw (end) is free: make sure a segment
  * follows and that tailseg and tail_end moved onto it. Under RCU (tailseg may
  * be retired under us once tail_end has moved past it). */
@@ -325,6 +381,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
   if (g->base + g->size > end) { /* someone extended; help finish */
     ldg__raise_tail_end(s, g->base + g->size);
+    ldg__raise_grow_at(s, g);
     return LDG_OK;
   }
   struct ldg__seg *next = ldg__load_acquire(&g->next);
@@ -358,12 +415,11 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
       /* Where the next release starts preparing the spare: half way to
-       * where the ring grows again, LDG__FAST_R seqs before fresh's end
-       * (ring.c, RESERVING ON A SHARED STREAM; growth segments have at
-       * least 2 x LDG__FAST_R slots). Relaxed: a hint; a stale one
-       * prepares a little early or late. */
+       * fresh's grow point (GROWING AHEAD), so that the early extender
+       * finds it parked. Relaxed: a hint; a stale one prepares a little
+       * early or late. */
       ldg__store_relaxed(&s->spare_at,
-                         fresh->base + (fresh->size - LDG__FAST_R) / 2);
+                         fresh->base + (fresh->size - LDG__FAST_R) / 4);
       LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
     } else {
       /* Another enqueuer linked one first. Ours was never linked, but it
@@ -380,6 +436,7 @@ link:;
    * seq_cst: pairs with ldg__ring_advance_head's check of tailseg. */
   ldg__cas_seq_cst(&s->tailseg, &seen, next);
   ldg__raise_tail_end(s, next->base + next->size);
+  ldg__raise_grow_at(s, next); /* after tail_end: grow_at <= tail_end */
   /* g may be done already; it could not be retired while it was last. */
   ldg__ring_advance_head(s);
   return LDG_OK;
@@ -463,4 +520,24 @@ bool ldg__ring_tailseg_reachable(ldg_stream *s) {
   }
   ldg__rcu_read_unlock();
   return found;
+}
+
+uint64_t ldg__ring_grow_at(ldg_stream *s) {
+  return ldg__load_acquire(&s->grow_at); /* as in ldg__ring_reserve */
+}
+
+unsigned ldg__ring_segments_ahead(ldg_stream *s) {
+  /* The last two linked segments' bases: past the mark, only they can be. */
+  ldg_seq last = 0, before = 0;
+  ldg__rcu_read_lock();
+  /* Acquire, as ldg__ring_extend and ldg__take_chunk. */
+  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;
+       g = ldg__load_acquire(&g->next)) {
+    before = last;
+    last = g->base;
+  }
+  ldg__rcu_read_unlock();
+  /* After the walk (seq_cst, as ldg_mark's readers): a later tail. */
+  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  return (unsigned)(last > t) + (unsigned)(before > t);
 }
