@@ -134,6 +134,11 @@ struct ldg__summary {
    * there). */
   _Atomic(struct ldg__seg *) next;
   struct ldg__filter span;
+  /* Not a summary: the segment's CLOCK_MONOTONIC when linked, which sizes
+   * the next one (segment.c), here because the header's line is full
+   * (prev took its place there). Written by the linker before the linking
+   * CAS, read by the next extension and by a release preparing the spare. */
+  uint64_t born_ns;
 };
 
 /* ---- Segments -------------------------------------------------------------- */
@@ -148,12 +153,21 @@ struct ldg__seg {
   _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
-  uint64_t born_ns;   /* CLOCK_MONOTONIC when linked: sizes the next one */
+  /* The segment this one was linked after (NULL for a stream's first),
+   * written before the linking CAS, fixed for the segment's life: an
+   * enqueuer whose seq is in it while this one is already tailseg (the
+   * ring grew ahead: segment.c, GROWING AHEAD) finds it without a walk
+   * (ring.c, ldg__seg_of_reserved). Here, on the line that enqueuer reads
+   * base from anyway. */
+  struct ldg__seg *prev;
   _Atomic bool dirty; /* a slot was retracted: never pooled, freed */
   struct rcu_head rcu;
   struct ldg__summary sum; /* for queries; reset when linked (summary.c) */
   struct ldg__slot slots[];
 };
+_Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
+                   sizeof(struct ldg__seg) == 3 * LDG__CACHE_LINE,
+               "a segment's header: one line, then the summaries' two");
 
 /* ---- Streams and the ledger ---------------------------------------------------- */
 
@@ -212,7 +226,7 @@ struct ldg_stream {
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
   /* The next segment, zeroed, prepared by a release once tail passes
-   * spare_at (half of the newest segment), one release at a time (a claim),
+   * spare_at (a quarter of the newest segment), one release at a time (a claim),
    * and taken by the extender with a CAS (segment.c, THE SPARE). */
   _Atomic(struct ldg__seg *) spare;
   _Atomic ldg_seq spare_at;

@@ -52,6 +52,9 @@
  *               STREAMS below).
  *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once FULL.
+ *   s->grow_at  (release CAS / acquire load) tail_end is at least it; the
+ *               newest segment's grow point, or its end while claimed
+ *               (segment.c, GROWING AHEAD).
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
  *               over: intervals (old, new] of concurrent releases are
  *               disjoint, so each seq is claimed by exactly one release.
@@ -195,6 +198,12 @@
  *   ahead: one more segment). The destroy handshake is unchanged: the
  *   fetch_add is a seq_cst RMW of tail like the CAS, before the seq_cst
  *   load of destroyed. Single-issuer streams keep their own path.
+ *   The ring grows well before the reserve is reached, by one enqueuer
+ *   (segment.c, GROWING AHEAD): the fast path's compare after its add is
+ *   against grow_at, which is at most tail_end, so it also catches a seq
+ *   at or past the end the check read (ldg__reserve_past reloads tail_end,
+ *   seq_cst, as said above). The growth only raises tail_end: nothing
+ *   above changes.
  *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (and CFG_FFF
  *   with two adds pending, with and without the first-segment test of the
  *   check: --deep), asserting the invariant at every reservation; mutants
@@ -510,6 +519,12 @@ static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
    * tailseg read here covers seq or is later. head and next: as in
    * ldg__take_chunk. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  if (g->base <= seq) return g;
+  /* The ring grew ahead (segment.c, GROWING AHEAD): seq is most often in
+   * the segment tailseg was linked after. g->prev: written before the CAS
+   * that linked g, which happens-before the swing we read; g is later than
+   * seq's segment, so it and prev (seq's segment or later) are pinned. */
+  g = g->prev;
   if (g->base <= seq) return g;
   ldg__rcu_read_lock();
   g = ldg__load_acquire(&s->head);

@@ -84,6 +84,7 @@ pass  spare.pml
 pass  ring.pml  -DCFG_FF
 pass  ring.pml  -DCFG_FFR
 pass  ring.pml  -DCFG_FFD
+pass  ring.pml  -DCFG_FF -DNO_GROWAHEAD
 fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
 fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
@@ -112,8 +113,9 @@ fail  spare.pml  -DBUG_SPARE_NO_CLAIM
 fail  spare.pml  -DBUG_SPARE_TAKE_CLAIM
 fail  spare.pml  -DBUG_SPARE_DROP_NOW
 fail  spare.pml  -DBUG_SPARE_ASIDE_NOW
-fail  ring.pml  -DCFG_FF -DBUG_RESERVE_SHORT
+fail  ring.pml  -DCFG_FF -DNO_GROWAHEAD -DBUG_RESERVE_SHORT
 fail  ring.pml  -DCFG_FF -DBUG_FAST_FIRST_SEG
+fail  ring.pml  -DCFG_FF -DBUG_GROW_NO_CLAIM
 reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
 reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
@@ -149,6 +151,9 @@ reach spare.pml  -DPROBE_SPARE_CLAIM_SEEN
 reach spare.pml  -DPROBE_SPARE_POOLED_HELD
 reach ring.pml  -DCFG_FF -DPROBE_FAST_FULL
 reach ring.pml  -DCFG_FF -DPROBE_RESERVE_EXTEND
+reach ring.pml  -DCFG_FF -DPROBE_GROW_LATE
+reach ring.pml  -DCFG_FF -DPROBE_GROW_RACE
+reach ring.pml  -DCFG_FF -DPROBE_PREV
 EOF
 )
 if [ "$deep" = 1 ]; then
