@@ -521,7 +521,7 @@ static void do_release_mark(void *arg) {
   CHECK_RC(ldg_release(arg, ldg_mark(arg)), LDG_OK);
 }
 
-/* A fresh stream with its 64-slot second segment (seqs 9..72) half used up
+/* A fresh stream with its 64-slot second segment (seqs 9..72) used half way
  * to its grow point (9 + (64 - ldg__fast_reserve()) / 2: segment.c,
  * GROWING AHEAD): its next release prepares a spare (THE SPARE, segment.c:
  * from seq 9 + (64 - reserve) / 4). */
