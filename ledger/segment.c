@@ -166,7 +166,8 @@
  *   releases), asserting one claim per grow point, grow_at <= tail_end and,
  *   at every link, the next seq in the extended segment or later; the
  *   mutant BUG_GROW_NO_CLAIM (no claim: two early growers for one point)
- *   fails. Tests: tests/torture/reserve_test.c (reserve-parked: a parked
+ *   fails; ring_common.pml's seg_of_reserved reads tailseg's prev as the C
+ *   does (PROBE_PREV), pinned (TOUCH_PINNED). Tests: tests/torture/reserve_test.c (reserve-parked: a parked
  *   claimer and the extension at the end; grow-ahead; dense).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (here, and in liburcu's headers on aarch64) */

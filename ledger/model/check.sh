@@ -22,6 +22,11 @@
 #   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass
 #              to watch a mutant fail everywhere, with its counterexample)
 #   --keep     keep the work directory (pan output, trails) and print it
+# Two defines switch a shortcut off so that the configurations keep reaching
+# what it hides: -DNO_GROWAHEAD (the reserve without the growth ahead: with two
+# enqueuers the growth keeps the reserve's edge out of reach) and -DNO_PREV
+# (seg_of_reserved walks from head without trying tailseg's prev first: the
+# walk's next step needs tailseg two segments past seq's, beyond these bounds).
 # Needs spin and gcc on PATH. Works under $TEST_TMPDIR when Bazel sets it.
 set -uo pipefail
 
@@ -69,6 +74,7 @@ pass  ring.pml  -DCFG_EEQ
 pass  ring.pml  -DCFG_EE3
 pass  ring.pml  -DCFG_E3D
 pass  ring.pml  -DCFG_EE5R
+pass  ring.pml  -DCFG_EE5R -DNO_PREV
 pass  wait.pml  -DWCFG_T
 pass  wait.pml  -DWCFG_G
 pass  wait.pml  -DWCFG_C
@@ -121,7 +127,7 @@ reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
 reach ring.pml  -DCFG_EER -DPROBE_HELP
 reach ring.pml  -DCFG_EER -DPROBE_WALK
-reach ring.pml  -DCFG_EE5R -DPROBE_WALK_NEXT
+reach ring.pml  -DCFG_EE5R -DNO_PREV -DPROBE_WALK_NEXT
 reach ring.pml  -DCFG_E3D -DPROBE_SKIP_RETIRED
 reach ring.pml  -DCFG_EER -DPROBE_TAILSEG_DEFER
 reach ring.pml  -DCFG_EER -DPROBE_RETIRE_HELD

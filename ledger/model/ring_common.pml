@@ -1018,6 +1018,7 @@ inline ring_reserve(s, e) {
 inline seg_of_reserved(s, seq) {
   rs_g = tailseg[s];                               /* acquire load tailseg */
   d_step { TOUCH_PINNED(rs_g); rs_b = sbase[rs_g]; P_WALK(rs_b > seq) }   /* g->base, no RCU */
+#ifndef NO_PREV   /* NO_PREV: the walk alone, as before g->prev (check.sh: it keeps the walk's next step reachable) */
   if
   :: rs_b > seq ->                                 /* the ring grew ahead: g->prev, no RCU */
      d_step {
@@ -1027,6 +1028,7 @@ inline seg_of_reserved(s, seq) {
      }
   :: else
   fi;
+#endif
   if
   :: rs_b <= seq -> skip
   :: else ->
