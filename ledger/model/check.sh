@@ -74,7 +74,7 @@ pass  ring.pml  -DCFG_EEQ
 pass  ring.pml  -DCFG_EE3
 pass  ring.pml  -DCFG_E3D
 pass  ring.pml  -DCFG_EE5R
-pass  ring.pml  -DCFG_EE5R -DNO_PREV
+pass  ring.pml  -DCFG_EE3 -DNO_PREV
 pass  wait.pml  -DWCFG_T
 pass  wait.pml  -DWCFG_G
 pass  wait.pml  -DWCFG_C
