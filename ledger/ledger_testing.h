@@ -125,6 +125,8 @@ bool ldg__testing_has_fast_ticket(void);
  * the segments first, then the mark, so that racing enqueuers only make
  * the count smaller. */
 uint64_t ldg__ring_grow_at(struct ldg_stream *s);
+/* The first seq of s's newest segment (tailseg's base). */
+uint64_t ldg__ring_tail_base(struct ldg_stream *s);
 unsigned ldg__ring_segments_ahead(struct ldg_stream *s);
 
 /* Whether l's vector index (ldg_ledger_index_vectors) says no pending

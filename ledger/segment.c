@@ -157,6 +157,8 @@
  *     a preparer's claim got its own segment and the spare is parked
  *     after: then one linked and one parked, as the spare's bound allowed
  *     before (one per stream on top of the newest).
+ *   With a pool limit of 0 (nothing ahead of need: ledger.h) the claimer
+ *   links nothing: the claim stays, and the ring grows at its end.
  *   Private streams pay the one load per enqueue and, once per segment, the
  *   claim CAS; single-issuer streams keep growing at the end (nobody races
  *   them). The invariant of RESERVING ON A SHARED STREAM is untouched: the
@@ -440,6 +442,11 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
    * grow_at stays <= tail_end. acq_rel: the release half publishes that,
    * as ldg__raise_grow_at; the acquire half orders nothing we rely on. */
   if (!ldg__cas_acq_rel(&s->grow_at, &grow, end)) return;
+  /* A pool limit of 0 keeps nothing ahead of need (ledger.h, "Memory"):
+   * the claim stays (no enqueue comes back here for this segment) and the
+   * ring grows at its end. Relaxed: a setting, read as a hint as in
+   * ldg__ring_prepare_spare. */
+  if (ldg__load_relaxed(&s->ledger->pool_limit) == 0) return;
   LDG__HOOK(LDG__HOOK_GROW_CLAIMED, s);
   ldg__rcu_read_lock();
   /* Links the spare, a pooled or a fresh segment after g (or helps an
@@ -612,6 +619,14 @@ bool ldg__ring_tailseg_reachable(ldg_stream *s) {
 
 uint64_t ldg__ring_grow_at(ldg_stream *s) {
   return ldg__load_acquire(&s->grow_at); /* as in ldg__ring_reserve */
+}
+
+uint64_t ldg__ring_tail_base(ldg_stream *s) {
+  ldg__rcu_read_lock(); /* tailseg may be retired under a racing reader */
+  /* Acquire, as ldg__ring_extend. */
+  uint64_t base = ldg__load_acquire(&s->tailseg)->base;
+  ldg__rcu_read_unlock();
+  return base;
 }
 
 unsigned ldg__ring_segments_ahead(ldg_stream *s) {

@@ -21,7 +21,7 @@
  *                   always grows ahead (never does an enqueue find the
  *                   headroom down to the reserve past the first segment),
  *                   with one segment linked ahead at most, and one at
- *                   times.
+ *                   times; with a pool limit of 0, never one.
  *   tickets         more threads than tickets, all alive at once: exactly R
  *                   hold one; after they exit, new threads get them back.
  *   dense           many threads, holders and ticketless ones, enqueue on
@@ -288,6 +288,30 @@ static void test_grow_ahead(void) {
   }
   CHECK_EQ_U(at_reserve, 0);
   CHECK(with_one_ahead > 0);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_dense(n);
+  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+
+  /* A pool limit of 0 keeps nothing ahead of need (ledger.h, "Memory"):
+   * the grow point is claimed, nothing is linked ahead of it, the ring
+   * grows at its end (R seqs before it: the reserve's own growth). */
+  reset(n);
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  CHECK_RC(ldg_ledger_set_pool_limit(l, 0), LDG_OK);
+  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s), LDG_OK);
+  for (uint32_t id = 0; id < n; id++) {
+    enq(s, id);
+    unsigned ahead = ldg__ring_segments_ahead(s);
+    ldg_seq t = ldg_mark(s);
+    if (ahead > 1 || (ahead == 1 && t + 1 + r < ldg__ring_tail_base(s)))
+      FAIL("pool limit 0: %u segments linked past mark %llu, the newest "
+           "from %llu",
+           ahead, (unsigned long long)t,
+           (unsigned long long)ldg__ring_tail_base(s));
+    if (id % 64 == 63) CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  }
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
   check_dense(n);
   CHECK_RC(ldg_stream_destroy(s), LDG_OK);
