@@ -85,7 +85,13 @@ struct ldg__slot {
     } op;
     struct {
       ldg_stream *target; /* holds a reference; NULL: a wait on itself */
-      ldg_seq upto;
+      union {
+        ldg_seq upto; /* until the wait fires */
+        /* Once a frame: the slots of seg the walk has taken and not yet
+         * counted resolved, this one among them (release.c, POPPING A
+         * FRAME). */
+        uint64_t unresolved;
+      };
       /* Frame, while the wait is being fired: the cursor of the stream that
        * holds this wait, to resume once target is released. */
       ldg_stream *parent;

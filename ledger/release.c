@@ -19,21 +19,41 @@
  *   destruction cascades stay iterative.
  *
  * POPPING A FRAME
- *   The popped wait's slot is resolved first thing in the read-side section
- *   that takes the parent's next chunk, not in a section of its own (or, if
- *   the parent's walk is finished, in one of its own as before). Between the
- *   pop and that resolve the loop only tests the parent's cursor: the
- *   order of the walk's atomic operations is unchanged, and two adjacent
- *   read-side sections become one, which only keeps a grace period from
- *   ending between them (the Promela model's pop, which resolves in a
- *   section of its own, allows every behaviour of this and more). Until the
- *   resolve the slot is taken and unresolved, so its segment stays pinned
- *   (WHO MAY RECLAIM A SLOT, segment.c), and its stream is held by whoever
- *   holds it for its walk (the caller, or the wait that led to it). A walk
- *   through waits (the serving pattern: op on a, wait of b on a, ops on b)
- *   so enters one read-side section fewer per fired wait: with liburcu's
- *   out-of-line read_lock/read_unlock and their __tls_get_addr, ~85
- *   instructions each (bench/RESULTS.md, "Issue 11, round 2").
+ *   Two deferrals of g->resolved adds, both on a segment a wait pins:
+ *   - A chunk that stops at a wait leaves the slots it took in the wait's
+ *     segment (the wait among them) uncounted: the wait's frame keeps the
+ *     count (u.wait.unresolved). The wait is taken and unresolved, so that
+ *     segment could not be retired before the count anyway: counting its
+ *     other slots later changes no retirement.
+ *   - The popped frame's count is added in the read-side section that takes
+ *     the parent's next chunk, not in a section of its own (or, if the
+ *     parent's walk is finished, in one of its own), together with that
+ *     chunk's slots of the same segment: one add where there were up to
+ *     three. The chunk's walk from head meets the frame's segment before it
+ *     reads any slot (the segment holds the seq before the parent's cursor
+ *     and is pinned, so it is at or after head), and counts the frame's
+ *     slots in the add it makes on leaving that segment, or at the chunk's
+ *     end (or leaves them, with its own, to the next wait's frame if that
+ *     chunk stops at a wait in the same segment).
+ *   Every slot is still counted exactly once, by the walk that took it, on
+ *   its own segment, after its relaxed store of EMPTY (sequenced before);
+ *   only later, past other loads, CASes and keeps of the walk, in adds that
+ *   count several slots, as every chunk's add does. A slot counted late
+ *   only keeps its segment pinned longer, and nothing waits for it. Until
+ *   the add a wait's slot is taken and unresolved, so its segment stays
+ *   pinned (WHO MAY RECLAIM A SLOT, segment.c), and its stream is held by
+ *   whoever holds it for its walk (the caller, or the wait that led to it).
+ *   A walk through waits (the serving pattern: op on a, wait of b on a, ops
+ *   on b) so enters one read-side section fewer per fired wait (with
+ *   liburcu's out-of-line read_lock/read_unlock and their __tls_get_addr,
+ *   ~85 instructions each: bench/RESULTS.md, "Issue 11, round 2") and makes
+ *   one add on b per release where it made one per wait and one more
+ *   ("Issue 11, seventh session: serving at one thread"). Model:
+ *   ledger/model/ring_common.pml's engine and take_chunk (pop_g, pop_k,
+ *   fr_k), wait.pml; mutants BUG_POP_ANY_SEG (the frame's count added in
+ *   the chunk's last add, whatever its segment) and BUG_FRAME_KEEP_SHORT
+ *   (the frame keeps its segment's taken slots but not the wait's own)
+ *   fail.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdlib.h>
@@ -76,16 +96,28 @@ static bool ldg__cursor_done(const struct ldg__cursor *c) {
   return c->next > c->end;
 }
 
+/* Slots of segment g (of the stream a walk is on) taken and not yet
+ * counted resolved (POPPING A FRAME); g NULL: none. */
+struct ldg__unresolved {
+  struct ldg__seg *g;
+  uint32_t k;
+};
+
 /* Takes up to LDG__BATCH keeps of c's interval into keeps, in seq order,
  * stopping right after a wait, which is returned taken but unresolved (it
- * becomes a frame). Under RCU. Returns the number of keeps. */
-static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
-                              struct ldg__slot **wait,
-                              struct ldg__seg **wait_seg) {
+ * becomes a frame). *pend, on entry: a popped frame's unresolved slots, of
+ * a segment of c->s, counted with the chunk's own slots of that segment in
+ * one add (POPPING A FRAME). On return: after a wait, the slots of the
+ * wait's segment taken and left uncounted, the wait among them (its frame
+ * keeps them); else none. Under RCU. Returns the number of keeps. */
+static size_t ldg__take_chunk(struct ldg__cursor *c,
+                              struct ldg__unresolved *pend, ldg_keep *keeps,
+                              struct ldg__slot **wait) {
   ldg_stream *s = c->s;
   struct ldg__vindex *vx = s->vindex; /* fixed before s was linked */
   size_t n = 0;
-  uint32_t taken = 0; /* resolved in g, not yet counted */
+  struct ldg__seg *pop_g = pend->g;
+  const uint32_t pop_k = pend->k;
   /* The cursor in registers (the atomics below are compiler barriers, so
    * c->next in memory would be stored and reloaded per slot); written back
    * at the end. */
@@ -95,14 +127,20 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
   /* head and next: acquire pairs with the seq_cst CASes that moved head and
    * linked the segment (release halves), after its header was written. */
   struct ldg__seg *g = ldg__load_acquire(&s->head);
+  /* Resolved in g, not yet counted: the popped frame's slots, if g holds
+   * them. The walk meets pop_g on its way from head (pop_g is pinned, so at
+   * or after head; it holds seq next - 1, so it is next's segment or an
+   * earlier one) before it reads any slot of the chunk. */
+  uint32_t taken = g == pop_g ? pop_k : 0;
   while (next <= end && n < LDG__BATCH) {
     const ldg_seq base = g->base;
     const ldg_seq seg_end = base + g->size;
     if (next >= seg_end) {
       if (taken != 0) ldg__seg_resolve(s, g, taken);
-      taken = 0;
+      if (g == pop_g) pop_g = NULL; /* counted in the add above */
       g = ldg__load_acquire(&g->next);
       if (g == NULL) abort(); /* every seq <= tail has a segment */
+      taken = g == pop_g ? pop_k : 0;
       continue;
     }
     if (next < base) {
@@ -143,7 +181,6 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
           continue;
         }
         *wait = slot;
-        *wait_seg = g;
         goto out;
       }
       keeps[n++] = slot->u.op.keep;
@@ -169,7 +206,20 @@ static size_t ldg__take_chunk(struct ldg__cursor *c, ldg_keep *keeps,
   }
 out:
   c->next = next;
-  if (taken != 0) ldg__seg_resolve(s, g, taken);
+  if (*wait != NULL) {
+    /* The wait pins g until its frame is popped: g's slots taken here wait
+     * with it, and are counted with it (POPPING A FRAME). */
+    pend->g = g;
+    pend->k = taken + 1;
+  } else {
+    if (taken != 0) ldg__seg_resolve(s, g, taken);
+    pend->g = NULL;
+    pend->k = 0;
+  }
+  if (g == pop_g) pop_g = NULL; /* counted above, or left with the wait */
+  /* Not met by the walk (it always is: see above): counted alone. */
+  if (__builtin_expect(pop_g != NULL, 0))
+    ldg__seg_resolve(s, pop_g, pop_k);
   /* Release: pairs with the acquire load in ldg_pending_count. We read
    * these slots FULL (acquire, after their publishers' reservations on
    * tail), so a query that counts them released also sees their seqs in
@@ -237,18 +287,15 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
   }
 
   ldg_keep keeps[LDG__BATCH];
-  /* A popped frame's slot, not yet counted resolved (its segment), and
-   * the stream holding it: see POPPING A FRAME. */
-  struct ldg__seg *pop_g = NULL;
-  ldg_stream *pop_s = NULL;
+  /* A popped frame's slots, not yet counted resolved, of a segment of the
+   * stream the pop resumed (cur.s): see POPPING A FRAME. Between a chunk
+   * that stops at a wait and the wait's frame: that wait's. */
+  struct ldg__unresolved pend = {NULL, 0};
   for (;;) {
     if (!ldg__cursor_done(&cur)) {
       struct ldg__slot *w;
-      struct ldg__seg *wg = NULL;
       ldg__rcu_read_lock();
-      if (pop_g != NULL) ldg__seg_resolve(pop_s, pop_g, 1);
-      pop_g = NULL;
-      size_t n = ldg__take_chunk(&cur, keeps, &w, &wg);
+      size_t n = ldg__take_chunk(&cur, &pend, keeps, &w);
       ldg__rcu_read_unlock();
       LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
       if (cur.frame == NULL && mode == LDG__TOP_BORROWED && !own_top &&
@@ -262,12 +309,16 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
       if (w != NULL) {
         ldg_stream *a = w->u.wait.target;
         ldg_seq u = w->u.wait.upto;
-        /* The wait's slot (pinned: taken, unresolved) becomes the frame. */
+        /* The wait's slot (pinned: taken, unresolved) becomes the frame,
+         * keeping the slots of its segment left uncounted (upto read: the
+         * union's other half). */
         w->u.wait.parent = cur.s;
         w->u.wait.parent_next = cur.next;
         w->u.wait.parent_end = cur.end;
         w->u.wait.parent_frame = cur.frame;
-        w->u.wait.seg = wg;
+        w->u.wait.seg = pend.g;
+        w->u.wait.unresolved = pend.k;
+        pend = (struct ldg__unresolved){NULL, 0};
         w->aux = LDG__FRAME_FIRED;
         cur = (struct ldg__cursor){a, 1, 0, w};
         ldg_seq from;
@@ -283,11 +334,11 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     }
 
     /* cur's interval is finished. */
-    if (pop_g != NULL) {
+    if (pend.g != NULL) {
       ldg__rcu_read_lock();
-      ldg__seg_resolve(pop_s, pop_g, 1);
+      ldg__seg_resolve(cur.s, pend.g, pend.k);
       ldg__rcu_read_unlock();
-      pop_g = NULL;
+      pend = (struct ldg__unresolved){NULL, 0};
     }
     if (cur.frame == NULL) {
       if (mode == LDG__TOP_FINALIZE) {
@@ -312,14 +363,15 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     } else {
       ldg__stream_life(cur.s, LDG__LIFE_FINALIZED);
     }
-    /* Pop: resume the stream holding the wait, then resolve the wait
-     * (first thing of the next read-side section: POPPING A FRAME). */
+    /* Pop: resume the stream holding the wait; the wait's slot and those
+     * its frame kept are counted resolved with the parent's next chunk, or
+     * alone if the parent's walk is finished (POPPING A FRAME). */
     struct ldg__cursor parent = {f->u.wait.parent, f->u.wait.parent_next,
                                  f->u.wait.parent_end, f->u.wait.parent_frame};
-    pop_g = f->u.wait.seg;
-    pop_s = parent.s;
-    /* Relaxed: as in ldg__take_chunk, ordered by the resolve of pop_g
-     * (sequenced after this store). */
+    pend = (struct ldg__unresolved){f->u.wait.seg,
+                                    (uint32_t)f->u.wait.unresolved};
+    /* Relaxed: as in ldg__take_chunk, ordered by the add that counts the
+     * slot resolved (sequenced after this store). */
     ldg__store_relaxed(&f->state, (uint32_t)LDG__SLOT_EMPTY);
     cur = parent;
   }

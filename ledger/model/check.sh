@@ -101,6 +101,8 @@ fail  ring.pml  -DCFG_EER -DBUG_NO_RESET
 fail  ring.pml  -DCFG_EER -DBUG_RESET_AFTER_RESOLVE
 fail  ring.pml  -DCFG_E3D -DBUG_NO_DIRTY
 fail  wait.pml  -DWCFG_G -DBUG_FRAME_EARLY_RESOLVE
+fail  wait.pml  -DWCFG_G -DBUG_POP_ANY_SEG
+fail  wait.pml  -DWCFG_G -DBUG_FRAME_KEEP_SHORT
 fail  ring.pml  -DCFG_EEC -DBUG_LOSER_FREE_NOW
 fail  ring.pml  -DCFG_EEC -DBUG_LOSER_POOL_NOW
 fail  ring.pml  -DCFG_EEC -DBUG_POP_NO_RCU

@@ -131,6 +131,12 @@
  * and in wait.pml:
  *   BUG_FRAME_EARLY_RESOLVE  a wait's slot is resolved when taken, so nothing
  *                          pins the frame
+ *   BUG_POP_ANY_SEG        a popped frame's slots are counted in the next
+ *                          chunk's last add, whatever segment that add is
+ *                          on (not the wait's own)
+ *   BUG_FRAME_KEEP_SHORT   a chunk stopping at a wait leaves its slots of
+ *                          the wait's segment to the frame, but not the
+ *                          wait's own: that segment is never done
  * and in destroy_sb.pml: BUG_SB_* (the handshake's seq_cst accesses weakened).
  * Reachability probes (spin -DPROBE_..., listed in ring_common.pml) turn a
  * rare path into a failure, to show a configuration reaches it.

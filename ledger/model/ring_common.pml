@@ -191,12 +191,13 @@ bit  sfin[NSEG * SZ];  /* ghost: its owner is done with it (may reclaim) */
 bit  sdirty[NSEG];     /* g->dirty: a slot was retracted, never pooled */
 #ifdef WAITS
 /* a wait's slot as a frame: slot->u.wait.parent, parent_next, parent_end,
- * parent_frame, seg */
+ * parent_frame, seg, unresolved (fr_k) */
 byte fr_ps[NSEG * SZ];
 byte fr_pn[NSEG * SZ];
 byte fr_pe[NSEG * SZ];
 byte fr_pf[NSEG * SZ];
 byte fr_seg[NSEG * SZ];
+byte fr_k[NSEG * SZ];    /* u.wait.unresolved: the frame's slots of fr_seg not yet counted */
 #endif
 byte nalloc;           /* next unused segment id */
 
@@ -424,7 +425,7 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   byte cl_r, cl_from; bit cl_ok; \
   byte c_s, c_next, c_end, c_frame, c_upto; \
   byte tc_g, tc_base, tc_taken, tc_st, tc_idx, tc_w, tc_wg, tc_act; \
-  byte w_e, f_g; \
+  byte w_e, f_g, pop_g, pop_k, tc_wk; \
   byte q_r, q_t, q_g, q_lo, q_hi, q_q, q_b
 
 inline stream_init(s, g) {   /* ldg__ring_init */
@@ -1115,10 +1116,31 @@ inline claim(s, upto) {
   :: tc_st != ST_FULL -> tc_act = A_DONE   /* retracted: its enqueuer resolved it */ \
   fi
 
+/* pop_g, pop_k: a popped frame's segment of c_s and its pop_k slots
+ * there still to be counted resolved (NIL if none): counted with the
+ * chunk's slots of that segment, in the add made on leaving it or at the
+ * end (release.c, POPPING A FRAME). The walk from head always meets it
+ * (asserted in engine). A chunk that stops at a wait leaves its slots of
+ * the wait's segment, the wait's own included, to the frame: out tc_wk. */
+#ifndef BUG_POP_ANY_SEG
+#define POP_MEET if :: tc_g == pop_g -> tc_taken = pop_k; pop_g = NIL; pop_k = 0 :: else -> tc_taken = 0 fi
+#define POP_AT_END skip
+#else
+/* mutant: the popped slots are counted in the chunk's last add, whatever
+ * the segment it lands on */
+#define POP_MEET tc_taken = 0
+#define POP_AT_END if :: pop_g != NIL -> tc_taken = tc_taken + pop_k; pop_g = NIL; pop_k = 0 :: else fi
+#endif
+#ifndef BUG_FRAME_KEEP_SHORT
+#define FRAME_OWN 1
+#else
+#define FRAME_OWN 0   /* mutant: the frame keeps its segment's slots, not the wait's own */
+#endif
+
 inline take_chunk() {
-  tc_taken = 0;
   tc_w = NIL;
   tc_g = head[c_s];                                /* acquire load head */
+  POP_MEET;
   do
   :: c_next > c_end -> break
   :: else ->
@@ -1146,11 +1168,11 @@ inline take_chunk() {
         :: tc_taken != 0 -> seg_resolve(c_s, tc_g, tc_taken)
         :: else
         fi;
-        tc_taken = 0;
         d_step {                                   /* acquire load g->next */
           TOUCH(tc_g); tc_g = snext[tc_g];
           assert(tc_g != NIL)                      /* "every seq <= tail has a segment" */
-        }
+        };
+        POP_MEET
      :: tc_act == A_EMPTY ->
 #ifndef BUG_ABANDON_STORE
         d_step {                                   /* acq_rel CAS EMPTY -> ABANDONED */
@@ -1176,6 +1198,13 @@ inline take_chunk() {
      tc_st = 0; tc_act = 0
   od;
   tc_st = 0; tc_act = 0; tc_idx = 0;
+  POP_AT_END;
+#ifndef BUG_FRAME_EARLY_RESOLVE
+  if
+  :: tc_w != NIL -> tc_wk = tc_taken + FRAME_OWN; tc_taken = 0   /* the frame keeps them */
+  :: else
+  fi;
+#endif
   if
   :: tc_taken != 0 -> seg_resolve(c_s, tc_g, tc_taken)
   :: else
@@ -1185,7 +1214,7 @@ inline take_chunk() {
 
 /* ---- ldg__engine(s, upto, BORROWED or OWNED) ---- */
 inline engine(s, upto) {
-  c_s = s; c_next = 1; c_end = 0; c_frame = NIL; c_upto = upto;
+  c_s = s; c_next = 1; c_end = 0; c_frame = NIL; c_upto = upto; pop_g = NIL;
   claim(c_s, c_upto);
   if
   :: cl_ok -> c_next = cl_from; c_end = c_upto
@@ -1196,6 +1225,7 @@ inline engine(s, upto) {
   :: c_next <= c_end ->
      rcu_lock();
      take_chunk();
+     assert(pop_g == NIL);                         /* met by the walk from head */
      rcu_unlock();
 #ifdef WAITS
      if
@@ -1207,7 +1237,7 @@ inline engine(s, upto) {
           assert(tc_wg == tc_w / SZ);
           w_e = sent[tc_w];
           fr_ps[tc_w] = c_s; fr_pn[tc_w] = c_next; fr_pe[tc_w] = c_end;
-          fr_pf[tc_w] = c_frame; fr_seg[tc_w] = tc_wg;
+          fr_pf[tc_w] = c_frame; fr_seg[tc_w] = tc_wg; fr_k[tc_w] = tc_wk; tc_wk = 0;
           assert(rel[w_e] == 0); rel[w_e] = 1;     /* the wait fires */
           P_NESTED(c_frame != NIL)
         }
@@ -1227,14 +1257,27 @@ inline engine(s, upto) {
      fi
 #endif
   :: else ->
+#ifdef WAITS
+     if                                            /* a popped slot, no chunk after it */
+     :: pop_g != NIL ->
+        rcu_lock();
+        seg_resolve(c_s, pop_g, pop_k);
+        rcu_unlock();
+        pop_g = NIL; pop_k = 0
+     :: else
+     fi;
+#endif
      if
      :: c_frame == NIL -> break
      :: else ->
 #ifdef WAITS
-        /* Pop: resume the stream holding the wait, then resolve the wait. */
+        /* Pop: resume the stream holding the wait; its slot and those its
+         * frame kept (fr_k) are counted resolved with the parent's next
+         * chunk (take_chunk, pop_g), or alone if the parent's walk is
+         * finished (above). */
         d_step {
           TOUCH_PINNED(c_frame / SZ);
-          f_g = fr_seg[c_frame];
+          f_g = fr_seg[c_frame]; pop_k = fr_k[c_frame];
           sfin[c_frame] = 1; P_FRAME(true);
           slot[c_frame] = ST_EMPTY;                /* relaxed store f->state */
           P_FRAME_PIN(snext[f_g] != NIL && sres[f_g] == SZ - 1);
@@ -1244,9 +1287,9 @@ inline engine(s, upto) {
           rc_i = 0
         }
 #ifndef BUG_FRAME_EARLY_RESOLVE
-        rcu_lock();
-        seg_resolve(c_s, f_g, 1);
-        rcu_unlock();
+        pop_g = f_g;
+#else
+        pop_k = 0;
 #endif
         f_g = 0
 #else

@@ -31,8 +31,9 @@
  * released past an accepted wait on a live a, a is released up to the
  * wait's a_upto and every accepted entry of a up to there was released
  * exactly once; cycles of waits terminate (no invalid end state).
- * Mutant: BUG_FRAME_EARLY_RESOLVE (see ring.pml). Not modelled: stream
- * references, so no stream is finalised inside a walk (FINALIZE frames).
+ * Mutants: BUG_FRAME_EARLY_RESOLVE, BUG_POP_ANY_SEG, BUG_FRAME_KEEP_SHORT
+ * (see ring.pml). Not modelled: stream references, so no stream is
+ * finalised inside a walk (FINALIZE frames).
  */
 
 #define NS 2

@@ -314,6 +314,31 @@ static void test_chain(void) {
   PASS("chain of streams destroyed by the last unref (small stack)");
 }
 
+/* A ledger with the pool off (no pool, no spare: retired segments are
+ * freed) and two streams on device 0. */
+static ldg_ledger *no_pool_pair(ldg_stream **a, ldg_stream **b) {
+  ldg_ledger *l = new_ledger();
+  CHECK_OK(ldg_ledger_set_pool_limit(l, 0));
+  *a = new_stream(l, 0, false);
+  *b = new_stream(l, 0, false);
+  return l;
+}
+
+/* Nothing pending on a and b; after a grace period the ledger (pool off)
+ * holds no more than base and the two newest segments of at most 1024
+ * slots, with their headers (a slot left unresolved would pin its segment
+ * and every later one). Then drops a and b and destroys l. */
+static void end_memory_back(ldg_ledger *l, ldg_stream *a, ldg_stream *b,
+                            size_t base) {
+  CHECK_EQ(ldg_pending_count(a), 0);
+  CHECK_EQ(ldg_pending_count(b), 0);
+  ldg_quiesce();
+  CHECK_LE(ldg_ledger_bytes(l), base + 2 * (1024 * 64 + 1024));
+  ldg_stream_unref(a);
+  ldg_stream_unref(b);
+  ldg_ledger_destroy(l);
+}
+
 /* Every fired wait's slot is counted resolved, whether the walk of the
  * stream holding it ends right at the wait or goes on past it (release.c,
  * POPPING A FRAME: the two paths that count it): b's rings give their
@@ -322,10 +347,8 @@ static void test_chain(void) {
  * segments; a wait slot left unresolved pins its segment and every later
  * one of b (thousands of entries, far over the bound). */
 static void test_fired_waits_give_memory_back(void) {
-  ldg_ledger *l = new_ledger();
-  CHECK_OK(ldg_ledger_set_pool_limit(l, 0)); /* no pool, no spare */
-  ldg_stream *a = new_stream(l, 0, false);
-  ldg_stream *b = new_stream(l, 0, false);
+  ldg_stream *a, *b;
+  ldg_ledger *l = no_pool_pair(&a, &b);
   ldg_quiesce();
   const size_t base = ldg_ledger_bytes(l);
   const int rounds = UNDER_SANITIZER ? 1500 : 4000;
@@ -346,15 +369,92 @@ static void test_fired_waits_give_memory_back(void) {
     }
   }
   CHECK_EQ(released, rounds + rounds / 2);
+  end_memory_back(l, a, b, base);
+  PASS("fired waits' slots resolved: memory comes back");
+}
+
+/* A fired wait in the last slot of b's first segment (8 slots), b's walk
+ * going on into the next segment: the popped slot is counted with the next
+ * chunk (release.c, POPPING A FRAME), whose walk passes the wait's segment
+ * on its way from head. Counted there, the first segment completes and is
+ * retired at once (no pool: its memory comes back after a grace period);
+ * counted on the wrong segment, or not at all, it stays. */
+static void test_popped_wait_at_segment_end(void) {
+  ldg_stream *a, *b;
+  ldg_ledger *l = no_pool_pair(&a, &b);
+  long released = 0;
+  for (int i = 0; i < 7; i++) /* seqs 1..7 of b */
+    CHECK_OK(ldg_enqueue(b, count_keep(&released), NULL, 0, NULL, 0, NULL));
+  CHECK_OK(ldg_enqueue(a, count_keep(&released), NULL, 0, NULL, 0, NULL));
+  CHECK_EQ(wait_on(b, a), 8); /* the first segment's last slot */
+  for (int i = 0; i < 3; i++) /* seqs 9..11: b's second segment */
+    CHECK_OK(ldg_enqueue(b, count_keep(&released), NULL, 0, NULL, 0, NULL));
+  ldg_quiesce();
+  const size_t before = ldg_ledger_bytes(l);
+  CHECK_OK(ldg_release(b, ldg_mark(b)));
+  CHECK_EQ(released, 11);
   CHECK_EQ(ldg_pending_count(a), 0);
   CHECK_EQ(ldg_pending_count(b), 0);
   ldg_quiesce();
-  /* Two newest segments of at most 1024 slots, with their headers. */
-  CHECK_LE(ldg_ledger_bytes(l), base + 2 * (1024 * 64 + 1024));
+  /* b's first segment (8 slots of 64 bytes) given back. */
+  CHECK_LE(ldg_ledger_bytes(l) + 8 * 64, before);
+  /* b goes on: the next segments fill and retire as usual. */
+  for (int i = 0; i < 300; i++) {
+    CHECK_OK(ldg_enqueue(a, count_keep(&released), NULL, 0, NULL, 0, NULL));
+    wait_on(b, a);
+    CHECK_OK(ldg_enqueue(b, count_keep(&released), NULL, 0, NULL, 0, NULL));
+    if (i % 4 == 3) CHECK_OK(ldg_release(b, ldg_mark(b)));
+  }
+  CHECK_EQ(released, 11 + 600);
   ldg_stream_unref(a);
   ldg_stream_unref(b);
   ldg_ledger_destroy(l);
-  PASS("fired waits' slots resolved: memory comes back");
+  PASS("a popped wait at a segment's end is counted on its own segment");
+}
+
+/* While b's walk fires a wait on a, the slots b's chunk took before the
+ * wait stay uncounted with the wait's frame (release.c, POPPING A FRAME).
+ * A keep of a, run then, sees b's taken operations not pending, records
+ * REENTER_OPS more on b (b grows past the pinned segment, to over the
+ * memory bound of end_memory_back) and releases them: those later segments
+ * are done first and retire only once the outer walk counts the pinned
+ * one. Every keep runs once and the memory comes back. */
+enum { REENTER_OPS = 4000 };
+struct reenter {
+  ldg_stream *b;
+  long released;
+  size_t b_pending_seen;
+  int ran;
+};
+
+static void reenter_keep(void *ctx) {
+  struct reenter *r = ctx;
+  r->ran++;
+  r->b_pending_seen = ldg_pending_count(r->b);
+  for (int i = 0; i < REENTER_OPS; i++)
+    CHECK_OK(ldg_enqueue(r->b, count_keep(&r->released), NULL, 0, NULL, 0,
+                         NULL));
+  CHECK_OK(ldg_release(r->b, ldg_mark(r->b)));
+}
+
+static void test_keep_reenters_while_frame_keeps_slots(void) {
+  ldg_stream *a, *b;
+  ldg_ledger *l = no_pool_pair(&a, &b);
+  ldg_quiesce();
+  const size_t base = ldg_ledger_bytes(l);
+  struct reenter r = {b, 0, 99, 0};
+  for (int i = 0; i < 3; i++) /* seqs 1..3 of b */
+    CHECK_OK(ldg_enqueue(b, count_keep(&r.released), NULL, 0, NULL, 0, NULL));
+  CHECK_OK(ldg_enqueue(a, (ldg_keep){reenter_keep, &r}, NULL, 0, NULL, 0,
+                       NULL));
+  CHECK_EQ(wait_on(b, a), 4);
+  CHECK_OK(ldg_enqueue(b, count_keep(&r.released), NULL, 0, NULL, 0, NULL));
+  CHECK_OK(ldg_release(b, 5));
+  CHECK_EQ(r.ran, 1);
+  CHECK_EQ(r.b_pending_seen, 1); /* seq 5 only: 1..3 taken, 4 a wait */
+  CHECK_EQ(r.released, 3 + REENTER_OPS + 1);
+  end_memory_back(l, a, b, base);
+  PASS("a keep re-entering b while a frame keeps b's slots uncounted");
 }
 
 int main(void) {
@@ -364,5 +464,7 @@ int main(void) {
   test_cycles();
   test_chain();
   test_fired_waits_give_memory_back();
+  test_popped_wait_at_segment_end();
+  test_keep_reenters_while_frame_keeps_slots();
   return 0;
 }
