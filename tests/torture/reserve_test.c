@@ -262,6 +262,24 @@ static void test_reserve_parked(void) {
 
 /* ---- grow-ahead --------------------------------------------------------------- */
 
+/* A ledger (its pool limit set to 0 when no_pool) with one stream. */
+static ldg_stream *grow_stream(ldg_ledger **l, bool no_pool) {
+  CHECK_RC(ldg_ledger_create(l), LDG_OK);
+  if (no_pool) CHECK_RC(ldg_ledger_set_pool_limit(*l, 0), LDG_OK);
+  ldg_stream *s;
+  CHECK_RC(ldg_stream_create(*l, 0, 0, NULL, NULL, &s), LDG_OK);
+  return s;
+}
+
+/* Releases s to its mark, checks keeps 0..n-1, ends s and l. */
+static void grow_done(ldg_ledger *l, ldg_stream *s, uint32_t n) {
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_dense(n);
+  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+}
+
 static void test_grow_ahead(void) {
   g_case = "grow-ahead";
   const uint32_t r = ldg__fast_reserve();
@@ -271,9 +289,7 @@ static void test_grow_ahead(void) {
   ldg__testing_fast_ticket(true);
   CHECK(ldg__testing_has_fast_ticket());
   ldg_ledger *l;
-  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
-  ldg_stream *s;
-  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s), LDG_OK);
+  ldg_stream *s = grow_stream(&l, false);
   uint32_t at_reserve = 0, with_one_ahead = 0;
   for (uint32_t id = 0; id < n; id++) {
     enq(s, id);
@@ -282,25 +298,20 @@ static void test_grow_ahead(void) {
      * grew before its headroom came down to the reserve. */
     if (t >= 9 && ldg__ring_tail_end(s) - t <= r + 1) at_reserve++;
     unsigned ahead = ldg__ring_segments_ahead(s);
-    if (ahead > 1) FAIL("%u segments linked past mark %llu", ahead, (unsigned long long)t);
+    if (ahead > 1)
+      FAIL("%u segments linked past mark %llu", ahead, (unsigned long long)t);
     with_one_ahead += ahead;
     if (id % 64 == 63) CHECK_RC(ldg_release(s, t), LDG_OK);
   }
   CHECK_EQ_U(at_reserve, 0);
   CHECK(with_one_ahead > 0);
-  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
-  check_dense(n);
-  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
-  ldg_stream_unref(s);
-  ldg_ledger_destroy(l);
+  grow_done(l, s, n);
 
   /* A pool limit of 0 keeps nothing ahead of need (ledger.h, "Memory"):
    * the grow point is claimed, nothing is linked ahead of it, the ring
    * grows at its end (R seqs before it: the reserve's own growth). */
   reset(n);
-  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
-  CHECK_RC(ldg_ledger_set_pool_limit(l, 0), LDG_OK);
-  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s), LDG_OK);
+  s = grow_stream(&l, true);
   for (uint32_t id = 0; id < n; id++) {
     enq(s, id);
     unsigned ahead = ldg__ring_segments_ahead(s);
@@ -310,13 +321,9 @@ static void test_grow_ahead(void) {
            "from %llu",
            ahead, (unsigned long long)t,
            (unsigned long long)ldg__ring_tail_base(s));
-    if (id % 64 == 63) CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+    if (id % 64 == 63) CHECK_RC(ldg_release(s, t), LDG_OK);
   }
-  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
-  check_dense(n);
-  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
-  ldg_stream_unref(s);
-  ldg_ledger_destroy(l);
+  grow_done(l, s, n);
   ldg__testing_fast_ticket(false);
   printf("ok - %s (%u enqueues; one segment ahead after %u of them)\n", g_case,
          n, with_one_ahead);
