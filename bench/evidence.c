@@ -100,6 +100,8 @@ enum {
   C_FUTEX_WAKE_WORKER,
   C_RESERVE_RETRY, /* failed reserving CASes on tail (LDG__HOOK_RESERVE_RETRY) */
   C_RESERVE_FAST,  /* reservations by fetch_add (LDG__HOOK_RESERVE_CHECKED) */
+  C_EXT_LINKED,    /* segments linked (LDG__HOOK_EXTEND_LINKED) */
+  C_GROW_CLAIMED,  /* early growths claimed (LDG__HOOK_GROW_CLAIMED) */
   C_N
 };
 static _Atomic uint64_t ev_count[C_N];
@@ -206,6 +208,12 @@ static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg)
       return;
     case LDG__HOOK_RESERVE_CHECKED:
       count(C_RESERVE_FAST);
+      return;
+    case LDG__HOOK_EXTEND_LINKED:
+      count(C_EXT_LINKED);
+      return;
+    case LDG__HOOK_GROW_CLAIMED:
+      count(C_GROW_CLAIMED);
       return;
     default:
       return;
@@ -661,6 +669,14 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
       printf(" %s %lu", age_name[b], age_end[b] - age_begin[b]);
     printf("\n");
   }
+  /* Extensions that built a segment and linked it, and the ones whose
+   * segment lost the link to another extender's (the herd at a segment's
+   * end, issue 11's ext7); early growths claimed (GROWING AHEAD). */
+  printf("    links: %" PRIu64 " segments linked, %" PRIu64
+         " built and not linked (lost the link); %" PRIu64
+         " early growths claimed; %.2f extensions per retirement\n",
+         delta(C_EXT_LINKED), ext - delta(C_EXT_LINKED), delta(C_GROW_CLAIMED),
+         delta(C_HEAD_ADV) ? (double)ext / (double)delta(C_HEAD_ADV) : 0.0);
   printf("    page faults (process): minor %ld (%.3f per 1000 ops, %.1f per fresh "
          "segment), major %ld; context switches: voluntary %ld, involuntary %ld\n",
          minflt, 1000.0 * (double)minflt / e,

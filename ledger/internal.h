@@ -141,6 +141,11 @@ struct ldg__summary {
    * there). */
   _Atomic(struct ldg__seg *) next;
   struct ldg__filter span;
+  /* Not a summary: the segment's CLOCK_MONOTONIC when linked, which sizes
+   * the next one (segment.c), here because the header's line is full
+   * (prev took its place there). Written by the linker before the linking
+   * CAS, read by the next extension and by a release preparing the spare. */
+  uint64_t born_ns;
 };
 
 /* ---- Segments -------------------------------------------------------------- */
@@ -155,7 +160,13 @@ struct ldg__seg {
   _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
-  uint64_t born_ns;   /* CLOCK_MONOTONIC when linked: sizes the next one */
+  /* The segment this one was linked after (NULL for a stream's first),
+   * written before the linking CAS, fixed for the segment's life: an
+   * enqueuer whose seq is in it while this one is already tailseg (the
+   * ring grew ahead: segment.c, GROWING AHEAD) finds it without a walk
+   * (ring.c, ldg__seg_of_reserved). Here, on the line that enqueuer reads
+   * base from anyway. */
+  struct ldg__seg *prev;
   _Atomic bool dirty; /* a slot was retracted: never pooled, freed */
   struct rcu_head rcu;
   /* Retired: the link of the reclaimer's list (reclaim.c), and when
@@ -166,6 +177,9 @@ struct ldg__seg {
   struct ldg__summary sum; /* for queries; reset when linked (summary.c) */
   struct ldg__slot slots[];
 };
+_Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
+                   sizeof(struct ldg__seg) == 3 * LDG__CACHE_LINE,
+               "a segment's header: one line, then the summaries' two");
 
 /* ---- Streams and the ledger ---------------------------------------------------- */
 
@@ -206,6 +220,12 @@ struct ldg_stream {
    * of the seqs that have a segment (tailseg's end, raised after tailseg). */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
   _Atomic ldg_seq tail_end;
+  /* Where the ring grows ahead (segment.c, GROWING AHEAD): the enqueuer
+   * whose seq reaches it claims the growth (a CAS to tail_end) and links
+   * the next segment; raised to the new segment's grow point after the
+   * link. Never above tail_end. On this line: the fast path loads it with
+   * tail_end, and it is written twice per segment. */
+  _Atomic ldg_seq grow_at;
   /* LDG_STREAM_SINGLE_ISSUER streams, in builds without NDEBUG: 1 while
    * a call records on s, to catch a second one overlapping it (ring.c,
    * SINGLE-ISSUER STREAMS). Unused otherwise. */
@@ -218,7 +238,7 @@ struct ldg_stream {
   _Atomic uint64_t ops_released;
   _Atomic uint64_t waits_enqueued;
   /* The next segment, zeroed, prepared by a release once tail passes
-   * spare_at (half of the newest segment), one release at a time (a claim),
+   * spare_at (a quarter of the newest segment), one release at a time (a claim),
    * and taken by the extender with a CAS (segment.c, THE SPARE). */
   _Atomic(struct ldg__seg *) spare;
   _Atomic ldg_seq spare_at;
@@ -362,7 +382,14 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
  * tail_end moved onto it. Under RCU. LDG_ENOMEM. */
 int ldg__ring_extend(ldg_stream *s, ldg_seq end);
 
-/* After a release: once the newest segment is half used and no spare
+/* An enqueuer reserved seq >= grow, the grow_at it read (GROWING AHEAD):
+ * if grow is still the newest segment's grow point, claims the growth (a
+ * CAS: one claimer) and links the next segment ahead of need. Best effort:
+ * out of memory leaves it to the extension at the end. seq is reserved and
+ * unresolved (its segment and tailseg pinned). Not under RCU. */
+void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow);
+
+/* After a release: once a quarter of the newest segment is used and no spare
  * waits or is being prepared (a CAS claims it: no lock, no wait), prepares
  * the next segment (pool or fresh, zeroed) outside any
  * read-side section. Best effort: out of memory leaves no spare. Not under

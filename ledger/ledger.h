@@ -437,9 +437,12 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * A stream's ring grows with what is pending and gives segments back as they
  * are released: held memory is the pending span rounded up to segments (64
  * to 1024 entries of 64 bytes), plus the newest segment, plus what waits for
- * an RCU grace period, plus at most one prepared next segment per stream
- * (made by a release once the newest segment is half used, so that the
- * enqueue that fills it does not allocate; none with a pool limit of 0).
+ * an RCU grace period, plus, per stream, at most one next segment linked
+ * ahead (once the newest segment is half used, so that the enqueuers that
+ * fill it find the ring grown, without a herd of them each allocating one
+ * at its end) and at most one prepared by a release from a quarter on (so
+ * that the enqueue that links it does not allocate): usually one of the two,
+ * and neither with a pool limit of 0, which keeps nothing ahead of need.
  * One bounded exception: retired segments past their
  * grace period go to a per-ledger pool that growing rings reuse (a steady
  * stream would otherwise allocate, zero and page-fault a fresh segment every

@@ -76,6 +76,11 @@ enum ldg__hook_point {
                                      period not begun (reclaim.c; on the
                                      reclaimer thread or a flusher: quiesce,
                                      trim, ledger destroy; s: NULL) */
+  LDG__HOOK_GROW_CLAIMED,         /* an enqueuer reached the newest
+                                     segment's grow point and claimed the
+                                     early growth; nothing linked yet, no
+                                     read lock held (segment.c, GROWING
+                                     AHEAD) */
 };
 
 struct ldg_stream;
@@ -141,6 +146,17 @@ uint64_t ldg__ring_tail_end(struct ldg_stream *s);
  * free (want true). Whether it holds one. */
 void ldg__testing_fast_ticket(bool want);
 bool ldg__testing_has_fast_ticket(void);
+
+/* Growing ahead (segment.c, GROWING AHEAD): s's grow_at (the seq whose
+ * enqueuer links the next segment, or the end of the newest segment while
+ * that growth is claimed or not due), and how many of s's linked segments
+ * start past its mark (tail): at most 1 (the segment linked ahead). Read
+ * the segments first, then the mark, so that racing enqueuers only make
+ * the count smaller. */
+uint64_t ldg__ring_grow_at(struct ldg_stream *s);
+/* The first seq of s's newest segment (tailseg's base). */
+uint64_t ldg__ring_tail_base(struct ldg_stream *s);
+unsigned ldg__ring_segments_ahead(struct ldg_stream *s);
 
 /* Whether l's vector index (ldg_ledger_index_vectors) says no pending
  * entry names id (a definite miss, answered without a walk). False when

@@ -54,6 +54,9 @@
  *               STREAMS below).
  *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once FULL.
+ *   s->grow_at  (release CAS / acquire load) tail_end is at least it; the
+ *               newest segment's grow point, or its end while claimed
+ *               (segment.c, GROWING AHEAD).
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
  *               over: intervals (old, new] of concurrent releases are
  *               disjoint, so each seq is claimed by exactly one release.
@@ -197,6 +200,12 @@
  *   ahead: one more segment). The destroy handshake is unchanged: the
  *   fetch_add is a seq_cst RMW of tail like the CAS, before the seq_cst
  *   load of destroyed. Single-issuer streams keep their own path.
+ *   The ring grows well before the reserve is reached, by one enqueuer
+ *   (segment.c, GROWING AHEAD): the fast path's compare after its add is
+ *   against grow_at, which is at most tail_end, so it also catches a seq
+ *   at or past the end the check read (ldg__reserve_past reloads tail_end,
+ *   seq_cst, as said above). The growth only raises tail_end: nothing
+ *   above changes.
  *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (and CFG_FFF
  *   with two adds pending, with and without the first-segment test of the
  *   check: --deep), asserting the invariant at every reservation; mutants
@@ -362,12 +371,15 @@ bool ldg__testing_has_fast_ticket(void) {
   return ldg__ticket_state == LDG__TICKET_HELD;
 }
 
-/* A fast-path seq at or past the end its check read: tail_end has grown
- * past it (RESERVING ON A SHARED STREAM). Seq_cst: after the add in S, so
- * it reads a raise past seq, and (its release half) the segment's
- * publication with it. */
-static __attribute__((noinline)) void ldg__reserve_late(ldg_stream *s,
-                                                         ldg_seq seq) {
+/* A fast-path seq at or past the grow_at its reservation read (GROWING
+ * AHEAD, segment.c): the seq where the ring grows ahead, or one at or past
+ * the end its check read (grow_at <= that end: see ldg__ring_reserve).
+ * Seq_cst: after the add in S, so it reads a raise past seq, and (its
+ * release half) the segment's publication with it. Then the early growth,
+ * if this seq is the first to reach the newest segment's grow point. */
+static __attribute__((noinline)) void ldg__reserve_past(ldg_stream *s,
+                                                         ldg_seq seq,
+                                                         ldg_seq grow) {
   if (ldg__load_seq_cst(&s->tail_end) <= seq) {
     fprintf(stderr,
             "streamledger: stream %llu: seq %llu handed out past tail_end "
@@ -375,6 +387,7 @@ static __attribute__((noinline)) void ldg__reserve_late(ldg_stream *s,
             (unsigned long long)s->id, (unsigned long long)seq);
     abort();
   }
+  ldg__ring_grow_early(s, seq, grow);
 }
 
 /* The CAS path (RESERVING ON A SHARED STREAM): a thread without a ticket
@@ -395,7 +408,16 @@ static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
       /* seq_cst: a step of S; the destroy handshake reads destroyed after
        * this (and cuda/engine.c's slc__engine_kick_enqueued orders its
        * wake-up by it, in place of a fence). */
-      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) return t + 1;
+      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
+        /* The grow point (GROWING AHEAD, segment.c) for ticketless
+         * threads and the first seqs of a holder. Acquire, as in
+         * ldg__ring_reserve: a grow point read is one whose segment is
+         * linked and whose end tail_end has reached. */
+        ldg_seq grow = ldg__load_acquire(&s->grow_at);
+        if (__builtin_expect(t + 1 >= grow, 0))
+          ldg__ring_grow_early(s, t + 1, grow);
+        return t + 1;
+      }
       LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
       continue;
     }
@@ -410,6 +432,12 @@ static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
  * this thread holds a ticket and the ring has headroom past the reserve,
  * else by the CAS path. Takes no read lock on the common path. */
 static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
+  /* grow_at: acquire pairs with its raises and its claim (segment.c,
+   * ldg__raise_grow_at, ldg__ring_grow_early), each made after tail_end
+   * was at least the value stored; loaded before tail_end, so grow <= end
+   * (coherence), and a seq below grow is below end: covered by the end
+   * read. One load on the line the next one reads anyway. */
+  ldg_seq grow = ldg__load_acquire(&s->grow_at);
   /* tail_end: acquire pairs with the seq_cst (release half) CAS in
    * ldg__raise_tail_end, made after tailseg reached the segment of every
    * seq below end (ldg__seg_of_reserved reads it); the raise it reads
@@ -424,7 +452,9 @@ static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
      * destroyed after it (and cuda/engine.c's slc__engine_kick_enqueued
      * orders its wake-up by it). */
     got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
-    if (__builtin_expect(got >= end, 0)) ldg__reserve_late(s, got);
+    /* Past the grow point, or past the end the check read (grow <= end):
+     * the one compare covers both. */
+    if (__builtin_expect(got >= grow, 0)) ldg__reserve_past(s, got, grow);
   } else {
     got = ldg__ring_reserve_cas(s);
     if (got == 0) return LDG_ENOMEM;
@@ -491,6 +521,12 @@ static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
    * tailseg read here covers seq or is later. head and next: as in
    * ldg__take_chunk. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  if (g->base <= seq) return g;
+  /* The ring grew ahead (segment.c, GROWING AHEAD): seq is most often in
+   * the segment tailseg was linked after. g->prev: written before the CAS
+   * that linked g, which happens-before the swing we read; g is later than
+   * seq's segment, so it and prev (seq's segment or later) are pinned. */
+  g = g->prev;
   if (g->base <= seq) return g;
   ldg__rcu_read_lock();
   g = ldg__load_acquire(&s->head);

@@ -32,10 +32,13 @@
  *   its segment and every later one stay allocated, with or without RCU.
  *
  * GROWTH AND SHRINKING
- *   The ring grows by appending a segment when the next seq falls past the
- *   newest one: the enqueuer allocates it (before reserving anything, so
- *   LDG_ENOMEM leaves no trace), CASes it onto tailseg->next and swings
- *   tailseg. A loser of that CAS retires its copy through a grace period
+ *   The ring grows by appending a segment: ahead of need, by the enqueuer
+ *   whose seq reaches the newest segment's grow point (GROWING AHEAD
+ *   below), or when the next seq falls past the newest one (the early
+ *   grower stalled or out of memory; a single-issuer stream; the first
+ *   segment): the enqueuer allocates it (at the end before reserving
+ *   anything, so LDG_ENOMEM leaves no trace), CASes it onto tailseg->next
+ *   and swings tailseg. A loser of that CAS retires its copy through a grace period
  *   like any retired segment: never linked, but it may have come from the
  *   pool, where a popper may still be reading its link (pool.c). No entry
  *   ever moves, so growing never races with publication or release. A new
@@ -46,7 +49,8 @@
  *   stream starts with 8, taken from the pool's class 0 when it has one.
  *   It shrinks as segments are retired: memory held is the pending span
  *   rounded up to segments, plus the newest segment (at most 64 KiB), plus
- *   what waits for a grace period, plus the pools. Retired segments go to
+ *   at most one segment ahead of it (linked, or the spare), plus what
+ *   waits for a grace period, plus the pools. Retired segments go to
  *   the ledger's pool (pool.c) after their grace period, in the
  *   reclaimer's next batch (reclaim.c: within about a millisecond on a
  *   busy ledger); extending a ring, or creating a stream, pops one there
@@ -58,8 +62,8 @@
  *   that crosses a segment's end, it was the p99.9 of enqueue, and done
  *   inside a read-side section it made grace periods spin and send
  *   membarrier IPIs. So a release (ldg_release, ldg_release_all), once the
- *   newest segment is half used up to where the ring grows again
- *   (tail past s->spare_at: ring.c's reserve), prepares the next
+ *   newest segment is used half way to its grow point (tail past
+ *   s->spare_at: GROWING AHEAD below), prepares the next
  *   one, of the size an extension would choose then (or a pooled one down
  *   to the backlog's size): pops it from the pool or allocates and zeroes
  *   it — outside any read-side section — and parks it in s->spare. The
@@ -90,10 +94,86 @@
  *   pool (or frees it); no claim is left then, since a preparer runs inside
  *   a release, on its caller's reference. Memory: at most one segment (64
  *   KiB) per stream on top of the newest, and only on streams past their
- *   first segment whose last release found the newest segment half used;
+ *   first segment whose last release found the newest segment a quarter used;
  *   none with a pool limit of 0 (the ledger keeps nothing ahead of need).
  *   Model: ledger/model/spare.pml (claim, park, take, drop, pool, grace
  *   periods).
+ *
+ * GROWING AHEAD: ONE ENQUEUER LINKS THE NEXT SEGMENT, HALF WAY
+ *   The herd (issue 11, measured on the H200 at 16 threads on one shared
+ *   stream: 26 534 segments built for 4 552 retired). Holders reserve by
+ *   fetch_add until the headroom comes down to the reserve (ring.c), then
+ *   all of them take the CAS path at the same moment, and every thread
+ *   that finds no room calls ldg__ring_extend: the first takes the spare,
+ *   the others pop or allocate and zero a segment each, one links and the
+ *   rest retire theirs through a grace period. Each pays 10-30 us inside
+ *   its enqueue: that was the p99.9.
+ *   Now the ring grows before its end, by one enqueuer, while the others go
+ *   on reserving. s->grow_at, on the enqueuers' line beside tail_end, is
+ *   the newest segment's grow point, g->base + (g->size - LDG__FAST_R) / 2
+ *   (half way to where the reserve begins; growth segments only, at least
+ *   2 x LDG__FAST_R slots: the first segment has none, grow_at stays at
+ *   its end, which no seq reaches, so the first extension is still the CAS
+ *   path's, as ring.c's first-segment argument needs).
+ *   - The trigger. The fast path loads grow_at (acquire) before tail_end
+ *     and, after its fetch_add, compares its seq with it: one load and the
+ *     compare that used to test the seq against the end read. It covers
+ *     that test: grow_at never passes tail_end (every write of grow_at
+ *     follows, in its writer, a tail_end at least that high, and the
+ *     release/acquire pair with the later load of tail_end makes that
+ *     load read it or more), so a seq below grow_at is below the end
+ *     read. At or past grow_at: ring.c's ldg__reserve_past reloads
+ *     tail_end (seq_cst, as the late path did) and calls
+ *     ldg__ring_grow_early. The CAS path makes the same test after its CAS.
+ *   - The claim. ldg__ring_grow_early reads tailseg g (pinned by the
+ *     caller's unresolved seq: below the tail_end it read, so g is its
+ *     segment or later) and goes on only if grow is g's grow point; then a
+ *     CAS of grow_at from it to g's end (tail_end is there already) claims
+ *     the growth. grow_at only grows (the claim, and raises by CAS to the
+ *     next grow point), so it holds each grow point once: one claimer per
+ *     grow point; the threads that read it before the claim lose the CAS
+ *     or fail the test, and every later enqueue reads g's end and takes
+ *     the fast path. No lock and no wait: nobody waits for the claimer.
+ *   - The growth. The claimer calls ldg__ring_extend(s, g's end) under RCU:
+ *     the spare, else the pool, else a fresh segment, linked after g by
+ *     the CAS on g->next (or it helps an extender that was first), tailseg
+ *     swung, tail_end raised, then grow_at raised to the new segment's grow
+ *     point (ldg__raise_grow_at, also done by every extension and every
+ *     helper: the claim is given back by whoever links). Out of memory:
+ *     nothing linked, grow_at stays at g's end.
+ *   - A stalled claimer stops nobody. The others reserve on in the
+ *     headroom; if they reach the reserve, the CAS path extends at the
+ *     end as before, and its raise of grow_at opens the new segment's
+ *     grow point. The claimer, resumed, finds tailseg past g's end and
+ *     only helps (raises). Only then can two threads build a segment for
+ *     one end (one loses the link, retired as before).
+ *   - Memory ahead: the segment linked after g is the only one past the
+ *     newest in use. A link after g needs next == NULL at g (the CAS) and
+ *     a thread that saw a seq in g: the claimer's seq >= g's grow point >=
+ *     g->base, and an extender at the end saw tail within LDG__FAST_R + 1 of
+ *     g's end. So when it is linked, no segment starts past the one after
+ *     g, and the next seq goes to g or later: at most one segment (64 KiB)
+ *     beyond the newest in use. The spare is prepared (THE SPARE, from a
+ *     quarter of the newest segment, so that the claimer finds it) only
+ *     while nothing is linked ahead (the preparer checks tailseg against
+ *     the tail it read), so the two add up only where a grower that met
+ *     a preparer's claim got its own segment and the spare is parked
+ *     after: then one linked and one parked, as the spare's bound allowed
+ *     before (one per stream on top of the newest).
+ *   With a pool limit of 0 (nothing ahead of need: ledger.h) the claimer
+ *   links nothing: the claim stays, and the ring grows at its end.
+ *   Private streams pay the one load per enqueue and, once per segment, the
+ *   claim CAS; single-issuer streams keep growing at the end (nobody races
+ *   them). The invariant of RESERVING ON A SHARED STREAM is untouched: the
+ *   growth only raises tail_end.
+ *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (GROWAHEAD: the
+ *   early growth racing fetch_adds, the CAS path's extension at the end and
+ *   releases), asserting one claim per grow point, grow_at <= tail_end and,
+ *   at every link, the next seq in the extended segment or later; the
+ *   mutant BUG_GROW_NO_CLAIM (no claim: two early growers for one point)
+ *   fails; ring_common.pml's seg_of_reserved reads tailseg's prev as the C
+ *   does (PROBE_PREV), pinned (TOUCH_PINNED). Tests: tests/torture/reserve_test.c (reserve-parked: a parked
+ *   claimer and the extension at the end; grow-ahead; dense).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (here, and in liburcu's headers on aarch64) */
 #include <stdlib.h>
@@ -190,12 +270,16 @@ int ldg__ring_init(ldg_stream *s) {
   struct ldg__seg *g = ldg__seg_get(s, 1, LDG__SEG_FIRST);
   ldg__rcu_read_unlock();
   if (g == NULL) return LDG_ENOMEM;
-  g->born_ns = ldg__now_ns();
+  g->sum.born_ns = ldg__now_ns();
+  g->prev = NULL;
   ldg__summary_reset(g, 0); /* published with the stream (registry.c) */
   atomic_init(&s->head, g);
   atomic_init(&s->tailseg, g);
   atomic_init(&s->tail, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
+  /* No early growth in the first segment (no seq reaches its end): the
+   * first extension sets the first grow point. */
+  atomic_init(&s->grow_at, (ldg_seq)1 + LDG__SEG_FIRST);
   atomic_init(&s->released, 0);
   atomic_init(&s->ops_released, 0);
   atomic_init(&s->waits_enqueued, 0);
@@ -300,7 +384,7 @@ static uint32_t ldg__next_seg_size(const ldg_stream *s,
                                    const struct ldg__seg *prev, ldg_seq t,
                                    uint64_t now) {
   uint32_t size = ldg__backlog_seg_size(s, t);
-  uint64_t age = now - prev->born_ns;
+  uint64_t age = now - prev->sum.born_ns;
   uint32_t by_rate = age < LDG__SEG_FAST_NS   ? prev->size * 2
                      : age < LDG__SEG_SLOW_NS ? prev->size
                                               : 0;
@@ -323,6 +407,64 @@ static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
   }
 }
 
+/* ---- Growing ahead ---------------------------------------------------------------- */
+
+/* Where the ring grows past g (GROWING AHEAD): half way to where the
+ * reserve begins. Growth segments only (at least 2 x LDG__FAST_R slots). */
+static ldg_seq ldg__grow_point(const struct ldg__seg *g) {
+  return g->base + (g->size - LDG__FAST_R) / 2;
+}
+
+/* Raises grow_at to g's grow point; g is tailseg (or was) and tail_end is
+ * already at g's end, so grow_at stays at or below tail_end. Not for the
+ * first segment, which the ring outgrows at its end (RESERVING ON A SHARED
+ * STREAM, ring.c: the first extension is the CAS path's). */
+static void ldg__raise_grow_at(ldg_stream *s, const struct ldg__seg *g) {
+  if (g->size < 2 * LDG__FAST_R) return;
+  ldg_seq to = ldg__grow_point(g);
+  ldg_seq cur = ldg__load_relaxed(&s->grow_at); /* the CAS checks it */
+  /* Release: pairs with the fast path's acquire of grow_at, which then
+   * reads a tail_end at least g's end (raised before this, ring.c's
+   * ldg__ring_reserve). A failed CAS only retries: it publishes nothing. */
+  while (cur < to && !atomic_compare_exchange_weak_explicit(
+                         &s->grow_at, &cur, to, memory_order_release,
+                         memory_order_relaxed)) {
+  }
+}
+
+void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
+  /* tailseg: acquire, as in ldg__seg_of_reserved: the caller read a
+   * tail_end above seq, raised after tailseg covered seq, so g is seq's
+   * segment or a later one, pinned by seq (unresolved): no read lock. */
+  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  /* Still the newest segment's grow point, not claimed (a claim stores
+   * g's end, a later raise the next grow point: grow_at only grows, so it
+   * holds each grow point once). seq >= grow >= g->base: seq is in g, the
+   * newest segment, so what is linked now is the one segment ahead. */
+  if (g->size < 2 * LDG__FAST_R || grow != ldg__grow_point(g)) return;
+  ldg_seq end = g->base + g->size;
+  /* The claim: one early extender per grow point, no lock: a loser (and
+   * every enqueue after the claim, which reads g's end) goes on reserving.
+   * g's end: tail_end is at it already (grow_at was raised after it), so
+   * grow_at stays <= tail_end. acq_rel: the release half publishes that,
+   * as ldg__raise_grow_at; the acquire half orders nothing we rely on. */
+  if (!ldg__cas_acq_rel(&s->grow_at, &grow, end)) return;
+  /* A pool limit of 0 keeps nothing ahead of need (ledger.h, "Memory"):
+   * the claim stays (no enqueue comes back here for this segment) and the
+   * ring grows at its end. Relaxed: a setting, read as a hint as in
+   * ldg__ring_prepare_spare. */
+  if (ldg__load_relaxed(&s->ledger->pool_limit) == 0) return;
+  LDG__HOOK(LDG__HOOK_GROW_CLAIMED, s);
+  ldg__rcu_read_lock();
+  /* Links the spare, a pooled or a fresh segment after g (or helps an
+   * extender at the end that was first), swings tailseg, raises tail_end
+   * and then grow_at to the new segment's grow point: that raise gives the
+   * claim back. Out of memory: nothing linked, grow_at left at g's end;
+   * the extension at the end tries again and reports it. */
+  (void)ldg__ring_extend(s, end);
+  ldg__rcu_read_unlock();
+}
+
 /* No seq below the tail_end we saw (end) is free: make sure a segment
  * follows and that tailseg and tail_end moved onto it. Under RCU (tailseg may
  * be retired under us once tail_end has moved past it). */
@@ -332,6 +474,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
   if (g->base + g->size > end) { /* someone extended; help finish */
     ldg__raise_tail_end(s, g->base + g->size);
+    ldg__raise_grow_at(s, g);
     return LDG_OK;
   }
   struct ldg__seg *next = ldg__load_acquire(&g->next);
@@ -355,7 +498,8 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
                            ldg__next_seg_size(s, g, t, now));
       if (fresh == NULL) return LDG_ENOMEM;
     }
-    fresh->born_ns = now;
+    fresh->sum.born_ns = now;
+    fresh->prev = g; /* published by the linking CAS below */
     /* A new life for the queries' summaries (summary.c, REUSE AND
      * RETIREMENT): published by the linking CAS below. g's index was
      * written before g was linked (acquire of tailseg above). */
@@ -365,12 +509,11 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
       /* Where the next release starts preparing the spare: half way to
-       * where the ring grows again, LDG__FAST_R seqs before fresh's end
-       * (ring.c, RESERVING ON A SHARED STREAM; growth segments have at
-       * least 2 x LDG__FAST_R slots). Relaxed: a hint; a stale one
-       * prepares a little early or late. */
+       * fresh's grow point (GROWING AHEAD), so that the early extender
+       * finds it parked. Relaxed: a hint; a stale one prepares a little
+       * early or late. */
       ldg__store_relaxed(&s->spare_at,
-                         fresh->base + (fresh->size - LDG__FAST_R) / 2);
+                         fresh->base + (fresh->size - LDG__FAST_R) / 4);
       LDG__HOOK(LDG__HOOK_EXTEND_LINKED, s);
     } else {
       /* Another enqueuer linked one first. Ours was never linked, but it
@@ -387,6 +530,7 @@ link:;
    * seq_cst: pairs with ldg__ring_advance_head's check of tailseg. */
   ldg__cas_seq_cst(&s->tailseg, &seen, next);
   ldg__raise_tail_end(s, next->base + next->size);
+  ldg__raise_grow_at(s, next); /* after tail_end: grow_at <= tail_end */
   /* g may be done already; it could not be retired while it was last. */
   ldg__ring_advance_head(s);
   return LDG_OK;
@@ -396,7 +540,7 @@ link:;
 
 void ldg__ring_prepare_spare(ldg_stream *s) {
   /* Two relaxed loads on the common path: nothing to do until the newest
-   * segment is half used, or while a spare waits or is being prepared. All
+   * segment is a quarter used, or while a spare waits or is being prepared. All
    * four are hints (relaxed): the claim below decides who prepares, and a
    * spare left on a stream destroyed meanwhile is freed with it. */
   ldg_seq t = ldg__load_relaxed(&s->tail);
@@ -416,6 +560,14 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
   ldg__rcu_read_lock(); /* tailseg may be retired under us */
   /* Acquire: pairs with the swinging CAS, after the header we read. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  if (g->base > t) {
+    /* A segment is linked ahead already (GROWING AHEAD; spare_at, a hint,
+     * was stale): a spare now would be a second one ahead. Give the claim
+     * back (relaxed: publishes nothing). */
+    ldg__rcu_read_unlock();
+    ldg__store_relaxed(&s->spare, (struct ldg__seg *)NULL);
+    return;
+  }
   /* The size an extension now would choose; a pooled one down to the
    * backlog's size will do (pooled memory before fresh: the rate part of
    * the size is only a preference). */
@@ -470,4 +622,32 @@ bool ldg__ring_tailseg_reachable(ldg_stream *s) {
   }
   ldg__rcu_read_unlock();
   return found;
+}
+
+uint64_t ldg__ring_grow_at(ldg_stream *s) {
+  return ldg__load_acquire(&s->grow_at); /* as in ldg__ring_reserve */
+}
+
+uint64_t ldg__ring_tail_base(ldg_stream *s) {
+  ldg__rcu_read_lock(); /* tailseg may be retired under a racing reader */
+  /* Acquire, as ldg__ring_extend. */
+  uint64_t base = ldg__load_acquire(&s->tailseg)->base;
+  ldg__rcu_read_unlock();
+  return base;
+}
+
+unsigned ldg__ring_segments_ahead(ldg_stream *s) {
+  /* The last two linked segments' bases: past the mark, only they can be. */
+  ldg_seq last = 0, before = 0;
+  ldg__rcu_read_lock();
+  /* Acquire, as ldg__ring_extend and ldg__take_chunk. */
+  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;
+       g = ldg__load_acquire(&g->next)) {
+    before = last;
+    last = g->base;
+  }
+  ldg__rcu_read_unlock();
+  /* After the walk (seq_cst, as ldg_mark's readers): a later tail. */
+  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  return (unsigned)(last > t) + (unsigned)(before > t);
 }

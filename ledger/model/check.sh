@@ -22,6 +22,11 @@
 #   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass
 #              to watch a mutant fail everywhere, with its counterexample)
 #   --keep     keep the work directory (pan output, trails) and print it
+# Two defines switch a shortcut off so that the configurations keep reaching
+# what it hides: -DNO_GROWAHEAD (the reserve without the growth ahead: with two
+# enqueuers the growth keeps the reserve's edge out of reach) and -DNO_PREV
+# (seg_of_reserved walks from head without trying tailseg's prev first: the
+# walk's next step needs tailseg two segments past seq's, beyond these bounds).
 # Needs spin and gcc on PATH. Works under $TEST_TMPDIR when Bazel sets it.
 set -uo pipefail
 
@@ -69,6 +74,7 @@ pass  ring.pml  -DCFG_EEQ
 pass  ring.pml  -DCFG_EE3
 pass  ring.pml  -DCFG_E3D
 pass  ring.pml  -DCFG_EE5R
+pass  ring.pml  -DCFG_EE3 -DNO_PREV
 pass  wait.pml  -DWCFG_T
 pass  wait.pml  -DWCFG_G
 pass  wait.pml  -DWCFG_C
@@ -84,6 +90,7 @@ pass  spare.pml
 pass  ring.pml  -DCFG_FF
 pass  ring.pml  -DCFG_FFR
 pass  ring.pml  -DCFG_FFD
+pass  ring.pml  -DCFG_FF -DNO_GROWAHEAD
 fail  ring.pml  -DCFG_EER -DBUG_ABANDON_STORE
 fail  ring.pml  -DCFG_EER -DBUG_HEAD_NO_RECHECK
 fail  ring.pml  -DCFG_EER -DBUG_NO_TAILSEG_CHECK
@@ -114,14 +121,15 @@ fail  spare.pml  -DBUG_SPARE_NO_CLAIM
 fail  spare.pml  -DBUG_SPARE_TAKE_CLAIM
 fail  spare.pml  -DBUG_SPARE_DROP_NOW
 fail  spare.pml  -DBUG_SPARE_ASIDE_NOW
-fail  ring.pml  -DCFG_FF -DBUG_RESERVE_SHORT
+fail  ring.pml  -DCFG_FF -DNO_GROWAHEAD -DBUG_RESERVE_SHORT
 fail  ring.pml  -DCFG_FF -DBUG_FAST_FIRST_SEG
+fail  ring.pml  -DCFG_FF -DBUG_GROW_NO_CLAIM
 reach ring.pml  -DCFG_EER -DPROBE_ABANDONED
 reach ring.pml  -DCFG_EED -DPROBE_RETRACTED
 reach ring.pml  -DCFG_EER -DPROBE_LOSER
 reach ring.pml  -DCFG_EER -DPROBE_HELP
 reach ring.pml  -DCFG_EER -DPROBE_WALK
-reach ring.pml  -DCFG_EE5R -DPROBE_WALK_NEXT
+reach ring.pml  -DCFG_EE5R -DNO_PREV -DPROBE_WALK_NEXT
 reach ring.pml  -DCFG_E3D -DPROBE_SKIP_RETIRED
 reach ring.pml  -DCFG_EER -DPROBE_TAILSEG_DEFER
 reach ring.pml  -DCFG_EER -DPROBE_RETIRE_HELD
@@ -151,6 +159,9 @@ reach spare.pml  -DPROBE_SPARE_CLAIM_SEEN
 reach spare.pml  -DPROBE_SPARE_POOLED_HELD
 reach ring.pml  -DCFG_FF -DPROBE_FAST_FULL
 reach ring.pml  -DCFG_FF -DPROBE_RESERVE_EXTEND
+reach ring.pml  -DCFG_FF -DPROBE_GROW_LATE
+reach ring.pml  -DCFG_FF -DPROBE_GROW_RACE
+reach ring.pml  -DCFG_FF -DPROBE_PREV
 EOF
 )
 if [ "$deep" = 1 ]; then

@@ -63,6 +63,12 @@
  *             at once; 21M states, 1 GB, ~90 s: check.sh --deep only); with
  *             -DFAST_AS_C, the fast check as the C makes it, without the
  *             first-segment test (implied once RES_R + 1 >= FIRST_END)
+ * With FASTPATH also GROWAHEAD (segment.c, GROWING AHEAD; ring_common.pml's
+ * grow_early): an enqueuer whose seq (by either path) reaches grow_at, the
+ * newest segment's grow point (its base here: SZ 2), claims the growth with
+ * a CAS on grow_at and extends; every extension raises grow_at to the new
+ * segment's grow point. In CFG_FF, FFR and FFD it races fetch_adds, the CAS
+ * path's extension at the end, other claimers and releases.
  * Every configuration shares one pool (limit POOL_LIMIT = 1 segment unless
  * set): retired segments are reused by the growing ring (e.g. CFG_ERR5).
  *
@@ -72,7 +78,9 @@
  * before every slot in it was published or handed back, its entry released
  * and its resolution counted, nor while head or tailseg still points at it;
  * tail, tail_end and released only grow (asserted at each CAS), tail_end
- * never passes tailseg's end, a reserved seq always has its slot (with
+ * never passes tailseg's end, grow_at never passes tail_end, one early
+ * grower per grow point, at every link the next seq is in the extended
+ * segment or later (one segment ahead at most), a reserved seq always has its slot (with
  * FASTPATH: no seq handed out at or past tail_end, and tail + the
  * fetch_adds checked and not yet made < tail_end at every add); no entry
  * released twice (rel goes 0 -> 1 once); an enqueue overtaken by a release
@@ -117,6 +125,9 @@
  *                          tail_end
  *   BUG_FAST_FIRST_SEG     the fetch_add path also in the first segment,
  *                          where the CAS path keeps no reserve
+ *   BUG_GROW_NO_CLAIM      grow_early extends without claiming grow_at:
+ *                          two early growers for one grow point (the herd
+ *                          the claim prevents)
  * and in wait.pml:
  *   BUG_FRAME_EARLY_RESOLVE  a wait's slot is resolved when taken, so nothing
  *                          pins the frame

@@ -56,7 +56,7 @@
  *                            and store of tail are this CAS when nobody else
  *                            writes tail (it always succeeds); its memory
  *                            orders are destroy_sb.pml's SB_SINGLE
- *   inline seg_of_reserved   ldg__seg_of_reserved
+ *   inline seg_of_reserved   ldg__seg_of_reserved (g->prev, then the walk)
  *   inline resolve_one       ldg__resolve_one
  *   inline enqueue           ldg__ring_enqueue (from ldg_enqueue, ldg_add_wait)
  *   summary.c
@@ -190,6 +190,7 @@
 /* ---- Segments (struct ldg__seg) and slots (struct ldg__slot) ---- */
 byte sbase[NSEG];      /* g->base (g->size is SZ) */
 byte snext[NSEG];      /* g->next, NIL = NULL */
+byte sprev[NSEG];      /* g->prev: the segment it was linked after, NIL for a first */
 byte sres[NSEG];       /* g->resolved */
 byte sstate[NSEG];     /* ghost: SEG_* */
 byte sgp[NSEG];        /* ghost: readers its grace period still waits for */
@@ -227,6 +228,7 @@ bit  sfreecb[NSEG];    /* its grace period ends in ldg__seg_free_cb (a trim) */
 /* ---- Streams (struct ldg_stream) ---- */
 byte tail[NS];         /* s->tail */
 byte tail_end[NS];     /* s->tail_end */
+byte grow_at[NS];      /* s->grow_at (GROWAHEAD; kept at 1 + SZ without it) */
 byte released[NS];     /* s->released */
 byte head[NS];         /* s->head */
 byte tailseg[NS];      /* s->tailseg */
@@ -403,6 +405,22 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #define P_RESERVE_EXTEND(c) skip
 #endif
 
+#ifdef PROBE_PREV               /* seg_of_reserved finds seq's segment by tailseg's prev */
+#define P_PREV(c) PROBE_AT(c)
+#else
+#define P_PREV(c) skip
+#endif
+#ifdef PROBE_GROW_LATE           /* an early extender, past its claim, finds the ring grown */
+#define P_GROW_LATE(c) PROBE_AT(c)
+#else
+#define P_GROW_LATE(c) skip
+#endif
+#ifdef PROBE_GROW_RACE           /* an early extender's claim while another extender is at work */
+#define P_GROW_RACE(c) PROBE_AT(c)
+#else
+#define P_GROW_RACE(c) skip
+#endif
+
 /* Locals of every process that runs ring code (Promela inlines have none). */
 #define RING_LOCALS \
   byte rc_i; \
@@ -411,7 +429,8 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   byte rt_cur; bit rt_ok; \
   byte ex_g, ex_end, ex_next, ex_fresh; bit ex_pooled; \
   byte pp_g, pp_n; bit pp_ok; \
-  byte rs_t, rs_end, rs_seq, rs_g, rs_b, rs_tk; bit rs_ok; \
+  byte rs_t, rs_end, rs_seq, rs_g, rs_b, rs_tk, rs_grow; bit rs_ok; \
+  byte ge_g, ge_end; bit ge_ok; \
   byte en_idx; bit en_ok; \
   byte cl_r, cl_from; bit cl_ok; \
   byte c_s, c_next, c_end, c_frame, c_upto; \
@@ -420,8 +439,9 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   byte q_r, q_t, q_g, q_lo, q_hi, q_q, q_b
 
 inline stream_init(s, g) {   /* ldg__ring_init */
-  sbase[g] = 1; snext[g] = NIL; sres[g] = 0; sstate[g] = SEG_LIVE; sstream[g] = s;
+  sbase[g] = 1; snext[g] = NIL; sprev[g] = NIL; sres[g] = 0; sstate[g] = SEG_LIVE; sstream[g] = s;
   head[s] = g; tailseg[s] = g; tail[s] = 0; tail_end[s] = 1 + SZ;
+  grow_at[s] = 1 + SZ;
   released[s] = 0; destroyed[s] = 0
 }
 
@@ -621,6 +641,7 @@ inline seg_get(s, base, out) {
        nalloc++
     fi;
     sbase[out] = base; snext[out] = NIL; sres[out] = 0; sgp[out] = 0;
+    sprev[out] = NIL;
     sstate[out] = SEG_LIVE; sstream[out] = s;
     pp_g = 0
   }
@@ -734,23 +755,60 @@ inline raise_tail_end(s, end) {
   rt_cur = 0; rt_ok = 0
 }
 
+/* ---- GROWING AHEAD (segment.c): with FASTPATH, as the C's shared path ----
+ * A segment's grow point: half way to where the reserve begins (the C's
+ * g->base + (g->size - LDG__FAST_R) / 2; here the base itself for SZ 2 and
+ * RES_R 1 or 2). The first segment (base 1) has none: grow_at stays at its
+ * end, where no seq reaches. grown[] is a ghost: claims per grow point. */
+#if defined(FASTPATH) && !defined(NO_GROWAHEAD)
+#define GROWAHEAD                  /* NO_GROWAHEAD: the reserve alone (see check.sh) */
+#endif
+#define GROW_POINT(b) ((b) + (SZ - RES_R) / 2)
+byte grown[16];
+
+/* ---- ldg__raise_grow_at(s, g): after tail_end reached g's end ---- */
+inline raise_grow_at(s, g) {
+#if defined(GROWAHEAD) && !defined(BUG_GROW_NO_RAISE)
+  d_step {                                         /* release CAS loop: a raise */
+    TOUCH(g);
+    if
+    :: sbase[g] != 1 && grow_at[s] < GROW_POINT(sbase[g]) ->
+       /* grow_at never passes tail_end (the fast path's one compare
+        * covers the end: ring.c's ldg__ring_reserve) */
+       assert(GROW_POINT(sbase[g]) <= tail_end[s]);
+       grow_at[s] = GROW_POINT(sbase[g])
+    :: else
+    fi
+  }
+#else
+  skip
+#endif
+}
+
 /* ---- ldg__ring_extend(s, end): end is the tail_end seen (under RCU) ---- */
 inline ring_extend(s, end) {
   ex_g = tailseg[s];                               /* acquire load tailseg */
   d_step { TOUCH(ex_g); ex_end = sbase[ex_g] + SZ; P_HELP(ex_end > end) }   /* g->base + g->size */
   if
   :: ex_end > end ->                               /* someone extended: help */
-     raise_tail_end(s, ex_end)
+     raise_tail_end(s, ex_end);
+     raise_grow_at(s, ex_g)
   :: else ->
      d_step { TOUCH(ex_g); ex_next = snext[ex_g] }    /* acquire load g->next */
      if
      :: ex_next == NIL ->
         seg_get(s, ex_end, ex_fresh);
+        sprev[ex_fresh] = ex_g;                    /* fresh->prev, before the link */
         P_POP_REUSE(ex_pooled);
         d_step {                                   /* seq_cst CAS g->next */
           TOUCH(ex_g);
           if
-          :: snext[ex_g] == NIL -> snext[ex_g] = ex_fresh; ex_next = ex_fresh
+          :: snext[ex_g] == NIL ->
+             /* At most one segment ahead (GROWING AHEAD): the next seq to
+              * hand out is in ex_g or later, so ex_fresh is the one
+              * segment past the newest in use. */
+             assert(tail[s] + 1 >= sbase[ex_g]);
+             snext[ex_g] = ex_fresh; ex_next = ex_fresh
           :: else ->
              /* Another enqueuer linked one first. Ours may have come from
               * the pool, where a popper may still be reading its link: it
@@ -783,6 +841,7 @@ inline ring_extend(s, end) {
        ex_end = sbase[ex_next] + SZ                /* next->base + next->size */
      }
      raise_tail_end(s, ex_end);
+     raise_grow_at(s, ex_next);
 #ifndef BUG_EXTEND_NO_ADVANCE
      advance_head(s)
 #else
@@ -790,6 +849,48 @@ inline ring_extend(s, end) {
 #endif
   fi;
   ex_g = 0; ex_end = 0; ex_next = 0
+}
+
+/* ---- ldg__ring_grow_early(s, seq, grow): seq >= grow, seq reserved and
+ * unresolved (its segment and tailseg pinned). No read-side section but
+ * around the extension. ---- */
+inline grow_early(s, seq, grow) {
+  ge_g = tailseg[s];                               /* acquire load tailseg */
+  d_step {
+    TOUCH_PINNED(ge_g);
+    ge_ok = (sbase[ge_g] != 1 && grow == GROW_POINT(sbase[ge_g]));
+    ge_end = sbase[ge_g] + SZ
+  }
+  if
+  :: ge_ok ->
+     d_step {                                      /* acq_rel CAS grow_at grow -> g's end */
+#ifndef BUG_GROW_NO_CLAIM
+       if
+       :: grow_at[s] == grow ->
+          assert(ge_end <= tail_end[s]);           /* grow_at <= tail_end */
+          grow_at[s] = ge_end
+       :: else -> ge_ok = 0
+       fi;
+#endif
+       if
+       :: ge_ok ->
+          /* one early extender per grow point: the claim's point */
+          grown[grow]++; assert(grown[grow] == 1);
+          P_GROW_RACE(tailseg[s] != ge_g || snext[ge_g] != NIL || npend > 0)
+       :: else
+       fi
+     }
+     if
+     :: ge_ok ->
+        P_GROW_LATE(tailseg[s] != ge_g);
+        rcu_lock();
+        ring_extend(s, ge_end);
+        rcu_unlock()
+     :: else
+     fi
+  :: else
+  fi;
+  ge_g = 0; ge_end = 0; ge_ok = 0
 }
 
 /* ---- ldg__ring_reserve: out rs_seq. No read-side section. ----
@@ -848,7 +949,9 @@ inline ring_reserve(s, e) {
   fi;
   if
   :: rs_tk == 1 ->                                 /* ldg__ring_reserve */
+     rs_grow = grow_at[s];                         /* acquire load grow_at */
      rs_end = tail_end[s];                         /* acquire load tail_end */
+     assert(rs_grow <= rs_end);                    /* the one compare covers the end */
      d_step {                                      /* seq_cst load tail; the check */
        rs_t = tail[s];
        if
@@ -866,10 +969,14 @@ inline ring_reserve(s, e) {
            * ON A SHARED STREAM, tail + (adds pending) < tail_end */
           assert(rs_seq < tail_end[s] && tail[s] + npend < tail_end[s]);
           eseq[e] = rs_seq
-        }
+        };
+        if                                         /* ldg__reserve_past */
+        :: rs_seq >= rs_grow -> grow_early(s, rs_seq, rs_grow)
+        :: else -> assert(rs_seq < rs_end)         /* below the end read: covered */
+        fi
      :: else
      fi;
-     rs_t = 0; rs_end = 0
+     rs_t = 0; rs_end = 0; rs_grow = 0
   :: else
   fi;
 #endif
@@ -890,7 +997,21 @@ inline ring_reserve(s, e) {
           :: else -> rs_ok = 0
           fi;
           rs_t = 0; rs_end = 0
-        }
+        };
+#ifdef GROWAHEAD
+        if
+        :: rs_ok ->
+           rs_grow = grow_at[s];                   /* acquire load grow_at */
+           if
+           :: rs_seq >= rs_grow -> grow_early(s, rs_seq, rs_grow)
+           :: else
+           fi;
+           rs_grow = 0
+        :: else
+        fi
+#else
+        skip
+#endif
      :: else ->
         P_RESERVE_EXTEND(rs_t + 1 < rs_end);
         rcu_lock();
@@ -908,6 +1029,17 @@ inline ring_reserve(s, e) {
 inline seg_of_reserved(s, seq) {
   rs_g = tailseg[s];                               /* acquire load tailseg */
   d_step { TOUCH_PINNED(rs_g); rs_b = sbase[rs_g]; P_WALK(rs_b > seq) }   /* g->base, no RCU */
+#ifndef NO_PREV   /* NO_PREV: the walk alone, as before g->prev (check.sh: it keeps the walk's next step reachable) */
+  if
+  :: rs_b > seq ->                                 /* the ring grew ahead: g->prev, no RCU */
+     d_step {
+       TOUCH_PINNED(rs_g); rs_g = sprev[rs_g];
+       assert(rs_g != NIL); TOUCH_PINNED(rs_g);
+       rs_b = sbase[rs_g]; P_PREV(rs_b <= seq)
+     }
+  :: else
+  fi;
+#endif
   if
   :: rs_b <= seq -> skip
   :: else ->

@@ -9,7 +9,9 @@
  * along with the access it follows):
  *
  *   inline prepare   ldg__ring_prepare_spare: the hint (spare != NULL:
- *                    return), the claim (CAS NULL -> CLAIMED), a pop from
+ *                    return), the claim (CAS NULL -> CLAIMED), under RCU
+ *                    either a segment linked ahead (the claim given back:
+ *                    a store of NULL over it) or a pop from
  *                    the pool under RCU, else a fresh allocation, then the
  *                    store parking it over CLAIMED
  *   inline take      ldg__spare_take: load; NULL or CLAIMED: none; CAS the
@@ -191,6 +193,15 @@ proctype preparer(byte me) {
   atomic { npreparing++; assert(npreparing <= 1) }
 #endif
   rcu_lock(me);
+  if
+  :: skip
+  :: rcu_unlock(me);                /* a segment is linked ahead (tailseg's base past */
+     atomic {                       /* the tail read: GROWING AHEAD): the claim given back */
+       assert(spare == CLAIMED);
+       spare = NIL; npreparing--
+     };
+     goto out
+  fi;
   pool_pop(me, g);
   rcu_unlock(me);
   if

@@ -521,13 +521,13 @@ static void do_release_mark(void *arg) {
   CHECK_RC(ldg_release(arg, ldg_mark(arg)), LDG_OK);
 }
 
-/* A fresh stream with its 64-slot second segment (seqs 9..72) half used up
- * to where the ring grows again (73 - ldg__fast_reserve(): ring.c's
- * reserve): its next release prepares a spare (THE SPARE, segment.c: from
- * seq 9 + (64 - reserve) / 2). */
+/* A fresh stream with its 64-slot second segment (seqs 9..72) used half way
+ * to its grow point (9 + (64 - ldg__fast_reserve()) / 2: segment.c,
+ * GROWING AHEAD): its next release prepares a spare (THE SPARE, segment.c:
+ * from seq 9 + (64 - reserve) / 4). */
 static ldg_stream *half_used_second(ldg_ledger *l) {
   ldg_stream *s = mk(l);
-  enq_to(s, 9 + (64 - ldg__fast_reserve()) / 2);
+  enq_to(s, 9 + (64 - ldg__fast_reserve()) / 4);
   return s;
 }
 
@@ -582,7 +582,7 @@ static void spare_one_preparer(void) {
 }
 
 static void do_extend_past_73(void *arg) {
-  enq_to(arg, 80); /* seq 73 - reserve opens the third segment */
+  enq_to(arg, 80); /* the grow point, 9 + (64 - reserve) / 2, opens the third segment */
   CHECK_RC(ldg_release(arg, ldg_mark(arg)), LDG_OK);
 }
 
@@ -615,14 +615,16 @@ static void spare_aside_vs_pop(void) {
   begin("an extender sets a small pooled spare aside under a parked popper");
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
-  /* S: segments of 8 (seqs 1..8), 64 (9..72), 64 (73..136: opened at seq
-   * 73 - reserve, R = ldg__fast_reserve(), more than 50 ms after the
-   * second, so the backlog's size) and, the backlog being 104 at seq 137 -
-   * R, 128 (137..264); its spare is prepared from seq 137 + (128 - R) / 2
-   * and it grows again at 265 - R. The pool is empty meanwhile: all
-   * allocated. */
+  /* S: segments of 8 (seqs 1..8), 64 (9..72), 64 (73..136: opened at the
+   * second's grow point 9 + (64 - R) / 2, R = ldg__fast_reserve(), more
+   * than 50 ms after the second, so the backlog's size) and, opened at the
+   * third's grow point 73 + (64 - R) / 2 within a millisecond of it, 128
+   * (137..264); its spare is prepared from seq 137 + (128 - R) / 4 and it
+   * grows again at its grow point, 137 + (128 - R) / 2 (segment.c, GROWING
+   * AHEAD). The pool is empty meanwhile: all allocated. */
   const struct timespec t60ms = {0, 60 * 1000 * 1000};
-  const ldg_seq r = ldg__fast_reserve(), half = 137 + (128 - r) / 2;
+  const ldg_seq r = ldg__fast_reserve(), half = 137 + (128 - r) / 4;
+  const ldg_seq grow = 137 + (128 - r) / 2;
   ldg_stream *s = mk(l);
   enq_to(s, 20);
   nanosleep(&t60ms, NULL);
@@ -630,19 +632,20 @@ static void spare_aside_vs_pop(void) {
   ldg_stream *y = pool_one_64(l), *w = full_first_segment(l);
   struct worker p;
   park_popper(&p, w);
-  /* A release of s to 265 - r - 68 prepares a spare for a small backlog:
-   * g, the one pooled segment, P's top. (S's first three segments, retired
+  /* A release of s to grow - 68 prepares a spare for a small backlog:
+   * g, the one pooled segment, P's top. (S's first two segments, retired
    * by it, wait for P's grace period: not pooled yet.) */
-  CHECK_RC(ldg_release(s, 265 - r - 68), LDG_OK);
+  CHECK_RC(ldg_release(s, grow - 68), LDG_OK);
   CHECK_EQ_U(ldg__pool_count(l, 3), 0);
-  /* Seq 265 - r finds a backlog of 68 > 64: g is set aside (through a
+  /* The grow point finds a backlog of 68 > 64: g is set aside (through a
    * grace period: P still reads it) and a 128-slot one got instead. */
-  enq_to(s, 265 - r);
+  enq_to(s, grow);
   worker_go(&p);
   worker_join(&p);
   ldg_quiesce();
-  /* In the pool now: S's two 64-slot segments and g. */
-  CHECK_EQ_U(ldg__pool_count(l, 3), 3);
+  /* In the pool now: S's 64-slot second segment and g (the third is still
+   * pending). */
+  CHECK_EQ_U(ldg__pool_count(l, 3), 2);
   finish(l, (ldg_stream *[]){s, y, w}, 3);
 }
 

@@ -121,9 +121,10 @@
 #define NEV 6     /* events a worker keeps */
 #define FAKE_BASE ((uintptr_t)1 << 44) /* fake host ranges, never touched */
 #define FAKE_SPAN 4096u
-/* Memory with nothing pending, per stream: the newest segment (<= 1024
- * slots of 64 bytes) and the stream struct (ledger.h, "Memory"). */
-#define IDLE_STREAM_BYTES ((size_t)96 << 10)
+/* Memory with nothing pending, per stream: the newest segment and the one
+ * linked ahead of it (each <= 1024 slots of 64 bytes) and the stream struct
+ * (ledger.h, "Memory"). */
+#define IDLE_STREAM_BYTES ((size_t)160 << 10)
 
 struct config {
   int threads;

@@ -405,17 +405,17 @@ static void test_enomem_all(void) {
   PASS("LDG_ENOMEM with all allocations failing, including ring growth");
 }
 
-/* The spare (ledger/segment.c, THE SPARE): a release past half of the
- * newest segment prepares the next one, so the enqueue that crosses into it
- * allocates nothing (issue 11: that allocation, 7-8 us, was the p99.9 of
- * enqueue). Proven with every allocation failing from the release on: the
- * crossing enqueue still succeeds, and no allocation was even attempted.
- * A prepare that cannot allocate is no error; ldg_ledger_trim gives the
- * spare back; the stream's end returns it. Segment ages are kept past 50 ms
- * so the sizes chosen are the backlog's (64 slots, pool class 3). The ring
- * grows R = ldg__fast_reserve() seqs before a segment's end (ring.c,
- * RESERVING ON A SHARED STREAM), and the spare is prepared half way to
- * there. */
+/* The spare (ledger/segment.c, THE SPARE): a release past a quarter of the
+ * newest segment prepares the next one, so the enqueue that grows the ring
+ * at the grow point (GROWING AHEAD) allocates nothing (issue 11: that
+ * allocation, 7-8 us, was the p99.9 of enqueue). Proven with every
+ * allocation failing from the release on: the growing enqueue still
+ * succeeds, and no allocation was even attempted. A prepare that cannot
+ * allocate is no error; ldg_ledger_trim gives the spare back; the stream's
+ * end returns it. Segment ages are kept past 50 ms so the sizes chosen are
+ * the backlog's (64 slots, pool class 3). The ring grows at a segment's
+ * grow point, half way to R = ldg__fast_reserve() seqs before its end, and
+ * the spare is prepared half way to there. */
 static void test_spare_takes_growth_off_the_enqueue(void) {
   ldg_ledger *l = new_ledger(); /* its pool has no 64-slot segment yet */
   ldg_stream *s = new_stream(l, 0, false);
@@ -424,8 +424,9 @@ static void test_spare_takes_growth_off_the_enqueue(void) {
   const long r = (long)ldg__fast_reserve();
   CHECK(r > 0 && r < 64);
   /* seqs 1..8: the first segment; 9 grows the ring by a 64-slot segment
-   * (9..72), which grows again at 73 - r (41), half way to there: 25. */
-  const long cross1 = 73 - r, half1 = 9 + (64 - r) / 2;
+   * (9..72), which grows again at its grow point 9 + (64 - r) / 2 (25),
+   * and prepares the spare half way to there: 17. */
+  const long cross1 = 9 + (64 - r) / 2, half1 = 9 + (64 - r) / 4;
   for (int i = 0; i < 9; i++)
     CHECK_OK(ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, NULL));
   CHECK_EQ(ldg__ring_tail_end(s), 73);
@@ -458,7 +459,7 @@ static void test_spare_takes_growth_off_the_enqueue(void) {
   ldg_seq seq = 0;
   for (long i = half1 + 1; i < cross1 - 1 && rc == LDG_OK; i++)
     rc = ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, &seq);
-  CHECK_EQ(ldg__ring_tail_end(s), 73); /* not grown before cross1 */
+  CHECK_EQ(ldg__ring_tail_end(s), 73); /* not grown before the grow point */
   if (rc == LDG_OK)
     rc = ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, &seq);
   ldg__fault_fail_all_allocs(false);
@@ -469,10 +470,10 @@ static void test_spare_takes_growth_off_the_enqueue(void) {
   CHECK_OK(ldg_release_all(s));
   CHECK_EQ(released, cross1);
 
-  /* Past half of the new segment (73..136, growing at 137 - r: half way
-   * 73 + (64 - r) / 2), a release prepares the next spare (pooled or
-   * fresh); ldg_ledger_trim gives it back with the pool. */
-  const long half2 = 73 + (64 - r) / 2;
+  /* Past a quarter of the new segment (73..136, growing at 73 + (64 - r)
+   * / 2: half way to there, 73 + (64 - r) / 4), a release prepares the next
+   * spare (pooled or fresh); ldg_ledger_trim gives it back with the pool. */
+  const long half2 = 73 + (64 - r) / 4;
   nanosleep(&t60ms, NULL);
   for (long i = cross1; i < half2; i++)
     CHECK_OK(ldg_enqueue(s, count_keep(&released), NULL, 0, NULL, 0, NULL));
