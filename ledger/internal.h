@@ -168,12 +168,20 @@ struct ldg__seg {
    * base from anyway. */
   struct ldg__seg *prev;
   _Atomic bool dirty; /* a slot was retracted: never pooled, freed */
-  struct rcu_head rcu;
-  /* Retired: the link of the reclaimer's list (reclaim.c), and when
-   * (CLOCK_MONOTONIC; the pool counts reuse by age). Written by the
-   * retirer, which owns the unreachable segment, before its push. */
-  struct ldg__seg *retired_next;
-  uint64_t retired_ns;
+  /* A retired segment goes through one of two ways to its grace period:
+   * call_rcu (rcu), or the reclaimer's list (reclaim.c: retired_next, the
+   * list's link, and retired_ns, when, CLOCK_MONOTONIC, for the pool's
+   * reuse ages; written by the retirer, which owns the unreachable
+   * segment, before its push). Never both at once, so they share the
+   * header's last 16 bytes; a segment that came through call_rcu has no
+   * age (ldg__seg_pool_cb zeroes retired_ns). */
+  union {
+    struct rcu_head rcu;
+    struct {
+      struct ldg__seg *retired_next;
+      uint64_t retired_ns;
+    };
+  };
   struct ldg__summary sum; /* for queries; reset when linked (summary.c) */
   struct ldg__slot slots[];
 };

@@ -89,7 +89,9 @@ static size_t ldg__pool_limit_now(ldg_ledger *l) {
 
 void ldg__seg_pool_cb(struct rcu_head *head) {
   ldg__rcu_callback_enter();
-  ldg__seg_pool_put(ldg__seg_of_rcu(head));
+  struct ldg__seg *g = ldg__seg_of_rcu(head);
+  g->retired_ns = 0; /* call_rcu wrote over it (internal.h): no age */
+  ldg__seg_pool_put(g);
 }
 
 void ldg__seg_pool_put(struct ldg__seg *g) {
@@ -164,6 +166,7 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
   /* Its age: retired_ns was written by its retirer before the push that
    * the reclaimer's exchange read, which happens-before its push here (our
    * acquire). Buckets of 2^b x 250 us. */
+  if (g->retired_ns == 0) return g; /* came through call_rcu: no age */
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
