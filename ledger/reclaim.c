@@ -96,8 +96,12 @@
 
 /* Enough retired bytes to be worth a grace period at once (4 segments of
  * 1024 slots); at most one batch per MIN_NS; a smaller list waits LAZY_NS. */
+#ifndef LDG__RECLAIM_BYTES /* -D: variants measured in bench/RESULTS.md */
 #define LDG__RECLAIM_BYTES ((int64_t)256 << 10)
+#endif
+#ifndef LDG__RECLAIM_MIN_NS
 #define LDG__RECLAIM_MIN_NS 500000ull    /* 0.5 ms */
+#endif
 #define LDG__RECLAIM_LAZY_NS 5000000ull  /* 5 ms */
 
 static struct {
