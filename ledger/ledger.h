@@ -103,7 +103,7 @@
  *   The library's own thread: one per process, the segment reclaimer
  *   (ledger/reclaim.c), started by the first ldg_ledger_create. It takes
  *   the segments that enqueues and releases retire, in batches, waits one
- *   RCU grace period per batch (at most one per 0.5 ms) and gives them back
+ *   RCU grace period per batch (at most one per 2 ms) and gives them back
  *   to their ledger's pool. It runs no keeps or drains and never enters a
  *   read-side section. An enqueue or release that retires a segment pushes
  *   it on a lock-free list and, a few times per batch, wakes the reclaimer

@@ -16,7 +16,7 @@
  *
  * HOW MUCH THE POOL KEEPS
  *   Segments come back in the reclaimer's batches (reclaim.c), one every
- *   0.5-5 ms, and the pool must hold what one batch returns until the
+ *   2-5 ms, and the pool must hold what one batch returns until the
  *   extensions of the next interval take it; what does not fit is freed to
  *   glibc and comes back page-faulting. The limit in force (pool_auto) is
  *   therefore set from each batch: twice what that batch brought to this

@@ -52,7 +52,7 @@
  *   at most one segment ahead of it (linked, or the spare), plus what
  *   waits for a grace period, plus the pools. Retired segments go to
  *   the ledger's pool (pool.c) after their grace period, in the
- *   reclaimer's next batch (reclaim.c: within about a millisecond on a
+ *   reclaimer's next batch (reclaim.c: within a few milliseconds on a
  *   busy ledger); extending a ring, or creating a stream, pops one there
  *   before allocating.
  *
