@@ -376,6 +376,10 @@ void ldg__ring_free_all(ldg_stream *s);
 /* Bytes of a segment of `size` slots, header included. */
 size_t ldg__seg_bytes(uint32_t size);
 
+/* CLOCK_MONOTONIC in ns: segment ages (sizing, reuse ages, the reclaimer's
+ * cadence). */
+uint64_t ldg__now_ns(void);
+
 /* Frees a segment nobody can reach any more, now. */
 void ldg__seg_destroy(struct ldg__seg *g);
 

@@ -39,13 +39,41 @@
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
 #include <stdint.h>
-#include <time.h>
 
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
 
 static unsigned ldg__pool_class(uint32_t size) {
   return (unsigned)__builtin_ctz(size) - 3; /* 8 -> 0, ..., 1024 -> 7 */
+}
+
+/* Takes l's whole stack of class c and hands each segment to dispose. By
+ * exchange, no read-side section: a popper may still be reading a taken
+ * segment's link, so dispose must not free it before a grace period. */
+static void ldg__pool_empty_class(ldg_ledger *l, unsigned c,
+                                  void (*dispose)(struct ldg__seg *)) {
+  /* Acquire half: pairs with the pushing CASes (each acquired the one
+   * before it), so every link below is read as pushed. */
+  struct ldg__seg *g =
+      ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
+  while (g != NULL) {
+    struct ldg__seg *next = ldg__load_relaxed(&g->next); /* see above */
+    ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
+    dispose(g);
+    g = next;
+  }
+}
+
+/* dispose for a trim: freed (marked dirty: not pooled again) after the
+ * next batch's grace period. The mark is ours: read after that batch. */
+static void ldg__pool_retire_dirty(struct ldg__seg *g) {
+  ldg__store_relaxed(&g->dirty, true);
+  ldg__reclaim_retire(g);
+}
+
+/* dispose for ldg_ledger_trim's drain: freed after a grace period. */
+static void ldg__pool_free_later(struct ldg__seg *g) {
+  ldg__call_rcu(&g->rcu, ldg__seg_free_cb);
 }
 
 void ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
@@ -59,23 +87,12 @@ void ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
   if (want > bound) want = bound;
   ldg__store_relaxed(&l->pool_auto, want);
   /* What the pool holds above it goes, a whole size class at a time,
-   * largest first: taken by exchange as ldg__pools_drain does (no read-side
-   * section: the reclaimer thread is never registered with liburcu, so it
-   * leaves no registration behind across a fork). A popper may still be
-   * reading a taken one's link, so each is retired (marked dirty: freed,
-   * not pooled) through the next batch's grace period. */
+   * largest first, by exchange (no read-side section: the reclaimer thread
+   * is never registered with liburcu, so it leaves no registration behind
+   * across a fork), each retired through the next batch. */
   for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
     if (ldg__load_relaxed(&l->pool_bytes) <= want) break; /* a bound */
-    /* Acquire half: pairs with the pushing CASes, as in the drain. */
-    struct ldg__seg *g =
-        ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
-    while (g != NULL) {
-      struct ldg__seg *next = ldg__load_relaxed(&g->next); /* as above */
-      ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
-      ldg__store_relaxed(&g->dirty, true); /* ours; read after the batch */
-      ldg__reclaim_retire(g);
-      g = next;
-    }
+    ldg__pool_empty_class(l, c, ldg__pool_retire_dirty);
   }
 }
 
@@ -167,9 +184,7 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
    * the reclaimer's exchange read, which happens-before its push here (our
    * acquire). Buckets of 2^b x 250 us. */
   if (g->retired_ns == 0) return g; /* came through call_rcu: no age */
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t now = ldg__now_ns();
   uint64_t age = now > g->retired_ns ? (now - g->retired_ns) / 250000u : 0;
   unsigned b = 0;
   while (b + 1 < LDG__REUSE_AGES && age >= ((uint64_t)1 << b)) b++;
@@ -179,22 +194,9 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
 
 void ldg__pools_drain(ldg_ledger *l, bool now) {
   if (!now) LDG__HOOK(LDG__HOOK_POOL_DRAIN, NULL);
-  for (unsigned c = 0; c < LDG__POOL_CLASSES; c++) {
-    /* Acquire half: pairs with the pushing CASes (each acquired the one
-     * before it), so every link below is read as pushed. */
-    struct ldg__seg *g =
-        ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
-    while (g != NULL) {
-      struct ldg__seg *next = ldg__load_relaxed(&g->next); /* see above */
-      ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
-      if (now) {
-        ldg__seg_destroy(g);
-      } else { /* a popper may still be reading g->next */
-        ldg__call_rcu(&g->rcu, ldg__seg_free_cb);
-      }
-      g = next;
-    }
-  }
+  /* now: nobody can pop (ledger_destroy), freed at once. */
+  for (unsigned c = 0; c < LDG__POOL_CLASSES; c++)
+    ldg__pool_empty_class(l, c, now ? ldg__seg_destroy : ldg__pool_free_later);
 }
 
 /* ---- Inspection (ledger_testing.h) ------------------------------------------ */

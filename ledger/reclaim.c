@@ -135,12 +135,6 @@ static struct {
 
 static pthread_once_t ldg__rc_once = PTHREAD_ONCE_INIT;
 
-static uint64_t ldg__rc_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void ldg__rc_futex_wake(void) {
   (void)syscall(SYS_futex, &ldg__rc.wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
@@ -164,36 +158,36 @@ static void ldg__rc_batch(void) {
   LDG__HOOK(LDG__HOOK_RECLAIM_TAKEN, NULL);
   /* Starts after the exchange, so after every retirement taken above. */
   ldg__rcu_synchronize();
-  /* The adaptive pool limit (pool.c): what this batch returns, per ledger.
-   * batch_bytes is only touched under ldg__rc.lock; every segment holds a
-   * reference to its ledger until it is put below. */
-  for (struct ldg__seg *g = b; g != NULL; g = g->retired_next)
-    g->ledger->batch_bytes += ldg__seg_bytes(g->size);
-  for (struct ldg__seg *g = b; g != NULL; g = g->retired_next) {
+  /* The list is newest first; the pools are LIFO. Reversed, the segment
+   * retired last is pushed last, so the next pop takes the one most likely
+   * still in a cache. On the way, what this batch returns per ledger, for
+   * the adaptive pool limit (pool.c): batch_bytes is only touched under
+   * ldg__rc.lock; every segment holds a reference to its ledger until it
+   * is put below. */
+  struct ldg__seg *rev = NULL;
+  int64_t bytes = 0;
+  uint64_t n = 0;
+  while (b != NULL) {
+    struct ldg__seg *next = b->retired_next;
+    size_t sb = ldg__seg_bytes(b->size);
+    b->ledger->batch_bytes += sb;
+    bytes += (int64_t)sb;
+    n++;
+    b->retired_next = rev;
+    rev = b;
+    b = next;
+  }
+  for (struct ldg__seg *g = rev; g != NULL; g = g->retired_next) {
     if (g->ledger->batch_bytes != 0) {
       ldg__pool_adapt(g->ledger, g->ledger->batch_bytes);
       g->ledger->batch_bytes = 0;
     }
   }
-  /* The list is newest first; the pools are LIFO. Reversed, the segment
-   * retired last is pushed last, so the next pop takes the one most likely
-   * still in a cache. */
-  struct ldg__seg *rev = NULL;
-  while (b != NULL) {
-    struct ldg__seg *next = b->retired_next;
-    b->retired_next = rev;
-    rev = b;
-    b = next;
-  }
   b = rev;
-  int64_t bytes = 0;
-  uint64_t n = 0;
   while (b != NULL) {
     /* Read before the put: once pooled, g may be popped, reused and
      * retired again by another thread. */
     struct ldg__seg *next = b->retired_next;
-    bytes += (int64_t)ldg__seg_bytes(b->size);
-    n++;
     ldg__seg_pool_put(b); /* may free b, and its ledger with its last ref */
     b = next;
   }
@@ -223,14 +217,14 @@ static void *ldg__rc_thread(void *unused) {
       continue;
     }
     waited = false;
-    uint64_t now = ldg__rc_now();
+    uint64_t now = ldg__now_ns();
     if (now - last < LDG__RECLAIM_MIN_NS) {
       uint64_t ns = LDG__RECLAIM_MIN_NS - (now - last);
       struct timespec ts = {0, (long)ns};
       while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
       }
     }
-    last = ldg__rc_now();
+    last = ldg__now_ns();
     pthread_mutex_lock(&ldg__rc.lock);
     ldg__rc_batch();
     pthread_mutex_unlock(&ldg__rc.lock);

@@ -193,7 +193,7 @@ static struct ldg__seg ldg__spare_claim;
 
 /* ---- Segments ------------------------------------------------------------------ */
 
-static uint64_t ldg__now_ns(void) {
+uint64_t ldg__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -392,19 +392,25 @@ static uint32_t ldg__next_seg_size(const ldg_stream *s,
   return by_rate > size ? by_rate : size;
 }
 
+/* Raises a mark that only grows (tail_end, grow_at) to at least to, with
+ * order `success` on the CAS that does it. A failed CAS only retries
+ * (relaxed): it publishes nothing. */
+static inline void ldg__raise_mark(_Atomic ldg_seq *mark, ldg_seq to,
+                                   memory_order success) {
+  ldg_seq cur = ldg__load_relaxed(mark); /* the CAS checks it */
+  while (cur < to && !atomic_compare_exchange_weak_explicit(
+                         mark, &cur, to, success, memory_order_relaxed)) {
+  }
+}
+
 /* Raises tail_end to at least end. */
 static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
-  ldg_seq cur = ldg__load_relaxed(&s->tail_end); /* the CAS checks it */
   /* Publishes that the segments below end are linked and reachable from
    * tailseg (release half; acquire in ldg__ring_reserve). Seq_cst: a step
    * of the order S of RESERVING ON A SHARED STREAM (ring.c), which a
    * fast-path enqueuer's seq_cst reload of tail_end reads (no cost on x86:
-   * a locked cmpxchg either way). A failed CAS only retries (relaxed): it
-   * publishes nothing. */
-  while (cur < end && !atomic_compare_exchange_weak_explicit(
-                          &s->tail_end, &cur, end, memory_order_seq_cst,
-                          memory_order_relaxed)) {
-  }
+   * a locked cmpxchg either way). */
+  ldg__raise_mark(&s->tail_end, end, memory_order_seq_cst);
 }
 
 /* ---- Growing ahead ---------------------------------------------------------------- */
@@ -421,15 +427,10 @@ static ldg_seq ldg__grow_point(const struct ldg__seg *g) {
  * STREAM, ring.c: the first extension is the CAS path's). */
 static void ldg__raise_grow_at(ldg_stream *s, const struct ldg__seg *g) {
   if (g->size < 2 * LDG__FAST_R) return;
-  ldg_seq to = ldg__grow_point(g);
-  ldg_seq cur = ldg__load_relaxed(&s->grow_at); /* the CAS checks it */
   /* Release: pairs with the fast path's acquire of grow_at, which then
    * reads a tail_end at least g's end (raised before this, ring.c's
-   * ldg__ring_reserve). A failed CAS only retries: it publishes nothing. */
-  while (cur < to && !atomic_compare_exchange_weak_explicit(
-                         &s->grow_at, &cur, to, memory_order_release,
-                         memory_order_relaxed)) {
-  }
+   * ldg__ring_reserve). */
+  ldg__raise_mark(&s->grow_at, ldg__grow_point(g), memory_order_release);
 }
 
 void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
