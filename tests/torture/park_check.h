@@ -1,8 +1,9 @@
 /*
  * Checks shared by the tests that park threads (stall_test,
- * interleave_test): FAIL and CHECK macros that name the test and the case
- * being run, then abort (a core shows every thread), and a semaphore wait
- * that fails the case after a watchdog delay instead of hanging.
+ * interleave_test, reserve_test, single_issuer_test): FAIL and CHECK macros
+ * that name the test and the case being run, then abort (a core shows
+ * every thread), a semaphore wait that fails the case after a watchdog
+ * delay instead of hanging, and SANITIZED.
  * Define PARK_TEST_NAME before including it.
  */
 #ifndef STREAMLEDGER_TESTS_TORTURE_PARK_CHECK_H
@@ -19,6 +20,19 @@
 
 #ifndef PARK_TEST_NAME
 #error "define PARK_TEST_NAME before including park_check.h"
+#endif
+
+/* SANITIZED: built with ThreadSanitizer or AddressSanitizer (gcc's macros,
+ * clang's __has_feature): tests scale their work down. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
 #endif
 
 /* A watchdog, not a timing assertion: a call blocked behind a parked thread

@@ -40,17 +40,6 @@
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 enum { MAX_KEEPS = 1 << 20 };
 
 /* Times each keep ran, by id. */
