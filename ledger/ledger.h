@@ -166,6 +166,9 @@ typedef int (*ldg_drain_fn)(void *ctx);
 
 #define LDG_STREAM_NONBLOCKING 1u
 #define LDG_STREAM_SINGLE_ISSUER 2u /* opt-in: see ldg_stream_create */
+/* Opt-out of owned reservation (see ldg_stream_create). 8, not 4: 4 stays
+ * an invalid flag (tests check that an unknown bit is refused). */
+#define LDG_STREAM_SHARED 8u
 
 enum {
   LDG_OK = 0,

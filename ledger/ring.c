@@ -487,6 +487,201 @@ static int ldg__ring_reserve_single(ldg_stream *s, ldg_seq *seq) {
   }
 }
 
+/* ---- Owned streams (OWNED STREAMS) ------------------------------------------------ */
+
+/* Tokens: unique per thread, never reused (a thread's TLS address could be
+ * reused by a later thread, which would then pass for the owner). A
+ * thread without one yet holds LDG__OWN_NO_TOKEN, which no owner word ever
+ * holds, so the owner's compare needs no test of its own. */
+#define LDG__OWN_NO_TOKEN ((uint64_t)3)
+_Static_assert(LDG__OWN_NO_TOKEN > LDG__OWN_SHARED &&
+                   LDG__OWN_NO_TOKEN < LDG__OWN_FIRST_TOKEN,
+               "the no-token value is neither a state nor a token");
+static _Atomic uint64_t ldg__own_next = LDG__OWN_FIRST_TOKEN;
+static _Thread_local uint64_t ldg__own_tok = LDG__OWN_NO_TOKEN;
+
+/* Not the owner any more (or never was): nothing reserved, take the shared
+ * path. And: this thread just claimed s, take the owned path. Internal
+ * results, apart from LDG_OK and LDG_ENOMEM. */
+enum { LDG__OWN_LOST = 1, LDG__OWN_MINE = 2 };
+
+/* R2 saw that a revocation began after the owner's store of otail = q: q
+ * may be the contested seq (the one after the last the installing revoker
+ * saw). The owner claims it in s->contest unless the installer took it
+ * first (OWNED STREAMS, "The contested seq"). Runs at most once per
+ * stream: the owner's next reservation fails R1. */
+static __attribute__((noinline)) int ldg__own_contested(ldg_stream *s,
+                                                         ldg_seq q,
+                                                         ldg_seq *seq) {
+  uint64_t cur = 0;
+  /* acq_rel: one decision on the word; pairs with the installer's CAS.
+   * The seq is ours unless the installer took exactly q. */
+  if (ldg__cas_acq_rel(&s->contest, &cur, LDG__CONTEST_OWNER(q)) ||
+      cur != LDG__CONTEST_INSTALLER(q)) {
+    *seq = q;
+    return LDG_OK;
+  }
+  return LDG__OWN_LOST;
+}
+
+/* The owner's reservation (OWNED STREAMS): R1 was the caller's load of
+ * s->owner, which found tok. No locked instruction: the owner alone writes
+ * otail. LDG_OK (the destroy handshake is then asymmetric), LDG__OWN_LOST
+ * (revoked before the store: nothing reserved) or LDG_ENOMEM. */
+static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
+                                          ldg_seq *seq) {
+  for (;;) {
+    /* grow_at, tail_end: acquire, as in ldg__ring_reserve. otail:
+     * relaxed, our own last store. */
+    ldg_seq grow = ldg__load_acquire(&s->grow_at);
+    ldg_seq end = ldg__load_acquire(&s->tail_end);
+    ldg_seq t = ldg__load_relaxed(&s->otail);
+    if (__builtin_expect(t + 1 < end, 1)) {
+      LDG__HOOK(LDG__HOOK_OWNED_CHECKED, s);
+      /* Release: pairs with the acquire loads of the tail's readers
+       * (ldg__tail_acquire) and of the revoker, as the CAS's release half
+       * did. Then the light side of the revocation's (and the destroy's)
+       * store->load handshake. */
+      ldg__store_release(&s->otail, t + 1);
+      ldg__asym_light();
+      LDG__HOOK(LDG__HOOK_OWNED_STORED, s);
+      /* R2. Relaxed: the handshake's load (membarrier orders it); what a
+       * revoker published is read through s->contest (acq_rel). */
+      if (__builtin_expect(ldg__load_relaxed(&s->owner) != tok, 0))
+        return ldg__own_contested(s, t + 1, seq);
+      /* The grow point, as the shared path's (segment.c, GROWING AHEAD):
+       * seq is ours and unresolved. */
+      if (__builtin_expect(t + 1 >= grow, 0))
+        ldg__ring_grow_early(s, t + 1, grow);
+      *seq = t + 1;
+      return LDG_OK;
+    }
+    ldg__rcu_read_lock();
+    int rc = ldg__ring_extend(s, end);
+    ldg__rcu_read_unlock();
+    if (rc != LDG_OK) return rc;
+    /* R1 again (acquire, as the caller's): a revocation may have begun
+     * while we extended. */
+    if (ldg__load_acquire(&s->owner) != tok) return LDG__OWN_LOST;
+  }
+}
+
+/* A reservation on a default stream that this thread does not own and
+ * that is not SHARED (OWNED STREAMS): claims it if unclaimed
+ * (LDG__OWN_MINE), else revokes the owner's reservation (or helps a
+ * revocation under way) and installs tail. LDG_OK: this thread installed
+ * tail and took the contested seq (*seq; reserved by a seq_cst CAS of
+ * tail, as the CAS path's); LDG__OWN_LOST: take the shared path;
+ * LDG_ENOMEM: the ring could not grow to hold the contested seq. Lock-free:
+ * never waits for the owner or for another revoker. */
+static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
+                                                   ldg_seq *seq) {
+  if (o == LDG__OWN_UNCLAIMED) {
+    if (ldg__own_tok == LDG__OWN_NO_TOKEN) {
+      /* Relaxed: uniqueness is the counter's modification order. */
+      ldg__own_tok = ldg__fetch_add_relaxed(&ldg__own_next, 1);
+    }
+    /* acq_rel: one claimer; the failure's acquire reads the word as the
+     * dispatch's load did. */
+    if (ldg__cas_acq_rel(&s->owner, &o, ldg__own_tok)) return LDG__OWN_MINE;
+  }
+  if (o >= LDG__OWN_FIRST_TOKEN) {
+    /* Revoke. seq_cst: the store side of the handshake with the owner's R2,
+     * before our barrier (ldg__asym_heavy). A failure read PENDING (another
+     * revoker's) or SHARED. */
+    ldg__cas_seq_cst(&s->owner, &o, (uint64_t)LDG__OWN_PENDING);
+    if (o == LDG__OWN_SHARED) return LDG__OWN_LOST;
+  }
+  if (o == LDG__OWN_SHARED) return LDG__OWN_LOST;
+  /* PENDING. Installed already: the shared path. seq_cst: a step of S. */
+  if (ldg__load_seq_cst(&s->tail) != 0) return LDG__OWN_LOST;
+  /* The heavy side: after it, at most one owner reservation is in flight
+   * (past R1, its store not seen below), and its R2 sees PENDING. */
+  ldg__asym_heavy();
+  LDG__HOOK(LDG__HOOK_REVOKE_PENDING, s);
+  ldg_seq t;
+  for (;;) {
+    /* tail_end, then otail (both acquire): an extension by the owner that
+     * we see comes with the otail that made it extend (the first-segment
+     * argument of RESERVING ON A SHARED STREAM). otail pairs with the
+     * owner's release store. */
+    ldg_seq end = ldg__load_acquire(&s->tail_end);
+    t = ldg__load_acquire(&s->otail);
+    if (t + 1 < end) break;
+    /* The contested seq t + 1 needs a slot before tail may reach it. */
+    ldg__rcu_read_lock();
+    int rc = ldg__ring_extend(s, end);
+    ldg__rcu_read_unlock();
+    if (rc != LDG_OK) return rc;
+  }
+  ldg_seq zero = 0;
+  /* seq_cst: a step of S (the shared path's invariant starts here: t + 1 <
+   * tail_end, nothing pending); the destroy handshake reads destroyed after
+   * it, as after the CAS path's. One installer: tail never returns to 0. */
+  if (!ldg__cas_seq_cst(&s->tail, &zero, t + 1)) return LDG__OWN_LOST;
+  /* Release: a thread that reads SHARED (acquire) sees tail installed. */
+  ldg__store_release(&s->owner, (uint64_t)LDG__OWN_SHARED);
+  uint64_t cur = 0;
+  /* acq_rel: pairs with the owner's CAS in ldg__own_contested. */
+  if (!ldg__cas_acq_rel(&s->contest, &cur, LDG__CONTEST_INSTALLER(t + 1)) &&
+      cur == LDG__CONTEST_OWNER(t + 1))
+    return LDG__OWN_LOST; /* the owner's in-flight reservation got it */
+  /* The grow point: as the CAS path's. */
+  ldg_seq grow = ldg__load_acquire(&s->grow_at);
+  if (__builtin_expect(t + 1 >= grow, 0)) ldg__ring_grow_early(s, t + 1, grow);
+  *seq = t + 1;
+  return LDG_OK;
+}
+
+/* Reserves the next seq of a default stream: the owner's way, or the
+ * revocation's, or the shared path (OWNED STREAMS). *asym: whether the
+ * destroy handshake is the asymmetric one (the seq was reserved by a
+ * store of otail, not a seq_cst RMW of tail). */
+static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
+                                            bool *asym) {
+  /* R1. Acquire: pairs with the release store of SHARED (tail installed:
+   * the shared path's load of tail then reads it or later) and with the
+   * claim. */
+  uint64_t o = ldg__load_acquire(&s->owner);
+  uint64_t tok = ldg__own_tok;
+  if (__builtin_expect(o != tok, 0) && o != LDG__OWN_SHARED) {
+    int rc = ldg__own_slow(s, o, seq);
+    if (rc != LDG__OWN_MINE) {
+      if (rc != LDG__OWN_LOST) return rc; /* LDG_OK (seq_cst), ENOMEM */
+      return ldg__ring_reserve(s, seq);
+    }
+    o = tok = ldg__own_tok;
+  }
+  if (o == tok) {
+    int rc = ldg__ring_reserve_owned(s, tok, seq);
+    if (rc != LDG__OWN_LOST) {
+      *asym = true;
+      return rc;
+    }
+  }
+  return ldg__ring_reserve(s, seq);
+}
+
+/* The destroyer, after its CAS of destroyed (release.c): whether it must
+ * run the heavy barrier before reading the tail, i.e. whether an owner's
+ * reservation may be in flight. An unclaimed stream is made SHARED here (a
+ * CAS: a later first enqueuer takes the shared path), so that destroying
+ * a stream nobody enqueued on costs no barrier. */
+bool ldg__ring_owner_may_reserve(ldg_stream *s) {
+  /* Acquire: SHARED read means tail installed (see the dispatch). */
+  uint64_t o = ldg__load_acquire(&s->owner);
+  if (o == LDG__OWN_UNCLAIMED &&
+      ldg__cas_acq_rel(&s->owner, &o, (uint64_t)LDG__OWN_SHARED))
+    return false;
+  return o != LDG__OWN_SHARED;
+}
+
+uint64_t ldg__ring_owner_state(ldg_stream *s) {
+  /* Acquire: a test reads it at a quiet moment. */
+  uint64_t o = ldg__load_acquire(&s->owner);
+  return o >= LDG__OWN_FIRST_TOKEN ? LDG__OWN_FIRST_TOKEN : o;
+}
+
 /* Builds without NDEBUG: catch two calls recording on one single-issuer
  * stream at once (the caller's promise broken). */
 #ifndef NDEBUG
@@ -600,9 +795,12 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
    * needed rather than kept in a register across the enqueue. */
   ldg__issuing_begin(s);
   ldg_seq seq = 0;
-  int rc = __builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)
+  /* Whether the destroy handshake is asymmetric: a single-issuer stream,
+   * or a seq the owner of an owned stream reserved (OWNED STREAMS). */
+  bool asym = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+  int rc = __builtin_expect(asym, 0)
                ? ldg__ring_reserve_single(s, &seq)
-               : ldg__ring_reserve(s, &seq);
+               : ldg__ring_reserve_default(s, &seq, &asym);
   if (rc != LDG_OK) {
     ldg__issuing_end(s);
     ldg__ext_free_now(ext);
@@ -615,9 +813,10 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
    * seq_cst CAS; on a single-issuer stream, after the reserving store and
    * the light side of the asymmetric fence (SINGLE-ISSUER STREAMS), whose
-   * heavy side the destroyer runs between its CAS and its load of tail. */
+   * heavy side the destroyer runs between its CAS and its load of tail;
+   * likewise after an owner's store of otail (OWNED STREAMS). */
   bool gone;
-  if (__builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)) {
+  if (asym) {
     ldg__asym_light();
     /* Relaxed would do for the handshake (the fences order it); acquire
      * pairs with the destroyer's CAS, as the early refusal's. */
