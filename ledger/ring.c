@@ -571,7 +571,8 @@ static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
  * (LDG__OWN_MINE), else revokes the owner's reservation (or helps a
  * revocation under way) and installs tail. LDG_OK: this thread installed
  * tail and took the contested seq (*seq; reserved by a seq_cst CAS of
- * tail, as the CAS path's); LDG__OWN_LOST: take the shared path;
+ * tail, as the CAS path's); LDG__OWN_LOST: take the shared path (tail is
+ * installed: every LOST below follows a read of SHARED or of tail != 0);
  * LDG_ENOMEM: the ring could not grow to hold the contested seq. Lock-free:
  * never waits for the owner or for another revoker. */
 static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
@@ -639,25 +640,26 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
  * store of otail, not a seq_cst RMW of tail). */
 static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
                                             bool *asym) {
-  /* R1. Acquire: pairs with the release store of SHARED (tail installed:
-   * the shared path's load of tail then reads it or later) and with the
-   * claim. */
-  uint64_t o = ldg__load_acquire(&s->owner);
-  uint64_t tok = ldg__own_tok;
-  if (__builtin_expect(o != tok, 0) && o != LDG__OWN_SHARED) {
+  for (;;) {
+    /* R1. Acquire: pairs with the release store of SHARED (tail installed:
+     * the shared path's load of tail then reads it or later) and with the
+     * claim. */
+    uint64_t o = ldg__load_acquire(&s->owner);
+    if (__builtin_expect(o == ldg__own_tok, 1)) {
+      int rc = ldg__ring_reserve_owned(s, o, seq);
+      if (__builtin_expect(rc != LDG__OWN_LOST, 1)) {
+        *asym = true;
+        return rc;
+      }
+      /* Revoked while we extended the ring: tail may not be installed
+       * yet, so not straight to the shared path; the next pass helps. */
+      continue;
+    }
+    if (o == LDG__OWN_SHARED) break;
     int rc = ldg__own_slow(s, o, seq);
-    if (rc != LDG__OWN_MINE) {
-      if (rc != LDG__OWN_LOST) return rc; /* LDG_OK (seq_cst), ENOMEM */
-      return ldg__ring_reserve(s, seq);
-    }
-    o = tok = ldg__own_tok;
-  }
-  if (o == tok) {
-    int rc = ldg__ring_reserve_owned(s, tok, seq);
-    if (rc != LDG__OWN_LOST) {
-      *asym = true;
-      return rc;
-    }
+    if (rc == LDG__OWN_MINE) continue; /* claimed: the owner's way */
+    if (rc != LDG__OWN_LOST) return rc; /* LDG_OK (seq_cst), ENOMEM */
+    break; /* LOST: tail is installed */
   }
   return ldg__ring_reserve(s, seq);
 }

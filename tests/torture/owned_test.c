@@ -29,6 +29,10 @@
  *                    by the destroy: never both, never lost.
  *   destroy-race     rounds of an owner, a releaser and a destroyer racing
  *                    freely.
+ *   extend-revoked   the owner revoked while it extends the ring (parked
+ *                    inside the extension), the revoker parked before it
+ *                    installs tail: the owner helps, and never takes the
+ *                    shared path before tail is installed.
  *   many-revokers    several threads revoke at once (parked together after
  *                    their membarrier, then let go), with the owner
  *                    enqueuing; then all enqueue freely.
@@ -112,21 +116,36 @@ static void check_once(uint32_t n, ldg_seq mark, bool dense) {
     FAIL("%u accepted enqueues, mark %llu", accepted, (unsigned long long)mark);
 }
 
-/* ---- Parking ------------------------------------------------------------ */
+/* ---- Parking ------------------------------------------------------------- */
 
 /* One thread at a time parks at one point on one stream: the thread that
- * armed itself (park_me), so that other threads pass the same point. */
+ * armed itself (park_me), so that other threads pass the same point. A
+ * thread may also park at a point of its own (my_point, with the
+ * semaphores my_sems): extend-revoked parks two threads at two points. */
+struct sems {
+  sem_t parked, go;
+};
 static struct {
   ldg_stream *target;
   _Atomic int point;
   sem_t parked, go;
 } pk;
 static _Thread_local bool park_me;
+static _Thread_local int my_point;
+static _Thread_local struct sems *my_sems;
 
 static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
                       void *arg) {
   (void)arg;
-  if (!park_me || s != pk.target || (int)point != atomic_load(&pk.point))
+  if (s != pk.target)
+    return;
+  if (my_point != 0 && (int)point == my_point) {
+    my_point = 0;
+    sem_post(&my_sems->parked);
+    sem_wait_or_fail(&my_sems->go, "parked thread let go");
+    return;
+  }
+  if (!park_me || (int)point != atomic_load(&pk.point))
     return;
   park_me = false;
   sem_post(&pk.parked);
@@ -152,12 +171,18 @@ struct job {
   uint32_t first, n; /* ids first .. first + n - 1 */
   int park_at;       /* the enqueue (from 0) that may park; -1: none */
   int rc;            /* the last enqueue's */
+  int own_point;     /* with own_sems: park there, on the park_at'th */
+  struct sems *own_sems;
 };
 
 static void *enqueuer(void *p) {
   struct job *j = p;
   for (uint32_t i = 0; i < j->n; i++) {
-    park_me = (int)i == j->park_at;
+    park_me = (int)i == j->park_at && j->own_sems == NULL;
+    if ((int)i == j->park_at && j->own_sems != NULL) {
+      my_point = j->own_point;
+      my_sems = j->own_sems;
+    }
     j->rc = enq(j->s, j->first + i);
     if (j->rc == LDG_EDESTROYED)
       break;
@@ -189,8 +214,7 @@ static void end_stream(ldg_ledger *l, ldg_stream *s) {
 /* Whether this machine's ledger owns streams at all (membarrier in use). */
 static bool owning;
 
-/* ---- basics ----------------------------------------------------------------
- */
+/* ---- basics -------------------------------------------------------------- */
 
 static void test_basics(void) {
   g_case = "basics";
@@ -265,8 +289,7 @@ static void test_basics(void) {
   printf("ok - %s\n", g_case);
 }
 
-/* ---- checked-parked / stored-parked
- * ------------------------------------------- */
+/* ---- checked-parked / stored-parked -------------------------------------- */
 
 /* The owner (this thread's helper, 5 enqueues first) parks at point on its
  * sixth; another thread enqueues one keep (revoking) and a release runs to
@@ -278,13 +301,13 @@ static void owner_parked_at(int point, ldg_seq *owner_seq,
   ldg_stream *s = new_stream(&l);
   /* The owner: five enqueues, then parked on its sixth (one thread: the
    * same token throughout). */
-  struct job own = {s, 1, 6, 5, 0};
+  struct job own = {s, 1, 6, 5, 0, 0, NULL};
   pthread_t to, tr;
   park_init(s, point);
   start(&to, &own);
   sem_wait_or_fail(&pk.parked, "owner parked");
   CHECK_EQ_U(ldg__ring_owner_state(s), 16);
-  struct job rev = {s, 7, 1, -1, 0};
+  struct job rev = {s, 7, 1, -1, 0, 0, NULL};
   start(&tr, &rev);
   pthread_join(tr, NULL); /* never waits for the parked owner */
   CHECK_RC(rev.rc, LDG_OK);
@@ -326,15 +349,15 @@ static void test_stored_parked(void) {
   printf("ok - %s\n", g_case);
 }
 
-/* ---- no-hole ----------------------------------------------------------------
- */
+/* ---- no-hole ------------------------------------------------------------- */
 
 static void test_no_hole(void) {
   g_case = "no-hole";
   reset(64);
   ldg_ledger *l;
   ldg_stream *s = new_stream(&l);
-  struct job own = {s, 1, 10, -1, 0}, rev = {s, 11, 10, -1, 0};
+  struct job own = {s, 1, 10, -1, 0, 0, NULL},
+             rev = {s, 11, 10, -1, 0, 0, NULL};
   pthread_t th;
   start(&th, &own);
   pthread_join(th, NULL);
@@ -352,8 +375,7 @@ static void test_no_hole(void) {
   printf("ok - %s\n", g_case);
 }
 
-/* ---- revoker-stalled / owner-stalled
- * ------------------------------------------- */
+/* ---- revoker-stalled / owner-stalled ------------------------------------- */
 
 static void test_revoker_stalled(void) {
   g_case = "revoker-stalled";
@@ -364,7 +386,7 @@ static void test_revoker_stalled(void) {
   for (uint32_t i = 1; i <= 3; i++)
     CHECK_RC(enq(s, i), LDG_OK);
   park_init(s, LDG__HOOK_REVOKE_PENDING);
-  struct job rev = {s, 10, 1, 0, 0};
+  struct job rev = {s, 10, 1, 0, 0, 0, NULL};
   pthread_t tr;
   start(&tr, &rev);
   sem_wait_or_fail(&pk.parked, "revoker parked");
@@ -375,7 +397,7 @@ static void test_revoker_stalled(void) {
   CHECK_RC(enq(s, 4), LDG_OK);
   CHECK_EQ_U(atomic_load(&seq_of[4]), 4);
   CHECK_EQ_U(ldg__ring_owner_state(s), 2);
-  struct job other = {s, 5, 3, -1, 0};
+  struct job other = {s, 5, 3, -1, 0, 0, NULL};
   pthread_t tt;
   start(&tt, &other);
   pthread_join(tt, NULL);
@@ -399,13 +421,13 @@ static void test_owner_stalled(void) {
   ldg_ledger *l;
   ldg_stream *s = new_stream(&l);
   park_init(s, LDG__HOOK_OWNED_CHECKED);
-  struct job own = {s, 1, 1, 0, 0};
+  struct job own = {s, 1, 1, 0, 0, 0, NULL};
   pthread_t to;
   start(&to, &own);
   sem_wait_or_fail(&pk.parked, "owner parked");
   /* Others revoke and enqueue past several segments, releases run to the
    * mark: the seq the owner may still store is decided without it. */
-  struct job a = {s, 2, 500, -1, 0}, b = {s, 502, 500, -1, 0};
+  struct job a = {s, 2, 500, -1, 0, 0, NULL}, b = {s, 502, 500, -1, 0, 0, NULL};
   pthread_t ta, tb;
   start(&ta, &a);
   start(&tb, &b);
@@ -426,8 +448,7 @@ static void test_owner_stalled(void) {
   printf("ok - %s\n", g_case);
 }
 
-/* ---- destroy-parked / destroy-race
- * ----------------------------------------------- */
+/* ---- destroy-parked / destroy-race --------------------------------------- */
 
 static void test_destroy_parked(void) {
   g_case = "destroy-parked";
@@ -436,7 +457,7 @@ static void test_destroy_parked(void) {
   ldg_stream *s = new_stream(&l);
   park_init(s, LDG__HOOK_OWNED_STORED);
   /* Parked on its second enqueue (the first claimed the stream). */
-  struct job own = {s, 1, 2, 1, 0};
+  struct job own = {s, 1, 2, 1, 0, 0, NULL};
   pthread_t to;
   start(&to, &own);
   sem_wait_or_fail(&pk.parked, "owner parked after its store");
@@ -528,8 +549,59 @@ static void test_destroy_race(void) {
          (unsigned long long)total);
 }
 
-/* ---- many-revokers
- * ----------------------------------------------------------- */
+/* ---- extend-revoked ------------------------------------------------------ */
+
+/* The owner, its first segment full, extends the ring and is parked inside
+ * the extension (a fresh segment allocated, not linked); a revoker sets
+ * PENDING, runs membarrier and is parked before it installs tail. The
+ * owner, resumed, links the segment, finds it no longer owns s (R1 again)
+ * and must not take the shared path while tail is 0 (it would hand out
+ * seq 1 again): it helps, installs tail = 9 and takes 9. The revoker,
+ * resumed, loses the install and takes 10. */
+static void test_extend_revoked(void) {
+  g_case = "extend-revoked";
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  pk.target = s;
+  atomic_store(&pk.point, -1);
+  CHECK(ldg__set_hook(park_hook, NULL));
+  struct sems so, sr;
+  sem_init(&so.parked, 0, 0);
+  sem_init(&so.go, 0, 0);
+  sem_init(&sr.parked, 0, 0);
+  sem_init(&sr.go, 0, 0);
+  /* Eight enqueues fill the first segment; the ninth extends. */
+  struct job own = {s, 1, 9, 8, 0, LDG__HOOK_SEGMENT_ALLOCATED, &so};
+  struct job rev = {s, 10, 1, 0, 0, LDG__HOOK_REVOKE_PENDING, &sr};
+  pthread_t to, tr;
+  start(&to, &own);
+  sem_wait_or_fail(&so.parked, "owner parked in its extension");
+  CHECK_EQ_U(ldg_mark(s), 8);
+  start(&tr, &rev);
+  sem_wait_or_fail(&sr.parked, "revoker parked before its install");
+  CHECK_EQ_U(ldg__ring_owner_state(s), 1);
+  sem_post(&so.go);
+  pthread_join(to, NULL);
+  CHECK_RC(own.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[9]), 9);
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  sem_post(&sr.go);
+  pthread_join(tr, NULL);
+  CHECK_RC(rev.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[10]), 10);
+  ldg__set_hook(NULL, NULL);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(10, 10, true);
+  end_stream(l, s);
+  sem_destroy(&so.parked);
+  sem_destroy(&so.go);
+  sem_destroy(&sr.parked);
+  sem_destroy(&sr.go);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- many-revokers ------------------------------------------------------- */
 
 enum { REVOKERS = 4 };
 
@@ -568,7 +640,7 @@ static void test_many_revokers(void) {
   struct job j[REVOKERS];
   pthread_t th[REVOKERS];
   for (int i = 0; i < REVOKERS; i++) {
-    j[i] = (struct job){s, 6 + per * (uint32_t)i, per, 0, 0};
+    j[i] = (struct job){s, 6 + per * (uint32_t)i, per, 0, 0, 0, NULL};
     start(&th[i], &j[i]);
   }
   /* Every revoker past its membarrier, none installed: PENDING. */
@@ -594,15 +666,14 @@ static void test_many_revokers(void) {
   printf("ok - %s (%d revokers at once)\n", g_case, REVOKERS);
 }
 
-/* ---- thread-exit -----------------------------------------------------------
- */
+/* ---- thread-exit --------------------------------------------------------- */
 
 static void test_thread_exit(void) {
   g_case = "thread-exit";
   reset(64);
   ldg_ledger *l;
   ldg_stream *s = new_stream(&l);
-  struct job a = {s, 1, 4, -1, 0}, b = {s, 5, 4, -1, 0};
+  struct job a = {s, 1, 4, -1, 0, 0, NULL}, b = {s, 5, 4, -1, 0, 0, NULL};
   pthread_t th;
   start(&th, &a);
   pthread_join(th, NULL);
@@ -640,6 +711,7 @@ int main(void) {
   test_revoker_stalled();
   test_owner_stalled();
   test_destroy_parked();
+  test_extend_revoked();
   test_many_revokers();
   return 0;
 }
