@@ -124,6 +124,7 @@ fail  own_sb.pml  -DBUG_OWN_NO_R1
 fail  own_sb.pml  -DBUG_OWN_NO_R2
 fail  own_sb.pml  -DBUG_OWN_CONTESTED_UNDECIDED
 fail  own_sb.pml  -DBUG_OWN_DESTROY_NO_BARRIER
+fail  own_sb.pml  -DBUG_OWN_EXTEND_TO_SHARED
 fail  unlink_sb.pml  -DBUG_SETTLE_NO_FENCE
 fail  unlink_sb.pml  -DBUG_PUSHER_NO_FENCE
 fail  unlink_sb.pml  -DBUG_HOLDER_NO_FENCE
@@ -207,7 +208,7 @@ one() {
   # minutes to optimise and its searches are small; mutants and probes stop
   # early.
   local opt=-O0 memlim=3072
-  if [ "$expect" = pass ] && { [ "$model" = ring.pml ] || [ "$model" = spare.pml ]; }; then opt=-O1; fi
+  if [ "$expect" = pass ] && { [ "$model" = ring.pml ] || [ "$model" = spare.pml ] || [ "$model" = own_sb.pml ]; }; then opt=-O1; fi
   if [ "$deep" = 1 ]; then memlim=14336; fi
   local t0 t1 verdict=BAD why=''
   t0=$(date +%s)

@@ -34,6 +34,10 @@
  * Every seq has its slot from the start (segments: ring_common.pml; the
  * revoker's extension when T + 1 has none is not modelled).
  *
+ * The owner's extension (no room before the store) is a nondeterministic
+ * choice to load owner again there, as ldg__ring_reserve_owned does after
+ * ldg__ring_extend.
+ *
  * Threads: the owner (OWN_OPS enqueues; after its reservation is revoked
  * it takes the shared path, helping the revocation if tail is not installed
  * yet), the revoker (one enqueue), and thread 2: the destroyer, or with
@@ -56,6 +60,10 @@
  *                                contest CAS
  *   BUG_OWN_DESTROY_NO_BARRIER   the destroyer skips membarrier on an owned
  *                                stream
+ *   BUG_OWN_EXTEND_TO_SHARED     an owner revoked while it extended the ring
+ *                                takes the shared path at once, tail maybe
+ *                                not installed (the C's bug fixed in own8:
+ *                                seq 1 handed out again)
  * Probes (each must be reached): PROBE_OWN_CONTESTED (the owner's R2 sees
  * the revocation), PROBE_OWN_LOST (the installer took the owner's seq),
  * PROBE_OWN_HELP (the owner installs tail itself), PROBE_OWN_STALE (the
@@ -210,17 +218,18 @@ inline revoke(me, got, tt, o, c) {
   fi
 }
 
-/* The shared path: fetch_add (seq_cst RMW) once tail is installed. */
+/* The shared path: a seq_cst RMW of tail (it does not wait for the
+ * install: the C's callers come here only once tail is installed). */
 inline reserve_shared(me, q) {
   atomic {
-    (tail != 0 && (me != OWNER_T || !bo_full)) ->
+    (me != OWNER_T || !bo_full) ->
     tail++; q = tail
   }
 }
 
 proctype Owner() {
   byte i = 1, t, q, o, tt, c, got;
-  bool d, mine;
+  bool d, mine, ext_lost;
   do
   :: i > OWN_OPS -> break
   :: else ->
@@ -229,6 +238,7 @@ proctype Owner() {
      :: else
      fi;
      mine = 0;
+     ext_lost = 0;
 #ifndef BUG_OWN_NO_R1
      if
      :: owner == O_TOK ->                               /* R1 */
@@ -236,35 +246,56 @@ proctype Owner() {
      if
      :: true ->
 #endif
-        t = LOAD_OTAIL_OWN;
-        atomic { bo_full = 1; bo_v = t + 1 }            /* store otail (buffered) */
-#ifndef BUG_OWN_NO_R2
+        /* No room: the owner extends the ring and loads owner again (R1
+         * again, ldg__ring_reserve_owned); revoked meanwhile, it goes back
+         * through the dispatch (to the revocation). */
         if
-        :: owner == O_TOK -> mine = 1                   /* R2 */
-        :: else ->
-           P_CONTESTED(true);
-           atomic {                                     /* ldg__own_contested */
-             !bo_full ->
-             c = contest;
-             if
-             :: c == 0 -> contest = (t + 1) * 2 + 1; mine = 1
-             :: c == (t + 1) * 2 -> mine = 0; P_LOST(true)
-             :: else -> mine = 1
-             fi
-           }
+        :: skip
+        :: owner != O_TOK -> ext_lost = 1
         fi;
-#else
-        mine = 1;
-#endif
         if
-        :: mine -> q = t + 1; HOLD(q, i); d = destroyed   /* light; load destroyed */
+        :: !ext_lost ->
+           t = LOAD_OTAIL_OWN;
+           atomic { bo_full = 1; bo_v = t + 1 }         /* store otail (buffered) */
+#ifndef BUG_OWN_NO_R2
+           if
+           :: owner == O_TOK -> mine = 1                /* R2 */
+           :: else ->
+              P_CONTESTED(true);
+              atomic {                                  /* ldg__own_contested */
+                !bo_full ->
+                c = contest;
+                if
+                :: c == 0 -> contest = (t + 1) * 2 + 1; mine = 1
+                :: c == (t + 1) * 2 -> mine = 0; P_LOST(true)
+                :: else -> mine = 1
+                fi
+              }
+           fi;
+#else
+           mine = 1;
+#endif
+           if
+           :: mine -> q = t + 1; HOLD(q, i); d = destroyed  /* light; load destroyed */
+           :: else
+           fi
         :: else
         fi
      :: else
      fi;
      if
      :: !mine ->
+        got = 0;
+#ifdef BUG_OWN_EXTEND_TO_SHARED
+        /* the C's old dispatch: revoked during the extension, straight to
+         * the shared path even while tail is not installed */
+        if
+        :: !ext_lost -> revoke(OWNER_T, got, tt, o, c)
+        :: else
+        fi;
+#else
         revoke(OWNER_T, got, tt, o, c);
+#endif
         if
         :: got != 0 -> q = got
         :: else -> reserve_shared(OWNER_T, q)
