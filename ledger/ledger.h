@@ -47,9 +47,9 @@
  *
  *   function                     may block  lock taken         runs callbacks
  *   ---------------------------  ---------  -----------------  --------------
- *   ldg_enqueue                  no         none               keep (see (a))
+ *   ldg_enqueue                  no (j)     none               keep (see (a))
  *   ldg_mark                     no         none               no
- *   ldg_add_wait                 no (b)     none               keeps (see (a))
+ *   ldg_add_wait                 no (b)(j)  none               keeps (see (a))
  *   ldg_release, _release_all    no (b)     none (f)           keeps
  *   queries (pending, holds_*,   no         none               no
  *     nonblocking_holding,
@@ -59,8 +59,8 @@
  *   ldg_marks_discard            no (b)     none (f)           keeps (e)
  *   ldg_settle_vector            yes (c)    none (f)           drains, keeps
  *   ldg_stream_create            yes (d)    registry mutex     no
- *   ldg_stream_destroy           no (b)     none (f)           keeps
- *   ldg_stream_unref             no (b)     none (f)           keeps (e)
+ *   ldg_stream_destroy           no (b)(j)  none (f)           keeps
+ *   ldg_stream_unref             no (b)(j)  none (f)           keeps (e)
  *   ldg_stream_set_finalizer     no         none               no
  *   ldg_ledger_index_vectors     yes (d)    registry mutex     no
  *   ldg_ledger_create            yes (h)    reclaimer mutex    no
@@ -88,6 +88,18 @@
  *       first ledger, or the first in a forked child): takes its mutex,
  *       which may wait for a batch in progress (one grace period).
  *   (i) Waits for grace periods (and the reclaimer's batch in progress).
+ *   (j) May make one membarrier(2) system call
+ *       (MEMBARRIER_CMD_PRIVATE_EXPEDITED): ldg_enqueue and ldg_add_wait
+ *       at most once per stream, when they revoke the stream's owner (the
+ *       first call to record on a default stream from a thread other than
+ *       the one that recorded on it until then: ledger/ring.c, OWNED
+ *       STREAMS); a destroy (ldg_stream_destroy, the last unref, a fired
+ *       wait's, ldg_ledger_destroy) of a stream that is owned or
+ *       single-issuer. membarrier waits until every other running thread of
+ *       the process has executed a memory barrier (an interrupt each); it
+ *       never waits for another thread to make progress in its own code,
+ *       and a thread stalled anywhere (in the ledger or not) does not delay
+ *       it: hence "no".
  *   Finalizers (ldg_stream_set_finalizer) run wherever a stream's last
  *   reference is dropped: in the calls above that run keeps (a last unref,
  *   a fired wait, a settle's or snapshot's reference), and as (g) says.
@@ -203,7 +215,8 @@ void ldg_ledger_destroy(ldg_ledger *l);
 /* ---- Streams ----------------------------------------------------------- */
 
 /* Creates the ledger side of a device stream on `device` (>= 0). flags is 0 or
- * LDG_STREAM_NONBLOCKING, LDG_STREAM_SINGLE_ISSUER, or both. drain
+ * LDG_STREAM_NONBLOCKING with at most one of LDG_STREAM_SINGLE_ISSUER and
+ * LDG_STREAM_SHARED. drain
  * synchronises the device stream; it is required for non-blocking streams
  * (ldg_settle_vector calls it) and optional (may be NULL) otherwise. Gives
  * the caller one reference. Stream ids start at 1 and are never reused
@@ -230,8 +243,22 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * id to stderr and aborts. (A keep or wait that an overtaken ldg_enqueue or
  * ldg_add_wait runs before returning may record on s: the call is done with
  * s by then.)
+ *
+ * Default streams (neither flag): owned by the first thread that records on
+ * them, until another thread does. While one thread alone records on s,
+ * its enqueues and waits take their seqs with a plain store, as a
+ * single-issuer stream's do, with no promise asked of the caller; the first
+ * ldg_enqueue or ldg_add_wait on s from another thread revokes that for
+ * good (one membarrier(2) call, table note (j)), and s then works as a
+ * shared stream (a locked read-modify-write per enqueue). Destroying an
+ * owned stream makes one membarrier(2) call, as for a single-issuer one
+ * (ledger/ring.c, OWNED STREAMS). Where membarrier is unavailable every
+ * default stream is shared from the start.
+ * LDG_STREAM_SHARED: never owned (every enqueue a locked read-modify-write
+ * of the stream's tail, which a caller may rely on as a full barrier, as
+ * cuda/engine.c does; and no membarrier at revocation or destroy).
  * LDG_EINVAL: l or out NULL, device < 0, unknown flag bits, a non-blocking
- * stream without a drain. LDG_ENOMEM. */
+ * stream without a drain, SINGLE_ISSUER with SHARED. LDG_ENOMEM. */
 int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
                       ldg_drain_fn drain, void *drain_ctx, ldg_stream **out);
 

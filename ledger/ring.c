@@ -35,7 +35,9 @@
  *     s->released  every seq <= released is known complete: its entry has
  *                  been, or is being, released by the release that raised
  *                  the mark over it.
- *   Everything in (released, tail] is pending.
+ *   Everything in (released, tail] is pending. (On an owned stream the
+ *   owner's otail stands for tail until a revocation installs it: OWNED
+ *   STREAMS below; readers read both through ldg__tail_*.)
  *
  * WHAT EACH ATOMIC PUBLISHES
  *   s->tailseg  (seq_cst CAS / acquire or seq_cst load) a fully initialised
@@ -51,7 +53,14 @@
  *               RESERVING ON A SHARED STREAM below), so reserving never
  *               fails after the fact and a refused enqueue leaves no hole.
  *               On a single-issuer stream, a release store (SINGLE-ISSUER
- *               STREAMS below).
+ *               STREAMS below). On an owned stream 0 until a revoker
+ *               installs it (seq_cst CAS from 0: OWNED STREAMS).
+ *   s->otail    (release store / acquire load) the owner of an owned stream
+ *               reserved every seq up to it; written by the owner only.
+ *   s->owner    (acq_rel CAS claim, seq_cst CAS to PENDING, release store of
+ *               SHARED / acquire loads, and the relaxed R2 ordered by
+ *               membarrier) who reserves how (OWNED STREAMS).
+ *   s->contest  (acq_rel CAS, once per side) who got the contested seq.
  *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once FULL.
  *   s->grow_at  (release CAS / acquire load) tail_end is at least it; the
@@ -132,6 +141,117 @@
  *   calls that overlap: each recording call exchanges s->issuing to 1 on
  *   entry and stores 0 before it returns or runs a keep, and aborts if it
  *   found 1.
+ *
+ * OWNED STREAMS (default streams; issue 11's one-thread row)
+ *   A default stream is mostly recorded on by one thread. Its reservation
+ *   is then the single-issuer one, without the caller's promise: the first
+ *   thread to reserve on s claims it (a CAS of s->owner from UNCLAIMED to
+ *   its token: a per-thread 64-bit id from a process-wide counter, never
+ *   reused, unlike a TLS address), and while it owns s it reserves on its
+ *   own word otail:
+ *     R1 load owner == my token (acquire); t = otail (relaxed: its own);
+ *     check t + 1 < tail_end (else extend, then R1 again); store-release
+ *     otail = t + 1; ldg__asym_light (a compiler barrier); R2 load owner:
+ *     still mine -> seq t + 1 is reserved.
+ *   tail stays 0 while s is owned, and every reader of the tail reads
+ *   tail, or otail while tail is 0 (ldg__tail_relaxed/acquire/seq_cst,
+ *   internal.h: one helper per order). Only where membarrier is in use
+ *   (ldg__asym_membarrier, registered by ldg_stream_create before the
+ *   stream exists); otherwise, and with LDG_STREAM_SHARED (cuda/ uses it:
+ *   its engine orders a Dekker pair by the enqueue's RMW of tail), streams
+ *   start SHARED. Single-issuer streams keep their own path.
+ *   Revocation. A thread that reserves on s while another owns it (or
+ *   after it exited: its token is never reused) revokes, for good:
+ *     CAS owner token -> PENDING (seq_cst); ldg__asym_heavy (membarrier);
+ *     read tail_end E, then otail T (acquire, pairing with the owner's
+ *     release store; in that order, see "The first segment" below); if
+ *     T + 1 >= E, extend the ring and read again; CAS tail 0 -> T + 1
+ *     (seq_cst); store-release owner = SHARED; decide seq T + 1 (below).
+ *   A thread that finds PENDING helps: tail installed -> the shared path;
+ *   else the same membarrier, reads and CAS. Several helpers each read
+ *   their own T after their own barrier; the first CAS defines tail, the
+ *   losers take the shared path. Nobody waits for the owner or for another
+ *   helper: the owner may be stalled anywhere in its enqueue.
+ *   At most one owner reservation is in flight. membarrier runs a full
+ *   barrier on every running thread (a switched-out one passed one). The
+ *   owner's R1 after that barrier sees PENDING (the CAS came before the
+ *   call); its stores before the barrier are seen by the revoker's reads
+ *   after the call. The owner's reservations are sequential, so at most one
+ *   passed R1 before the barrier and may store after it: the revoker's T is
+ *   either the owner's last seq or one below it. The store-buffering
+ *   argument of SINGLE-ISSUER STREAMS, with R2 as the load: a reservation
+ *   whose R2 read its token stored before the barrier (T covers it); one
+ *   whose store T missed reads PENDING or SHARED at R2.
+ *   The contested seq T + 1: either nobody's (no reservation in flight, or
+ *   the revoker saw its store) or the in-flight owner reservation's. The
+ *   installer and that owner decide it in s->contest with one CAS each
+ *   (acq_rel, from 0): the owner, when R2 sees the revocation
+ *   (ldg__own_contested), claims its seq q (CONTEST_OWNER(q)); the installer
+ *   claims T + 1 (CONTEST_INSTALLER(T + 1)). The owner keeps q unless the
+ *   word says INSTALLER(q); the installer takes T + 1 as its own
+ *   reservation (the seq its enqueue records, reserved by its seq_cst CAS
+ *   of tail like a CAS-path seq) unless the word says OWNER(T + 1). Both
+ *   CASes run at most once per stream (the owner's next R1 fails), so the
+ *   word is decided once; exactly one side holds T + 1, no seq is left a
+ *   hole, no slot is touched by the side that lost. An owner whose q went to
+ *   the installer reserves again through the dispatch (tail is installed:
+ *   the shared path), keeping its keep.
+ *   Why not "T + 1 only if T + 1 < tail_end": the in-flight reservation's
+ *   check may read a tail_end raised after the revoker's read (another
+ *   revoker's extension, or the shared path's once tail is installed), so
+ *   it may store T + 1 whatever the revoker read. The revoker therefore
+ *   always treats T + 1 as contested and extends the ring until it has a
+ *   slot before installing tail = T + 1 (the shared path's invariant: tail
+ *   < tail_end, nothing pending, at the install).
+ *   An owner revoked while it extended the ring (R1 again fails) goes back
+ *   through the dispatch, never straight to the shared path: tail may not
+ *   be installed yet (a revoker between its barrier and its CAS), and the
+ *   shared path's CAS from 0 would hand out seq 1 again (own8's bug, found
+ *   by ledger_bench's shared row; model mutant BUG_OWN_EXTEND_TO_SHARED).
+ *   Readers of the tail. tail != 0 only once installed, at T + 1 >= every
+ *   otail the owner stored (T + 1 is at least the in-flight one's), so
+ *   max(tail, otail) is "tail if nonzero, else otail", and it only grows.
+ *   Every seq up to it is held by exactly one enqueuer (an owner
+ *   reservation, the installer's, or a shared one) and has a slot (each was
+ *   checked below tail_end): ldg_mark, the release walk, destroy, the
+ *   queries (summary.c), ldg_pending_count (registry.c; the owner's add to
+ *   waits_enqueued is a release after its release store of otail, as after
+ *   the CAS before) and segment.c's heuristics (relaxed, hints) read it so.
+ *   A release that covers an owner's seq before its R2 (the mark read
+ *   otail) and finds EMPTY abandons it to whoever holds the seq: the owner
+ *   or the installer publishes, fails on ABANDONED and releases its entry
+ *   itself (PUBLICATION above, unchanged).
+ *   The first segment. The fast path's argument (RESERVING ON A SHARED
+ *   STREAM) needs: a raise of tail_end that a check reads comes with tail
+ *   >= F - 1. The owner extends at t + 1 >= tail_end with otail = t stored
+ *   before (the previous reservation's store, before its R1), and a
+ *   revoker extends at T + 1 >= E; the revoker reads tail_end before otail
+ *   (acquire both), so an owner's raise it sees comes with the otail that
+ *   caused it: an install after any extension of the first segment has T
+ *   >= F - 1, tail = T + 1 >= F. So tail >= F - 1 whenever a check can
+ *   read a raised tail_end, as before.
+ *   Destroy. An owner's seq is reserved by a store, so the DESTROY
+ *   handshake is the asymmetric one of SINGLE-ISSUER STREAMS: the owner
+ *   loads destroyed (acquire) after its store and light barrier, and the
+ *   destroyer (ldg__mark_destroyed) runs ldg__asym_heavy between its CAS of
+ *   destroyed and its read of the tail unless s is SHARED
+ *   (ldg__ring_owner_may_reserve; an UNCLAIMED stream is made SHARED there
+ *   by a CAS, so destroying a stream nobody recorded on costs no barrier).
+ *   SHARED read (acquire) means tail installed at T + 1, at least every
+ *   owner seq (above): the seq_cst read of tail covers them. The installer's
+ *   seq is a seq_cst CAS of tail followed by a seq_cst load of destroyed:
+ *   DESTROY's own argument.
+ *   Cost (bench/RESULTS.md, "Issue 11, eighth session"): the single-issuer
+ *   reservation plus two loads of owner (on the enqueuers' line) and one
+ *   TLS load; no locked instruction. ldg_enqueue and ldg_add_wait may call
+ *   membarrier once per stream (the revocation), the destroy of an owned
+ *   stream once (ledger.h, table note (j)).
+ *   Model: ledger/model/own_sb.pml (store buffers, membarrier as "the
+ *   buffer drains"; owner, revokers, destroyer or releaser), asserting no
+ *   seq handed out twice and every accepted entry released once; mutants
+ *   BUG_OWN_NO_MEMBARRIER, _NO_R1, _NO_R2, _CONTESTED_UNDECIDED,
+ *   _DESTROY_NO_BARRIER, _EXTEND_TO_SHARED fail. Tests:
+ *   tests/torture/owned_test.c.
  *
  * RESERVING ON A SHARED STREAM: FETCH_ADD INSIDE A RESERVE
  *   The CAS loop costs a failed CAS per op and more under contention (issue
