@@ -663,7 +663,9 @@ static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
        * did. Then the light side of the revocation's (and the destroy's)
        * store->load handshake. */
       ldg__store_release(&s->otail, t + 1);
-      ldg__asym_light();
+      /* ldg__asym_light's membarrier branch: s is owned only where
+       * membarrier is in use, so no test of the mode is needed. */
+      atomic_signal_fence(memory_order_seq_cst);
       LDG__HOOK(LDG__HOOK_OWNED_STORED, s);
       /* R2. Relaxed: the handshake's load (membarrier orders it); what a
        * revoker published is read through s->contest (acq_rel). */
