@@ -83,8 +83,7 @@ static uint32_t ran_of(uint32_t id) { return atomic_load(&ran[id]); }
 static int enq(ldg_stream *s, uint32_t id) {
   ldg_seq q = 0;
   int rc = ldg_enqueue(s, keep_of(id), &(uint64_t){id}, 1, NULL, 0, &q);
-  if (rc == LDG_OK)
-    atomic_store(&seq_of[id], q);
+  if (rc == LDG_OK) atomic_store(&seq_of[id], q);
   return rc;
 }
 
@@ -98,8 +97,7 @@ static void check_once(uint32_t n, ldg_seq mark, bool dense) {
   for (uint32_t i = 1; i <= n; i++) {
     uint64_t q = atomic_load(&seq_of[i]);
     if (q == 0) {
-      if (ran_of(i) != 0)
-        FAIL("refused keep %u ran %u times", i, ran_of(i));
+      if (ran_of(i) != 0) FAIL("refused keep %u ran %u times", i, ran_of(i));
       continue;
     }
     accepted++;
@@ -137,16 +135,14 @@ static _Thread_local struct sems *my_sems;
 static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
                       void *arg) {
   (void)arg;
-  if (s != pk.target)
-    return;
+  if (s != pk.target) return;
   if (my_point != 0 && (int)point == my_point) {
     my_point = 0;
     sem_post(&my_sems->parked);
     sem_wait_or_fail(&my_sems->go, "parked thread let go");
     return;
   }
-  if (!park_me || (int)point != atomic_load(&pk.point))
-    return;
+  if (!park_me || (int)point != atomic_load(&pk.point)) return;
   park_me = false;
   sem_post(&pk.parked);
   sem_wait_or_fail(&pk.go, "parked thread let go");
@@ -184,8 +180,7 @@ static void *enqueuer(void *p) {
       my_sems = j->own_sems;
     }
     j->rc = enq(j->s, j->first + i);
-    if (j->rc == LDG_EDESTROYED)
-      break;
+    if (j->rc == LDG_EDESTROYED) break;
     CHECK_RC(j->rc, LDG_OK);
   }
   park_me = false;
@@ -251,12 +246,10 @@ static void test_basics(void) {
   CHECK_EQ_U(ldg_pending_count(s), 300);     /* waits are not operations */
   CHECK_RC(ldg_release(s, 302), LDG_EINVAL); /* past the mark */
   CHECK_RC(ldg_release(s, 150), LDG_OK);
-  for (uint32_t i = 1; i <= 300; i++)
-    CHECK_EQ_U(ran_of(i), i <= 150 ? 1 : 0);
+  for (uint32_t i = 1; i <= 300; i++) CHECK_EQ_U(ran_of(i), i <= 150 ? 1 : 0);
   CHECK_EQ_U(ldg_pending_count(s), 150);
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK); /* fires the wait */
-  for (uint32_t i = 1; i <= 301; i++)
-    CHECK_EQ_U(ran_of(i), 1);
+  for (uint32_t i = 1; i <= 301; i++) CHECK_EQ_U(ran_of(i), 1);
   CHECK_EQ_U(ldg_pending_count(s), 0);
   CHECK_EQ_U(ldg__ring_owner_state(s), owning ? 16 : 2); /* still owned */
   /* Opting out, and the combinations refused. */
@@ -383,8 +376,7 @@ static void test_revoker_stalled(void) {
   ldg_ledger *l;
   ldg_stream *s = new_stream(&l);
   /* This thread owns s. */
-  for (uint32_t i = 1; i <= 3; i++)
-    CHECK_RC(enq(s, i), LDG_OK);
+  for (uint32_t i = 1; i <= 3; i++) CHECK_RC(enq(s, i), LDG_OK);
   park_init(s, LDG__HOOK_REVOKE_PENDING);
   struct job rev = {s, 10, 1, 0, 0, 0, NULL};
   pthread_t tr;
@@ -402,8 +394,7 @@ static void test_revoker_stalled(void) {
   start(&tt, &other);
   pthread_join(tt, NULL);
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
-  for (uint32_t i = 1; i <= 7; i++)
-    CHECK_EQ_U(ran_of(i), 1);
+  for (uint32_t i = 1; i <= 7; i++) CHECK_EQ_U(ran_of(i), 1);
   sem_post(&pk.go);
   pthread_join(tr, NULL);
   park_done();
@@ -434,8 +425,7 @@ static void test_owner_stalled(void) {
   pthread_join(ta, NULL);
   pthread_join(tb, NULL);
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
-  for (uint32_t i = 2; i <= 1001; i++)
-    CHECK_EQ_U(ran_of(i), 1);
+  for (uint32_t i = 2; i <= 1001; i++) CHECK_EQ_U(ran_of(i), 1);
   CHECK_EQ_U(ldg_mark(s), 1000);
   sem_post(&pk.go);
   pthread_join(to, NULL);
@@ -489,8 +479,7 @@ static void *race_owner(void *arg) {
   atomic_fetch_add(&dr.started, 1);
   for (uint32_t id = 1;; id++) {
     if (id == MAX_KEEPS - 1) {
-      while (ldg_stream_check_live(dr.s) == LDG_OK)
-        sched_yield();
+      while (ldg_stream_check_live(dr.s) == LDG_OK) sched_yield();
     }
     int rc = enq(dr.s, id);
     if (rc == LDG_EDESTROYED) {
@@ -507,8 +496,7 @@ static void *race_releaser(void *arg) {
   atomic_fetch_add(&dr.started, 1);
   while (!atomic_load(&dr.stop)) {
     int rc = ldg_release(dr.s, ldg_mark(dr.s));
-    if (rc == LDG_EDESTROYED)
-      break;
+    if (rc == LDG_EDESTROYED) break;
     CHECK_RC(rc, LDG_OK);
   }
   return NULL;
@@ -522,8 +510,7 @@ static void test_destroy_race(void) {
   uint64_t total = 0;
   reset(MAX_KEEPS);
   for (int r = 0; r < rounds; r++) {
-    if (r > 0)
-      reset(dr.refused_id + 1);
+    if (r > 0) reset(dr.refused_id + 1);
     dr.accepted = dr.refused_id = 0;
     CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &dr.s), LDG_OK);
     atomic_store(&dr.stop, false);
@@ -531,8 +518,7 @@ static void test_destroy_race(void) {
     pthread_t e, rl;
     CHECK(pthread_create(&e, NULL, race_owner, NULL) == 0);
     CHECK(pthread_create(&rl, NULL, race_releaser, NULL) == 0);
-    while (atomic_load(&dr.started) < 2)
-      sched_yield();
+    while (atomic_load(&dr.started) < 2) sched_yield();
     for (volatile unsigned k = 0; k < (unsigned)(r % 17) * 200u; k++) {
     }
     CHECK_RC(ldg_stream_destroy(dr.s), LDG_OK);
@@ -616,8 +602,7 @@ static struct {
 static void many_hook(enum ldg__hook_point point, struct ldg_stream *s,
                       void *arg) {
   (void)arg;
-  if (point != LDG__HOOK_REVOKE_PENDING || s != mr.s || !park_me)
-    return;
+  if (point != LDG__HOOK_REVOKE_PENDING || s != mr.s || !park_me) return;
   park_me = false;
   atomic_fetch_add(&mr.parked, 1);
   sem_wait_or_fail(&mr.go, "revokers let go");
@@ -634,8 +619,7 @@ static void test_many_revokers(void) {
   atomic_store(&mr.parked, 0);
   sem_init(&mr.go, 0, 0);
   /* This thread owns s. */
-  for (uint32_t i = 1; i <= 5; i++)
-    CHECK_RC(enq(s, i), LDG_OK);
+  for (uint32_t i = 1; i <= 5; i++) CHECK_RC(enq(s, i), LDG_OK);
   CHECK(ldg__set_hook(many_hook, NULL));
   struct job j[REVOKERS];
   pthread_t th[REVOKERS];
@@ -644,11 +628,9 @@ static void test_many_revokers(void) {
     start(&th[i], &j[i]);
   }
   /* Every revoker past its membarrier, none installed: PENDING. */
-  while (atomic_load(&mr.parked) < REVOKERS)
-    sched_yield();
+  while (atomic_load(&mr.parked) < REVOKERS) sched_yield();
   CHECK_EQ_U(ldg__ring_owner_state(s), 1);
-  for (int i = 0; i < REVOKERS; i++)
-    sem_post(&mr.go);
+  for (int i = 0; i < REVOKERS; i++) sem_post(&mr.go);
   /* The owner goes on meanwhile: it helps or takes the shared path. */
   uint32_t first = 6 + per * REVOKERS;
   for (uint32_t i = first; i < first + per - 5; i++)
