@@ -573,6 +573,48 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
 }
 
 
+/* The enqueuer's side of PUBLICATION ON A STREAM WITH ONE PUBLISHER, once
+ * it read s->asked naming its seq: one CAS against the asking release's
+ * (or an adopter's); true if the entry is ours again. */
+static __attribute__((noinline)) bool ldg__publish_asked(ldg_stream *s,
+                                                         ldg_seq seq) {
+  ldg_seq mine = seq;
+  /* acq_rel: the CAS alone decides against the release's CAS seq -> 0
+   * (one modification order of asked); its acquire half pairs with the
+   * release half of the CAS that installed the ask, so the keep we run
+   * happens after what that release knew (the work it covered complete). */
+  return ldg__cas_acq_rel(&s->asked, &mine, 0);
+}
+
+/* Publishes a filled slot of a one-publisher stream with a plain store.
+ * True if published (a release takes it); false if a release that asked
+ * about seq gave it back to us: the slot is FULL, ours, unresolved. */
+static inline __attribute__((always_inline)) bool ldg__publish_one(
+    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq) {
+  /* Release: publishes the payload (acquire in the release walk and the
+   * queries). A store: before it only this enqueuer writes the slot's
+   * state (releases ask through s->asked instead). */
+  ldg__store_release(&slot->state, (uint32_t)LDG__SLOT_FULL);
+  LDG__HOOK(LDG__HOOK_ENQUEUE_STORED, s);
+  /* The store above before the load below: a compiler barrier, whose
+   * heavy side an asking release runs between its ask and its second
+   * read of state (rcu.h). Acquire: pairs with the asking CAS (see
+   * ldg__publish_asked). */
+  ldg__asym_light();
+  ldg_seq w = ldg__load_acquire(&s->asked);
+  if (__builtin_expect(w != seq, 1)) return true;
+  return !ldg__publish_asked(s, seq);
+}
+
+/* A retracting enqueuer of a one-publisher stream: a release that asked
+ * about seq and read EMPTY left its ask for us; take it off the word (the
+ * asker may race us to it: either CAS is fine, there is no entry). */
+static __attribute__((noinline)) void ldg__retract_asked(ldg_stream *s,
+                                                         ldg_seq seq) {
+  /* Acquire: as ldg__publish_one's load (nothing is read after it). */
+  if (ldg__load_acquire(&s->asked) == seq) (void)ldg__publish_asked(s, seq);
+}
+
 /* The enqueue, for both kinds. Always inlined into its two callers below,
  * each of which builds e on its own stack with a constant kind: the
  * compiler then keeps e's fields in registers and drops the other kind's
@@ -630,6 +672,8 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
      * publishes nothing: a destroyer that reads RETRACTED (acquire) skips
      * the slot without touching it. */
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
+    /* A release that asked about seq and read EMPTY left the ask to us. */
+    if (ldg__one_publisher(s)) ldg__retract_asked(s, seq);
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
@@ -655,6 +699,19 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
   ldg__fill_slot(slot, e, ext);
+  if (__builtin_expect(ldg__one_publisher(s), 0)) {
+    /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
+    bool published = ldg__publish_one(s, slot, seq);
+    ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
+    if (seq_out != NULL) *seq_out = seq;
+    if (__builtin_expect(published, 1)) {
+      LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
+      return LDG_OK;
+    }
+    /* Given back by the release that asked: ours to release. */
+    ldg__take_one(s, g, slot);
+    return LDG_OK;
+  }
   uint32_t expected = LDG__SLOT_EMPTY;
   /* Publishes the payload written above (release half; acquire in the
    * release walk and in the queries). Fails only if a release abandoned the
@@ -752,6 +809,11 @@ __attribute__((flatten)) int ldg_enqueue(ldg_stream *s, ldg_keep keep,
 /* ---- Inspection (ledger_testing.h) ------------------------------------------------- */
 
 unsigned ldg__fast_reserve(void) { return LDG__FAST_R; }
+
+uint64_t ldg__testing_asked(ldg_stream *s) {
+  /* Acquire: a test reads it at a quiet moment. */
+  return ldg__load_acquire(&s->asked);
+}
 
 uint64_t ldg__ring_tail_end(ldg_stream *s) {
   /* Acquire: as in ldg__ring_reserve (a test reads it at a quiet moment). */
