@@ -18,6 +18,21 @@
  *   a in the same loop (the frame turns into a "finalize" frame), so even
  *   destruction cascades stay iterative.
  *
+ * A SLOT FOUND EMPTY
+ *   The walk owns the seq, but its enqueuer has not published. On most
+ *   streams the walk CASes the slot EMPTY -> ABANDONED and the enqueuer's
+ *   failing publication CAS releases the entry (ring.c, PUBLICATION). On a
+ *   stream with one publisher (ldg__one_publisher) the enqueuer publishes
+ *   with a plain store, so the walk asks through s->asked instead
+ *   (ldg__overtake_one: a bounded spin, the ask by CAS, membarrier, a
+ *   second read, a CAS deciding; ring.c, PUBLICATION ON A STREAM WITH ONE
+ *   PUBLISHER). An ask of another release for an earlier seq that it finds
+ *   on the word it adopts, with that entry: the chunk ends at the slot, and
+ *   the adopted entry is taken after the chunk's keeps (ldg__take_one: its
+ *   slot resolved on its own segment, its keep run or its wait fired by a
+ *   nested engine, as an enqueuer does with an entry given back), the
+ *   stream held as for a wait. Nothing here waits for another thread.
+ *
  * POPPING A FRAME
  *   Two deferrals of g->resolved adds, both on a segment a wait pins:
  *   - A chunk that stops at a wait leaves the slots it took in the wait's
