@@ -224,12 +224,16 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * stream over through a mutex, a queue or a join). Nothing else is
  * restricted: marks, releases, snapshots, queries, waits of other streams
  * on s, destroy and unref may come from any thread, concurrently with those
- * calls, as on any stream. What it buys: an enqueue takes its seq with a
- * plain store instead of a locked compare-and-swap (one locked
- * read-modify-write fewer per enqueue and per wait); in exchange, destroying
- * s (ldg_stream_destroy, a last unref, ldg_ledger_destroy) makes one
- * membarrier(2) system call, which interrupts the process's other running
- * threads for a full barrier (ledger/ring.c, SINGLE-ISSUER STREAMS).
+ * calls, as on any stream. What it buys: an enqueue takes its seq and
+ * publishes its entry with plain stores instead of two locked
+ * compare-and-swaps (an operation's enqueue then makes no locked
+ * read-modify-write unless the vector index is on; a wait keeps one, its
+ * count); in
+ * exchange, destroying s (ldg_stream_destroy, a last unref,
+ * ldg_ledger_destroy) makes one membarrier(2) system call, which interrupts
+ * the process's other running threads for a full barrier (ledger/ring.c,
+ * SINGLE-ISSUER STREAMS), and so does a release of s that finds an entry
+ * reserved but not yet published, once per such entry (CONCURRENCY, (j)).
  * Breaking the promise is undefined behaviour: two enqueues may take the
  * same seq, so a keep may never run or run twice, and the stream's ring may
  * be freed under a reader. Builds without NDEBUG catch two such calls that
