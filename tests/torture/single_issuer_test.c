@@ -406,6 +406,13 @@ static void ot_join(struct ot_call *c, pthread_t th, const char *what) {
   sem_destroy(&c->done);
 }
 
+/* Keep id ran exactly once so far, on the thread tagged tag. */
+#define ran_once_by(id, tag)                           \
+  do {                                                 \
+    CHECK_EQ_U(ran_of(id), 1);                         \
+    CHECK_EQ_U(atomic_load(&ran_by[(id)]), (tag));     \
+  } while (0)
+
 static ldg_ledger *ot_setup(ldg_stream **s, uint32_t n_keeps) {
   reset_ran(n_keeps + 1);
   for (int i = 0; i < MAX_BY; i++) atomic_store(&ran_by[i], 0);
@@ -460,16 +467,14 @@ static void test_overtake_parked(void) {
   ot_start(&r, &tr);
   ot_join(&r, tr, "overtake-parked: the release returns, issuer parked");
   CHECK_RC(r.rc, LDG_OK);
-  CHECK_EQ_U(ran_of(1), 1);
-  CHECK_EQ_U(atomic_load(&ran_by[1]), T_R1);
+  ran_once_by(1, T_R1);
   CHECK_EQ_U(ran_of(2), 0);
   CHECK_EQ_U(ldg__testing_asked(s), 2); /* left to the issuer */
   ot_go(0);
   ot_join(&e, te, "overtake-parked: the issuer returns");
   CHECK_RC(e.rc, LDG_OK);
   CHECK_EQ_U(e.seq, 2);
-  CHECK_EQ_U(ran_of(2), 1);
-  CHECK_EQ_U(atomic_load(&ran_by[2]), T_ISSUER);
+  ran_once_by(2, T_ISSUER);
   ot_teardown(l, s, 2);
 }
 
@@ -496,14 +501,12 @@ static void test_overtake_both(bool release_first) {
     ot_wait_parked(2); /* FULL stored, asked not read */
     ot_go(1);
     ot_join(&r, tr, "overtake-both: the release returns");
-    CHECK_EQ_U(ran_of(1), 1);
-    CHECK_EQ_U(atomic_load(&ran_by[1]), T_R1);
+    ran_once_by(1, T_R1);
     ot_go(2);
     ot_join(&e, te, "overtake-both: the issuer returns");
   } else {
     ot_join(&e, te, "overtake-both: the issuer returns");
-    CHECK_EQ_U(ran_of(1), 1);
-    CHECK_EQ_U(atomic_load(&ran_by[1]), T_ISSUER);
+    ran_once_by(1, T_ISSUER);
     ot_go(1);
     ot_join(&r, tr, "overtake-both: the release returns");
   }
@@ -546,8 +549,7 @@ static void test_two_asks(bool adopt) {
     CHECK_EQ_U(ldg__testing_asked(s), 1);
     ot_start(&r2, &tr2);
     ot_join(&r2, tr2, "two-asks-adopt: R2 returns, R1 and issuer parked");
-    CHECK_EQ_U(ran_of(1), 1);
-    CHECK_EQ_U(atomic_load(&ran_by[1]), T_R2);
+    ran_once_by(1, T_R2);
     CHECK_EQ_U(ran_of(2), 0);
     CHECK_EQ_U(ldg__testing_asked(s), 2);
     ot_go(2);
@@ -559,8 +561,7 @@ static void test_two_asks(bool adopt) {
     ot_wait_parked(2); /* R2 asked about 2, no fence yet */
     ot_go(1);
     ot_join(&r1, tr1, "two-asks-later: R1 returns");
-    CHECK_EQ_U(ran_of(1), 1);
-    CHECK_EQ_U(atomic_load(&ran_by[1]), T_R1);
+    ran_once_by(1, T_R1);
     ot_go(2);
     ot_join(&r2, tr2, "two-asks-later: R2 returns, issuer parked");
     CHECK_EQ_U(ran_of(2), 0);
@@ -568,8 +569,7 @@ static void test_two_asks(bool adopt) {
   ot_go(0);
   ot_join(&e2, te, "two-asks: second enqueue returns");
   CHECK_RC(e2.rc, LDG_OK);
-  CHECK_EQ_U(ran_of(2), 1);
-  CHECK_EQ_U(atomic_load(&ran_by[2]), T_ISSUER);
+  ran_once_by(2, T_ISSUER);
   CHECK_RC(r1.rc, LDG_OK);
   CHECK_RC(r2.rc, LDG_OK);
   ot_teardown(l, s, 2);
