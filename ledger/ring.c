@@ -171,6 +171,14 @@
  *   taken it, so a late refusal would need a decision of its own); with
  *   membarrier both are compiler barriers, so there is nothing to save but
  *   in the fallback (two seq_cst fences).
+ *   ThreadSanitizer sees no membarrier (nor the compiler barrier's pairing
+ *   with it), as for the destroy handshake; it needs none: the fence only
+ *   decides who takes the entry, and whatever one side reads of the other's
+ *   writes comes through an acquire/release pair it sees (the payload
+ *   through state's release store and the taker's acquire load; what the
+ *   asking release knew through its CAS on asked and the enqueuer's
+ *   acquire load or CAS; an adopted slot through the reservation chain).
+ *   The order the fence provides is the model's to check.
  *   Model: ledger/model/pub_sb.pml (the issuer's FULL store buffered past
  *   its load of asked; membarrier drains every buffer; two releases);
  *   mutants BUG_PUB_NO_MEMBARRIER (an entry taken by nobody), BUG_PUB_NO_CAS
