@@ -64,7 +64,9 @@ enum ldg__hook_point {
                                      about to empty the pools (s: NULL) */
   LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
                                      enqueuer has not published), before
-                                     the CAS that abandons it */
+                                     the CAS that abandons it (on a
+                                     one-publisher stream: before its spin
+                                     and ask) */
   LDG__HOOK_RESERVE_RETRY,        /* an enqueue's reserving CAS on tail
                                      failed (another enqueuer took the
                                      seq); it tries again */
