@@ -326,7 +326,11 @@ struct ldg_marks {
  * plain store, and a release that finds a slot EMPTY asks through s->asked
  * (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER). Today the
  * single-issuer streams; the condition lives here alone so that another
- * one-publisher mode can reuse the protocol. flags: immutable. */
+ * one-publisher mode can reuse the protocol. flags: immutable. A mode whose
+ * condition changes over a stream's life must keep, for every seq, the
+ * enqueuer's choice (store, or CAS EMPTY -> FULL) and the owning release's
+ * (ask, or CAS EMPTY -> ABANDONED) the same: a plain store of FULL over
+ * ABANDONED would let both take the entry. */
 static inline bool ldg__one_publisher(const ldg_stream *s) {
   return (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
 }
