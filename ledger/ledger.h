@@ -47,20 +47,20 @@
  *
  *   function                     may block  lock taken         runs callbacks
  *   ---------------------------  ---------  -----------------  --------------
- *   ldg_enqueue                  no         none               keep (see (a))
+ *   ldg_enqueue                  no (j)     none               keep (see (a))
  *   ldg_mark                     no         none               no
- *   ldg_add_wait                 no (b)     none               keeps (see (a))
- *   ldg_release, _release_all    no (b)     none (f)           keeps
+ *   ldg_add_wait                 no (b)(j)  none               keeps (see (a))
+ *   ldg_release, _release_all    no (b)(j)  none (f)           keeps
  *   queries (pending, holds_*,   no         none               no
  *     nonblocking_holding,
  *     has_nonblocking)
  *   ldg_device_marks             no         none               no (g)
- *   ldg_release_marks            no (b)     none (f)           keeps
- *   ldg_marks_discard            no (b)     none (f)           keeps (e)
+ *   ldg_release_marks            no (b)(j)  none (f)           keeps
+ *   ldg_marks_discard            no (b)(j)  none (f)           keeps (e)
  *   ldg_settle_vector            yes (c)    none (f)           drains, keeps
  *   ldg_stream_create            yes (d)    registry mutex     no
- *   ldg_stream_destroy           no (b)     none (f)           keeps
- *   ldg_stream_unref             no (b)     none (f)           keeps (e)
+ *   ldg_stream_destroy           no (b)(j)  none (f)           keeps
+ *   ldg_stream_unref             no (b)(j)  none (f)           keeps (e)
  *   ldg_stream_set_finalizer     no         none               no
  *   ldg_ledger_index_vectors     yes (d)    registry mutex     no
  *   ldg_ledger_create            yes (h)    reclaimer mutex    no
@@ -88,6 +88,16 @@
  *       first ledger, or the first in a forked child): takes its mutex,
  *       which may wait for a batch in progress (one grace period).
  *   (i) Waits for grace periods (and the reclaimer's batch in progress).
+ *   (j) A release that overtakes a publication on a single-issuer stream
+ *       (finds its seq's slot reserved, not yet published, after a short
+ *       bounded spin) calls membarrier once for that slot (ledger/ring.c,
+ *       PUBLICATION ON A STREAM WITH ONE PUBLISHER; as ldg_stream_destroy
+ *       of such a stream always does): a system call that waits for
+ *       inter-processor interrupts, not for another thread's progress.
+ *       Not a block in this table's sense; it never waits for the
+ *       enqueuer or another release. These calls release entries, so
+ *       this applies to every call that does (a fired wait, a last
+ *       unref), ldg_enqueue's release of an overtaken wait included.
  *   Finalizers (ldg_stream_set_finalizer) run wherever a stream's last
  *   reference is dropped: in the calls above that run keeps (a last unref,
  *   a fired wait, a settle's or snapshot's reference), and as (g) says.
@@ -214,12 +224,16 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * stream over through a mutex, a queue or a join). Nothing else is
  * restricted: marks, releases, snapshots, queries, waits of other streams
  * on s, destroy and unref may come from any thread, concurrently with those
- * calls, as on any stream. What it buys: an enqueue takes its seq with a
- * plain store instead of a locked compare-and-swap (one locked
- * read-modify-write fewer per enqueue and per wait); in exchange, destroying
- * s (ldg_stream_destroy, a last unref, ldg_ledger_destroy) makes one
- * membarrier(2) system call, which interrupts the process's other running
- * threads for a full barrier (ledger/ring.c, SINGLE-ISSUER STREAMS).
+ * calls, as on any stream. What it buys: an enqueue takes its seq and
+ * publishes its entry with plain stores instead of two locked
+ * compare-and-swaps (an operation's enqueue then makes no locked
+ * read-modify-write unless the vector index is on; a wait keeps one, its
+ * count); in
+ * exchange, destroying s (ldg_stream_destroy, a last unref,
+ * ldg_ledger_destroy) makes one membarrier(2) system call, which interrupts
+ * the process's other running threads for a full barrier (ledger/ring.c,
+ * SINGLE-ISSUER STREAMS), and so does a release of s that finds an entry
+ * reserved but not yet published, once per such entry (CONCURRENCY, (j)).
  * Breaking the promise is undefined behaviour: two enqueues may take the
  * same seq, so a keep may never run or run twice, and the stream's ring may
  * be freed under a reader. Builds without NDEBUG catch two such calls that

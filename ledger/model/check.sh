@@ -2,7 +2,8 @@
 # Model-checks the ring protocol of ledger/ with Spin (ring.pml, wait.pml,
 # ring_common.pml; destroy_sb.pml, unlink_sb.pml and extend_mp.pml for the
 # memory orders of the destroy handshake, the registry's deferred unlink and
-# a growing ring's publication, and spare.pml for the spare of segment.c,
+# a growing ring's publication, pub_sb.pml for the publication on a stream
+# with one publisher, and spare.pml for the spare of segment.c,
 # beside this script), exhaustively, for small
 # bounds. Three kinds of run, each its own spin -a / gcc / pan:
 #   pass   a configuration of the real protocol: no assertion violation, no
@@ -58,7 +59,7 @@ done
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/ring_model.XXXXXX")
 cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
-for f in ring_common.pml ring.pml wait.pml destroy_sb.pml unlink_sb.pml extend_mp.pml spare.pml; do
+for f in ring_common.pml ring.pml wait.pml destroy_sb.pml unlink_sb.pml extend_mp.pml spare.pml pub_sb.pml; do
   cp -L "$here/$f" "$work/$f"
 done
 
@@ -84,6 +85,7 @@ pass  ring.pml  -DCFG_EEC
 pass  ring.pml  -DCFG_EET
 pass  destroy_sb.pml
 pass  destroy_sb.pml  -DSB_SINGLE
+pass  pub_sb.pml
 pass  unlink_sb.pml
 pass  extend_mp.pml
 pass  spare.pml
@@ -113,6 +115,9 @@ fail  destroy_sb.pml  -DBUG_SB_TAIL_LOAD
 fail  destroy_sb.pml  -DBUG_SB_RESERVE_CAS
 fail  destroy_sb.pml  -DBUG_SB_DESTROYED_LOAD
 fail  destroy_sb.pml  -DSB_SINGLE -DBUG_SB_NO_MEMBARRIER
+fail  pub_sb.pml  -DBUG_PUB_NO_MEMBARRIER
+fail  pub_sb.pml  -DBUG_PUB_NO_CAS
+fail  pub_sb.pml  -DBUG_PUB_OVERWRITE
 fail  unlink_sb.pml  -DBUG_SETTLE_NO_FENCE
 fail  unlink_sb.pml  -DBUG_PUSHER_NO_FENCE
 fail  unlink_sb.pml  -DBUG_HOLDER_NO_FENCE
@@ -152,6 +157,10 @@ reach destroy_sb.pml  -DPROBE_SB_ABANDON
 reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_STALE
 reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_RETRACT
 reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_ABANDON
+reach pub_sb.pml  -DPROBE_PUB_TAKEBACK
+reach pub_sb.pml  -DPROBE_PUB_ADOPT
+reach pub_sb.pml  -DPROBE_PUB_LATER
+reach pub_sb.pml  -DPROBE_PUB_BOTH
 reach unlink_sb.pml  -DPROBE_UL_HANDOFF
 reach unlink_sb.pml  -DPROBE_UL_STALE
 reach extend_mp.pml  -DPROBE_MP_STALE
