@@ -2,7 +2,7 @@
 # (the variables are the caller's: quick, bin, before, out)
 # Sourced by the GPU-host scripts whose command line is [--quick] BIN BEFORE
 # OUT (issue11_h200.sh, core5b_h200.sh, core5c_h200.sh, core6a_h200.sh,
-# core6s_h200.sh, serve7_h200.sh).
+# core6s_h200.sh, serve7_h200.sh, pub8_h200.sh).
 #
 # gpu_args "$@": sets quick (--quick or empty), bin and before (the two
 # binary folders, absolute) and out (created, absolute); a wrong command

@@ -5,11 +5,14 @@
 # of the first N/10 and teardown cancel). Includes the harness's own ~80
 # instructions per op. Valgrind counts each `rep stos` iteration, so memsets
 # weigh more here than in cycles on hardware.
-#   bench/instr_per_op.sh [LEDGER_BENCH] [N]
-# LEDGER_BENCH defaults to bazel-bin/bench/ledger_bench (build it with -c opt).
+#   bench/instr_per_op.sh [LEDGER_BENCH] [N] [WORKLOADS]
+# LEDGER_BENCH defaults to bazel-bin/bench/ledger_bench (build it with -c opt);
+# WORKLOADS to "private shared serving" (any of ledger_bench's, e.g.
+# private_si).
 set -eu
 bin=${1:-bazel-bin/bench/ledger_bench}
 n=${2:-200000}
+workloads=${3:-private shared serving}
 command -v valgrind > /dev/null || { echo "$0: valgrind not found" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -23,7 +26,7 @@ count() { # workload impl ops
 }
 
 printf '%-10s %12s %12s\n' workload "ledger I/op" "mutex I/op"
-for w in private shared serving; do
+for w in $workloads; do
   row=$(printf '%-10s' "$w")
   for impl in ledger mutex; do
     a=$(count "$w" "$impl" "$n")

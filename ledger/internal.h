@@ -250,6 +250,13 @@ struct ldg_stream {
   _Atomic uint64_t owner;
   _Atomic ldg_seq otail;
   _Atomic uint64_t contest;
+  /* Streams with one publisher (ldg__one_publisher): the seq a release that
+   * owns it and found its slot EMPTY asks about, 0 when none (ring.c,
+   * PUBLICATION ON A STREAM WITH ONE PUBLISHER). Read by every such
+   * enqueue after its publishing store, written only by overtaking
+   * releases and the enqueuer they asked: on this line, which that
+   * enqueuer writes anyway. */
+  _Atomic ldg_seq asked;
 
   /* Releasers' line: the release high-water mark and the counts behind
    * ldg_pending_count: operations taken by releases (or by overtaken
@@ -266,6 +273,10 @@ struct ldg_stream {
   /* References: waits, snapshots and callers take them. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
 };
+
+_Static_assert(offsetof(struct ldg_stream, released) ==
+                   offsetof(struct ldg_stream, tail) + LDG__CACHE_LINE,
+               "the enqueuers' line (tail .. asked) is one cache line");
 
 /* ldg_stream.life */
 enum {
@@ -326,6 +337,19 @@ struct ldg_marks {
     ldg_seq mark;
   } items[];
 };
+
+/* Whether s has one publisher at a time: its enqueuer publishes with a
+ * plain store, and a release that finds a slot EMPTY asks through s->asked
+ * (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER). Today the
+ * single-issuer streams; the condition lives here alone so that another
+ * one-publisher mode can reuse the protocol. flags: immutable. A mode whose
+ * condition changes over a stream's life must keep, for every seq, the
+ * enqueuer's choice (store, or CAS EMPTY -> FULL) and the owning release's
+ * (ask, or CAS EMPTY -> ABANDONED) the same: a plain store of FULL over
+ * ABANDONED would let both take the entry. */
+static inline bool ldg__one_publisher(const ldg_stream *s) {
+  return (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+}
 
 /* ---- Test hooks (ledger_testing.h) ---------------------------------------------- */
 
@@ -513,6 +537,10 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode);
 
 /* Releases s up to upto, transitively. The caller holds a reference to s. */
 void ldg__release(ldg_stream *s, ldg_seq upto);
+/* Takes the entry of a FULL slot of s (segment g) that the caller won
+ * through s->asked (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER):
+ * resolves the slot, then runs its keep or fires its wait. Not under RCU. */
+void ldg__take_one(ldg_stream *s, struct ldg__seg *g, struct ldg__slot *slot);
 
 /* s just lost its last reference: destroys it if needed, releasing
  * everything, and frees it. */

@@ -47,20 +47,20 @@
  *
  *   function                     may block  lock taken         runs callbacks
  *   ---------------------------  ---------  -----------------  --------------
- *   ldg_enqueue                  no (j)     none               keep (see (a))
+ *   ldg_enqueue                  no (j)(k)  none               keep (see (a))
  *   ldg_mark                     no         none               no
- *   ldg_add_wait                 no (b)(j)  none               keeps (see (a))
- *   ldg_release, _release_all    no (b)     none (f)           keeps
+ *   ldg_add_wait                 no (b)(j)(k) none             keeps (see (a))
+ *   ldg_release, _release_all    no (b)(j)  none (f)           keeps
  *   queries (pending, holds_*,   no         none               no
  *     nonblocking_holding,
  *     has_nonblocking)
  *   ldg_device_marks             no         none               no (g)
- *   ldg_release_marks            no (b)     none (f)           keeps
- *   ldg_marks_discard            no (b)     none (f)           keeps (e)
+ *   ldg_release_marks            no (b)(j)  none (f)           keeps
+ *   ldg_marks_discard            no (b)(j)  none (f)           keeps (e)
  *   ldg_settle_vector            yes (c)    none (f)           drains, keeps
  *   ldg_stream_create            yes (d)    registry mutex     no
- *   ldg_stream_destroy           no (b)(j)  none (f)           keeps
- *   ldg_stream_unref             no (b)(j)  none (f)           keeps (e)
+ *   ldg_stream_destroy           no (b)(j)(k) none (f)         keeps
+ *   ldg_stream_unref             no (b)(j)(k) none (f)         keeps (e)
  *   ldg_stream_set_finalizer     no         none               no
  *   ldg_ledger_index_vectors     yes (d)    registry mutex     no
  *   ldg_ledger_create            yes (h)    reclaimer mutex    no
@@ -88,7 +88,17 @@
  *       first ledger, or the first in a forked child): takes its mutex,
  *       which may wait for a batch in progress (one grace period).
  *   (i) Waits for grace periods (and the reclaimer's batch in progress).
- *   (j) May make one membarrier(2) system call
+ *   (j) A release that overtakes a publication on a single-issuer stream
+ *       (finds its seq's slot reserved, not yet published, after a short
+ *       bounded spin) calls membarrier once for that slot (ledger/ring.c,
+ *       PUBLICATION ON A STREAM WITH ONE PUBLISHER; as ldg_stream_destroy
+ *       of such a stream always does): a system call that waits for
+ *       inter-processor interrupts, not for another thread's progress.
+ *       Not a block in this table's sense; it never waits for the
+ *       enqueuer or another release. These calls release entries, so
+ *       this applies to every call that does (a fired wait, a last
+ *       unref), ldg_enqueue's release of an overtaken wait included.
+ *   (k) May make one membarrier(2) system call
  *       (MEMBARRIER_CMD_PRIVATE_EXPEDITED): ldg_enqueue and ldg_add_wait
  *       at most once per stream, when they revoke the stream's owner (the
  *       first call to record on a default stream from a thread other than
@@ -230,12 +240,16 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * stream over through a mutex, a queue or a join). Nothing else is
  * restricted: marks, releases, snapshots, queries, waits of other streams
  * on s, destroy and unref may come from any thread, concurrently with those
- * calls, as on any stream. What it buys: an enqueue takes its seq with a
- * plain store instead of a locked compare-and-swap (one locked
- * read-modify-write fewer per enqueue and per wait); in exchange, destroying
- * s (ldg_stream_destroy, a last unref, ldg_ledger_destroy) makes one
- * membarrier(2) system call, which interrupts the process's other running
- * threads for a full barrier (ledger/ring.c, SINGLE-ISSUER STREAMS).
+ * calls, as on any stream. What it buys: an enqueue takes its seq and
+ * publishes its entry with plain stores instead of two locked
+ * compare-and-swaps (an operation's enqueue then makes no locked
+ * read-modify-write unless the vector index is on; a wait keeps one, its
+ * count); in
+ * exchange, destroying s (ldg_stream_destroy, a last unref,
+ * ldg_ledger_destroy) makes one membarrier(2) system call, which interrupts
+ * the process's other running threads for a full barrier (ledger/ring.c,
+ * SINGLE-ISSUER STREAMS), and so does a release of s that finds an entry
+ * reserved but not yet published, once per such entry (CONCURRENCY, (j)).
  * Breaking the promise is undefined behaviour: two enqueues may take the
  * same seq, so a keep may never run or run twice, and the stream's ring may
  * be freed under a reader. Builds without NDEBUG catch two such calls that
@@ -249,7 +263,7 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * its enqueues and waits take their seqs with a plain store, as a
  * single-issuer stream's do, with no promise asked of the caller; the first
  * ldg_enqueue or ldg_add_wait on s from another thread revokes that for
- * good (one membarrier(2) call, table note (j)), and s then works as a
+ * good (one membarrier(2) call, table note (k)), and s then works as a
  * shared stream (a locked read-modify-write per enqueue). Destroying an
  * owned stream makes one membarrier(2) call, as for a single-issuer one
  * (ledger/ring.c, OWNED STREAMS). Where membarrier is unavailable every

@@ -18,6 +18,21 @@
  *   a in the same loop (the frame turns into a "finalize" frame), so even
  *   destruction cascades stay iterative.
  *
+ * A SLOT FOUND EMPTY
+ *   The walk owns the seq, but its enqueuer has not published. On most
+ *   streams the walk CASes the slot EMPTY -> ABANDONED and the enqueuer's
+ *   failing publication CAS releases the entry (ring.c, PUBLICATION). On a
+ *   stream with one publisher (ldg__one_publisher) the enqueuer publishes
+ *   with a plain store, so the walk asks through s->asked instead
+ *   (ldg__overtake_one: a bounded spin, the ask by CAS, membarrier, a
+ *   second read, a CAS deciding; ring.c, PUBLICATION ON A STREAM WITH ONE
+ *   PUBLISHER). An ask of another release for an earlier seq that it finds
+ *   on the word it adopts, with that entry: the chunk ends at the slot, and
+ *   the adopted entry is taken after the chunk's keeps (ldg__take_one: its
+ *   slot resolved on its own segment, its keep run or its wait fired by a
+ *   nested engine, as an enqueuer does with an entry given back), the
+ *   stream held as for a wait. Nothing here waits for another thread.
+ *
  * POPPING A FRAME
  *   Two deferrals of g->resolved adds, both on a segment a wait pins:
  *   - A chunk that stops at a wait leaves the slots it took in the wait's
@@ -56,6 +71,7 @@
  *   fail.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ledger/atomics.h"
@@ -80,6 +96,161 @@ static bool ldg__claim(ldg_stream *s, ldg_seq upto, ldg_seq *from) {
     }
   }
   return false;
+}
+
+/* ---- A release that overtakes a one-publisher enqueue ------------------------
+ * (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER) */
+
+/* Re-reads of an EMPTY slot before asking: an enqueuer between its
+ * reservation and its publication is usually tens of ns from it; one that
+ * is descheduled there is what the ask and the heavy fence are for. */
+#define LDG__OVERTAKE_SPINS 64
+
+static inline void ldg__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* An ask another release installed and this one took over (adopted): that
+ * release's seq, FULL and now ours, taken after the chunk. */
+struct ldg__adopted {
+  struct ldg__seg *g;
+  struct ldg__slot *slot;
+};
+
+/* The slot of seq z of s, unresolved (so its segment is at or after head
+ * and allocated). Under RCU. */
+static struct ldg__slot *ldg__slot_of_unresolved(ldg_stream *s, ldg_seq z,
+                                                 struct ldg__seg **gp) {
+  /* Acquire: as in ldg__take_chunk. */
+  struct ldg__seg *g = ldg__load_acquire(&s->head);
+  while (g->base + g->size <= z) g = ldg__load_acquire(&g->next);
+  *gp = g;
+  return &g->slots[z - g->base];
+}
+
+static __attribute__((noreturn, noinline)) void ldg__ask_broken(
+    ldg_stream *s, ldg_seq seq, ldg_seq w, const char *what) {
+  fprintf(stderr,
+          "streamledger: stream %llu: release of seq %llu found s->asked = "
+          "%llu and %s (two publishers at once on a one-publisher stream?)\n",
+          (unsigned long long)s->id, (unsigned long long)seq,
+          (unsigned long long)w, what);
+  abort();
+}
+
+/* The release's side: the walk owns seq and read its slot EMPTY. Returns
+ * FULL when the walk takes the entry, RETRACTED when the enqueuer resolved
+ * it, ABANDONED when someone else takes it (its enqueuer, or a later
+ * release that adopted our ask). An ask of another release this one
+ * adopted is left in *ad. Never waits for another thread beyond a bounded
+ * spin. Under RCU. */
+static __attribute__((noinline)) uint32_t ldg__overtake_one(
+    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq,
+    struct ldg__adopted *ad) {
+  uint32_t st;
+  for (int i = 0; i < LDG__OVERTAKE_SPINS; i++) {
+    ldg__cpu_relax();
+    /* Acquire: as the first read of state in ldg__take_chunk. Published
+     * before we asked: ours, as always (only we could ask about seq). */
+    st = ldg__load_acquire(&slot->state);
+    if (st != LDG__SLOT_EMPTY) return st;
+  }
+  LDG__HOOK(LDG__HOOK_RELEASE_ASKING, s);
+  ldg_seq w = 0, from;
+  for (;;) {
+    from = w;
+    /* Install the ask: from 0, or over an earlier seq's ask (adopting
+     * it). acq_rel: the release half pairs with the enqueuer's acquire
+     * load and CAS (it runs the keep after what we knew); the acquire
+     * half with the CAS that installed an ask we adopt. */
+    if (ldg__cas_acq_rel(&s->asked, &w, seq)) break;
+    if (w > seq) {
+      /* A release owns w, so w was reserved, after our enqueuer
+       * returned: our slot is published (that store happens before the
+       * reservation of w, which happens before the ask we just read). */
+      st = ldg__load_acquire(&slot->state);
+      if (st == LDG__SLOT_EMPTY) ldg__ask_broken(s, seq, w, "an EMPTY slot");
+      return st;
+    }
+    if (w == seq) ldg__ask_broken(s, seq, w, "our own ask");
+    if (w != 0) LDG__HOOK(LDG__HOOK_RELEASE_ASK_BUSY, s);
+    /* Not asked yet: a publication meanwhile is ours as above. */
+    st = ldg__load_acquire(&slot->state);
+    if (st != LDG__SLOT_EMPTY) return st;
+  }
+  if (from != 0) {
+    /* We took an earlier seq's ask off the word: its entry is ours (whoever
+     * takes an ask off the word takes the entry). Its enqueuer returned
+     * before ours reserved seq, without taking it off (else it would not be
+     * there), so that slot is FULL, unresolved, and its asker will lose its
+     * CAS. Acquire: as above (the payload happens before our seq). */
+    struct ldg__seg *g;
+    struct ldg__slot *z = ldg__slot_of_unresolved(s, from, &g);
+    if (ldg__load_acquire(&z->state) != LDG__SLOT_FULL)
+      ldg__ask_broken(s, seq, from, "adopted an unpublished slot");
+    ad->g = g;
+    ad->slot = z;
+  }
+  LDG__HOOK(LDG__HOOK_RELEASE_ASKED, s);
+  /* Our ask before the read below: every running thread makes a full
+   * barrier here, so the enqueuer's store of FULL is visible to the read,
+   * or its read of asked (after the store) sees our ask (rcu.h). */
+  ldg__asym_heavy();
+  /* Acquire: pairs with the publishing store (the payload). */
+  st = ldg__load_acquire(&slot->state);
+  /* EMPTY: not published before the fence, so its enqueuer will read our
+   * ask and take it off: it releases the entry. */
+  if (st == LDG__SLOT_EMPTY) return LDG__SLOT_ABANDONED;
+  /* FULL (or RETRACTED): whoever takes the ask off decides, against the
+   * enqueuer's same CAS or a later release adopting it. acq_rel: as the
+   * enqueuer's CAS. */
+  ldg_seq mine = seq;
+  if (ldg__cas_acq_rel(&s->asked, &mine, 0)) return st;
+  return LDG__SLOT_ABANDONED;
+}
+
+void ldg__take_one(ldg_stream *s, struct ldg__seg *g, struct ldg__slot *slot) {
+  /* The slot is FULL and ours: nobody else reads its payload but queries
+   * (which read ids and ranges, never keep or wait). */
+  if (slot->kind == LDG__KIND_WAIT) {
+    ldg_stream *a = slot->u.wait.target;
+    ldg_seq u = slot->u.wait.upto;
+    /* Relaxed: ordered by the resolve (as in ldg__take_chunk). */
+    ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
+    ldg__rcu_read_lock(); /* completing g may retire segments */
+    ldg__seg_resolve(s, g, 1);
+    ldg__rcu_read_unlock();
+    if (a != NULL) {
+      /* A skip, as when a walk fires a wait; the engine takes over the
+       * wait's reference (acquire pairs with the destroyer's CAS). */
+      bool live = !ldg__load_acquire(&a->destroyed);
+      ldg__engine(a, live ? u : 0, LDG__TOP_OWNED);
+    }
+    return;
+  }
+  ldg_keep keep = slot->u.op.keep;
+  struct ldg__vindex *vx = s->vindex;
+  if (slot->aux == LDG__OP_EXT) {
+    if (vx != NULL)
+      ldg__vindex_remove(vx, slot->u.op.d.ext->w, slot->u.op.d.ext->n_vec);
+    /* It was FULL: queries may still read it. */
+    ldg__call_rcu(&slot->u.op.d.ext->rcu, ldg__ext_free_cb);
+  } else if (vx != NULL) {
+    ldg__vindex_remove(vx, slot->u.op.d.in.w, slot->u.op.d.in.n_vec);
+  }
+  /* Relaxed: as in ldg__take_chunk. */
+  ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
+  ldg__rcu_read_lock();
+  ldg__seg_resolve(s, g, 1);
+  ldg__rcu_read_unlock();
+  /* Release: pairs with the acquire load in ldg_pending_count. */
+  ldg__fetch_add_release(&s->ops_released, 1);
+  ldg__thread_ops++;
+  if (keep.release != NULL) keep.release(keep.ctx);
 }
 
 /* Where a walk stands on one stream: seqs next..end (inclusive) are owned and
@@ -112,7 +283,8 @@ struct ldg__unresolved {
  * keeps them); else none. Under RCU. Returns the number of keeps. */
 static size_t ldg__take_chunk(struct ldg__cursor *c,
                               struct ldg__unresolved *pend, ldg_keep *keeps,
-                              struct ldg__slot **wait) {
+                              struct ldg__slot **wait,
+                              struct ldg__adopted *ad) {
   ldg_stream *s = c->s;
   struct ldg__vindex *vx = s->vindex; /* fixed before s was linked */
   size_t n = 0;
@@ -122,7 +294,7 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
    * c->next in memory would be stored and reloaded per slot); written back
    * at the end. */
   ldg_seq next = c->next;
-  const ldg_seq end = c->end;
+  ldg_seq end = c->end; /* lowered to end the chunk after an adoption */
   *wait = NULL;
   /* head and next: acquire pairs with the seq_cst CASes that moved head and
    * linked the segment (release halves), after its header was written. */
@@ -165,12 +337,24 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
       next++;
       if (__builtin_expect(st != LDG__SLOT_FULL, 0)) {
         if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
-        if (st == LDG__SLOT_EMPTY &&
-            ldg__cas_acq_rel(&slot->state, &st, (uint32_t)LDG__SLOT_ABANDONED)) {
+        if (st == LDG__SLOT_EMPTY && ldg__one_publisher(s)) {
+          /* Its enqueuer publishes with a plain store: ask (ring.c,
+           * PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
+          st = ldg__overtake_one(s, slot, next - 1, ad);
+          if (__builtin_expect(ad->slot != NULL, 0)) {
+            /* Taken after the chunk: end the chunk with this slot. */
+            end = next - 1;
+            stop = next;
+          }
+        } else if (st == LDG__SLOT_EMPTY &&
+                   ldg__cas_acq_rel(&slot->state, &st,
+                                    (uint32_t)LDG__SLOT_ABANDONED)) {
           continue; /* the enqueuer releases it (PUBLICATION above) */
         }
         /* Retracted (the enqueuer resolved it), or the CAS failed because
-         * the enqueuer published meanwhile (st is now FULL: take it). */
+         * the enqueuer published meanwhile (st is now FULL: take it); on a
+         * one-publisher stream, FULL and ours, or ABANDONED: someone else
+         * takes it. */
         if (st != LDG__SLOT_FULL) continue;
       }
       if (slot->kind == LDG__KIND_WAIT) {
@@ -296,18 +480,22 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
   for (;;) {
     if (!ldg__cursor_done(&cur)) {
       struct ldg__slot *w;
+      struct ldg__adopted ad = {NULL, NULL};
       ldg__rcu_read_lock();
-      size_t n = ldg__take_chunk(&cur, &pend, keeps, &w);
+      size_t n = ldg__take_chunk(&cur, &pend, keeps, &w, &ad);
       ldg__rcu_read_unlock();
       LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
       if (cur.frame == NULL && mode == LDG__TOP_BORROWED && !own_top &&
-          (w != NULL || !ldg__cursor_done(&cur))) {
+          (w != NULL || ad.slot != NULL || !ldg__cursor_done(&cur))) {
         /* We come back to s after callbacks that might drop the caller's
          * last reference. */
         ldg_stream_ref(cur.s);
         own_top = true;
       }
       ldg__run_keeps(keeps, n);
+      /* An ask adopted from another release: its entry, taken here. */
+      if (__builtin_expect(ad.slot != NULL, 0))
+        ldg__take_one(cur.s, ad.g, ad.slot);
       if (w != NULL) {
         ldg_stream *a = w->u.wait.target;
         ldg_seq u = w->u.wait.upto;

@@ -61,8 +61,13 @@
  *               SHARED / acquire loads, and the relaxed R2 ordered by
  *               membarrier) who reserves how (OWNED STREAMS).
  *   s->contest  (acq_rel CAS, once per side) who got the contested seq.
- *   slot->state (acq_rel CAS EMPTY->FULL) the entry's keep, ids, ranges or
- *               wait are written and readable. Payload is immutable once FULL.
+ *   slot->state (acq_rel CAS EMPTY->FULL; on a stream with one publisher a
+ *               release store) the entry's keep, ids, ranges or wait are
+ *               written and readable. Payload is immutable once FULL.
+ *   s->asked    (acq_rel CASes / acquire load; streams with one publisher)
+ *               the seq a release that owns it found EMPTY asks about;
+ *               whoever takes an ask off the word takes that entry
+ *               (PUBLICATION ON A STREAM WITH ONE PUBLISHER).
  *   s->grow_at  (release CAS / acquire load) tail_end is at least it; the
  *               newest segment's grow point, or its end while claimed
  *               (segment.c, GROWING AHEAD).
@@ -97,6 +102,99 @@
  *   The two CASes on one word decide: exactly one side takes the entry, and
  *   a stalled enqueuer never blocks a release.
  *
+ * PUBLICATION ON A STREAM WITH ONE PUBLISHER (ldg__one_publisher: today the
+ * single-issuer streams; ldg__publish_one here, ldg__overtake_one in
+ * release.c)
+ *   At most one slot of such a stream is between its reservation and its
+ *   publication: the publisher's calls never overlap, and each publishes
+ *   (or retracts) before the next reserves. So the handshake with a release
+ *   that finds a slot EMPTY needs no word in the slot (whose reading after
+ *   publication would need a read-side section: the slot may be taken and
+ *   its segment retired by then; bench/RESULTS.md, core3) but one word on
+ *   the stream, s->asked, which the enqueuer's own reference pins. The
+ *   enqueue then has no locked operation at all:
+ *     enqueuer: fill the slot; store state = FULL (release);
+ *               ldg__asym_light (a compiler barrier); w = load asked
+ *               (acquire). w != seq: done, a release takes the entry. w ==
+ *               seq: CAS asked seq -> 0; won: the entry is ours again
+ *               (ldg__take_one: resolve the slot, run the keep or fire the
+ *               wait, before ldg_enqueue returns); lost: a release took it.
+ *     release:  owns seq (its claim covers it) and reads its slot. FULL: it
+ *               takes it (no ask about seq was made, and only the owner of
+ *               seq makes one, so its enqueuer read no ask: it is done).
+ *               EMPTY: re-read it a bounded number of times (64 pauses);
+ *               still EMPTY, ask: CAS asked 0 -> seq (release half: an
+ *               enqueuer that takes its entry back acquires what the
+ *               release knew, the work complete, before its keep runs),
+ *               ldg__asym_heavy (membarrier: every running thread makes a
+ *               full barrier), read state again. EMPTY: not published before
+ *               the barrier, so the enqueuer's load of asked, after its
+ *               store, sees the ask: the release leaves the entry to it and
+ *               moves on. FULL (or RETRACTED): CAS asked seq -> 0; won: it
+ *               takes the entry (skips a retracted slot); lost: the
+ *               enqueuer (or an adopter, below) took the ask off, and with
+ *               it the entry.
+ *   The store->load pair is the asymmetric fence's (rcu.h): the barrier
+ *   falls after the enqueuer's store of FULL (the release's second read
+ *   sees it) or before its load of asked (which sees the ask). So an ask
+ *   that the enqueuer misses is answered FULL to its release, which takes
+ *   the entry; one that the release's read answers EMPTY is seen by the
+ *   enqueuer, which takes it; when both see each other, the one CAS that
+ *   takes seq off the word decides. Exactly one side takes the entry.
+ *   SEVERAL RELEASES. Releases run on any thread and own disjoint seqs, but
+ *   two may ask at once: one about X (it read X EMPTY, then was slow), one
+ *   about Y > X, which the issuer reserved after its enqueue of X returned.
+ *   A word overwritten by the second ask would lose the first. So an ask is
+ *   installed only by CAS, and the rule is: whoever takes an ask off the
+ *   word takes that entry. A release owning Y whose CAS finds w != 0:
+ *     w > Y: a release owns w, so w was reserved, after the enqueue of Y
+ *            returned: its store of FULL happens before the reservation of
+ *            w, which happens before the CAS that installed w (release)
+ *            and our failed CAS that read it (acquire). Our slot is
+ *            published: read it and take it; we asked nothing.
+ *     w < Y: the enqueue of w returned before Y was reserved, hence before
+ *            our ownership of Y, and it did not take the ask off (an ask is
+ *            installed once, by w's owner, so it would be gone). The word
+ *            now waits only for w's asker, which will find w FULL (it is
+ *            published, by the same happens-before) and CAS w -> 0. We do
+ *            not wait for it: a CAS w -> Y installs our ask and takes w's
+ *            off, so entry w is ours (ldg__take_one after the chunk, the
+ *            slot FULL, unresolved, found from head); its asker's CAS
+ *            fails and it moves on. Only then, with our ask installed, the
+ *            fence and the second read as above.
+ *     w changed under our CAS: read our slot again (FULL: ours, nothing
+ *            asked) and retry from what we read.
+ *   No release waits for another thread (the spin is bounded), so
+ *   ledger.h's promise holds: a stalled enqueuer or release never stops
+ *   another's call. A release that asks pays one membarrier (it waits for
+ *   IPIs, not for a thread's progress; ledger.h, (j)).
+ *   A retracting enqueuer (DESTROY) of a one-publisher stream, after its
+ *   exchange to RETRACTED, takes an ask about its seq off the word (the
+ *   asker, reading RETRACTED, may race it: nothing to take either way); no
+ *   seq after a retracted one is reserved, so no release can adopt it.
+ *   The slot's state before publication is written by its enqueuer alone
+ *   (FULL, RETRACTED); ABANDONED is not used on these streams.
+ *   The destroy handshake's light barrier (SINGLE-ISSUER STREAMS) is not
+ *   folded into this one: the enqueuer must read destroyed before it
+ *   publishes (a publication cannot be taken back once a release may have
+ *   taken it, so a late refusal would need a decision of its own); with
+ *   membarrier both are compiler barriers, so there is nothing to save but
+ *   in the fallback (two seq_cst fences).
+ *   ThreadSanitizer sees no membarrier (nor the compiler barrier's pairing
+ *   with it), as for the destroy handshake; it needs none: the fence only
+ *   decides who takes the entry, and whatever one side reads of the other's
+ *   writes comes through an acquire/release pair it sees (the payload
+ *   through state's release store and the taker's acquire load; what the
+ *   asking release knew through its CAS on asked and the enqueuer's
+ *   acquire load or CAS; an adopted slot through the reservation chain).
+ *   The order the fence provides is the model's to check.
+ *   Model: ledger/model/pub_sb.pml (the issuer's FULL store buffered past
+ *   its load of asked; membarrier drains every buffer; two releases);
+ *   mutants BUG_PUB_NO_MEMBARRIER (an entry taken by nobody), BUG_PUB_NO_CAS
+ *   (taken twice), BUG_PUB_OVERWRITE (an ask installed over another without
+ *   adopting it: taken by nobody). Tests: tests/torture/single_issuer_test
+ *   (overtake-*, two-asks-*, destroy-reserved/-stored, race-asks).
+ *
  * DESTROY
  *   ldg__destroy sets s->destroyed (seq_cst), then reads tail (seq_cst) and
  *   releases up to it. An enqueuer reads destroyed (seq_cst) after its
@@ -115,9 +213,9 @@
  *   own last write, so the reservation is a load of tail, the same check
  *   against tail_end, and a release store of t + 1 (pairing with ldg_mark's
  *   acquire as the CAS's release half did): no locked read-modify-write.
- *   Everything after the reservation — the slot, the publishing CAS, a
- *   release that overtakes it — is unchanged: releases, marks and queries
- *   still come from any thread.
+ *   The publication, too, is a store (PUBLICATION ON A STREAM WITH ONE
+ *   PUBLISHER above); releases, marks and queries still come from any
+ *   thread.
  *   What the CAS also gave was the destroy handshake's store->load order
  *   (DESTROY above: the enqueuer's seq_cst RMW of tail before its seq_cst
  *   load of destroyed). A store, even seq_cst, gives that only with a full
@@ -245,7 +343,7 @@
  *   reservation plus two loads of owner (on the enqueuers' line) and one
  *   TLS load; no locked instruction. ldg_enqueue and ldg_add_wait may call
  *   membarrier once per stream (the revocation), the destroy of an owned
- *   stream once (ledger.h, table note (j)).
+ *   stream once (ledger.h, table note (k)).
  *   Model: ledger/model/own_sb.pml (store buffers, membarrier as "the
  *   buffer drains"; owner, revokers, destroyer or releaser), asserting no
  *   seq handed out twice and every accepted entry released once; mutants
@@ -892,6 +990,48 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
 }
 
 
+/* The enqueuer's side of PUBLICATION ON A STREAM WITH ONE PUBLISHER, once
+ * it read s->asked naming its seq: one CAS against the asking release's
+ * (or an adopter's); true if the entry is ours again. */
+static __attribute__((noinline)) bool ldg__publish_asked(ldg_stream *s,
+                                                         ldg_seq seq) {
+  ldg_seq mine = seq;
+  /* acq_rel: the CAS alone decides against the release's CAS seq -> 0
+   * (one modification order of asked); its acquire half pairs with the
+   * release half of the CAS that installed the ask, so the keep we run
+   * happens after what that release knew (the work it covered complete). */
+  return ldg__cas_acq_rel(&s->asked, &mine, 0);
+}
+
+/* Publishes a filled slot of a one-publisher stream with a plain store.
+ * True if published (a release takes it); false if a release that asked
+ * about seq gave it back to us: the slot is FULL, ours, unresolved. */
+static inline __attribute__((always_inline)) bool ldg__publish_one(
+    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq) {
+  /* Release: publishes the payload (acquire in the release walk and the
+   * queries). A store: before it only this enqueuer writes the slot's
+   * state (releases ask through s->asked instead). */
+  ldg__store_release(&slot->state, (uint32_t)LDG__SLOT_FULL);
+  LDG__HOOK(LDG__HOOK_ENQUEUE_STORED, s);
+  /* The store above before the load below: a compiler barrier, whose
+   * heavy side an asking release runs between its ask and its second
+   * read of state (rcu.h). Acquire: pairs with the asking CAS (see
+   * ldg__publish_asked). */
+  ldg__asym_light();
+  ldg_seq w = ldg__load_acquire(&s->asked);
+  if (__builtin_expect(w != seq, 1)) return true;
+  return !ldg__publish_asked(s, seq);
+}
+
+/* A retracting enqueuer of a one-publisher stream: a release that asked
+ * about seq and read EMPTY left its ask for us; take it off the word (the
+ * asker may race us to it: either CAS is fine, there is no entry). */
+static __attribute__((noinline)) void ldg__retract_asked(ldg_stream *s,
+                                                         ldg_seq seq) {
+  /* Acquire: as ldg__publish_one's load (nothing is read after it). */
+  if (ldg__load_acquire(&s->asked) == seq) (void)ldg__publish_asked(s, seq);
+}
+
 /* The enqueue, for both kinds. Always inlined into its two callers below,
  * each of which builds e on its own stack with a constant kind: the
  * compiler then keeps e's fields in registers and drops the other kind's
@@ -953,6 +1093,8 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
      * publishes nothing: a destroyer that reads RETRACTED (acquire) skips
      * the slot without touching it. */
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
+    /* A release that asked about seq and read EMPTY left the ask to us. */
+    if (ldg__one_publisher(s)) ldg__retract_asked(s, seq);
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
@@ -978,6 +1120,19 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
   ldg__fill_slot(slot, e, ext);
+  if (__builtin_expect(ldg__one_publisher(s), 0)) {
+    /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
+    bool published = ldg__publish_one(s, slot, seq);
+    ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
+    if (seq_out != NULL) *seq_out = seq;
+    if (__builtin_expect(published, 1)) {
+      LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
+      return LDG_OK;
+    }
+    /* Given back by the release that asked: ours to release. */
+    ldg__take_one(s, g, slot);
+    return LDG_OK;
+  }
   uint32_t expected = LDG__SLOT_EMPTY;
   /* Publishes the payload written above (release half; acquire in the
    * release walk and in the queries). Fails only if a release abandoned the
@@ -1075,6 +1230,11 @@ __attribute__((flatten)) int ldg_enqueue(ldg_stream *s, ldg_keep keep,
 /* ---- Inspection (ledger_testing.h) ------------------------------------------------- */
 
 unsigned ldg__fast_reserve(void) { return LDG__FAST_R; }
+
+uint64_t ldg__testing_asked(ldg_stream *s) {
+  /* Acquire: a test reads it at a quiet moment. */
+  return ldg__load_acquire(&s->asked);
+}
 
 uint64_t ldg__ring_tail_end(ldg_stream *s) {
   /* Acquire: as in ldg__ring_reserve (a test reads it at a quiet moment). */

@@ -2,8 +2,9 @@
 # Model-checks the ring protocol of ledger/ with Spin (ring.pml, wait.pml,
 # ring_common.pml; destroy_sb.pml, own_sb.pml, unlink_sb.pml and extend_mp.pml
 # for the memory orders of the destroy handshake, owned streams' reservation
-# and its revocation, the registry's deferred unlink and
-# a growing ring's publication, and spare.pml for the spare of segment.c,
+# and its revocation, the registry's deferred unlink and a growing ring's
+# publication, pub_sb.pml for the publication on a stream with one
+# publisher, and spare.pml for the spare of segment.c,
 # beside this script), exhaustively, for small
 # bounds. Three kinds of run, each its own spin -a / gcc / pan:
 #   pass   a configuration of the real protocol: no assertion violation, no
@@ -61,7 +62,7 @@ done
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/ring_model.XXXXXX")
 cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
-for f in ring_common.pml ring.pml wait.pml destroy_sb.pml own_sb.pml unlink_sb.pml extend_mp.pml spare.pml; do
+for f in ring_common.pml ring.pml wait.pml destroy_sb.pml own_sb.pml unlink_sb.pml extend_mp.pml spare.pml pub_sb.pml; do
   cp -L "$here/$f" "$work/$f"
 done
 
@@ -90,6 +91,7 @@ pass  destroy_sb.pml  -DSB_SINGLE
 pass  own_sb.pml
 pass  own_sb.pml  -DOWN_RELEASER
 pass  own_sb.pml  -DOWN_TWO_REVOKERS
+pass  pub_sb.pml
 pass  unlink_sb.pml
 pass  extend_mp.pml
 pass  spare.pml
@@ -125,6 +127,9 @@ fail  own_sb.pml  -DBUG_OWN_NO_R2
 fail  own_sb.pml  -DBUG_OWN_CONTESTED_UNDECIDED
 fail  own_sb.pml  -DBUG_OWN_DESTROY_NO_BARRIER
 fail  own_sb.pml  -DBUG_OWN_EXTEND_TO_SHARED
+fail  pub_sb.pml  -DBUG_PUB_NO_MEMBARRIER
+fail  pub_sb.pml  -DBUG_PUB_NO_CAS
+fail  pub_sb.pml  -DBUG_PUB_OVERWRITE
 fail  unlink_sb.pml  -DBUG_SETTLE_NO_FENCE
 fail  unlink_sb.pml  -DBUG_PUSHER_NO_FENCE
 fail  unlink_sb.pml  -DBUG_HOLDER_NO_FENCE
@@ -168,6 +173,10 @@ reach own_sb.pml  -DPROBE_OWN_CONTESTED
 reach own_sb.pml  -DPROBE_OWN_LOST
 reach own_sb.pml  -DPROBE_OWN_HELP
 reach own_sb.pml  -DPROBE_OWN_STALE
+reach pub_sb.pml  -DPROBE_PUB_TAKEBACK
+reach pub_sb.pml  -DPROBE_PUB_ADOPT
+reach pub_sb.pml  -DPROBE_PUB_LATER
+reach pub_sb.pml  -DPROBE_PUB_BOTH
 reach unlink_sb.pml  -DPROBE_UL_HANDOFF
 reach unlink_sb.pml  -DPROBE_UL_STALE
 reach extend_mp.pml  -DPROBE_MP_STALE

@@ -75,6 +75,14 @@
  * (ldg__asym_heavy): every thread runs a full barrier, i.e. every store
  * buffer drains, at that step. Mutant BUG_SB_NO_MEMBARRIER leaves it out:
  * an accepted entry nobody releases.
+ * Since pub8, a single-issuer stream publishes with a plain store, and a
+ * walk that finds a slot EMPTY asks through s->asked rather than CASing
+ * the slot ABANDONED (ring.c, PUBLICATION ON A STREAM WITH ONE
+ * PUBLISHER): that exchange is pub_sb.pml's. Here the publication keeps
+ * the CAS: what this model checks, the handshake on destroyed and tail,
+ * decides only which seqs the destroyer's walk owns, before any slot is
+ * read, and is unchanged; the retract (an exchange) still ends a slot the
+ * walk found EMPTY, whichever way the walk left it.
  */
 
 #define NE 2         /* enqueuers, one enqueue each */

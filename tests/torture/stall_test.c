@@ -43,6 +43,14 @@
  *   While parked, S0's pending count must move by exactly what SAME does,
  *   above a share for the parked thread within what ledger.h allows.
  *
+ *   The same on a single-issuer S0 (ring.c, PUBLICATION ON A STREAM WITH ONE
+ *   PUBLISHER): an enqueue and an add_wait parked after reserving (SAME's
+ *   release asks and moves on; the enqueuer takes the entry back), one
+ *   refused by destroy, one parked after its store of FULL (SAME takes it),
+ *   a release parked taking a slot. While the parked thread is S0's issuer,
+ *   SAME records nothing on S0 (the caller's promise); no ask is left on
+ *   S0's word at the end.
+ *
  * Then two regressions: ldg_pending_count stays right behind a parked
  * release and behind a parked, overtaken add_wait.
  *
@@ -201,6 +209,7 @@ struct scase {
   const char *name;
   int point;
   enum action action;
+  bool si; /* S0 is LDG_STREAM_SINGLE_ISSUER */
 };
 
 /* Points ledger_testing.h marks (rcu): parked there, a thread holds a
@@ -212,27 +221,41 @@ static bool point_in_rcu(int point) {
 }
 
 static const struct scase k_cases[] = {
-    {"release parked after claiming", LDG__HOOK_RELEASE_CLAIMED, ACT_RELEASE},
+    {"release parked after claiming", LDG__HOOK_RELEASE_CLAIMED, ACT_RELEASE, false},
     {"release parked taking a slot (rcu)", LDG__HOOK_RELEASE_TAKING,
-     ACT_RELEASE},
+     ACT_RELEASE, false},
     {"release parked with a chunk taken", LDG__HOOK_RELEASE_CHUNK_TAKEN,
-     ACT_RELEASE},
+     ACT_RELEASE, false},
     {"release parked retiring a segment (rcu)", LDG__HOOK_HEAD_ADVANCE,
-     ACT_RELEASE},
+     ACT_RELEASE, false},
     {"release of S1 parked on S0 through a wait", LDG__HOOK_RELEASE_CLAIMED,
-     ACT_RELEASE_VIA_WAIT},
+     ACT_RELEASE_VIA_WAIT, false},
     {"destroy parked with a chunk taken", LDG__HOOK_RELEASE_CHUNK_TAKEN,
-     ACT_DESTROY},
+     ACT_DESTROY, false},
     {"enqueue parked after reserving, overtaken by a release",
-     LDG__HOOK_ENQUEUE_RESERVED, ACT_ENQUEUE},
+     LDG__HOOK_ENQUEUE_RESERVED, ACT_ENQUEUE, false},
     {"add_wait parked after reserving, overtaken by a release",
-     LDG__HOOK_ENQUEUE_RESERVED, ACT_ADD_WAIT},
+     LDG__HOOK_ENQUEUE_RESERVED, ACT_ADD_WAIT, false},
     {"enqueue parked after reserving, stream destroyed",
-     LDG__HOOK_ENQUEUE_RESERVED, ACT_ENQUEUE_DESTROY},
+     LDG__HOOK_ENQUEUE_RESERVED, ACT_ENQUEUE_DESTROY, false},
     {"enqueue parked after publishing", LDG__HOOK_ENQUEUE_PUBLISHED,
-     ACT_ENQUEUE},
+     ACT_ENQUEUE, false},
     {"enqueue parked growing the ring (rcu)", LDG__HOOK_SEGMENT_ALLOCATED,
-     ACT_ENQUEUE_GROW},
+     ACT_ENQUEUE_GROW, false},
+    /* A single-issuer S0 (ring.c, PUBLICATION ON A STREAM WITH ONE
+     * PUBLISHER): SAME's release asks and pays membarrier instead of
+     * CASing the slot; while the parked thread is S0's issuer, SAME does
+     * not record on S0 (the promise), everything else it does. */
+    {"single-issuer enqueue parked after reserving, overtaken (asks)",
+     LDG__HOOK_ENQUEUE_RESERVED, ACT_ENQUEUE, true},
+    {"single-issuer add_wait parked after reserving, overtaken (asks)",
+     LDG__HOOK_ENQUEUE_RESERVED, ACT_ADD_WAIT, true},
+    {"single-issuer enqueue parked after reserving, stream destroyed",
+     LDG__HOOK_ENQUEUE_RESERVED, ACT_ENQUEUE_DESTROY, true},
+    {"single-issuer enqueue parked after storing FULL",
+     LDG__HOOK_ENQUEUE_STORED, ACT_ENQUEUE, true},
+    {"single-issuer release parked taking a slot (rcu)",
+     LDG__HOOK_RELEASE_TAKING, ACT_RELEASE, true},
 };
 
 #define N0 100 /* entries on S0 before the stall (8: grow case) */
@@ -359,6 +382,18 @@ static void *same_main(void *arg) {
           "work in flight, at most %zu expected",
           base, bound);
     }
+    if (x->c->si && a != ACT_RELEASE) {
+      /* The parked thread is S0's issuer: nobody else records on S0. A
+       * wait of S4 on S0, fired by a release of S4, reaches S0's seqs. */
+      step(x, "a wait of S4 on single-issuer S0");
+      uint32_t k4 = enq(x->s4, 5);
+      CHECK_RC(ldg_add_wait(x->s4, x->s0, ldg_mark(x->s0), NULL), LDG_OK);
+      CHECK_RC(ldg_release(x->s4, ldg_mark(x->s4)), LDG_OK);
+      expect_runs(k4, k4 + 1, 1, TID_SAME, "S4's entry before its wait");
+      CHECK_EQ_U(ldg_pending_count(x->s4), 0);
+      CHECK_EQ_U(ldg_pending_count(x->s0), base);
+      goto s4_alone;
+    }
     /* Hundreds of entries: the ring grows past the stalled thread. */
     step(x, "enqueueing 300 on S0");
     struct klist kl = {.n = 0};
@@ -400,6 +435,7 @@ static void *same_main(void *arg) {
     same_on_dead_s0(x);
   }
 
+s4_alone:
   step(x, "S4 alone: enqueue, release_all");
   struct klist kl4 = {.n = 0};
   for (int i = 0; i < 100; i++) (void)enq_to(&kl4, x->s4, 5);
@@ -494,7 +530,13 @@ static void run_case(const struct scase *c) {
   CHECK(x != NULL);
   x->c = c;
   CHECK_RC(ldg_ledger_create(&x->l), LDG_OK);
-  x->s0 = mk_stream(x->l, 0, false);
+  if (c->si) {
+    CHECK_RC(ldg_stream_create(x->l, 0, LDG_STREAM_SINGLE_ISSUER, NULL, NULL,
+                               &x->s0),
+             LDG_OK);
+  } else {
+    x->s0 = mk_stream(x->l, 0, false);
+  }
   x->s1 = mk_stream(x->l, 2, false);
   x->s2 = mk_stream(x->l, 1, true);
   x->s3 = mk_stream(x->l, 1, false);
@@ -560,7 +602,8 @@ static void run_case(const struct scase *c) {
                   "S1's entries after its wait");
       break;
     case ACT_ENQUEUE:
-      if (c->point == LDG__HOOK_ENQUEUE_PUBLISHED) {
+      if (c->point == LDG__HOOK_ENQUEUE_PUBLISHED ||
+          c->point == LDG__HOOK_ENQUEUE_STORED) {
         expect_runs(x->k_stalled, x->k_stalled + 1, 1, TID_SAME,
                     "the published entry, released by SAME");
       } else {
@@ -597,7 +640,8 @@ static void run_case(const struct scase *c) {
     case ACT_ENQUEUE:
       CHECK_RC(x->rc, LDG_OK);
       CHECK_EQ_U(x->seq, x->n0 + 1);
-      if (c->point == LDG__HOOK_ENQUEUE_PUBLISHED) {
+      if (c->point == LDG__HOOK_ENQUEUE_PUBLISHED ||
+          c->point == LDG__HOOK_ENQUEUE_STORED) {
         expect_runs(x->k_stalled, x->k_stalled + 1, 1, TID_SAME,
                     "the published entry");
       } else {
@@ -640,6 +684,10 @@ static void run_case(const struct scase *c) {
       CHECK(ldg_holds_vector(x->l, 9));
       break;
   }
+
+  /* A single-issuer S0: no ask left on its word (taken off by whoever
+   * took the entry, or by the retracting enqueuer). */
+  if (c->si) CHECK_EQ_U(ldg__testing_asked(x->s0), 0);
 
   /* The end: destroy everything; each keep ran exactly once. */
   ldg_stream *all[] = {x->s0, x->s1, x->s2, x->s3, x->s4};

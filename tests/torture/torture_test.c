@@ -28,8 +28,9 @@
  *                  for writing; enqueuers hold it for reading): drain,
  *                  ldg_release_all or not, ldg_stream_destroy, refused calls
  *                  on the dead handle, a new incarnation;
- *     ephemeral    a short-lived blocking stream on an extra device whose
- *                  work runs inline: ops, partial releases, waits on and by
+ *     ephemeral    a short-lived blocking stream on an extra device (half
+ *                  of them single-issuer: only their worker records on them)
+ *                  whose work runs inline: ops, partial releases, waits on and by
  *                  slots, ref/unref; its last unref destroys it — on this
  *                  thread, or later through a wait that holds it (then the
  *                  release that fires the wait finalises it);
@@ -879,7 +880,12 @@ static void do_destroy(struct worker *w) {
  * workers) whose operations run inline: each is executed when issued. */
 static void do_ephemeral(struct worker *w) {
   ldg_stream *e;
-  CHECK_RC(ldg_stream_create(g_l, g_cfg.devices, 0, NULL, NULL, &e), LDG_OK);
+  /* Half of them single-issuer (only this worker records on e: its
+   * enqueues, its wait on a slot): chosen by the parity of the worker's
+   * count, not the generator, so that a seed replays as before. */
+  unsigned flags = (w->enqueued & 1) ? LDG_STREAM_SINGLE_ISSUER : 0;
+  CHECK_RC(ldg_stream_create(g_l, g_cfg.devices, flags, NULL, NULL, &e),
+           LDG_OK);
   uint32_t recs[8];
   int n = 0;
   int k = 1 + (int)rng_below(&w->rng, 6);
