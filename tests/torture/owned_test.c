@@ -36,6 +36,9 @@
  *   many-revokers    several threads revoke at once (parked together after
  *                    their membarrier, then let go), with the owner
  *                    enqueuing; then all enqueue freely.
+ *   revoke-race      rounds of an owner, two late joiners and a releaser
+ *                    racing freely on a fresh stream (revocations at any
+ *                    step of the owner's, extensions included).
  *   thread-exit      the owner exits; a new thread (a new token, never the
  *                    old one) revokes and enqueues.
  * Deterministic assertions only: races decide which outcome, never whether
@@ -671,6 +674,63 @@ static void test_thread_exit(void) {
   printf("ok - %s\n", g_case);
 }
 
+/* ---- revoke-race --------------------------------------------------------- */
+
+/* Rounds of a fresh stream: its owner enqueues RR_PER keeps (across the
+ * first segments' ends: revocations land during the owner's extensions
+ * too) while two other threads, started after a varying head start, each
+ * enqueue RR_PER and a releaser releases to the mark. Dense seqs, every
+ * keep once, every round. */
+enum { RR_PER = 200 };
+
+static struct {
+  ldg_stream *s;
+  atomic_bool stop;
+} rr;
+
+static void *rr_releaser(void *arg) {
+  (void)arg;
+  while (!atomic_load(&rr.stop))
+    CHECK_RC(ldg_release(rr.s, ldg_mark(rr.s)), LDG_OK);
+  return NULL;
+}
+
+static void test_revoke_race(void) {
+  g_case = "revoke-race";
+  int rounds = SANITIZED ? 40 : 400;
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  for (int r = 0; r < rounds; r++) {
+    reset(3 * RR_PER + 1);
+    CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &rr.s), LDG_OK);
+    atomic_store(&rr.stop, false);
+    struct job own = {rr.s, 1, RR_PER, -1, 0, 0, NULL};
+    struct job a = {rr.s, 1 + RR_PER, RR_PER, -1, 0, 0, NULL};
+    struct job b = {rr.s, 1 + 2 * RR_PER, RR_PER, -1, 0, 0, NULL};
+    pthread_t to, ta, tb, tr;
+    start(&to, &own);
+    CHECK(pthread_create(&tr, NULL, rr_releaser, NULL) == 0);
+    /* A varying head start; any value is correct. */
+    for (volatile unsigned k = 0; k < (unsigned)(r % 23) * 150u; k++) {
+    }
+    start(&ta, &a);
+    start(&tb, &b);
+    pthread_join(to, NULL);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    atomic_store(&rr.stop, true);
+    pthread_join(tr, NULL);
+    CHECK_RC(ldg_release(rr.s, ldg_mark(rr.s)), LDG_OK);
+    check_once(3 * RR_PER, ldg_mark(rr.s), true);
+    CHECK_EQ_U(ldg_mark(rr.s), 3 * RR_PER);
+    CHECK_EQ_U(ldg_pending_count(rr.s), 0);
+    CHECK_RC(ldg_stream_destroy(rr.s), LDG_OK);
+    ldg_stream_unref(rr.s);
+  }
+  ldg_ledger_destroy(l);
+  printf("ok - %s (%d rounds)\n", g_case, rounds);
+}
+
 int main(void) {
   /* Whether streams are owned here: a fresh stream enqueued on once. */
   ldg_ledger *l;
@@ -684,6 +744,7 @@ int main(void) {
   test_no_hole();
   test_thread_exit();
   test_destroy_race();
+  test_revoke_race();
   if (!owning) {
     printf("ok - the parked cases skipped: no owned streams here\n");
     return 0;
