@@ -58,6 +58,7 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
+#include "tests/torture/destroy_race.h"
 
 enum { MAX_KEEPS = 1 << 18 };
 
@@ -470,72 +471,18 @@ static void test_destroy_parked(void) {
   printf("ok - %s\n", g_case);
 }
 
-static struct {
-  ldg_stream *s;
-  atomic_bool stop;
-  atomic_int started;
-  uint32_t accepted, refused_id;
-} dr;
+static void dr_reset(uint32_t n) { reset(n); }
 
-static void *race_owner(void *arg) {
-  (void)arg;
-  atomic_fetch_add(&dr.started, 1);
-  for (uint32_t id = 1;; id++) {
-    if (id == MAX_KEEPS - 1) {
-      while (ldg_stream_check_live(dr.s) == LDG_OK) sched_yield();
-    }
-    int rc = enq(dr.s, id);
-    if (rc == LDG_EDESTROYED) {
-      dr.refused_id = id;
-      return NULL;
-    }
-    CHECK_RC(rc, LDG_OK);
-    dr.accepted = id;
-  }
-}
-
-static void *race_releaser(void *arg) {
-  (void)arg;
-  atomic_fetch_add(&dr.started, 1);
-  while (!atomic_load(&dr.stop)) {
-    int rc = ldg_release(dr.s, ldg_mark(dr.s));
-    if (rc == LDG_EDESTROYED) break;
-    CHECK_RC(rc, LDG_OK);
-  }
-  return NULL;
+static void dr_check(int round, uint32_t accepted, uint32_t refused_id) {
+  (void)round;
+  check_once(refused_id, accepted, true);
 }
 
 static void test_destroy_race(void) {
-  g_case = "destroy-race";
-  int rounds = SANITIZED ? 30 : 200;
-  ldg_ledger *l;
-  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
-  uint64_t total = 0;
-  reset(MAX_KEEPS);
-  for (int r = 0; r < rounds; r++) {
-    if (r > 0) reset(dr.refused_id + 1);
-    dr.accepted = dr.refused_id = 0;
-    CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &dr.s), LDG_OK);
-    atomic_store(&dr.stop, false);
-    atomic_store(&dr.started, 0);
-    pthread_t e, rl;
-    CHECK(pthread_create(&e, NULL, race_owner, NULL) == 0);
-    CHECK(pthread_create(&rl, NULL, race_releaser, NULL) == 0);
-    while (atomic_load(&dr.started) < 2) sched_yield();
-    for (volatile unsigned k = 0; k < (unsigned)(r % 17) * 200u; k++) {
-    }
-    CHECK_RC(ldg_stream_destroy(dr.s), LDG_OK);
-    pthread_join(e, NULL);
-    atomic_store(&dr.stop, true);
-    pthread_join(rl, NULL);
-    CHECK(dr.refused_id == dr.accepted + 1);
-    check_once(dr.refused_id, dr.accepted, true);
-    total += dr.accepted;
-    ldg_stream_unref(dr.s);
-  }
-  ldg_ledger_destroy(l);
-  printf("ok - %s (%d rounds, %llu enqueues accepted)\n", g_case, rounds,
-         (unsigned long long)total);
+  const struct destroy_race cfg = {"destroy-race", 0, SANITIZED ? 30 : 200,
+                                   MAX_KEEPS,      enq, dr_reset,
+                                   dr_check};
+  destroy_race_run(&cfg);
 }
 
 /* ---- extend-revoked ------------------------------------------------------ */
