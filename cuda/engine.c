@@ -439,7 +439,8 @@ static void slc__engine_kick(struct slc__dev_engine *e) {
  * nothing else to publish to the thread (slc__engine_after_deferred), with
  * no fence: the enqueue's seq_cst CAS on the ledger stream's tail
  * (ledger/ring.c: this layer's ledger streams are never
- * LDG_STREAM_SINGLE_ISSUER, stream.c) takes the fence's place in the
+ * LDG_STREAM_SINGLE_ISSUER, and are LDG_STREAM_SHARED, never owned, so
+ * that every enqueue makes that RMW: stream.c) takes the fence's place in the
  * Dekker pair, and the load of parked is seq_cst. The work the thread's
  * final poll must see is that reservation: slc__mq_consume reads
  * ldg_mark (an acquire load of tail) after its fence F, and work above

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ledger/atomics.h"
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "ledger/rcu.h"
@@ -238,6 +239,17 @@ struct ldg_stream {
    * a call records on s, to catch a second one overlapping it (ring.c,
    * SINGLE-ISSUER STREAMS). Unused otherwise. */
   _Atomic uint32_t issuing;
+  /* Owned streams (ring.c, OWNED STREAMS): LDG__OWN_UNCLAIMED, a thread's
+   * token (its owner reserves on otail without a locked RMW),
+   * LDG__OWN_PENDING (a revocation began) or LDG__OWN_SHARED (for good;
+   * streams start so without membarrier, or with LDG_STREAM_SHARED). otail:
+   * the last seq the owner handed itself (written by the owner only).
+   * contest: who got the seq after the last one the installing revoker saw
+   * (0 undecided; LDG__CONTEST_* of that seq). Here, on the line every
+   * enqueue reads anyway. */
+  _Atomic uint64_t owner;
+  _Atomic ldg_seq otail;
+  _Atomic uint64_t contest;
   /* Streams with one publisher (ldg__one_publisher): the seq a release that
    * owns it and found its slot EMPTY asks about, 0 when none (ring.c,
    * PUBLICATION ON A STREAM WITH ONE PUBLISHER). Read by every such
@@ -261,6 +273,10 @@ struct ldg_stream {
   /* References: waits, snapshots and callers take them. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
 };
+
+_Static_assert(offsetof(struct ldg_stream, released) ==
+                   offsetof(struct ldg_stream, tail) + LDG__CACHE_LINE,
+               "the enqueuers' line (tail .. asked) is one cache line");
 
 /* ldg_stream.life */
 enum {
@@ -365,6 +381,38 @@ _Static_assert(LDG__FAST_R + 1 >= LDG__FIRST_END,
 
 /* ---- ring.c: layout, enqueue ------------------------------------------------------- */
 
+/* s->owner (ring.c, OWNED STREAMS): below LDG__OWN_FIRST_TOKEN, a state;
+ * from it on, the token of the owning thread (unique per thread, never
+ * reused). */
+enum {
+  LDG__OWN_UNCLAIMED = 0,
+  LDG__OWN_PENDING = 1,
+  LDG__OWN_SHARED = 2,
+  LDG__OWN_FIRST_TOKEN = 16
+};
+/* s->contest: seq q decided for the owner, or for the installer. */
+#define LDG__CONTEST_OWNER(q) (((uint64_t)(q) << 1) | 1u)
+#define LDG__CONTEST_INSTALLER(q) ((uint64_t)(q) << 1)
+
+/* The stream's tail as its readers see it (ldg_mark, releases, destroy,
+ * queries, heuristics): the last seq handed out. On an owned stream tail
+ * stays 0 and the owner's otail counts; once installed (revocation), tail
+ * is nonzero and at least every otail the owner stored (ring.c, OWNED
+ * STREAMS, "Readers of the tail"). One helper per memory order: tail
+ * first, then otail with the same order. */
+static inline ldg_seq ldg__tail_relaxed(const ldg_stream *s) {
+  ldg_seq t = ldg__load_relaxed(&s->tail);
+  return t != 0 ? t : ldg__load_relaxed(&s->otail);
+}
+static inline ldg_seq ldg__tail_acquire(const ldg_stream *s) {
+  ldg_seq t = ldg__load_acquire(&s->tail);
+  return t != 0 ? t : ldg__load_acquire(&s->otail);
+}
+static inline ldg_seq ldg__tail_seq_cst(const ldg_stream *s) {
+  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  return t != 0 ? t : ldg__load_seq_cst(&s->otail);
+}
+
 /* What an enqueue records: an operation, or a wait on another stream. */
 struct ldg__entry {
   uint16_t kind;
@@ -376,6 +424,11 @@ struct ldg__entry {
   ldg_stream *target;
   ldg_seq upto;
 };
+
+/* The destroyer, after its CAS of destroyed: whether an owner's
+ * reservation may be in flight on s, so that it must run the heavy barrier
+ * before it reads the tail (ring.c, OWNED STREAMS). */
+bool ldg__ring_owner_may_reserve(ldg_stream *s);
 
 /* Records e on s. See ldg_enqueue. */
 int ldg__ring_enqueue(ldg_stream *s, const struct ldg__entry *e,

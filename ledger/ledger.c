@@ -34,7 +34,7 @@ const char *ldg_strerror(int code) {
 /* Acquire: pairs with the release half of the reserving CAS on tail
  * (ldg__ring_reserve), which followed its acquire of tail_end: a thread that
  * releases to this mark finds every seq up to it linked in a segment. */
-ldg_seq ldg_mark(const ldg_stream *s) { return ldg__load_acquire(&s->tail); }
+ldg_seq ldg_mark(const ldg_stream *s) { return ldg__tail_acquire(s); }
 
 int ldg_add_wait(ldg_stream *b, ldg_stream *a, ldg_seq a_upto,
                  ldg_seq *seq_out) {

@@ -47,9 +47,9 @@
  *
  *   function                     may block  lock taken         runs callbacks
  *   ---------------------------  ---------  -----------------  --------------
- *   ldg_enqueue                  no (j)     none               keep (see (a))
+ *   ldg_enqueue                  no (j)(k)  none               keep (see (a))
  *   ldg_mark                     no         none               no
- *   ldg_add_wait                 no (b)(j)  none               keeps (see (a))
+ *   ldg_add_wait                 no (b)(j)(k) none             keeps (see (a))
  *   ldg_release, _release_all    no (b)(j)  none (f)           keeps
  *   queries (pending, holds_*,   no         none               no
  *     nonblocking_holding,
@@ -59,8 +59,8 @@
  *   ldg_marks_discard            no (b)(j)  none (f)           keeps (e)
  *   ldg_settle_vector            yes (c)    none (f)           drains, keeps
  *   ldg_stream_create            yes (d)    registry mutex     no
- *   ldg_stream_destroy           no (b)(j)  none (f)           keeps
- *   ldg_stream_unref             no (b)(j)  none (f)           keeps (e)
+ *   ldg_stream_destroy           no (b)(j)(k) none (f)         keeps
+ *   ldg_stream_unref             no (b)(j)(k) none (f)         keeps (e)
  *   ldg_stream_set_finalizer     no         none               no
  *   ldg_ledger_index_vectors     yes (d)    registry mutex     no
  *   ldg_ledger_create            yes (h)    reclaimer mutex    no
@@ -98,6 +98,18 @@
  *       enqueuer or another release. These calls release entries, so
  *       this applies to every call that does (a fired wait, a last
  *       unref), ldg_enqueue's release of an overtaken wait included.
+ *   (k) May make one membarrier(2) system call
+ *       (MEMBARRIER_CMD_PRIVATE_EXPEDITED): ldg_enqueue and ldg_add_wait
+ *       at most once per stream, when they revoke the stream's owner (the
+ *       first call to record on a default stream from a thread other than
+ *       the one that recorded on it until then: ledger/ring.c, OWNED
+ *       STREAMS); a destroy (ldg_stream_destroy, the last unref, a fired
+ *       wait's, ldg_ledger_destroy) of a stream that is owned or
+ *       single-issuer. membarrier waits until every other running thread of
+ *       the process has executed a memory barrier (an interrupt each); it
+ *       never waits for another thread to make progress in its own code,
+ *       and a thread stalled anywhere (in the ledger or not) does not delay
+ *       it: hence "no".
  *   Finalizers (ldg_stream_set_finalizer) run wherever a stream's last
  *   reference is dropped: in the calls above that run keeps (a last unref,
  *   a fired wait, a settle's or snapshot's reference), and as (g) says.
@@ -176,6 +188,9 @@ typedef int (*ldg_drain_fn)(void *ctx);
 
 #define LDG_STREAM_NONBLOCKING 1u
 #define LDG_STREAM_SINGLE_ISSUER 2u /* opt-in: see ldg_stream_create */
+/* Opt-out of owned reservation (see ldg_stream_create). 8, not 4: 4 stays
+ * an invalid flag (tests check that an unknown bit is refused). */
+#define LDG_STREAM_SHARED 8u
 
 enum {
   LDG_OK = 0,
@@ -210,7 +225,8 @@ void ldg_ledger_destroy(ldg_ledger *l);
 /* ---- Streams ----------------------------------------------------------- */
 
 /* Creates the ledger side of a device stream on `device` (>= 0). flags is 0 or
- * LDG_STREAM_NONBLOCKING, LDG_STREAM_SINGLE_ISSUER, or both. drain
+ * LDG_STREAM_NONBLOCKING with at most one of LDG_STREAM_SINGLE_ISSUER and
+ * LDG_STREAM_SHARED. drain
  * synchronises the device stream; it is required for non-blocking streams
  * (ldg_settle_vector calls it) and optional (may be NULL) otherwise. Gives
  * the caller one reference. Stream ids start at 1 and are never reused
@@ -241,8 +257,22 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * id to stderr and aborts. (A keep or wait that an overtaken ldg_enqueue or
  * ldg_add_wait runs before returning may record on s: the call is done with
  * s by then.)
+ *
+ * Default streams (neither flag): owned by the first thread that records on
+ * them, until another thread does. While one thread alone records on s,
+ * its enqueues and waits take their seqs with a plain store, as a
+ * single-issuer stream's do, with no promise asked of the caller; the first
+ * ldg_enqueue or ldg_add_wait on s from another thread revokes that for
+ * good (one membarrier(2) call, table note (k)), and s then works as a
+ * shared stream (a locked read-modify-write per enqueue). Destroying an
+ * owned stream makes one membarrier(2) call, as for a single-issuer one
+ * (ledger/ring.c, OWNED STREAMS). Where membarrier is unavailable every
+ * default stream is shared from the start.
+ * LDG_STREAM_SHARED: never owned (every enqueue a locked read-modify-write
+ * of the stream's tail, which a caller may rely on as a full barrier, as
+ * cuda/engine.c does; and no membarrier at revocation or destroy).
  * LDG_EINVAL: l or out NULL, device < 0, unknown flag bits, a non-blocking
- * stream without a drain. LDG_ENOMEM. */
+ * stream without a drain, SINGLE_ISSUER with SHARED. LDG_ENOMEM. */
 int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
                       ldg_drain_fn drain, void *drain_ctx, ldg_stream **out);
 

@@ -95,6 +95,14 @@ enum ldg__hook_point {
                                      ask): it adopts that ask next */
   LDG__HOOK_RELEASE_ASKED,        /* (rcu) its ask is installed, the heavy
                                      fence not yet made */
+  LDG__HOOK_OWNED_CHECKED,        /* the owner of an owned stream passed
+                                     R1 (it still owns s) and its check
+                                     against tail_end, before its store of
+                                     otail (ring.c, OWNED STREAMS) */
+  LDG__HOOK_OWNED_STORED,         /* the owner stored otail, before R2 */
+  LDG__HOOK_REVOKE_PENDING,       /* a revoker set s->owner to PENDING (or
+                                     found it so) and ran membarrier, before
+                                     it reads otail and installs tail */
 };
 
 struct ldg_stream;
@@ -159,6 +167,10 @@ bool ldg__ring_tailseg_reachable(struct ldg_stream *s);
  * tail_end; s's tail_end (seqs below it have a slot). */
 unsigned ldg__fast_reserve(void);
 uint64_t ldg__ring_tail_end(struct ldg_stream *s);
+/* Owned streams (ring.c, OWNED STREAMS): s's owner word, with every token
+ * reported as 16 (0 unclaimed, 1 revocation pending, 2 shared, 16 owned
+ * by some thread). */
+uint64_t ldg__ring_owner_state(struct ldg_stream *s);
 /* Gives back this thread's fast-path ticket and never takes one again
  * (want false: its enqueues take the CAS path), or takes one now if one is
  * free (want true). Whether it holds one. */

@@ -159,7 +159,7 @@ static void ldg__asym_pick(void) {
   bool ok = mask >= 0 && (mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
             ldg__membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
   /* Relaxed: pthread_once orders this before every ldg__asym_init's
-   * return, hence before any single-issuer stream exists (rcu.h). */
+   * return, hence before any stream exists (rcu.h). */
   atomic_store_explicit(&ldg__asym_membarrier, ok ? 1 : 0,
                         memory_order_relaxed);
 }

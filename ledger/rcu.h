@@ -60,8 +60,9 @@ void ldg__rcu_barrier(void);
  * then sees the rare side's store: one side always sees the other.
  * Without membarrier (an old kernel, a seccomp filter) both sides are
  * seq_cst fences, the C11 form of the same handshake.
- * ldg__asym_init (from ldg_stream_create of the first single-issuer stream,
- * before that stream exists) picks the mode once per process. */
+ * ldg__asym_init (from every ldg_stream_create, before that stream exists:
+ * owned streams use it too, ring.c's OWNED STREAMS) picks the mode once
+ * per process. */
 void ldg__asym_init(void);
 void ldg__asym_heavy(void);
 /* The light side's seq_cst fence, without membarrier (out of line: gcc
@@ -69,7 +70,7 @@ void ldg__asym_heavy(void);
 void ldg__asym_fence(void);
 
 /* 1 when membarrier is in use (set once by ldg__asym_init, before the first
- * single-issuer stream exists, hence before any ldg__asym_light). */
+ * stream exists, hence before any ldg__asym_light). */
 extern _Atomic int ldg__asym_membarrier;
 
 static inline void ldg__asym_light(void) {

@@ -330,12 +330,16 @@ static ldg_stream *ldg__live_from(ldg_stream *s) {
 int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
                       ldg_drain_fn drain, void *drain_ctx, ldg_stream **out) {
   if (l == NULL || out == NULL || device < 0) return LDG_EINVAL;
-  if ((flags & ~(LDG_STREAM_NONBLOCKING | LDG_STREAM_SINGLE_ISSUER)) != 0)
+  if ((flags & ~(LDG_STREAM_NONBLOCKING | LDG_STREAM_SINGLE_ISSUER |
+                 LDG_STREAM_SHARED)) != 0)
+    return LDG_EINVAL;
+  if ((flags & LDG_STREAM_SINGLE_ISSUER) && (flags & LDG_STREAM_SHARED))
     return LDG_EINVAL;
   if ((flags & LDG_STREAM_NONBLOCKING) && drain == NULL) return LDG_EINVAL;
-  /* The destroy handshake's fences (ring.c, SINGLE-ISSUER STREAMS): the
-   * mode is picked before the first such stream exists. */
-  if (flags & LDG_STREAM_SINGLE_ISSUER) ldg__asym_init();
+  /* The asymmetric handshakes' fences (ring.c, SINGLE-ISSUER STREAMS,
+   * OWNED STREAMS): the mode is picked (and membarrier registered) before
+   * the first stream exists, hence before any owned reservation. */
+  ldg__asym_init();
   /* Started by ldg_ledger_create; again here in a child forked since (the
    * reclaimer does not survive fork: reclaim.c). One relaxed load when it
    * runs. */
@@ -352,6 +356,14 @@ int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
   atomic_init(&s->reg_next, NULL);
   atomic_init(&s->life, 0);
   atomic_init(&s->refs, 1);
+  /* Owned streams (ring.c, OWNED STREAMS) only where membarrier is in use
+   * (relaxed: set once, before ldg__asym_init returned); a single-issuer
+   * stream never reads the word. */
+  bool ownable = !(flags & (LDG_STREAM_SHARED | LDG_STREAM_SINGLE_ISSUER)) &&
+                 atomic_load_explicit(&ldg__asym_membarrier,
+                                      memory_order_relaxed);
+  atomic_init(&s->owner, ownable ? (uint64_t)LDG__OWN_UNCLAIMED
+                                 : (uint64_t)LDG__OWN_SHARED);
   if (ldg__ring_init(s) != LDG_OK) {
     ldg__free(s);
     return LDG_ENOMEM;
@@ -535,7 +547,7 @@ size_t ldg_pending_count(const ldg_stream *s) {
    * counted released. */
   uint64_t done = ldg__load_acquire(&s->ops_released);
   uint64_t waits = ldg__load_acquire(&s->waits_enqueued);
-  ldg_seq t = ldg__load_acquire(&s->tail);
+  ldg_seq t = ldg__tail_acquire(s); /* tail, or the owner's otail */
   uint64_t ops = t > waits ? t - waits : 0;
   return ops > done ? (size_t)(ops - done) : 0;
 }

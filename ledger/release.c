@@ -428,11 +428,13 @@ static bool ldg__mark_destroyed(ldg_stream *s) {
   bool expected = false;
   /* seq_cst: the destroy handshake (DESTROY above). */
   if (!ldg__cas_seq_cst(&s->destroyed, &expected, true)) return false;
-  /* A single-issuer stream's enqueuer orders its reserving store before
-   * its load of destroyed with a compiler barrier only: this is the heavy
-   * side, between our CAS and the caller's load of tail (ring.c,
-   * SINGLE-ISSUER STREAMS). flags: immutable. */
-  if (s->flags & LDG_STREAM_SINGLE_ISSUER) ldg__asym_heavy();
+  /* A single-issuer stream's enqueuer, and the owner of an owned stream,
+   * order their reserving store before their load of destroyed with a
+   * compiler barrier only: this is the heavy side, between our CAS and the
+   * caller's load of the tail (ring.c, SINGLE-ISSUER STREAMS, OWNED
+   * STREAMS). flags: immutable. */
+  if ((s->flags & LDG_STREAM_SINGLE_ISSUER) || ldg__ring_owner_may_reserve(s))
+    ldg__asym_heavy();
   ldg__registry_unlink(s);
   return true;
 }
@@ -444,7 +446,7 @@ static void ldg__cursor_destroy(struct ldg__cursor *c) {
   c->next = 1;
   c->end = 0;
   if (!ldg__mark_destroyed(c->s)) return;
-  ldg_seq t = ldg__load_seq_cst(&c->s->tail);
+  ldg_seq t = ldg__tail_seq_cst(c->s); /* tail, or the owner's otail */
   ldg_seq from;
   if (ldg__claim(c->s, t, &from)) {
     c->next = from;
@@ -573,6 +575,6 @@ void ldg__finalize(ldg_stream *s) { ldg__engine(s, 0, LDG__TOP_FINALIZE); }
 
 bool ldg__destroy(ldg_stream *s) {
   if (!ldg__mark_destroyed(s)) return false;
-  ldg__engine(s, ldg__load_seq_cst(&s->tail), LDG__TOP_BORROWED);
+  ldg__engine(s, ldg__tail_seq_cst(s), LDG__TOP_BORROWED);
   return true;
 }

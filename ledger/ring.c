@@ -35,7 +35,9 @@
  *     s->released  every seq <= released is known complete: its entry has
  *                  been, or is being, released by the release that raised
  *                  the mark over it.
- *   Everything in (released, tail] is pending.
+ *   Everything in (released, tail] is pending. (On an owned stream the
+ *   owner's otail stands for tail until a revocation installs it: OWNED
+ *   STREAMS below; readers read both through ldg__tail_*.)
  *
  * WHAT EACH ATOMIC PUBLISHES
  *   s->tailseg  (seq_cst CAS / acquire or seq_cst load) a fully initialised
@@ -51,7 +53,14 @@
  *               RESERVING ON A SHARED STREAM below), so reserving never
  *               fails after the fact and a refused enqueue leaves no hole.
  *               On a single-issuer stream, a release store (SINGLE-ISSUER
- *               STREAMS below).
+ *               STREAMS below). On an owned stream 0 until a revoker
+ *               installs it (seq_cst CAS from 0: OWNED STREAMS).
+ *   s->otail    (release store / acquire load) the owner of an owned stream
+ *               reserved every seq up to it; written by the owner only.
+ *   s->owner    (acq_rel CAS claim, seq_cst CAS to PENDING, release store of
+ *               SHARED / acquire loads, and the relaxed R2 ordered by
+ *               membarrier) who reserves how (OWNED STREAMS).
+ *   s->contest  (acq_rel CAS, once per side) who got the contested seq.
  *   slot->state (acq_rel CAS EMPTY->FULL; on a stream with one publisher a
  *               release store) the entry's keep, ids, ranges or wait are
  *               written and readable. Payload is immutable once FULL.
@@ -230,6 +239,123 @@
  *   calls that overlap: each recording call exchanges s->issuing to 1 on
  *   entry and stores 0 before it returns or runs a keep, and aborts if it
  *   found 1.
+ *
+ * OWNED STREAMS (default streams; issue 11's one-thread row)
+ *   A default stream is mostly recorded on by one thread. Its reservation
+ *   is then the single-issuer one, without the caller's promise: the first
+ *   thread to reserve on s claims it (a CAS of s->owner from UNCLAIMED to
+ *   its token: a per-thread 64-bit id from a process-wide counter, never
+ *   reused, unlike a TLS address), and while it owns s it reserves on its
+ *   own word otail:
+ *     R1 load owner == my token (acquire); t = otail (relaxed: its own);
+ *     check t + 1 < tail_end (else extend, then R1 again); store-release
+ *     otail = t + 1; ldg__asym_light (a compiler barrier); R2 load owner:
+ *     still mine -> seq t + 1 is reserved.
+ *   tail stays 0 while s is owned, and every reader of the tail reads
+ *   tail, or otail while tail is 0 (ldg__tail_relaxed/acquire/seq_cst,
+ *   internal.h: one helper per order). Only where membarrier is in use
+ *   (ldg__asym_membarrier, registered by ldg_stream_create before the
+ *   stream exists); otherwise, and with LDG_STREAM_SHARED (cuda/ uses it:
+ *   its engine orders a Dekker pair by the enqueue's RMW of tail), streams
+ *   start SHARED. Single-issuer streams keep their own path.
+ *   Revocation. A thread that reserves on s while another owns it (or
+ *   after it exited: its token is never reused) revokes, for good:
+ *     CAS owner token -> PENDING (seq_cst); ldg__asym_heavy (membarrier);
+ *     read tail_end E, then otail T (acquire, pairing with the owner's
+ *     release store; in that order, see "The first segment" below); if
+ *     T + 1 >= E, extend the ring and read again; CAS tail 0 -> T + 1
+ *     (seq_cst); store-release owner = SHARED; decide seq T + 1 (below).
+ *   A thread that finds PENDING helps: tail installed -> the shared path;
+ *   else the same membarrier, reads and CAS. Several helpers each read
+ *   their own T after their own barrier; the first CAS defines tail, the
+ *   losers take the shared path. Nobody waits for the owner or for another
+ *   helper: the owner may be stalled anywhere in its enqueue.
+ *   At most one owner reservation is in flight. membarrier runs a full
+ *   barrier on every running thread (a switched-out one passed one). The
+ *   owner's R1 after that barrier sees PENDING (the CAS came before the
+ *   call); its stores before the barrier are seen by the revoker's reads
+ *   after the call. The owner's reservations are sequential, so at most one
+ *   passed R1 before the barrier and may store after it: the revoker's T is
+ *   either the owner's last seq or one below it. The store-buffering
+ *   argument of SINGLE-ISSUER STREAMS, with R2 as the load: a reservation
+ *   whose R2 read its token stored before the barrier (T covers it); one
+ *   whose store T missed reads PENDING or SHARED at R2.
+ *   The contested seq T + 1: either nobody's (no reservation in flight, or
+ *   the revoker saw its store) or the in-flight owner reservation's. The
+ *   installer and that owner decide it in s->contest with one CAS each
+ *   (acq_rel, from 0): the owner, when R2 sees the revocation
+ *   (ldg__own_contested), claims its seq q (CONTEST_OWNER(q)); the installer
+ *   claims T + 1 (CONTEST_INSTALLER(T + 1)). The owner keeps q unless the
+ *   word says INSTALLER(q); the installer takes T + 1 as its own
+ *   reservation (the seq its enqueue records, reserved by its seq_cst CAS
+ *   of tail like a CAS-path seq) unless the word says OWNER(T + 1). Both
+ *   CASes run at most once per stream (the owner's next R1 fails), so the
+ *   word is decided once; exactly one side holds T + 1, no seq is left a
+ *   hole, no slot is touched by the side that lost. An owner whose q went to
+ *   the installer reserves again through the dispatch (tail is installed:
+ *   the shared path), keeping its keep.
+ *   Why not "T + 1 only if T + 1 < tail_end": the in-flight reservation's
+ *   check may read a tail_end raised after the revoker's read (another
+ *   revoker's extension, or the shared path's once tail is installed), so
+ *   it may store T + 1 whatever the revoker read. The revoker therefore
+ *   always treats T + 1 as contested and extends the ring until it has a
+ *   slot before installing tail = T + 1 (the shared path's invariant: tail
+ *   < tail_end, nothing pending, at the install).
+ *   An owner revoked while it extended the ring (R1 again fails) goes back
+ *   through the dispatch, never straight to the shared path: tail may not
+ *   be installed yet (a revoker between its barrier and its CAS), and the
+ *   shared path's CAS from 0 would hand out seq 1 again (own8's bug, found
+ *   by ledger_bench's shared row; model mutant BUG_OWN_EXTEND_TO_SHARED).
+ *   Readers of the tail. tail != 0 only once installed, at T + 1 >= every
+ *   otail the owner stored (T + 1 is at least the in-flight one's), so
+ *   max(tail, otail) is "tail if nonzero, else otail", and it only grows.
+ *   Every seq up to it is held by exactly one enqueuer (an owner
+ *   reservation, the installer's, or a shared one) and has a slot (each was
+ *   checked below tail_end): ldg_mark, the release walk, destroy, the
+ *   queries (summary.c), ldg_pending_count (registry.c; the owner's add to
+ *   waits_enqueued is a release after its release store of otail, as after
+ *   the CAS before) and segment.c's heuristics (relaxed, hints) read it so.
+ *   A release that covers an owner's seq before its R2 (the mark read
+ *   otail) and finds EMPTY abandons it to whoever holds the seq: the owner
+ *   or the installer publishes, fails on ABANDONED and releases its entry
+ *   itself (PUBLICATION above, unchanged).
+ *   The first segment. The fast path's argument (RESERVING ON A SHARED
+ *   STREAM) needs: a raise of tail_end that a check reads comes with tail
+ *   >= F - 1. The owner extends at t + 1 >= tail_end with otail = t stored
+ *   before (the previous reservation's store, before its R1), and a
+ *   revoker extends at T + 1 >= E; the revoker reads tail_end before otail
+ *   (acquire both), so an owner's raise it sees comes with the otail that
+ *   caused it: an install after any extension of the first segment has T
+ *   >= F - 1, tail = T + 1 >= F. So tail >= F - 1 whenever a check can
+ *   read a raised tail_end, as before.
+ *   Destroy. An owner's seq is reserved by a store, so the DESTROY
+ *   handshake is the asymmetric one of SINGLE-ISSUER STREAMS: the owner
+ *   loads destroyed (acquire) after its store and light barrier, and the
+ *   destroyer (ldg__mark_destroyed) runs ldg__asym_heavy between its CAS of
+ *   destroyed and its read of the tail unless s is SHARED
+ *   (ldg__ring_owner_may_reserve; an UNCLAIMED stream is made SHARED there
+ *   by a CAS, so destroying a stream nobody recorded on costs no barrier).
+ *   SHARED read (acquire) means tail installed at T + 1, at least every
+ *   owner seq (above): the seq_cst read of tail covers them. The installer's
+ *   seq is a seq_cst CAS of tail followed by a seq_cst load of destroyed:
+ *   DESTROY's own argument.
+ *   Cost (bench/RESULTS.md, "Issue 11, eighth session"): the single-issuer
+ *   reservation plus two loads of owner (on the enqueuers' line) and one
+ *   TLS load; no locked instruction. ldg_enqueue and ldg_add_wait may call
+ *   membarrier once per stream (the revocation), the destroy of an owned
+ *   stream once (ledger.h, table note (k)).
+ *   ThreadSanitizer does not see membarrier (as for single-issuer
+ *   streams): nothing plain is ordered by it alone. The owner writes its
+ *   slot's payload only once its seq is decided (R2, or s->contest), the
+ *   installer only the slot it won, and the destroyer reads slot states
+ *   through atomics; so TSan has no race to report, and the runs check the
+ *   outcome on the real machine.
+ *   Model: ledger/model/own_sb.pml (store buffers, membarrier as "the
+ *   buffer drains"; owner, revokers, destroyer or releaser), asserting no
+ *   seq handed out twice and every accepted entry released once; mutants
+ *   BUG_OWN_NO_MEMBARRIER, _NO_R1, _NO_R2, _CONTESTED_UNDECIDED,
+ *   _DESTROY_NO_BARRIER, _EXTEND_TO_SHARED fail. Tests:
+ *   tests/torture/owned_test.c.
  *
  * RESERVING ON A SHARED STREAM: FETCH_ADD INSIDE A RESERVE
  *   The CAS loop costs a failed CAS per op and more under contention (issue
@@ -585,6 +711,205 @@ static int ldg__ring_reserve_single(ldg_stream *s, ldg_seq *seq) {
   }
 }
 
+/* ---- Owned streams (OWNED STREAMS) ------------------------------------------------ */
+
+/* Tokens: unique per thread, never reused (a thread's TLS address could be
+ * reused by a later thread, which would then pass for the owner). A
+ * thread without one yet holds LDG__OWN_NO_TOKEN, which no owner word ever
+ * holds, so the owner's compare needs no test of its own. */
+#define LDG__OWN_NO_TOKEN ((uint64_t)3)
+_Static_assert(LDG__OWN_NO_TOKEN > LDG__OWN_SHARED &&
+                   LDG__OWN_NO_TOKEN < LDG__OWN_FIRST_TOKEN,
+               "the no-token value is neither a state nor a token");
+static _Atomic uint64_t ldg__own_next = LDG__OWN_FIRST_TOKEN;
+static _Thread_local uint64_t ldg__own_tok = LDG__OWN_NO_TOKEN;
+
+/* Not the owner any more (or never was): nothing reserved, take the shared
+ * path. And: this thread just claimed s, take the owned path. Internal
+ * results, apart from LDG_OK and LDG_ENOMEM. */
+enum { LDG__OWN_LOST = 1, LDG__OWN_MINE = 2 };
+
+/* R2 saw that a revocation began after the owner's store of otail = q: q
+ * may be the contested seq (the one after the last the installing revoker
+ * saw). The owner claims it in s->contest unless the installer took it
+ * first (OWNED STREAMS, "The contested seq"). Runs at most once per
+ * stream: the owner's next reservation fails R1. */
+static __attribute__((noinline)) int ldg__own_contested(ldg_stream *s,
+                                                         ldg_seq q,
+                                                         ldg_seq *seq) {
+  uint64_t cur = 0;
+  /* acq_rel: one decision on the word; pairs with the installer's CAS.
+   * The seq is ours unless the installer took exactly q. */
+  if (ldg__cas_acq_rel(&s->contest, &cur, LDG__CONTEST_OWNER(q)) ||
+      cur != LDG__CONTEST_INSTALLER(q)) {
+    *seq = q;
+    return LDG_OK;
+  }
+  return LDG__OWN_LOST;
+}
+
+/* The owner's reservation (OWNED STREAMS): R1 was the caller's load of
+ * s->owner, which found tok. No locked instruction: the owner alone writes
+ * otail. LDG_OK (the destroy handshake is then asymmetric), LDG__OWN_LOST
+ * (revoked before the store: nothing reserved) or LDG_ENOMEM. */
+static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
+                                          ldg_seq *seq) {
+  for (;;) {
+    /* grow_at, tail_end: acquire, as in ldg__ring_reserve. otail:
+     * relaxed, our own last store. */
+    ldg_seq grow = ldg__load_acquire(&s->grow_at);
+    ldg_seq end = ldg__load_acquire(&s->tail_end);
+    ldg_seq t = ldg__load_relaxed(&s->otail);
+    if (__builtin_expect(t + 1 < end, 1)) {
+      LDG__HOOK(LDG__HOOK_OWNED_CHECKED, s);
+      /* Release: pairs with the acquire loads of the tail's readers
+       * (ldg__tail_acquire) and of the revoker, as the CAS's release half
+       * did. Then the light side of the revocation's (and the destroy's)
+       * store->load handshake. */
+      ldg__store_release(&s->otail, t + 1);
+      /* ldg__asym_light's membarrier branch: s is owned only where
+       * membarrier is in use, so no test of the mode is needed. */
+      atomic_signal_fence(memory_order_seq_cst);
+      LDG__HOOK(LDG__HOOK_OWNED_STORED, s);
+      /* R2. Relaxed: the handshake's load (membarrier orders it); what a
+       * revoker published is read through s->contest (acq_rel). */
+      if (__builtin_expect(ldg__load_relaxed(&s->owner) != tok, 0))
+        return ldg__own_contested(s, t + 1, seq);
+      /* The grow point, as the shared path's (segment.c, GROWING AHEAD):
+       * seq is ours and unresolved. */
+      if (__builtin_expect(t + 1 >= grow, 0))
+        ldg__ring_grow_early(s, t + 1, grow);
+      *seq = t + 1;
+      return LDG_OK;
+    }
+    ldg__rcu_read_lock();
+    int rc = ldg__ring_extend(s, end);
+    ldg__rcu_read_unlock();
+    if (rc != LDG_OK) return rc;
+    /* R1 again (acquire, as the caller's): a revocation may have begun
+     * while we extended. */
+    if (ldg__load_acquire(&s->owner) != tok) return LDG__OWN_LOST;
+  }
+}
+
+/* A reservation on a default stream that this thread does not own and
+ * that is not SHARED (OWNED STREAMS): claims it if unclaimed
+ * (LDG__OWN_MINE), else revokes the owner's reservation (or helps a
+ * revocation under way) and installs tail. LDG_OK: this thread installed
+ * tail and took the contested seq (*seq; reserved by a seq_cst CAS of
+ * tail, as the CAS path's); LDG__OWN_LOST: take the shared path (tail is
+ * installed: every LOST below follows a read of SHARED or of tail != 0);
+ * LDG_ENOMEM: the ring could not grow to hold the contested seq. Lock-free:
+ * never waits for the owner or for another revoker. */
+static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
+                                                   ldg_seq *seq) {
+  if (o == LDG__OWN_UNCLAIMED) {
+    if (ldg__own_tok == LDG__OWN_NO_TOKEN) {
+      /* Relaxed: uniqueness is the counter's modification order. */
+      ldg__own_tok = ldg__fetch_add_relaxed(&ldg__own_next, 1);
+    }
+    /* acq_rel: one claimer; the failure's acquire reads the word as the
+     * dispatch's load did. */
+    if (ldg__cas_acq_rel(&s->owner, &o, ldg__own_tok)) return LDG__OWN_MINE;
+  }
+  if (o >= LDG__OWN_FIRST_TOKEN) {
+    /* Revoke. seq_cst: the store side of the handshake with the owner's R2,
+     * before our barrier (ldg__asym_heavy). A failure read PENDING (another
+     * revoker's) or SHARED. */
+    ldg__cas_seq_cst(&s->owner, &o, (uint64_t)LDG__OWN_PENDING);
+    if (o == LDG__OWN_SHARED) return LDG__OWN_LOST;
+  }
+  if (o == LDG__OWN_SHARED) return LDG__OWN_LOST;
+  /* PENDING. Installed already: the shared path. seq_cst: a step of S. */
+  if (ldg__load_seq_cst(&s->tail) != 0) return LDG__OWN_LOST;
+  /* The heavy side: after it, at most one owner reservation is in flight
+   * (past R1, its store not seen below), and its R2 sees PENDING. */
+  ldg__asym_heavy();
+  LDG__HOOK(LDG__HOOK_REVOKE_PENDING, s);
+  ldg_seq t;
+  for (;;) {
+    /* tail_end, then otail (both acquire): an extension by the owner that
+     * we see comes with the otail that made it extend (the first-segment
+     * argument of RESERVING ON A SHARED STREAM). otail pairs with the
+     * owner's release store. */
+    ldg_seq end = ldg__load_acquire(&s->tail_end);
+    t = ldg__load_acquire(&s->otail);
+    if (t + 1 < end) break;
+    /* The contested seq t + 1 needs a slot before tail may reach it. */
+    ldg__rcu_read_lock();
+    int rc = ldg__ring_extend(s, end);
+    ldg__rcu_read_unlock();
+    if (rc != LDG_OK) return rc;
+  }
+  ldg_seq zero = 0;
+  /* seq_cst: a step of S (the shared path's invariant starts here: t + 1 <
+   * tail_end, nothing pending); the destroy handshake reads destroyed after
+   * it, as after the CAS path's. One installer: tail never returns to 0. */
+  if (!ldg__cas_seq_cst(&s->tail, &zero, t + 1)) return LDG__OWN_LOST;
+  /* Release: a thread that reads SHARED (acquire) sees tail installed. */
+  ldg__store_release(&s->owner, (uint64_t)LDG__OWN_SHARED);
+  uint64_t cur = 0;
+  /* acq_rel: pairs with the owner's CAS in ldg__own_contested. */
+  if (!ldg__cas_acq_rel(&s->contest, &cur, LDG__CONTEST_INSTALLER(t + 1)) &&
+      cur == LDG__CONTEST_OWNER(t + 1))
+    return LDG__OWN_LOST; /* the owner's in-flight reservation got it */
+  /* The grow point: as the CAS path's. */
+  ldg_seq grow = ldg__load_acquire(&s->grow_at);
+  if (__builtin_expect(t + 1 >= grow, 0)) ldg__ring_grow_early(s, t + 1, grow);
+  *seq = t + 1;
+  return LDG_OK;
+}
+
+/* Reserves the next seq of a default stream: the owner's way, or the
+ * revocation's, or the shared path (OWNED STREAMS). *asym: whether the
+ * destroy handshake is the asymmetric one (the seq was reserved by a
+ * store of otail, not a seq_cst RMW of tail). */
+static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
+                                            bool *asym) {
+  for (;;) {
+    /* R1. Acquire: pairs with the release store of SHARED (tail installed:
+     * the shared path's load of tail then reads it or later) and with the
+     * claim. */
+    uint64_t o = ldg__load_acquire(&s->owner);
+    if (__builtin_expect(o == ldg__own_tok, 1)) {
+      int rc = ldg__ring_reserve_owned(s, o, seq);
+      if (__builtin_expect(rc != LDG__OWN_LOST, 1)) {
+        *asym = true;
+        return rc;
+      }
+      /* Revoked while we extended the ring: tail may not be installed
+       * yet, so not straight to the shared path; the next pass helps. */
+      continue;
+    }
+    if (o == LDG__OWN_SHARED) break;
+    int rc = ldg__own_slow(s, o, seq);
+    if (rc == LDG__OWN_MINE) continue; /* claimed: the owner's way */
+    if (rc != LDG__OWN_LOST) return rc; /* LDG_OK (seq_cst), ENOMEM */
+    break; /* LOST: tail is installed */
+  }
+  return ldg__ring_reserve(s, seq);
+}
+
+/* The destroyer, after its CAS of destroyed (release.c): whether it must
+ * run the heavy barrier before reading the tail, i.e. whether an owner's
+ * reservation may be in flight. An unclaimed stream is made SHARED here (a
+ * CAS: a later first enqueuer takes the shared path), so that destroying
+ * a stream nobody enqueued on costs no barrier. */
+bool ldg__ring_owner_may_reserve(ldg_stream *s) {
+  /* Acquire: SHARED read means tail installed (see the dispatch). */
+  uint64_t o = ldg__load_acquire(&s->owner);
+  if (o == LDG__OWN_UNCLAIMED &&
+      ldg__cas_acq_rel(&s->owner, &o, (uint64_t)LDG__OWN_SHARED))
+    return false;
+  return o != LDG__OWN_SHARED;
+}
+
+uint64_t ldg__ring_owner_state(ldg_stream *s) {
+  /* Acquire: a test reads it at a quiet moment. */
+  uint64_t o = ldg__load_acquire(&s->owner);
+  return o >= LDG__OWN_FIRST_TOKEN ? LDG__OWN_FIRST_TOKEN : o;
+}
+
 /* Builds without NDEBUG: catch two calls recording on one single-issuer
  * stream at once (the caller's promise broken). */
 #ifndef NDEBUG
@@ -740,9 +1065,12 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
    * needed rather than kept in a register across the enqueue. */
   ldg__issuing_begin(s);
   ldg_seq seq = 0;
-  int rc = __builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)
+  /* Whether the destroy handshake is asymmetric: a single-issuer stream,
+   * or a seq the owner of an owned stream reserved (OWNED STREAMS). */
+  bool asym = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+  int rc = __builtin_expect(asym, 0)
                ? ldg__ring_reserve_single(s, &seq)
-               : ldg__ring_reserve(s, &seq);
+               : ldg__ring_reserve_default(s, &seq, &asym);
   if (rc != LDG_OK) {
     ldg__issuing_end(s);
     ldg__ext_free_now(ext);
@@ -755,9 +1083,10 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
    * seq_cst CAS; on a single-issuer stream, after the reserving store and
    * the light side of the asymmetric fence (SINGLE-ISSUER STREAMS), whose
-   * heavy side the destroyer runs between its CAS and its load of tail. */
+   * heavy side the destroyer runs between its CAS and its load of tail;
+   * likewise after an owner's store of otail (OWNED STREAMS). */
   bool gone;
-  if (__builtin_expect((s->flags & LDG_STREAM_SINGLE_ISSUER) != 0, 0)) {
+  if (asym) {
     ldg__asym_light();
     /* Relaxed would do for the handshake (the fences order it); acquire
      * pairs with the destroyer's CAS, as the early refusal's. */

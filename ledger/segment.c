@@ -276,6 +276,8 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->head, g);
   atomic_init(&s->tailseg, g);
   atomic_init(&s->tail, 0);
+  atomic_init(&s->otail, 0);
+  atomic_init(&s->contest, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
   /* No early growth in the first segment (no seq reaches its end): the
    * first extension sets the first grow point. */
@@ -481,7 +483,7 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   struct ldg__seg *next = ldg__load_acquire(&g->next);
   if (next == NULL) {
     uint64_t now = ldg__now_ns();
-    ldg_seq t = ldg__load_relaxed(&s->tail); /* a size heuristic only */
+    ldg_seq t = ldg__tail_relaxed(s); /* a size heuristic only */
     struct ldg__seg *fresh = ldg__spare_take(s);
     if (fresh != NULL && fresh->size < ldg__backlog_seg_size(s, t)) {
       /* Smaller than the backlog has grown to: to the pool (which is per
@@ -544,7 +546,7 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
    * segment is a quarter used, or while a spare waits or is being prepared. All
    * four are hints (relaxed): the claim below decides who prepares, and a
    * spare left on a stream destroyed meanwhile is freed with it. */
-  ldg_seq t = ldg__load_relaxed(&s->tail);
+  ldg_seq t = ldg__tail_relaxed(s);
   if (t < ldg__load_relaxed(&s->spare_at) ||
       ldg__load_relaxed(&s->spare) != NULL ||
       ldg__load_relaxed(&s->destroyed) ||
@@ -649,6 +651,6 @@ unsigned ldg__ring_segments_ahead(ldg_stream *s) {
   }
   ldg__rcu_read_unlock();
   /* After the walk (seq_cst, as ldg_mark's readers): a later tail. */
-  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  ldg_seq t = ldg__tail_seq_cst(s);
   return (unsigned)(last > t) + (unsigned)(before > t);
 }

@@ -370,7 +370,7 @@ static ldg_seq ldg__released(struct ldg__lazy_released *x) {
 bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
                      ldg__visit_fn fn, void *arg) {
   /* tail: as ldg_mark, every seq up to it is linked. */
-  ldg_seq t = ldg__load_acquire(&s->tail);
+  ldg_seq t = ldg__tail_acquire(s);
   struct ldg__lazy_released rel = {s, false, 0, {0, 0, 1, 0}};
   /* head: acquire pairs with the seq_cst CASes that moved head (release
    * half), after the segment's header and reset summaries were written. */

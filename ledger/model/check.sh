@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Model-checks the ring protocol of ledger/ with Spin (ring.pml, wait.pml,
-# ring_common.pml; destroy_sb.pml, unlink_sb.pml and extend_mp.pml for the
-# memory orders of the destroy handshake, the registry's deferred unlink and
-# a growing ring's publication, pub_sb.pml for the publication on a stream
-# with one publisher, and spare.pml for the spare of segment.c,
+# ring_common.pml; destroy_sb.pml, own_sb.pml, unlink_sb.pml and extend_mp.pml
+# for the memory orders of the destroy handshake, owned streams' reservation
+# and its revocation, the registry's deferred unlink and a growing ring's
+# publication, pub_sb.pml for the publication on a stream with one
+# publisher, and spare.pml for the spare of segment.c,
 # beside this script), exhaustively, for small
 # bounds. Three kinds of run, each its own spin -a / gcc / pan:
 #   pass   a configuration of the real protocol: no assertion violation, no
@@ -17,7 +18,9 @@
 # Usage: ledger/model/check.sh [--deep] [--jobs N] [--only REGEX] [-DNAME]... [--keep]
 #   --deep     also CFG_EE3R (140M states: 8.3 GB and ~7 min) and CFG_FFF
 #              (21M states, 1 GB, ~90 s: two fetch_adds pending at once; and
-#              with FAST_AS_C, the C's check without its first-segment test)
+#              with FAST_AS_C, the C's check without its first-segment test),
+#              and own_sb.pml with three owner enqueues and two revokers
+#              (21M states, 2.4 GB, ~1 min)
 #   --jobs N   runs at once (default 2)
 #   --only RE  only the runs whose line matches RE (e.g. --only EER, --only ^pass)
 #   -DNAME     add a define to every run (e.g. -DBUG_ABANDON_STORE --only ^pass
@@ -59,7 +62,7 @@ done
 work=$(mktemp -d "${TEST_TMPDIR:-${TMPDIR:-/tmp}}/ring_model.XXXXXX")
 cleanup() { if [ "$keep" = 0 ]; then rm -rf "$work"; fi; }
 trap cleanup EXIT
-for f in ring_common.pml ring.pml wait.pml destroy_sb.pml unlink_sb.pml extend_mp.pml spare.pml pub_sb.pml; do
+for f in ring_common.pml ring.pml wait.pml destroy_sb.pml own_sb.pml unlink_sb.pml extend_mp.pml spare.pml pub_sb.pml; do
   cp -L "$here/$f" "$work/$f"
 done
 
@@ -85,6 +88,9 @@ pass  ring.pml  -DCFG_EEC
 pass  ring.pml  -DCFG_EET
 pass  destroy_sb.pml
 pass  destroy_sb.pml  -DSB_SINGLE
+pass  own_sb.pml
+pass  own_sb.pml  -DOWN_RELEASER
+pass  own_sb.pml  -DOWN_TWO_REVOKERS
 pass  pub_sb.pml
 pass  unlink_sb.pml
 pass  extend_mp.pml
@@ -115,6 +121,12 @@ fail  destroy_sb.pml  -DBUG_SB_TAIL_LOAD
 fail  destroy_sb.pml  -DBUG_SB_RESERVE_CAS
 fail  destroy_sb.pml  -DBUG_SB_DESTROYED_LOAD
 fail  destroy_sb.pml  -DSB_SINGLE -DBUG_SB_NO_MEMBARRIER
+fail  own_sb.pml  -DBUG_OWN_NO_MEMBARRIER
+fail  own_sb.pml  -DBUG_OWN_NO_R1
+fail  own_sb.pml  -DBUG_OWN_NO_R2
+fail  own_sb.pml  -DBUG_OWN_CONTESTED_UNDECIDED
+fail  own_sb.pml  -DBUG_OWN_DESTROY_NO_BARRIER
+fail  own_sb.pml  -DBUG_OWN_EXTEND_TO_SHARED
 fail  pub_sb.pml  -DBUG_PUB_NO_MEMBARRIER
 fail  pub_sb.pml  -DBUG_PUB_NO_CAS
 fail  pub_sb.pml  -DBUG_PUB_OVERWRITE
@@ -157,6 +169,10 @@ reach destroy_sb.pml  -DPROBE_SB_ABANDON
 reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_STALE
 reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_RETRACT
 reach destroy_sb.pml  -DSB_SINGLE -DPROBE_SB_ABANDON
+reach own_sb.pml  -DPROBE_OWN_CONTESTED
+reach own_sb.pml  -DPROBE_OWN_LOST
+reach own_sb.pml  -DPROBE_OWN_HELP
+reach own_sb.pml  -DPROBE_OWN_STALE
 reach pub_sb.pml  -DPROBE_PUB_TAKEBACK
 reach pub_sb.pml  -DPROBE_PUB_ADOPT
 reach pub_sb.pml  -DPROBE_PUB_LATER
@@ -178,6 +194,7 @@ if [ "$deep" = 1 ]; then
   runs+=$'\n'"pass  ring.pml  -DCFG_FFF"
   runs+=$'\n'"pass  ring.pml  -DCFG_FFF -DFAST_AS_C"
   runs+=$'\n'"reach ring.pml  -DCFG_FFF -DPROBE_FAST_FULL"
+  runs+=$'\n'"pass  own_sb.pml  -DOWN_OPS=3 -DOWN_TWO_REVOKERS"
 fi
 if [ -n "$only" ]; then
   runs=$(printf '%s\n' "$runs" | grep -E -- "$only" || true)
@@ -200,7 +217,7 @@ one() {
   # minutes to optimise and its searches are small; mutants and probes stop
   # early.
   local opt=-O0 memlim=3072
-  if [ "$expect" = pass ] && { [ "$model" = ring.pml ] || [ "$model" = spare.pml ]; }; then opt=-O1; fi
+  if [ "$expect" = pass ] && { [ "$model" = ring.pml ] || [ "$model" = spare.pml ] || [ "$model" = own_sb.pml ]; }; then opt=-O1; fi
   if [ "$deep" = 1 ]; then memlim=14336; fi
   local t0 t1 verdict=BAD why=''
   t0=$(date +%s)

@@ -909,6 +909,9 @@ static void op_create(void) {
   /* Single-threaded, so every stream keeps the single-issuer promise: the
    * mode must not change a single answer. */
   if (chance(30)) flags |= LDG_STREAM_SINGLE_ISSUER;
+  /* Never owned (and, with single-issuer, refused): the mode must not
+   * change a single answer either. */
+  if (chance(15)) flags |= LDG_STREAM_SHARED;
   bool l_null = variant == 1, out_null = variant == 2;
   if (variant == 3) device = -1 - (int)rnd(3);
   if (variant == 4) flags |= 4u << rnd(4);

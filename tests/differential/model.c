@@ -102,7 +102,9 @@ static void release_closure(mdl *m, int s0, ldg_seq upto0) {
 unsigned mdl_expect_stream_create(bool l_null, bool out_null, int device,
                                   unsigned flags, bool has_drain) {
   if (l_null || out_null || device < 0 ||
-      (flags & ~(LDG_STREAM_NONBLOCKING | LDG_STREAM_SINGLE_ISSUER)) ||
+      (flags & ~(LDG_STREAM_NONBLOCKING | LDG_STREAM_SINGLE_ISSUER |
+                 LDG_STREAM_SHARED)) ||
+      ((flags & LDG_STREAM_SINGLE_ISSUER) && (flags & LDG_STREAM_SHARED)) ||
       ((flags & LDG_STREAM_NONBLOCKING) && !has_drain))
     return MDL_BIT(LDG_EINVAL);
   return MDL_BIT(LDG_OK);

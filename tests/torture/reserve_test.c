@@ -29,6 +29,10 @@
  *                   releases to the mark: every seq handed out once (dense
  *                   from 1 to the mark), every keep run once; at every
  *                   link at most one segment starts past the mark.
+ * Its streams are created LDG_STREAM_SHARED: the path under test is the
+ * shared one from the first enqueue (a default stream would be owned by
+ * its first enqueuer until another thread revokes it: ring.c, OWNED
+ * STREAMS, tested in owned_test).
  * Deterministic assertions only: races decide the seqs each thread gets,
  * never whether the contract holds.
  */
@@ -137,7 +141,8 @@ static void test_reserve_parked(void) {
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
   ldg_stream *s;
-  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s), LDG_OK);
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_SHARED, NULL, NULL, &s),
+           LDG_OK);
   sem_init(&pk.parked, 0, 0);
   sem_init(&pk.go, 0, 0);
   sem_init(&pk.grow_parked, 0, 0);
@@ -256,7 +261,8 @@ static ldg_stream *grow_stream(ldg_ledger **l, bool no_pool) {
   CHECK_RC(ldg_ledger_create(l), LDG_OK);
   if (no_pool) CHECK_RC(ldg_ledger_set_pool_limit(*l, 0), LDG_OK);
   ldg_stream *s;
-  CHECK_RC(ldg_stream_create(*l, 0, 0, NULL, NULL, &s), LDG_OK);
+  CHECK_RC(ldg_stream_create(*l, 0, LDG_STREAM_SHARED, NULL, NULL, &s),
+           LDG_OK);
   return s;
 }
 
@@ -379,7 +385,8 @@ static uint32_t run_workers(uint32_t n, uint32_t ticketless,
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
   struct shared sh = {.per_thread = per_thread};
-  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &sh.s), LDG_OK);
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_SHARED, NULL, NULL, &sh.s),
+           LDG_OK);
   atomic_init(&sh.holders, 0);
   atomic_init(&sh.stop_release, false);
   CHECK(pthread_barrier_init(&sh.all_in, NULL, n) == 0);

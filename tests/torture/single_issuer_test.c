@@ -39,6 +39,7 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
+#include "tests/torture/destroy_race.h"
 
 enum { MAX_KEEPS = 1 << 20 };
 
@@ -249,82 +250,23 @@ static void test_destroy_parked(void) {
 
 /* ---- destroy-race: enqueuer, releaser and destroyer racing freely ---------- */
 
-static struct {
-  ldg_stream *s;
-  atomic_bool stop_release;
-  atomic_int started;
-  uint32_t base, accepted, refused_id; /* written by the enqueuer */
-  unsigned delay;
-} dr;
-
-static void *race_enqueuer(void *arg) {
-  (void)arg;
-  atomic_fetch_add(&dr.started, 1);
-  for (uint32_t i = 0;; i++) {
-    uint32_t id = dr.base + i;
-    if (id == MAX_KEEPS - 1) {
-      /* Out of ids before the destroyer ran (a loaded machine): wait for
-       * it; the next enqueue is then refused. */
-      while (ldg_stream_check_live(dr.s) == LDG_OK) sched_yield();
-    }
-    int rc = ldg_enqueue(dr.s, keep_of(id), NULL, 0, NULL, 0, NULL);
-    if (rc == LDG_EDESTROYED) {
-      dr.refused_id = id;
-      return NULL;
-    }
-    CHECK_RC(rc, LDG_OK);
-    dr.accepted = i + 1;
-  }
+static int dr_enqueue(ldg_stream *s, uint32_t id) {
+  return ldg_enqueue(s, keep_of(id), NULL, 0, NULL, 0, NULL);
 }
 
-static void *race_releaser(void *arg) {
-  (void)arg;
-  atomic_fetch_add(&dr.started, 1);
-  while (!atomic_load(&dr.stop_release)) {
-    int rc = ldg_release(dr.s, ldg_mark(dr.s));
-    if (rc == LDG_EDESTROYED) break;
-    CHECK_RC(rc, LDG_OK);
+static void dr_check(int round, uint32_t accepted, uint32_t refused_id) {
+  for (uint32_t i = 1; i <= accepted; i++) {
+    if (ran_of(i) != 1)
+      FAIL("round %d: accepted keep %u ran %u times", round, i, ran_of(i));
   }
-  return NULL;
+  CHECK_EQ_U(ran_of(refused_id), 0);
 }
 
 static void test_destroy_race(void) {
-  g_case = "destroy-race";
-  int rounds = SANITIZED ? 40 : 300;
-  ldg_ledger *l;
-  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
-  uint64_t accepted_total = 0;
-  reset_ran(MAX_KEEPS);
-  for (int r = 0; r < rounds; r++) {
-    if (r > 0) reset_ran(dr.refused_id + 1); /* what the last round used */
-    dr.base = 1;
-    dr.accepted = 0;
-    dr.refused_id = 0;
-    CHECK_RC(ldg_stream_create(l, 0, SI, NULL, NULL, &dr.s), LDG_OK);
-    atomic_store(&dr.stop_release, false);
-    atomic_store(&dr.started, 0);
-    pthread_t e, rl;
-    CHECK(pthread_create(&e, NULL, race_enqueuer, NULL) == 0);
-    CHECK(pthread_create(&rl, NULL, race_releaser, NULL) == 0);
-    while (atomic_load(&dr.started) < 2) sched_yield();
-    /* A varying head start; any value is correct. */
-    for (volatile unsigned k = 0; k < (unsigned)(r % 17) * 200u; k++) {
-    }
-    CHECK_RC(ldg_stream_destroy(dr.s), LDG_OK);
-    pthread_join(e, NULL);
-    atomic_store(&dr.stop_release, true);
-    pthread_join(rl, NULL);
-    for (uint32_t i = 1; i <= dr.accepted; i++) {
-      if (ran_of(i) != 1) FAIL("round %d: accepted keep %u ran %u times", r, i, ran_of(i));
-    }
-    CHECK(dr.refused_id == dr.accepted + 1);
-    CHECK_EQ_U(ran_of(dr.refused_id), 0);
-    accepted_total += dr.accepted;
-    ldg_stream_unref(dr.s);
-  }
-  ldg_ledger_destroy(l);
-  printf("ok - %s (%d rounds, %llu enqueues accepted)\n", g_case, rounds,
-         (unsigned long long)accepted_total);
+  const struct destroy_race cfg = {"destroy-race", SI, SANITIZED ? 40 : 300,
+                                   MAX_KEEPS,      dr_enqueue, reset_ran,
+                                   dr_check};
+  destroy_race_run(&cfg);
 }
 
 /* ---- overtaking: releases and a parked publication (ring.c, PUBLICATION ON

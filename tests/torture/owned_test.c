@@ -1,0 +1,707 @@
+/*
+ * Owned streams (ledger/ring.c, OWNED STREAMS): a default stream is
+ * reserved on without a locked instruction by the one thread that issues to
+ * it, until another thread reserves on it and revokes that for good. Linked
+ * with the test hooks to park the owner and the revokers at the protocol's
+ * steps. Every case checks that each accepted keep ran exactly once and that
+ * no seq was handed out twice (the seqs ldg_enqueue returned).
+ *
+ *   basics           one thread: seqs from 1, marks, pending counts, waits,
+ *                    queries and releases see the owner's otail; the ring
+ *                    grows ahead as a shared stream's does; LDG_STREAM_SHARED
+ *                    streams are never owned; bad flag combinations refused.
+ *   checked-parked   the owner parked after R1 and its check, before its
+ *                   store: another thread revokes and takes the contested
+ *                    seq; the owner, resumed, finds it taken and reserves
+ *                    again on the shared path (no seq twice).
+ *   stored-parked    the owner parked after its store, before R2: the
+ *                    revoker sees the store, the owner keeps its seq.
+ *   no-hole          a revocation while the owner is idle: the contested
+ *                    seq goes to the revoker, seqs stay dense.
+ *   revoker-stalled  a revoker parked after its membarrier, before it
+ *                    installs tail (forever, as far as the others know):
+ *                    the owner's next enqueue helps and installs, others
+ *                    enqueue and release; the revoker, resumed, loses.
+ *   owner-stalled    the owner parked before its store while others
+ *                    revoke, enqueue and release to the mark: none waits.
+ *   destroy-parked   the owner parked after its store while the stream is
+ *                    destroyed: refused (its keep never runs) or released
+ *                    by the destroy: never both, never lost.
+ *   destroy-race     rounds of an owner, a releaser and a destroyer racing
+ *                    freely.
+ *   extend-revoked   the owner revoked while it extends the ring (parked
+ *                    inside the extension), the revoker parked before it
+ *                    installs tail: the owner helps, and never takes the
+ *                    shared path before tail is installed.
+ *   many-revokers    several threads revoke at once (parked together after
+ *                    their membarrier, then let go), with the owner
+ *                    enqueuing; then all enqueue freely.
+ *   revoke-race      rounds of an owner, two late joiners and a releaser
+ *                    racing freely on a fresh stream (revocations at any
+ *                    step of the owner's, extensions included).
+ *   thread-exit      the owner exits; a new thread (a new token, never the
+ *                    old one) revokes and enqueues.
+ * Deterministic assertions only: races decide which outcome, never whether
+ * the contract holds.
+ */
+#define PARK_TEST_NAME "owned_test"
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger/ledger.h"
+#include "ledger/ledger_testing.h"
+#include "tests/torture/park_check.h"
+#include "tests/torture/destroy_race.h"
+
+enum { MAX_KEEPS = 1 << 18 };
+
+/* Times each keep ran, and the seq each accepted enqueue got, by id. */
+static _Atomic uint32_t ran[MAX_KEEPS];
+static _Atomic uint64_t seq_of[MAX_KEEPS];
+
+static void count_keep(void *ctx) {
+  atomic_fetch_add_explicit(&ran[(uintptr_t)ctx], 1, memory_order_relaxed);
+}
+
+static ldg_keep keep_of(uint32_t id) {
+  return (ldg_keep){count_keep, (void *)(uintptr_t)id};
+}
+
+static void reset(uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    atomic_store(&ran[i], 0);
+    atomic_store(&seq_of[i], 0);
+  }
+}
+
+static uint32_t ran_of(uint32_t id) { return atomic_load(&ran[id]); }
+
+/* Enqueues keep id on s, records its seq. */
+static int enq(ldg_stream *s, uint32_t id) {
+  ldg_seq q = 0;
+  int rc = ldg_enqueue(s, keep_of(id), &(uint64_t){id}, 1, NULL, 0, &q);
+  if (rc == LDG_OK) atomic_store(&seq_of[id], q);
+  return rc;
+}
+
+/* Ids [1, n]: every accepted one (seq_of != 0) ran once, the others never;
+ * no seq twice; the accepted seqs are exactly 1..mark when dense. */
+static void check_once(uint32_t n, ldg_seq mark, bool dense) {
+  static uint8_t seen[MAX_KEEPS];
+  CHECK(mark < MAX_KEEPS);
+  memset(seen, 0, mark + 1);
+  uint32_t accepted = 0;
+  for (uint32_t i = 1; i <= n; i++) {
+    uint64_t q = atomic_load(&seq_of[i]);
+    if (q == 0) {
+      if (ran_of(i) != 0) FAIL("refused keep %u ran %u times", i, ran_of(i));
+      continue;
+    }
+    accepted++;
+    if (ran_of(i) != 1)
+      FAIL("keep %u (seq %llu) ran %u times", i, (unsigned long long)q,
+           ran_of(i));
+    if (q > mark)
+      FAIL("keep %u got seq %llu past the mark %llu", i, (unsigned long long)q,
+           (unsigned long long)mark);
+    if (seen[q]++)
+      FAIL("seq %llu handed out twice (keep %u)", (unsigned long long)q, i);
+  }
+  if (dense && accepted != mark)
+    FAIL("%u accepted enqueues, mark %llu", accepted, (unsigned long long)mark);
+}
+
+/* ---- Parking ------------------------------------------------------------- */
+
+/* One thread at a time parks at one point on one stream: the thread that
+ * armed itself (park_me), so that other threads pass the same point. A
+ * thread may also park at a point of its own (my_point, with the
+ * semaphores my_sems): extend-revoked parks two threads at two points. */
+struct sems {
+  sem_t parked, go;
+};
+static struct {
+  ldg_stream *target;
+  _Atomic int point;
+  sem_t parked, go;
+} pk;
+static _Thread_local bool park_me;
+static _Thread_local int my_point;
+static _Thread_local struct sems *my_sems;
+
+static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                      void *arg) {
+  (void)arg;
+  if (s != pk.target) return;
+  if (my_point != 0 && (int)point == my_point) {
+    my_point = 0;
+    sem_post(&my_sems->parked);
+    sem_wait_or_fail(&my_sems->go, "parked thread let go");
+    return;
+  }
+  if (!park_me || (int)point != atomic_load(&pk.point)) return;
+  park_me = false;
+  sem_post(&pk.parked);
+  sem_wait_or_fail(&pk.go, "parked thread let go");
+}
+
+static void park_init(ldg_stream *s, int point) {
+  pk.target = s;
+  atomic_store(&pk.point, point);
+  sem_init(&pk.parked, 0, 0);
+  sem_init(&pk.go, 0, 0);
+  CHECK(ldg__set_hook(park_hook, NULL));
+}
+
+static void park_done(void) {
+  ldg__set_hook(NULL, NULL);
+  sem_destroy(&pk.parked);
+  sem_destroy(&pk.go);
+}
+
+struct job {
+  ldg_stream *s;
+  uint32_t first, n; /* ids first .. first + n - 1 */
+  int park_at;       /* the enqueue (from 0) that may park; -1: none */
+  int rc;            /* the last enqueue's */
+  int own_point;     /* with own_sems: park there, on the park_at'th */
+  struct sems *own_sems;
+};
+
+static void *enqueuer(void *p) {
+  struct job *j = p;
+  for (uint32_t i = 0; i < j->n; i++) {
+    park_me = (int)i == j->park_at && j->own_sems == NULL;
+    if ((int)i == j->park_at && j->own_sems != NULL) {
+      my_point = j->own_point;
+      my_sems = j->own_sems;
+    }
+    j->rc = enq(j->s, j->first + i);
+    if (j->rc == LDG_EDESTROYED) break;
+    CHECK_RC(j->rc, LDG_OK);
+  }
+  park_me = false;
+  return NULL;
+}
+
+static void start(pthread_t *th, struct job *j) {
+  CHECK(pthread_create(th, NULL, enqueuer, j) == 0);
+}
+
+static ldg_stream *new_stream(ldg_ledger **l) {
+  CHECK_RC(ldg_ledger_create(l), LDG_OK);
+  ldg_stream *s;
+  CHECK_RC(ldg_stream_create(*l, 0, 0, NULL, NULL, &s), LDG_OK);
+  return s;
+}
+
+static void end_stream(ldg_ledger *l, ldg_stream *s) {
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  CHECK_EQ_U(ldg_pending_count(s), 0);
+  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+}
+
+/* Whether this machine's ledger owns streams at all (membarrier in use). */
+static bool owning;
+
+/* ---- basics -------------------------------------------------------------- */
+
+static void test_basics(void) {
+  g_case = "basics";
+  reset(400);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  ldg_stream *a;
+  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &a), LDG_OK);
+  CHECK_EQ_U(ldg__ring_owner_state(s), owning ? 0 : 2);
+  CHECK_EQ_U(ldg_mark(s), 0);
+  /* Through several segments (8, then 64 and more): the owner's extension
+   * at the end and its growth ahead. */
+  for (uint32_t i = 1; i <= 300; i++) {
+    ldg_range r = {0x10000u + i * 64u, 64};
+    ldg_seq q = 0;
+    CHECK_RC(ldg_enqueue(s, keep_of(i), &(uint64_t){1000 + i}, 1, &r, 1, &q),
+             LDG_OK);
+    atomic_store(&seq_of[i], q);
+    CHECK_EQ_U(q, i);
+    CHECK_EQ_U(ldg_mark(s), i); /* the owner's otail */
+    CHECK(ldg__ring_segments_ahead(s) <= 1);
+    CHECK(ldg__ring_tail_end(s) > i);
+  }
+  CHECK_EQ_U(ldg__ring_owner_state(s), owning ? 16 : 2);
+  CHECK(ldg_holds_vector(l, 1300));
+  CHECK(ldg_holds_host_range(l, 0x10000u + 300 * 64u, 1));
+  CHECK(!ldg_holds_vector(l, 1301));
+  CHECK_EQ_U(ldg_pending_count(s), 300);
+  /* A wait recorded on s takes a seq of s the owner's way. */
+  CHECK_RC(ldg_enqueue(a, keep_of(301), NULL, 0, NULL, 0, NULL), LDG_OK);
+  ldg_seq w = 0;
+  CHECK_RC(ldg_add_wait(s, a, ldg_mark(a), &w), LDG_OK);
+  CHECK_EQ_U(w, 301);
+  CHECK_EQ_U(ldg_pending_count(s), 300);     /* waits are not operations */
+  CHECK_RC(ldg_release(s, 302), LDG_EINVAL); /* past the mark */
+  CHECK_RC(ldg_release(s, 150), LDG_OK);
+  for (uint32_t i = 1; i <= 300; i++) CHECK_EQ_U(ran_of(i), i <= 150 ? 1 : 0);
+  CHECK_EQ_U(ldg_pending_count(s), 150);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK); /* fires the wait */
+  for (uint32_t i = 1; i <= 301; i++) CHECK_EQ_U(ran_of(i), 1);
+  CHECK_EQ_U(ldg_pending_count(s), 0);
+  CHECK_EQ_U(ldg__ring_owner_state(s), owning ? 16 : 2); /* still owned */
+  /* Opting out, and the combinations refused. */
+  ldg_stream *sh, *bad;
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_SHARED, NULL, NULL, &sh), LDG_OK);
+  CHECK_EQ_U(ldg__ring_owner_state(sh), 2);
+  CHECK_RC(enq(sh, 302), LDG_OK);
+  CHECK_EQ_U(ldg__ring_owner_state(sh), 2);
+  CHECK_EQ_U(ldg_mark(sh), 1);
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_SHARED | LDG_STREAM_SINGLE_ISSUER,
+                             NULL, NULL, &bad),
+           LDG_EINVAL);
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_SINGLE_ISSUER, NULL, NULL, &bad),
+           LDG_OK);
+  CHECK_EQ_U(ldg__ring_owner_state(bad), 2); /* its own path */
+  /* Destroying a stream nobody enqueued on leaves it shared (no barrier). */
+  ldg_stream *idle;
+  CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &idle), LDG_OK);
+  CHECK_RC(ldg_stream_destroy(idle), LDG_OK);
+  CHECK_EQ_U(ldg__ring_owner_state(idle), 2);
+  CHECK_RC(enq(idle, 303), LDG_EDESTROYED);
+  CHECK_EQ_U(ran_of(303), 0);
+  ldg_stream_unref(idle);
+  ldg_stream_unref(bad);
+  CHECK_RC(ldg_release(sh, ldg_mark(sh)), LDG_OK);
+  CHECK_EQ_U(ran_of(302), 1);
+  ldg_stream_unref(sh);
+  ldg_stream_unref(a);
+  end_stream(l, s);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- checked-parked / stored-parked -------------------------------------- */
+
+/* The owner (this thread's helper, 5 enqueues first) parks at point on its
+ * sixth; another thread enqueues one keep (revoking) and a release runs to
+ * the mark; then the owner goes on. Returns (owner's sixth seq, revoker's). */
+static void owner_parked_at(int point, ldg_seq *owner_seq,
+                            ldg_seq *revoker_seq) {
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  /* The owner: five enqueues, then parked on its sixth (one thread: the
+   * same token throughout). */
+  struct job own = {s, 1, 6, 5, 0, 0, NULL};
+  pthread_t to, tr;
+  park_init(s, point);
+  start(&to, &own);
+  sem_wait_or_fail(&pk.parked, "owner parked");
+  CHECK_EQ_U(ldg__ring_owner_state(s), 16);
+  struct job rev = {s, 7, 1, -1, 0, 0, NULL};
+  start(&tr, &rev);
+  pthread_join(tr, NULL); /* never waits for the parked owner */
+  CHECK_RC(rev.rc, LDG_OK);
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  /* A release to the mark: the seq the owner is filling stays pending. */
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  CHECK_EQ_U(ran_of(7), 1);
+  sem_post(&pk.go);
+  pthread_join(to, NULL);
+  park_done();
+  CHECK_RC(own.rc, LDG_OK);
+  *owner_seq = atomic_load(&seq_of[6]);
+  *revoker_seq = atomic_load(&seq_of[7]);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(7, ldg_mark(s), true);
+  end_stream(l, s);
+}
+
+static void test_checked_parked(void) {
+  g_case = "checked-parked";
+  ldg_seq o, r;
+  owner_parked_at(LDG__HOOK_OWNED_CHECKED, &o, &r);
+  /* The revoker read otail = 5: seq 6 is contested and goes to the
+   * revoker; the owner's store of 6 is void, it reserves 7 on the shared
+   * path. */
+  CHECK_EQ_U(r, 6);
+  CHECK_EQ_U(o, 7);
+  printf("ok - %s\n", g_case);
+}
+
+static void test_stored_parked(void) {
+  g_case = "stored-parked";
+  ldg_seq o, r;
+  owner_parked_at(LDG__HOOK_OWNED_STORED, &o, &r);
+  /* The revoker saw the owner's store of 6 (membarrier): 7 is contested,
+   * and the revoker's; the owner keeps 6. */
+  CHECK_EQ_U(o, 6);
+  CHECK_EQ_U(r, 7);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- no-hole ------------------------------------------------------------- */
+
+static void test_no_hole(void) {
+  g_case = "no-hole";
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  struct job own = {s, 1, 10, -1, 0, 0, NULL},
+             rev = {s, 11, 10, -1, 0, 0, NULL};
+  pthread_t th;
+  start(&th, &own);
+  pthread_join(th, NULL);
+  CHECK_EQ_U(ldg_mark(s), 10);
+  start(&th, &rev);
+  pthread_join(th, NULL);
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  /* The contested seq 11 was the revoker's own: no hole. */
+  CHECK_EQ_U(atomic_load(&seq_of[11]), 11);
+  CHECK_EQ_U(ldg_mark(s), 20);
+  CHECK_EQ_U(ldg_pending_count(s), 20);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(20, 20, true);
+  end_stream(l, s);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- revoker-stalled / owner-stalled ------------------------------------- */
+
+static void test_revoker_stalled(void) {
+  g_case = "revoker-stalled";
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  /* This thread owns s. */
+  for (uint32_t i = 1; i <= 3; i++) CHECK_RC(enq(s, i), LDG_OK);
+  park_init(s, LDG__HOOK_REVOKE_PENDING);
+  struct job rev = {s, 10, 1, 0, 0, 0, NULL};
+  pthread_t tr;
+  start(&tr, &rev);
+  sem_wait_or_fail(&pk.parked, "revoker parked");
+  CHECK_EQ_U(ldg__ring_owner_state(s), 1); /* PENDING, tail not installed */
+  CHECK_EQ_U(ldg_mark(s), 3);
+  /* The owner's R1 fails: it helps, installs and takes the contested
+   * seq 4 (its own otail was 3): no wait for the parked revoker. */
+  CHECK_RC(enq(s, 4), LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[4]), 4);
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  struct job other = {s, 5, 3, -1, 0, 0, NULL};
+  pthread_t tt;
+  start(&tt, &other);
+  pthread_join(tt, NULL);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  for (uint32_t i = 1; i <= 7; i++) CHECK_EQ_U(ran_of(i), 1);
+  sem_post(&pk.go);
+  pthread_join(tr, NULL);
+  park_done();
+  CHECK_RC(rev.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[10]), 8); /* lost the install: shared */
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(10, ldg_mark(s), true);
+  end_stream(l, s);
+  printf("ok - %s\n", g_case);
+}
+
+static void test_owner_stalled(void) {
+  g_case = "owner-stalled";
+  reset(2048);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  park_init(s, LDG__HOOK_OWNED_CHECKED);
+  struct job own = {s, 1, 1, 0, 0, 0, NULL};
+  pthread_t to;
+  start(&to, &own);
+  sem_wait_or_fail(&pk.parked, "owner parked");
+  /* Others revoke and enqueue past several segments, releases run to the
+   * mark: the seq the owner may still store is decided without it. */
+  struct job a = {s, 2, 500, -1, 0, 0, NULL}, b = {s, 502, 500, -1, 0, 0, NULL};
+  pthread_t ta, tb;
+  start(&ta, &a);
+  start(&tb, &b);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  for (uint32_t i = 2; i <= 1001; i++) CHECK_EQ_U(ran_of(i), 1);
+  CHECK_EQ_U(ldg_mark(s), 1000);
+  sem_post(&pk.go);
+  pthread_join(to, NULL);
+  park_done();
+  CHECK_RC(own.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[1]), 1001);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(1001, ldg_mark(s), true);
+  end_stream(l, s);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- destroy-parked / destroy-race --------------------------------------- */
+
+static void test_destroy_parked(void) {
+  g_case = "destroy-parked";
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  park_init(s, LDG__HOOK_OWNED_STORED);
+  /* Parked on its second enqueue (the first claimed the stream). */
+  struct job own = {s, 1, 2, 1, 0, 0, NULL};
+  pthread_t to;
+  start(&to, &own);
+  sem_wait_or_fail(&pk.parked, "owner parked after its store");
+  CHECK_EQ_U(ldg_mark(s), 2);
+  /* The destroy (membarrier: the stream is owned) sees seq 2 and abandons
+   * its EMPTY slot; seq 1 is released. */
+  CHECK_RC(ldg_stream_destroy(s), LDG_OK);
+  CHECK_EQ_U(ran_of(1), 1);
+  sem_post(&pk.go);
+  pthread_join(to, NULL);
+  park_done();
+  /* It reads destroyed: refused, its keep never run. */
+  CHECK_RC(own.rc, LDG_EDESTROYED);
+  CHECK_EQ_U(ran_of(2), 0);
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  printf("ok - %s\n", g_case);
+}
+
+static void dr_reset(uint32_t n) { reset(n); }
+
+static void dr_check(int round, uint32_t accepted, uint32_t refused_id) {
+  (void)round;
+  check_once(refused_id, accepted, true);
+}
+
+static void test_destroy_race(void) {
+  const struct destroy_race cfg = {"destroy-race", 0, SANITIZED ? 30 : 200,
+                                   MAX_KEEPS,      enq, dr_reset,
+                                   dr_check};
+  destroy_race_run(&cfg);
+}
+
+/* ---- extend-revoked ------------------------------------------------------ */
+
+/* The owner, its first segment full, extends the ring and is parked inside
+ * the extension (a fresh segment allocated, not linked); a revoker sets
+ * PENDING, runs membarrier and is parked before it installs tail. The
+ * owner, resumed, links the segment, finds it no longer owns s (R1 again)
+ * and must not take the shared path while tail is 0 (it would hand out
+ * seq 1 again): it helps, installs tail = 9 and takes 9. The revoker,
+ * resumed, loses the install and takes 10. */
+static void test_extend_revoked(void) {
+  g_case = "extend-revoked";
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  pk.target = s;
+  atomic_store(&pk.point, -1);
+  CHECK(ldg__set_hook(park_hook, NULL));
+  struct sems so, sr;
+  sem_init(&so.parked, 0, 0);
+  sem_init(&so.go, 0, 0);
+  sem_init(&sr.parked, 0, 0);
+  sem_init(&sr.go, 0, 0);
+  /* Eight enqueues fill the first segment; the ninth extends. */
+  struct job own = {s, 1, 9, 8, 0, LDG__HOOK_SEGMENT_ALLOCATED, &so};
+  struct job rev = {s, 10, 1, 0, 0, LDG__HOOK_REVOKE_PENDING, &sr};
+  pthread_t to, tr;
+  start(&to, &own);
+  sem_wait_or_fail(&so.parked, "owner parked in its extension");
+  CHECK_EQ_U(ldg_mark(s), 8);
+  start(&tr, &rev);
+  sem_wait_or_fail(&sr.parked, "revoker parked before its install");
+  CHECK_EQ_U(ldg__ring_owner_state(s), 1);
+  sem_post(&so.go);
+  pthread_join(to, NULL);
+  CHECK_RC(own.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[9]), 9);
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  sem_post(&sr.go);
+  pthread_join(tr, NULL);
+  CHECK_RC(rev.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[10]), 10);
+  ldg__set_hook(NULL, NULL);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(10, 10, true);
+  end_stream(l, s);
+  sem_destroy(&so.parked);
+  sem_destroy(&so.go);
+  sem_destroy(&sr.parked);
+  sem_destroy(&sr.go);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- many-revokers ------------------------------------------------------- */
+
+enum { REVOKERS = 4 };
+
+static struct {
+  _Atomic int parked;
+  sem_t go;
+  ldg_stream *s;
+} mr;
+
+/* Parks every thread that passes REVOKE_PENDING on mr.s once, until all
+ * REVOKERS are there (or the owner got past them: they are let go). */
+static void many_hook(enum ldg__hook_point point, struct ldg_stream *s,
+                      void *arg) {
+  (void)arg;
+  if (point != LDG__HOOK_REVOKE_PENDING || s != mr.s || !park_me) return;
+  park_me = false;
+  atomic_fetch_add(&mr.parked, 1);
+  sem_wait_or_fail(&mr.go, "revokers let go");
+}
+
+static void test_many_revokers(void) {
+  g_case = "many-revokers";
+  uint32_t per = SANITIZED ? 200 : 2000;
+  uint32_t n = (REVOKERS + 1) * per;
+  reset(n + 1);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  mr.s = s;
+  atomic_store(&mr.parked, 0);
+  sem_init(&mr.go, 0, 0);
+  /* This thread owns s. */
+  for (uint32_t i = 1; i <= 5; i++) CHECK_RC(enq(s, i), LDG_OK);
+  CHECK(ldg__set_hook(many_hook, NULL));
+  struct job j[REVOKERS];
+  pthread_t th[REVOKERS];
+  for (int i = 0; i < REVOKERS; i++) {
+    j[i] = (struct job){s, 6 + per * (uint32_t)i, per, 0, 0, 0, NULL};
+    start(&th[i], &j[i]);
+  }
+  /* Every revoker past its membarrier, none installed: PENDING. */
+  while (atomic_load(&mr.parked) < REVOKERS) sched_yield();
+  CHECK_EQ_U(ldg__ring_owner_state(s), 1);
+  for (int i = 0; i < REVOKERS; i++) sem_post(&mr.go);
+  /* The owner goes on meanwhile: it helps or takes the shared path. */
+  uint32_t first = 6 + per * REVOKERS;
+  for (uint32_t i = first; i < first + per - 5; i++)
+    CHECK_RC(enq(s, i), LDG_OK);
+  for (int i = 0; i < REVOKERS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_RC(j[i].rc, LDG_OK);
+  }
+  ldg__set_hook(NULL, NULL);
+  sem_destroy(&mr.go);
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(first + per - 6, ldg_mark(s), true);
+  end_stream(l, s);
+  printf("ok - %s (%d revokers at once)\n", g_case, REVOKERS);
+}
+
+/* ---- thread-exit --------------------------------------------------------- */
+
+static void test_thread_exit(void) {
+  g_case = "thread-exit";
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  struct job a = {s, 1, 4, -1, 0, 0, NULL}, b = {s, 5, 4, -1, 0, 0, NULL};
+  pthread_t th;
+  start(&th, &a);
+  pthread_join(th, NULL);
+  CHECK_EQ_U(ldg__ring_owner_state(s), owning ? 16 : 2);
+  /* A new thread, maybe at the old one's TLS address: a new token. */
+  start(&th, &b);
+  pthread_join(th, NULL);
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  CHECK_EQ_U(ldg_mark(s), 8);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(8, 8, true);
+  end_stream(l, s);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- revoke-race --------------------------------------------------------- */
+
+/* Rounds of a fresh stream: its owner enqueues RR_PER keeps (across the
+ * first segments' ends: revocations land during the owner's extensions
+ * too) while two other threads, started after a varying head start, each
+ * enqueue RR_PER and a releaser releases to the mark. Dense seqs, every
+ * keep once, every round. */
+enum { RR_PER = 200 };
+
+static struct {
+  ldg_stream *s;
+  atomic_bool stop;
+} rr;
+
+static void *rr_releaser(void *arg) {
+  (void)arg;
+  while (!atomic_load(&rr.stop))
+    CHECK_RC(ldg_release(rr.s, ldg_mark(rr.s)), LDG_OK);
+  return NULL;
+}
+
+static void test_revoke_race(void) {
+  g_case = "revoke-race";
+  int rounds = SANITIZED ? 40 : 400;
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  for (int r = 0; r < rounds; r++) {
+    reset(3 * RR_PER + 1);
+    CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &rr.s), LDG_OK);
+    atomic_store(&rr.stop, false);
+    struct job own = {rr.s, 1, RR_PER, -1, 0, 0, NULL};
+    struct job a = {rr.s, 1 + RR_PER, RR_PER, -1, 0, 0, NULL};
+    struct job b = {rr.s, 1 + 2 * RR_PER, RR_PER, -1, 0, 0, NULL};
+    pthread_t to, ta, tb, tr;
+    start(&to, &own);
+    CHECK(pthread_create(&tr, NULL, rr_releaser, NULL) == 0);
+    /* A varying head start; any value is correct. */
+    for (volatile unsigned k = 0; k < (unsigned)(r % 23) * 150u; k++) {
+    }
+    start(&ta, &a);
+    start(&tb, &b);
+    pthread_join(to, NULL);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    atomic_store(&rr.stop, true);
+    pthread_join(tr, NULL);
+    CHECK_RC(ldg_release(rr.s, ldg_mark(rr.s)), LDG_OK);
+    check_once(3 * RR_PER, ldg_mark(rr.s), true);
+    CHECK_EQ_U(ldg_mark(rr.s), 3 * RR_PER);
+    CHECK_EQ_U(ldg_pending_count(rr.s), 0);
+    CHECK_RC(ldg_stream_destroy(rr.s), LDG_OK);
+    ldg_stream_unref(rr.s);
+  }
+  ldg_ledger_destroy(l);
+  printf("ok - %s (%d rounds)\n", g_case, rounds);
+}
+
+int main(void) {
+  /* Whether streams are owned here: a fresh stream enqueued on once. */
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  CHECK_RC(enq(s, 1), LDG_OK);
+  owning = ldg__ring_owner_state(s) == 16;
+  end_stream(l, s);
+  printf("# owned streams %s (membarrier %s)\n", owning ? "on" : "off",
+         owning ? "in use" : "unavailable");
+  test_basics();
+  test_no_hole();
+  test_thread_exit();
+  test_destroy_race();
+  test_revoke_race();
+  if (!owning) {
+    printf("ok - the parked cases skipped: no owned streams here\n");
+    return 0;
+  }
+  test_checked_parked();
+  test_stored_parked();
+  test_revoker_stalled();
+  test_owner_stalled();
+  test_destroy_parked();
+  test_extend_revoked();
+  test_many_revokers();
+  return 0;
+}
