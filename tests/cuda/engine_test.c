@@ -53,6 +53,23 @@ static int teardown(slc_context *c) {
   return 0;
 }
 
+/* A test's start with the engine as cfg says, one stream st on device 0
+ * and one 64-byte device buffer b (finish ends it). */
+static int start(slc_context **c, const slc_engine_config *cfg,
+                 slc_stream **st, slc_buffer **b) {
+  if (setup(c, 0, cfg)) return 1;
+  CHECK_RC(slc_stream_create(*c, 0, 0, st), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(*c, 0, 64, b), LDG_OK);
+  return 0;
+}
+
+/* The end of a test with one buffer b and one stream st. */
+static int finish(slc_context *c, slc_buffer *b, slc_stream *st) {
+  CHECK_RC(slc_buffer_free(b), LDG_OK);
+  slc_stream_unref(st);
+  return teardown(c);
+}
+
 /* Waits (polling the engine when `poll`) until *v reaches want. */
 static int wait_for(slc_context *c, atomic_long *v, long want, bool poll) {
   for (long i = 0; i < 200000; i++) {
@@ -274,9 +291,7 @@ static int tail_marker(slc_engine_wait wait) {
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
   CHECK(es.tail_markers >= 1);
-  CHECK_RC(slc_buffer_free(b), LDG_OK);
-  slc_stream_unref(st);
-  return teardown(c);
+  return finish(c, b, st);
 }
 
 static int t_tail_marker(void) {
@@ -312,11 +327,9 @@ static int wait_parked(slc_context *c) {
 static int wait_counters(slc_engine_wait wait, bool deferred) {
   slc_context *c;
   slc_engine_config cfg = {.thread = true, .wait = wait, .linger_us = 500};
-  if (setup(&c, 0, &cfg)) return 1;
   slc_stream *st;
-  CHECK_RC(slc_stream_create(c, 0, 0, &st), LDG_OK);
   slc_buffer *b;
-  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &b), LDG_OK);
+  if (start(&c, &cfg, &st, &b)) return 1;
   atomic_long n = 0;
   slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
   CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 1, 64, &h), LDG_OK);
@@ -332,9 +345,7 @@ static int wait_counters(slc_engine_wait wait, bool deferred) {
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
   CHECK(es.thread_wakes_by_issuers >= wakes + 1);
   CHECK(es.thread_parks >= 1);
-  CHECK_RC(slc_buffer_free(b), LDG_OK);
-  slc_stream_unref(st);
-  return teardown(c);
+  return finish(c, b, st);
 }
 
 static int t_wait_counters(void) {
@@ -363,11 +374,9 @@ static int t_wait_counters(void) {
 static int park_owned(bool deferred) {
   slc_context *c;
   slc_engine_config cfg = {.thread = true, .wait = SLC_ENGINE_WAIT_FIXED};
-  if (setup(&c, 0, &cfg)) return 1;
   slc_stream *st;
-  CHECK_RC(slc_stream_create(c, 0, 0, &st), LDG_OK);
   slc_buffer *b;
-  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &b), LDG_OK);
+  if (start(&c, &cfg, &st, &b)) return 1;
   atomic_long n = 0;
   slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
   const long rounds = SANITIZED ? 200 : 2000;
@@ -408,9 +417,7 @@ static int park_owned(bool deferred) {
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
   CHECK(es.thread_wakes_by_issuers >= 1);
-  CHECK_RC(slc_buffer_free(b), LDG_OK);
-  slc_stream_unref(st);
-  return teardown(c);
+  return finish(c, b, st);
 }
 
 static int t_park_owned(void) {
