@@ -89,16 +89,44 @@
  *   one_thread) parks (futex on its `gen`) only when a poll of its devices
  *   found nothing pending and nothing uncovered (adaptive wait: for
  *   linger_us; until then it naps and issuers, seeing parked == 0, make no
- *   syscall). Dekker: the thread reads gen, stores parked = 1, a seq_cst
- *   fence, then polls its devices once more before sleeping; an issuer
- *   enqueues, a seq_cst fence, then loads the parked flag of its stream's
- *   device's thread (q->e->w) and, if set, bumps gen and wakes. So either
- *   the final poll sees the new work or the issuer sees the parked thread
- *   and its bump makes the futex wait return. An issuer whose only new
- *   work is a ledger entry (slc_stream_record_deferred) has no fence of
- *   its own: its enqueue's seq_cst CAS on the ledger stream's tail, the
- *   word the final poll reads, and a seq_cst load of parked give the same
- *   (slc__engine_kick_enqueued argues it).
+ *   syscall). A Dekker pair whose one side is rare: the thread reads gen,
+ *   stores parked = 1, runs the heavy side of the asymmetric fence
+ *   (ledger/rcu.h, ldg__asym_heavy: membarrier(PRIVATE_EXPEDITED), every
+ *   running thread of the process makes a full barrier), then polls its
+ *   devices once more before sleeping; an issuer enqueues, then
+ *   (slc__engine_kick) the light side (ldg__asym_light: a compiler barrier)
+ *   and loads the parked flag of its stream's device's thread (q->e->w)
+ *   and, if set, bumps gen and wakes. The barrier each running issuer makes
+ *   falls either after its enqueue's store, which the final poll (after
+ *   the call) then sees, or before its load of parked, which then sees 1;
+ *   a descheduled issuer passed a barrier when it was switched out, with
+ *   the same either-or. So either the final poll sees the new work or the
+ *   issuer sees the parked thread and its bump makes the futex wait
+ *   return. The issuer pays no fence and no locked instruction: the
+ *   layer's ledger streams are owned (ledger/ring.c, OWNED STREAMS: the
+ *   issuing thread reserves by a store of otail, no RMW), and the wake-up
+ *   costs the thread one membarrier per park (it parks only after
+ *   linger_us idle). Which store the final poll must see: slc__mq_consume
+ *   reads ldg_mark (ldg__tail_acquire: tail, or otail while tail is 0),
+ *   and a mark above placed_mark is uncovered, so the thread does not
+ *   park. On an owned stream the enqueue's store is otail's (the owner's
+ *   release store, before R2); on a revoked one the seq_cst CAS or
+ *   fetch_add of tail, at least every otail the owner stored (OWNED
+ *   STREAMS, "Readers of the tail"); either is a store before the
+ *   issuer's barrier. An issuer that placed a marker (PLACE_ISSUER) stores
+ *   q->tail and placed_mark before the barrier too: the same either-or.
+ *   Where membarrier is not in use (ldg__asym_membarrier 0: an old kernel,
+ *   a seccomp filter) both sides are seq_cst fences (C11 7.17.4: a fence
+ *   pair orders one side's store before the other's load), and every
+ *   ledger stream starts shared (own8), so the enqueue is a seq_cst RMW of
+ *   tail; an issuer whose only new work is that entry
+ *   (slc_stream_record_deferred, slc__engine_kick_enqueued) makes no fence
+ *   then either: the RMW takes the fence's place (argued there).
+ *   slc_engine_enable picks the mode (ldg__asym_init) before it starts a
+ *   thread, so a thread never parks with a fence while a stream created
+ *   meanwhile is owned. Under ThreadSanitizer, which models neither
+ *   membarrier nor fences, both sides make a seq_cst RMW of one word
+ *   instead (slc__fence_seq_cst).
  *
  * DEVICES: ONE ENGINE EACH (issue 13; the evidence: bench/RESULTS.md,
  * "Several GPUs", and tests/cuda/engine_multigpu_test.c)
@@ -162,6 +190,7 @@
 
 #include "cuda/internal.h"
 #include "cuda/sl_engine.h"
+#include "ledger/rcu.h" /* the park's asymmetric fence */
 
 #define SLC__MAX_RING 4096
 #define SLC__BATCH 64 /* stream releases collected per poll */
@@ -302,6 +331,16 @@ static atomic_uint slc__dekker_word;
 #else
 #define slc__fence_seq_cst() atomic_thread_fence(memory_order_seq_cst)
 #endif
+/* The park's Dekker pair (WAKING THE ENGINE THREAD): the thread's heavy
+ * side between its store of parked and its final poll, the issuer's light
+ * side between its enqueue and its load of parked. */
+#ifdef SLC__TSAN
+#define slc__park_fence() slc__fence_seq_cst()
+#define slc__kick_fence() slc__fence_seq_cst()
+#else
+#define slc__park_fence() ldg__asym_heavy()
+#define slc__kick_fence() ldg__asym_light()
+#endif
 
 /* Every keep the layer runs is run with proof that its work completed: a
  * stream whose synchronisation fails keeps what it holds (the limbo list of
@@ -429,39 +468,44 @@ static void slc__engine_wake(struct slc__dev_engine *e, struct slc__waiter *w) {
 static void slc__engine_kick(struct slc__dev_engine *e) {
   if (!e->has_thread) return;
   struct slc__waiter *w = e->w;
-  /* Dekker with slc__engine_main: our enqueue (or marker) before this fence,
-   * its parked store before its own fence and final poll. */
-  slc__fence_seq_cst();
+  /* Dekker with slc__engine_main (WAKING THE ENGINE THREAD): our enqueue
+   * (or marker) before this light barrier, its parked store before its
+   * heavy one (membarrier) and its final poll. Without membarrier both
+   * are seq_cst fences. */
+  slc__kick_fence();
   if (slc__load_relaxed(&w->parked)) slc__engine_wake(e, w);
 }
 
 /* slc__engine_kick after a successful ldg_enqueue on s's ledger stream and
- * nothing else to publish to the thread (slc__engine_after_deferred), with
- * no fence: the enqueue's seq_cst CAS on the ledger stream's tail
- * (ledger/ring.c: this layer's ledger streams are never
- * LDG_STREAM_SINGLE_ISSUER, and are LDG_STREAM_SHARED, never owned, so
- * that every enqueue makes that RMW: stream.c) takes the fence's place in the
- * Dekker pair, and the load of parked is seq_cst. The work the thread's
- * final poll must see is that reservation: slc__mq_consume reads
- * ldg_mark (an acquire load of tail) after its fence F, and work above
- * placed_mark is uncovered, so it does not park. C11 7.17.3: suppose that
- * poll misses the CAS. A load after a seq_cst fence sees the last seq_cst
- * store to its object before the fence in the order S, or a later one, so
- * the CAS does not precede F: F precedes the CAS in S, which precedes our
- * seq_cst load L (sequenced before it, both seq_cst). A load that follows
- * F in S, F being sequenced after the thread's store of parked = 1, reads
- * that store or a later one: L sees 1 and we wake the thread (or the 0
- * stored when it woke from that park: it polls again before parking). On
- * x86 the CAS is a locked instruction, a full barrier already, and L a
- * plain load: this saves the mfence of the fence on every
- * slc_stream_record_deferred (the pool's slp_record_use). Under TSan the
- * thread's "fence" is an RMW of slc__dekker_word (no fence to pair with),
- * so there the issuer makes that RMW too, as slc__engine_kick. */
+ * nothing else to publish to the thread (slc__engine_after_deferred). The
+ * work the thread's final poll must see is that reservation (its mark:
+ * WAKING THE ENGINE THREAD). Where membarrier is in use this is
+ * slc__engine_kick: a compiler barrier, then the load (the reservation is
+ * a store, of otail on an owned stream, before it). Where it is not, every
+ * ledger stream is shared (ring.c, OWNED STREAMS) and the enqueue reserved
+ * by a seq_cst RMW of tail (CAS or fetch_add), which takes the fence's
+ * place: no fence here, and the load of parked is seq_cst. C11 7.17.3:
+ * suppose the final poll, which reads ldg_mark (an acquire load of tail)
+ * after the thread's fence F, misses the RMW. A load after a seq_cst fence
+ * sees the last seq_cst store to its object before the fence in the order
+ * S, or a later one, so the RMW does not precede F: F precedes the RMW in
+ * S, which precedes our seq_cst load L (sequenced before it, both
+ * seq_cst). A load that follows F in S, F being sequenced after the
+ * thread's store of parked = 1, reads that store or a later one: L sees 1
+ * and we wake the thread (or the 0 stored when it woke from that park: it
+ * polls again before parking). So neither mode puts a fence or a locked
+ * instruction on slc_stream_record_deferred (the pool's slp_record_use);
+ * the seq_cst load is a plain load on x86. Under TSan the thread's "fence"
+ * is an RMW of slc__dekker_word, so there the issuer makes that RMW too. */
 static void slc__engine_kick_enqueued(struct slc__dev_engine *e) {
   if (!e->has_thread) return;
   struct slc__waiter *w = e->w;
 #ifdef SLC__TSAN
   slc__fence_seq_cst();
+#else
+  /* The compiler's order only (ldg__asym_light's membarrier branch; the
+   * RMW orders the rest without membarrier). */
+  atomic_signal_fence(memory_order_seq_cst);
 #endif
   if (atomic_load_explicit(&w->parked, memory_order_seq_cst))
     slc__engine_wake(e, w);
@@ -599,7 +643,7 @@ void slc__engine_issued(struct slc__mq *q) {
  * next issuer marker covers it); a parked engine thread is woken, as
  * after any issue, so that uncovered work is never left without a poll. */
 void slc__engine_deferred(struct slc__mq *q) {
-  slc__engine_kick_enqueued(q->e); /* the enqueue's CAS orders it */
+  slc__engine_kick_enqueued(q->e); /* WAKING THE ENGINE THREAD */
 }
 
 /* ---- Consuming (one poll) ------------------------------------------------ */
@@ -1066,7 +1110,7 @@ static void *slc__engine_main(void *arg) {
     /* Park (see the argument at the top). */
     unsigned g = slc__load_acquire(&wt->gen);
     atomic_store_explicit(&wt->parked, 1, memory_order_relaxed);
-    slc__fence_seq_cst();
+    slc__park_fence(); /* membarrier, or a seq_cst fence without it */
     slc__engine_poll_range(en, wt->first, wt->count, &p, true, &wt->known);
     if (p.released == 0 && !p.more && !p.pending && !p.busy && !p.uncovered &&
         !slc__load_acquire(&wt->stop)) {
@@ -1292,6 +1336,11 @@ static int slc__engine_enable(slc_context *c, const slc_engine_config *cfg,
   size_t i = 0;
   for (slc_stream *s = c->streams; ok && s != NULL; s = s->streams_next, i++)
     ok = (qs[i] = slc__mq_new(&en->dev[s->device], s)) != NULL;
+  /* The asymmetric fence's mode, before any thread parks: a thread that
+   * parked with a fence (mode not yet picked) while a stream created since
+   * is owned would miss its wake-up (WAKING THE ENGINE THREAD). pthread_once
+   * orders the pick before our pthread_create. */
+  ldg__asym_init();
   if (ok) ok = slc__engine_start(en);
   if (!ok) {
     for (size_t j = 0; qs != NULL && j < n; j++) {

@@ -124,7 +124,14 @@
  *     decrement the count); destroy sets the flag and waits until the count
  *     is zero and no thread's word names the stream before synchronising
  *     and destroying the driver stream (it runs membarrier(2) first where
- *     the kernel has it: stream.c, THE GATE). No lock, and no keep ever
+ *     the kernel has it: stream.c, THE GATE). A stream's ledger stream is
+ *     a default one, owned by the one thread that issues on it (no locked
+ *     RMW to record an operation, where the kernel has membarrier:
+ *     ledger/ring.c, OWNED STREAMS); the first call to record on it from a
+ *     second thread (an adopted stream shared by several threads, say)
+ *     revokes that for good with one membarrier(2) call, and destroying a
+ *     stream still owned makes one (ledger/ledger.h, table note (k)): a
+ *     system call, never a wait for another thread. No lock, and no keep ever
  *     runs while a call is inside, so a keep may call back into any slc_
  *     function on any stream, this one included. A settle that finds a
  *     holder being destroyed waits until that destroy's synchronisation is

@@ -65,7 +65,11 @@
  *     poll_max_us. With nothing pending the thread lingers for linger_us,
  *     napping up to poll_max_us, before parking, so that an issue right
  *     after a release needs no futex wake-up (a syscall, ~1-4 us, on the
- *     issuing thread).
+ *     issuing thread). Parking costs the thread one membarrier(2) call
+ *     (MEMBARRIER_CMD_PRIVATE_EXPEDITED, where the ledger uses it: an
+ *     interrupt to each CPU running a thread of the process), so that the
+ *     issuers' wake-up check needs no fence (engine.c, WAKING THE ENGINE
+ *     THREAD); it parks only after linger_us idle.
  *   - SLC_ENGINE_WAIT_FIXED (the first version, kept for comparison): a
  *     poll every poll_us while anything is pending or uncovered, a tail
  *     marker as soon as none is pending, parks at once when idle; no
@@ -110,9 +114,11 @@
  *     is parked, wakes it (a lingering thread sees the work at its next
  *     nap); the thread records every marker, one in flight per stream — at
  *     once for a waiting issuer, once per poll_max_us for a streaming one.
- *     The cost on the issuing thread is a fence and a load (after
- *     slc_stream_record_deferred only the load: the enqueue's locked CAS
- *     orders it, engine.c); the price: a
+ *     The cost on the issuing thread is a load of the thread's parked
+ *     flag after a compiler barrier: no fence, no locked instruction (the
+ *     parking thread pays a membarrier instead; without membarrier, a
+ *     seq_cst fence, none after slc_stream_record_deferred, whose
+ *     enqueue's seq_cst RMW orders it: engine.c); the price: a
  *     waiting issuer's marker is recorded at the thread's next wake-up
  *     (poll_us after its last release, longer as it lingers), usually
  *     while its operation still runs.
@@ -207,7 +213,9 @@
  *   query phase of the stream's device (never for keeps), and for the
  *   context's streams mutex, which only these three calls take (never a
  *   keep-running or issuing path). (c) starts the threads (one per device,
- *   or one); waits as (b), for each device's flag in turn.
+ *   or one); waits as (b), for each device's flag in turn; the first call
+ *   of the process may register membarrier(2), once, as the first stream's
+ *   creation does (the threads' park uses it: WAITING).
  */
 #ifndef STREAMLEDGER_CUDA_SL_ENGINE_H
 #define STREAMLEDGER_CUDA_SL_ENGINE_H

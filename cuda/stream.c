@@ -313,14 +313,14 @@ int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
   atomic_init(&s->refs, 1);
   atomic_init(&s->destroyed, 0);
   s->limbo_next = NULL;
-  /* LDG_STREAM_SHARED: every enqueue reserves by a seq_cst RMW of the
-   * ledger stream's tail, which slc__engine_kick_enqueued (engine.c) uses
-   * as its Dekker fence; an owned stream's owner reserves by a plain
-   * store (ledger/ring.c, OWNED STREAMS). */
-  int rc = ldg_stream_create(
-      c->ledger, device,
-      (nb ? LDG_STREAM_NONBLOCKING : 0u) | LDG_STREAM_SHARED,
-      slc__stream_drain, s, &s->ls);
+  /* A default ledger stream: owned by its one issuing thread, which then
+   * reserves by a store, no locked RMW (ledger/ring.c, OWNED STREAMS);
+   * revoked for good, one membarrier, when a second thread records on it.
+   * The engine's wake-up pairs with either store (engine.c, WAKING THE
+   * ENGINE THREAD: the thread's park runs membarrier). */
+  int rc = ldg_stream_create(c->ledger, device,
+                             nb ? LDG_STREAM_NONBLOCKING : 0u,
+                             slc__stream_drain, s, &s->ls);
   if (rc != LDG_OK) {
     if (!adopted) (void)c->drv.pfn_cuStreamDestroy(s->cu);
     free(s);

@@ -269,8 +269,8 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * (ledger/ring.c, OWNED STREAMS). Where membarrier is unavailable every
  * default stream is shared from the start.
  * LDG_STREAM_SHARED: never owned (every enqueue a locked read-modify-write
- * of the stream's tail, which a caller may rely on as a full barrier, as
- * cuda/engine.c does; and no membarrier at revocation or destroy).
+ * of the stream's tail, which a caller may rely on as a full barrier; and
+ * no membarrier at revocation or destroy).
  * LDG_EINVAL: l or out NULL, device < 0, unknown flag bits, a non-blocking
  * stream without a drain, SINGLE_ISSUER with SHARED. LDG_ENOMEM. */
 int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,

@@ -22,6 +22,8 @@
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
 #include "cuda/host_executor.h"
+#include "ledger/ledger_testing.h" /* ldg__ring_owner_state */
+#include "ledger/rcu.h"            /* ldg__asym_membarrier */
 #include "tests/testing/check.h"
 
 static slc_driver g_drv;
@@ -49,6 +51,23 @@ static int teardown(slc_context *c) {
   if (leaked != 0) fprintf(stderr, "  executor: %ld objects leaked\n", leaked);
   CHECK(leaked == 0);
   return 0;
+}
+
+/* A test's start with the engine as cfg says, one stream st on device 0
+ * and one 64-byte device buffer b (finish ends it). */
+static int start(slc_context **c, const slc_engine_config *cfg,
+                 slc_stream **st, slc_buffer **b) {
+  if (setup(c, 0, cfg)) return 1;
+  CHECK_RC(slc_stream_create(*c, 0, 0, st), LDG_OK);
+  CHECK_RC(slc_buffer_alloc_device(*c, 0, 64, b), LDG_OK);
+  return 0;
+}
+
+/* The end of a test with one buffer b and one stream st. */
+static int finish(slc_context *c, slc_buffer *b, slc_stream *st) {
+  CHECK_RC(slc_buffer_free(b), LDG_OK);
+  slc_stream_unref(st);
+  return teardown(c);
 }
 
 /* Waits (polling the engine when `poll`) until *v reaches want. */
@@ -272,9 +291,7 @@ static int tail_marker(slc_engine_wait wait) {
   slc_engine_stats es;
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
   CHECK(es.tail_markers >= 1);
-  CHECK_RC(slc_buffer_free(b), LDG_OK);
-  slc_stream_unref(st);
-  return teardown(c);
+  return finish(c, b, st);
 }
 
 static int t_tail_marker(void) {
@@ -310,11 +327,9 @@ static int wait_parked(slc_context *c) {
 static int wait_counters(slc_engine_wait wait, bool deferred) {
   slc_context *c;
   slc_engine_config cfg = {.thread = true, .wait = wait, .linger_us = 500};
-  if (setup(&c, 0, &cfg)) return 1;
   slc_stream *st;
-  CHECK_RC(slc_stream_create(c, 0, 0, &st), LDG_OK);
   slc_buffer *b;
-  CHECK_RC(slc_buffer_alloc_device(c, 0, 64, &b), LDG_OK);
+  if (start(&c, &cfg, &st, &b)) return 1;
   atomic_long n = 0;
   slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
   CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 1, 64, &h), LDG_OK);
@@ -330,9 +345,7 @@ static int wait_counters(slc_engine_wait wait, bool deferred) {
   CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
   CHECK(es.thread_wakes_by_issuers >= wakes + 1);
   CHECK(es.thread_parks >= 1);
-  CHECK_RC(slc_buffer_free(b), LDG_OK);
-  slc_stream_unref(st);
-  return teardown(c);
+  return finish(c, b, st);
 }
 
 static int t_wait_counters(void) {
@@ -340,6 +353,75 @@ static int t_wait_counters(void) {
          wait_counters(SLC_ENGINE_WAIT_FIXED, false) ||
          wait_counters(SLC_ENGINE_WAIT_ADAPTIVE, true) ||
          wait_counters(SLC_ENGINE_WAIT_FIXED, true);
+}
+
+/* ---- A parked thread and an owned stream (engine.c, WAKING THE ENGINE
+ * THREAD) ------------------------------------------------------------------- */
+
+/* The layer's streams are owned by their one issuing thread where
+ * membarrier is in use (their ledger stream is not LDG_STREAM_SHARED): the
+ * issue reserves by a store of otail, no locked RMW, and the wake-up of a
+ * parked engine thread rests on the thread's membarrier between its store
+ * of parked and its final poll. Rounds of one issue (a launch, or a
+ * deferred record: slc__engine_kick_enqueued) meet the thread at every
+ * point of its poll-then-park: the next issue follows the previous keep
+ * after 0..63 yields, and every eighth round only once the thread parked
+ * again. Nobody polls: each keep must come from the thread,
+ * released after the wake-up of its own issue or seen by the final poll;
+ * a lost wake-up leaves it parked and the round gives up after 20 s.
+ * Asserted: every keep ran, the stream stayed owned (membarrier in use)
+ * and issues woke the parked thread. No time is asserted. */
+static int park_owned(bool deferred) {
+  slc_context *c;
+  slc_engine_config cfg = {.thread = true, .wait = SLC_ENGINE_WAIT_FIXED};
+  slc_stream *st;
+  slc_buffer *b;
+  if (start(&c, &cfg, &st, &b)) return 1;
+  atomic_long n = 0;
+  slc_hold h = {{count_keep, &n}, NULL, 0, NULL, 0};
+  const long rounds = SANITIZED ? 200 : 2000;
+  uint64_t parks0 = 0; /* thread_parks before the previous issue */
+  for (long r = 0; r < rounds; r++) {
+    slc_engine_stats es;
+    CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+    if (r % 8 == 7) {
+      /* Parked since the previous issue (it parks once that keep ran:
+       * nothing else is pending), and not again over 200 us. */
+      uint64_t seen = 0;
+      for (long i = 0; i < 100000; i++) {
+        seen = es.thread_parks;
+        sleep_us(200);
+        CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+        if (seen > parks0 && es.thread_parks == seen) break;
+      }
+      CHECK(es.thread_parks > parks0);
+    } else {
+      for (long i = 0; i < r % 64; i++) sched_yield();
+    }
+    parks0 = es.thread_parks;
+    if (deferred)
+      CHECK_RC(slc_stream_record_deferred(st, &h), LDG_OK);
+    else
+      CHECK_RC(slc_memset_d8_async(st, slc_buffer_dptr(b), 1, 64, &h),
+               LDG_OK);
+    if (wait_for(c, &n, r + 1, false)) {
+      fprintf(stderr, "  round %ld of %ld: the keep was not released\n", r,
+              rounds);
+      return 1;
+    }
+  }
+  /* Owned (16) where membarrier is in use; shared (2) otherwise (own8),
+   * where the fences' path ran. */
+  uint64_t own = ldg__ring_owner_state(slc_stream_ledger(st));
+  CHECK(own == (atomic_load(&ldg__asym_membarrier) ? 16u : 2u));
+  slc_engine_stats es;
+  CHECK_RC(slc_engine_stats_get(c, &es), LDG_OK);
+  CHECK(es.thread_wakes_by_issuers >= 1);
+  return finish(c, b, st);
+}
+
+static int t_park_owned(void) {
+  return park_owned(false) || park_owned(true);
 }
 
 /* ---- Keeps may call the layer -------------------------------------------- */
@@ -1423,6 +1505,9 @@ static const test_case tests[] = {
     {"wait_counters", t_wait_counters,
      "both waits park when idle; an issue or a deferred record wakes the "
      "parked thread"},
+    {"park_owned", t_park_owned,
+     "an owned stream's issue wakes the parked thread: rounds at every "
+     "point of its park, no keep lost"},
     {"keep_reenters", t_keep_reenters,
      "keeps on the engine thread issue work and poll"},
     {"stalled_engine", t_stalled_engine,
