@@ -337,9 +337,10 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
       next++;
       if (__builtin_expect(st != LDG__SLOT_FULL, 0)) {
         if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
-        if (st == LDG__SLOT_EMPTY && ldg__one_publisher(s)) {
-          /* Its enqueuer publishes with a plain store: ask (ring.c,
-           * PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
+        if (st == LDG__SLOT_EMPTY && ldg__seq_asks(s, next - 1)) {
+          /* Its enqueuer publishes with a plain store (or both ways):
+           * ask (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER;
+           * OWNED STREAMS, "Publication", for which seqs). */
           st = ldg__overtake_one(s, slot, next - 1, ad);
           if (__builtin_expect(ad->slot != NULL, 0)) {
             /* Taken after the chunk: end the chunk with this slot. */
