@@ -102,12 +102,14 @@
  *   The two CASes on one word decide: exactly one side takes the entry, and
  *   a stalled enqueuer never blocks a release.
  *
- * PUBLICATION ON A STREAM WITH ONE PUBLISHER (ldg__one_publisher: today the
- * single-issuer streams; ldg__publish_one here, ldg__overtake_one in
- * release.c)
+ * PUBLICATION ON A STREAM WITH ONE PUBLISHER (the single-issuer streams,
+ * ldg__one_publisher, and the seqs an owned stream's owner reserved:
+ * OWNED STREAMS, "Publication", says how the two meet; ldg__publish_one
+ * here, ldg__overtake_one in release.c, ldg__seq_asks in internal.h)
  *   At most one slot of such a stream is between its reservation and its
  *   publication: the publisher's calls never overlap, and each publishes
- *   (or retracts) before the next reserves. So the handshake with a release
+ *   (or retracts) before the next reserves. (On an owned stream this holds
+ *   of the seqs whose release asks; OWNED STREAMS, "Publication".) So the handshake with a release
  *   that finds a slot EMPTY needs no word in the slot (whose reading after
  *   publication would need a read-side section: the slot may be taken and
  *   its segment retired by then; bench/RESULTS.md, core3) but one word on
@@ -315,10 +317,60 @@
  *   queries (summary.c), ldg_pending_count (registry.c; the owner's add to
  *   waits_enqueued is a release after its release store of otail, as after
  *   the CAS before) and segment.c's heuristics (relaxed, hints) read it so.
- *   A release that covers an owner's seq before its R2 (the mark read
- *   otail) and finds EMPTY abandons it to whoever holds the seq: the owner
- *   or the installer publishes, fails on ABANDONED and releases its entry
- *   itself (PUBLICATION above, unchanged).
+ *   Publication (pub9). The owner publishes as a one-publisher stream
+ *   does (a plain store of FULL, the load of asked), so the one locked
+ *   instruction left per op goes; the shared path's seqs keep the CAS.
+ *   A store of FULL over ABANDONED would let both sides take the entry, so
+ *   the enqueuer's choice and that of the release finding the slot EMPTY
+ *   (ask, or CAS to ABANDONED) must agree for every seq, and the mode
+ *   changes during the stream's life. The choice is fixed per seq when it
+ *   is reserved (ldg__enqueue_entry's pub):
+ *     STORE  a seq whose R2 read the owner's token (the owner's, and
+ *            below the installed base B = T + 1: R2 before the barrier,
+ *            so the store before it, so T covers it);
+ *     BOTH   the contested seq B, whoever holds it (the installer, or the
+ *            owner whose R2 saw the revocation and kept it), and the owner
+ *            seq q = T kept by an R2 that saw the revocation: the CAS
+ *            EMPTY -> FULL, then (light barrier) the load of asked and, if
+ *            it names seq, the CAS that takes the ask off (as
+ *            ldg__publish_one). Against an abandoning release the CAS
+ *            decides (PUBLICATION); against an asking one the load after
+ *            the CAS is the store->load pair of the one-publisher
+ *            handshake (the CAS is its store of FULL). So either choice of
+ *            the release is right for these seqs;
+ *     CAS    the shared path's seqs, all above B.
+ *   The release (ldg__seq_asks) asks iff tail reads 0, or seq < s->obase.
+ *   obase is B, agreed by CAS from 0 by the helpers before any installs
+ *   tail (each installs tail = the agreed B: a valid base for all, since
+ *   the first's T was read after a barrier that follows the PENDING CAS;
+ *   it has a slot, that helper checked it, tail_end only grows; the
+ *   first-segment argument below holds for it as for that helper's T).
+ *   Tail read 0: the release owns seq through a mark read from otail, so
+ *   seq <= the owner's last otail <= B: a STORE or BOTH seq. Tail read
+ *   nonzero: obase (acquire after the acquire of tail, which reads the
+ *   installing seq_cst CAS or an RMW after it, sequenced after the obase
+ *   CAS) is B; seq < B is STORE or BOTH, seq >= B is BOTH or CAS. A stream
+ *   never owned has obase 0: nothing asks. Each seq thus gets a release
+ *   choice its enqueuer handles.
+ *   Invariants of the one-publisher argument, for the seqs that are asked
+ *   about: (a) at most one mid-publication: the owner's calls never
+ *   overlap, shared seqs never ask; the installer's B may be reserved
+ *   while the owner still publishes its last seq T, but a release asks
+ *   about B only if it read tail 0, i.e. owns B through the owner's store
+ *   of otail = B, made after the owner's enqueue of T returned (so it is
+ *   not then in flight); with tail read nonzero B's release abandons. (b)
+ *   The adoption rule (an ask for w < Y on the word means w's enqueue
+ *   returned before Y was reserved): among owner seqs as before; for Y =
+ *   B asked, "reserved" is the owner's store of otail = B (its enqueues of
+ *   every w < B returned before it, and the release's ownership of B
+ *   happens after it: acquire of otail); no seq above B ever asks. So the
+ *   cases w > Y and w < Y of ldg__overtake_one are argued as there.
+ *   The owner's rare paths: R2 seeing PENDING or SHARED publishes BOTH
+ *   (its seq may be B or T: either); a contested seq lost reserves again
+ *   on the shared path (CAS); a retraction (DESTROY) of a STORE or BOTH
+ *   seq takes an ask about it off the word after its exchange, as a
+ *   one-publisher retraction does (no seq after it is reserved by the
+ *   owner, and B's later seqs never ask, so nobody adopts it).
  *   The first segment. The fast path's argument (RESERVING ON A SHARED
  *   STREAM) needs: a raise of tail_end that a check reads comes with tail
  *   >= F - 1. The owner extends at t + 1 >= tail_end with otail = t stored
@@ -339,9 +391,10 @@
  *   owner seq (above): the seq_cst read of tail covers them. The installer's
  *   seq is a seq_cst CAS of tail followed by a seq_cst load of destroyed:
  *   DESTROY's own argument.
- *   Cost (bench/RESULTS.md, "Issue 11, eighth session"): the single-issuer
- *   reservation plus two loads of owner (on the enqueuers' line) and one
- *   TLS load; no locked instruction. ldg_enqueue and ldg_add_wait may call
+ *   Cost (bench/RESULTS.md, "Issue 11, eighth session", and "(pub9)"):
+ *   the single-issuer reservation plus two loads of owner (on the
+ *   enqueuers' line) and one TLS load, and (pub9) the one-publisher
+ *   publication; no locked instruction in either. ldg_enqueue and ldg_add_wait may call
  *   membarrier once per stream (the revocation), the destroy of an owned
  *   stream once (ledger.h, table note (k)).
  *   ThreadSanitizer does not see membarrier (as for single-issuer
