@@ -299,27 +299,41 @@ static void test_basics(void) {
 
 /* ---- checked-parked / stored-parked -------------------------------------- */
 
-/* The owner (this thread's helper, 5 enqueues first) parks at point on its
- * sixth; another thread enqueues one keep (revoking) and a release runs to
- * the mark; then the owner goes on. Returns (owner's sixth seq, revoker's). */
-static void owner_parked_at(int point, ldg_seq *owner_seq,
-                            ldg_seq *revoker_seq) {
+/* A fresh stream whose owner (a helper thread, *own on *to: five
+ * enqueues, ids 1..5) is parked at point on its sixth (one thread: the
+ * same token throughout). */
+static ldg_stream *owner_parked_start(int point, ldg_ledger **l,
+                                      struct job *own, pthread_t *to) {
   reset(64);
-  ldg_ledger *l;
-  ldg_stream *s = new_stream(&l);
-  /* The owner: five enqueues, then parked on its sixth (one thread: the
-   * same token throughout). */
-  struct job own = {s, 1, 6, 5, 0, 0, NULL};
-  pthread_t to, tr;
+  ldg_stream *s = new_stream(l);
+  *own = (struct job){s, 1, 6, 5, 0, 0, NULL};
   park_init(s, point);
-  start(&to, &own);
+  start(to, own);
   sem_wait_or_fail(&pk.parked, "owner parked");
   CHECK_EQ_U(ldg__ring_owner_state(s), 16);
+  return s;
+}
+
+/* Another thread enqueues keep 7 on s, revoking its parked owner. */
+static void revoke_with_7(ldg_stream *s) {
   struct job rev = {s, 7, 1, -1, 0, 0, NULL};
+  pthread_t tr;
   start(&tr, &rev);
   pthread_join(tr, NULL); /* never waits for the parked owner */
   CHECK_RC(rev.rc, LDG_OK);
   CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+}
+
+/* The owner parks at point on its sixth enqueue; another thread enqueues
+ * one keep (revoking) and a release runs to the mark; then the owner goes
+ * on. Returns (owner's sixth seq, revoker's). */
+static void owner_parked_at(int point, ldg_seq *owner_seq,
+                            ldg_seq *revoker_seq) {
+  ldg_ledger *l;
+  struct job own;
+  pthread_t to;
+  ldg_stream *s = owner_parked_start(point, &l, &own, &to);
+  revoke_with_7(s);
   /* A release to the mark: the seq the owner is filling stays pending. */
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
   CHECK_EQ_U(ran_of(7), 1);
@@ -366,21 +380,12 @@ static void test_stored_parked(void) {
  * mid-publication. */
 static void overtake_parked(const char *name, int point, bool revoke) {
   g_case = name;
-  reset(64);
   ldg_ledger *l;
-  ldg_stream *s = new_stream(&l);
-  struct job own = {s, 1, 6, 5, 0, 0, NULL};
-  pthread_t to, tr;
-  park_init(s, point);
-  start(&to, &own);
-  sem_wait_or_fail(&pk.parked, "owner parked mid-publication");
-  CHECK_EQ_U(ldg__ring_owner_state(s), 16);
+  struct job own;
+  pthread_t to;
+  ldg_stream *s = owner_parked_start(point, &l, &own, &to);
   if (revoke) {
-    struct job rev = {s, 7, 1, -1, 0, 0, NULL};
-    start(&tr, &rev);
-    pthread_join(tr, NULL); /* never waits for the parked owner */
-    CHECK_RC(rev.rc, LDG_OK);
-    CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+    revoke_with_7(s);
     CHECK_EQ_U(atomic_load(&seq_of[7]), 7); /* the base: T + 1 */
   }
   ldg_seq mark = ldg_mark(s);
