@@ -269,6 +269,11 @@ struct ldg_stream {
    * and taken by the extender with a CAS (segment.c, THE SPARE). */
   _Atomic(struct ldg__seg *) spare;
   _Atomic ldg_seq spare_at;
+  /* Owned streams (ring.c, OWNED STREAMS, "Publication"): the tail a
+   * revocation installs (T + 1), agreed by CAS from 0 before any helper
+   * installs it; 0 on a stream never revoked. Read by a release that finds
+   * a slot EMPTY (ldg__seq_asks); off the enqueuers' line (full). */
+  _Atomic ldg_seq obase;
 
   /* References: waits, snapshots and callers take them. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
@@ -349,6 +354,30 @@ struct ldg_marks {
  * ABANDONED would let both take the entry. */
 static inline bool ldg__one_publisher(const ldg_stream *s) {
   return (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+}
+
+/* How an enqueue publishes its seq, fixed when the seq is reserved (ring.c,
+ * OWNED STREAMS, "Publication"): CAS EMPTY -> FULL (a release that finds
+ * the slot EMPTY abandons it); a plain store (it asks: a one-publisher
+ * seq); or both, the CAS and then the load of s->asked (whatever the
+ * release does: the contested seq of a revocation, and the owner's seq
+ * whose R2 saw one). */
+enum { LDG__PUB_CAS, LDG__PUB_STORE, LDG__PUB_BOTH };
+
+/* The release that owns seq of s and found its slot EMPTY: whether it asks
+ * (through s->asked) rather than abandoning the slot (CAS EMPTY ->
+ * ABANDONED). The same choice as seq's enqueuer made, for every seq
+ * (ring.c, OWNED STREAMS, "Publication"): a single-issuer stream's seqs; on
+ * a default stream, with tail not installed every seq (each is the
+ * owner's, or the contested one, published both ways); once installed,
+ * the seqs below the installed base (the owner's). Acquire, both: tail
+ * installed (seq_cst CAS) after obase was agreed, so a tail read nonzero
+ * comes with obase. A stream never owned (SHARED from the start, or made
+ * so while unclaimed) has obase 0: nothing asks. */
+static inline bool ldg__seq_asks(const ldg_stream *s, ldg_seq seq) {
+  if (ldg__one_publisher(s)) return true;
+  return ldg__load_acquire(&s->tail) == 0 ||
+         seq < ldg__load_acquire(&s->obase);
 }
 
 /* ---- Test hooks (ledger_testing.h) ---------------------------------------------- */

@@ -88,7 +88,8 @@
  *       first ledger, or the first in a forked child): takes its mutex,
  *       which may wait for a batch in progress (one grace period).
  *   (i) Waits for grace periods (and the reclaimer's batch in progress).
- *   (j) A release that overtakes a publication on a single-issuer stream
+ *   (j) A release that overtakes a publication on a single-issuer stream,
+ *       or an owner's publication on an owned default stream
  *       (finds its seq's slot reserved, not yet published, after a short
  *       bounded spin) calls membarrier once for that slot (ledger/ring.c,
  *       PUBLICATION ON A STREAM WITH ONE PUBLISHER; as ldg_stream_destroy
@@ -260,8 +261,10 @@ void ldg_ledger_destroy(ldg_ledger *l);
  *
  * Default streams (neither flag): owned by the first thread that records on
  * them, until another thread does. While one thread alone records on s,
- * its enqueues and waits take their seqs with a plain store, as a
- * single-issuer stream's do, with no promise asked of the caller; the first
+ * its enqueues and waits take their seqs and publish their entries with
+ * plain stores, as a single-issuer stream's do (and a release of s that
+ * finds such an entry reserved, not yet published, calls membarrier once
+ * for it: table note (j)), with no promise asked of the caller; the first
  * ldg_enqueue or ldg_add_wait on s from another thread revokes that for
  * good (one membarrier(2) call, table note (k)), and s then works as a
  * shared stream (a locked read-modify-write per enqueue). Destroying an

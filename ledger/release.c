@@ -22,11 +22,15 @@
  *   The walk owns the seq, but its enqueuer has not published. On most
  *   streams the walk CASes the slot EMPTY -> ABANDONED and the enqueuer's
  *   failing publication CAS releases the entry (ring.c, PUBLICATION). On a
- *   stream with one publisher (ldg__one_publisher) the enqueuer publishes
- *   with a plain store, so the walk asks through s->asked instead
- *   (ldg__overtake_one: a bounded spin, the ask by CAS, membarrier, a
- *   second read, a CAS deciding; ring.c, PUBLICATION ON A STREAM WITH ONE
- *   PUBLISHER). An ask of another release for an earlier seq that it finds
+ *   stream with one publisher (ldg__one_publisher), and for the seqs an
+ *   owned stream's owner reserved, the enqueuer publishes with a plain
+ *   store, so the walk asks through s->asked instead (ldg__overtake_one:
+ *   a bounded spin, the ask by CAS, membarrier, a second read, a CAS
+ *   deciding; ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER). Which
+ *   seqs ask is ldg__seq_asks (internal.h): the choice the seq's enqueuer
+ *   made when it reserved it, whatever the stream's mode is now (tail not
+ *   installed, or seq below the installed base; the others abandon; ring.c,
+ *   OWNED STREAMS, "Publication"). An ask of another release for an earlier seq that it finds
  *   on the word it adopts, with that entry: the chunk ends at the slot, and
  *   the adopted entry is taken after the chunk's keeps (ldg__take_one: its
  *   slot resolved on its own segment, its keep run or its wait fired by a
@@ -337,9 +341,10 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
       next++;
       if (__builtin_expect(st != LDG__SLOT_FULL, 0)) {
         if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
-        if (st == LDG__SLOT_EMPTY && ldg__one_publisher(s)) {
-          /* Its enqueuer publishes with a plain store: ask (ring.c,
-           * PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
+        if (st == LDG__SLOT_EMPTY && ldg__seq_asks(s, next - 1)) {
+          /* Its enqueuer publishes with a plain store (or both ways):
+           * ask (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER;
+           * OWNED STREAMS, "Publication", for which seqs). */
           st = ldg__overtake_one(s, slot, next - 1, ad);
           if (__builtin_expect(ad->slot != NULL, 0)) {
             /* Taken after the chunk: end the chunk with this slot. */

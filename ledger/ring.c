@@ -102,12 +102,14 @@
  *   The two CASes on one word decide: exactly one side takes the entry, and
  *   a stalled enqueuer never blocks a release.
  *
- * PUBLICATION ON A STREAM WITH ONE PUBLISHER (ldg__one_publisher: today the
- * single-issuer streams; ldg__publish_one here, ldg__overtake_one in
- * release.c)
+ * PUBLICATION ON A STREAM WITH ONE PUBLISHER (the single-issuer streams,
+ * ldg__one_publisher, and the seqs an owned stream's owner reserved:
+ * OWNED STREAMS, "Publication", says how the two meet; ldg__publish_one
+ * here, ldg__overtake_one in release.c, ldg__seq_asks in internal.h)
  *   At most one slot of such a stream is between its reservation and its
  *   publication: the publisher's calls never overlap, and each publishes
- *   (or retracts) before the next reserves. So the handshake with a release
+ *   (or retracts) before the next reserves. (On an owned stream this holds
+ *   of the seqs whose release asks; OWNED STREAMS, "Publication".) So the handshake with a release
  *   that finds a slot EMPTY needs no word in the slot (whose reading after
  *   publication would need a read-side section: the slot may be taken and
  *   its segment retired by then; bench/RESULTS.md, core3) but one word on
@@ -315,10 +317,60 @@
  *   queries (summary.c), ldg_pending_count (registry.c; the owner's add to
  *   waits_enqueued is a release after its release store of otail, as after
  *   the CAS before) and segment.c's heuristics (relaxed, hints) read it so.
- *   A release that covers an owner's seq before its R2 (the mark read
- *   otail) and finds EMPTY abandons it to whoever holds the seq: the owner
- *   or the installer publishes, fails on ABANDONED and releases its entry
- *   itself (PUBLICATION above, unchanged).
+ *   Publication (pub9). The owner publishes as a one-publisher stream
+ *   does (a plain store of FULL, the load of asked), so the one locked
+ *   instruction left per op goes; the shared path's seqs keep the CAS.
+ *   A store of FULL over ABANDONED would let both sides take the entry, so
+ *   the enqueuer's choice and that of the release finding the slot EMPTY
+ *   (ask, or CAS to ABANDONED) must agree for every seq, and the mode
+ *   changes during the stream's life. The choice is fixed per seq when it
+ *   is reserved (ldg__enqueue_entry's pub):
+ *     STORE  a seq whose R2 read the owner's token (the owner's, and
+ *            below the installed base B = T + 1: R2 before the barrier,
+ *            so the store before it, so T covers it);
+ *     BOTH   the contested seq B, whoever holds it (the installer, or the
+ *            owner whose R2 saw the revocation and kept it), and the owner
+ *            seq q = T kept by an R2 that saw the revocation: the CAS
+ *            EMPTY -> FULL, then (light barrier) the load of asked and, if
+ *            it names seq, the CAS that takes the ask off (as
+ *            ldg__publish_one). Against an abandoning release the CAS
+ *            decides (PUBLICATION); against an asking one the load after
+ *            the CAS is the store->load pair of the one-publisher
+ *            handshake (the CAS is its store of FULL). So either choice of
+ *            the release is right for these seqs;
+ *     CAS    the shared path's seqs, all above B.
+ *   The release (ldg__seq_asks) asks iff tail reads 0, or seq < s->obase.
+ *   obase is B, agreed by CAS from 0 by the helpers before any installs
+ *   tail (each installs tail = the agreed B: a valid base for all, since
+ *   the first's T was read after a barrier that follows the PENDING CAS;
+ *   it has a slot, that helper checked it, tail_end only grows; the
+ *   first-segment argument below holds for it as for that helper's T).
+ *   Tail read 0: the release owns seq through a mark read from otail, so
+ *   seq <= the owner's last otail <= B: a STORE or BOTH seq. Tail read
+ *   nonzero: obase (acquire after the acquire of tail, which reads the
+ *   installing seq_cst CAS or an RMW after it, sequenced after the obase
+ *   CAS) is B; seq < B is STORE or BOTH, seq >= B is BOTH or CAS. A stream
+ *   never owned has obase 0: nothing asks. Each seq thus gets a release
+ *   choice its enqueuer handles.
+ *   Invariants of the one-publisher argument, for the seqs that are asked
+ *   about: (a) at most one mid-publication: the owner's calls never
+ *   overlap, shared seqs never ask; the installer's B may be reserved
+ *   while the owner still publishes its last seq T, but a release asks
+ *   about B only if it read tail 0, i.e. owns B through the owner's store
+ *   of otail = B, made after the owner's enqueue of T returned (so it is
+ *   not then in flight); with tail read nonzero B's release abandons. (b)
+ *   The adoption rule (an ask for w < Y on the word means w's enqueue
+ *   returned before Y was reserved): among owner seqs as before; for Y =
+ *   B asked, "reserved" is the owner's store of otail = B (its enqueues of
+ *   every w < B returned before it, and the release's ownership of B
+ *   happens after it: acquire of otail); no seq above B ever asks. So the
+ *   cases w > Y and w < Y of ldg__overtake_one are argued as there.
+ *   The owner's rare paths: R2 seeing PENDING or SHARED publishes BOTH
+ *   (its seq may be B or T: either); a contested seq lost reserves again
+ *   on the shared path (CAS); a retraction (DESTROY) of a STORE or BOTH
+ *   seq takes an ask about it off the word after its exchange, as a
+ *   one-publisher retraction does (no seq after it is reserved by the
+ *   owner, and B's later seqs never ask, so nobody adopts it).
  *   The first segment. The fast path's argument (RESERVING ON A SHARED
  *   STREAM) needs: a raise of tail_end that a check reads comes with tail
  *   >= F - 1. The owner extends at t + 1 >= tail_end with otail = t stored
@@ -339,9 +391,10 @@
  *   owner seq (above): the seq_cst read of tail covers them. The installer's
  *   seq is a seq_cst CAS of tail followed by a seq_cst load of destroyed:
  *   DESTROY's own argument.
- *   Cost (bench/RESULTS.md, "Issue 11, eighth session"): the single-issuer
- *   reservation plus two loads of owner (on the enqueuers' line) and one
- *   TLS load; no locked instruction. ldg_enqueue and ldg_add_wait may call
+ *   Cost (bench/RESULTS.md, "Issue 11, eighth session", and "(pub9)"):
+ *   the single-issuer reservation plus two loads of owner (on the
+ *   enqueuers' line) and one TLS load, and (pub9) the one-publisher
+ *   publication; no locked instruction in either. ldg_enqueue and ldg_add_wait may call
  *   membarrier once per stream (the revocation), the destroy of an owned
  *   stream once (ledger.h, table note (k)).
  *   ThreadSanitizer does not see membarrier (as for single-issuer
@@ -727,13 +780,14 @@ static _Thread_local uint64_t ldg__own_tok = LDG__OWN_NO_TOKEN;
 /* Not the owner any more (or never was): nothing reserved, take the shared
  * path. And: this thread just claimed s, take the owned path. Internal
  * results, apart from LDG_OK and LDG_ENOMEM. */
-enum { LDG__OWN_LOST = 1, LDG__OWN_MINE = 2 };
+enum { LDG__OWN_LOST = 1, LDG__OWN_MINE = 2, LDG__OWN_KEPT = 3 };
 
 /* R2 saw that a revocation began after the owner's store of otail = q: q
  * may be the contested seq (the one after the last the installing revoker
  * saw). The owner claims it in s->contest unless the installer took it
  * first (OWNED STREAMS, "The contested seq"). Runs at most once per
- * stream: the owner's next reservation fails R1. */
+ * stream: the owner's next reservation fails R1. LDG__OWN_KEPT: q is ours,
+ * published both ways (OWNED STREAMS, "Publication"). */
 static __attribute__((noinline)) int ldg__own_contested(ldg_stream *s,
                                                          ldg_seq q,
                                                          ldg_seq *seq) {
@@ -743,15 +797,17 @@ static __attribute__((noinline)) int ldg__own_contested(ldg_stream *s,
   if (ldg__cas_acq_rel(&s->contest, &cur, LDG__CONTEST_OWNER(q)) ||
       cur != LDG__CONTEST_INSTALLER(q)) {
     *seq = q;
-    return LDG_OK;
+    return LDG__OWN_KEPT;
   }
   return LDG__OWN_LOST;
 }
 
 /* The owner's reservation (OWNED STREAMS): R1 was the caller's load of
  * s->owner, which found tok. No locked instruction: the owner alone writes
- * otail. LDG_OK (the destroy handshake is then asymmetric), LDG__OWN_LOST
- * (revoked before the store: nothing reserved) or LDG_ENOMEM. */
+ * otail. LDG_OK (a one-publisher seq), LDG__OWN_KEPT (the seq whose R2
+ * saw a revocation: published both ways; for both the destroy handshake
+ * is asymmetric), LDG__OWN_LOST (revoked before the store: nothing
+ * reserved) or LDG_ENOMEM. */
 static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
                                           ldg_seq *seq) {
   for (;;) {
@@ -841,10 +897,20 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
     ldg__rcu_read_unlock();
     if (rc != LDG_OK) return rc;
   }
+  /* The base, agreed before anyone installs it (OWNED STREAMS,
+   * "Publication"): the first helper's T + 1, valid for every helper (its
+   * T was read after a barrier that follows the PENDING CAS, so it covers
+   * every seq whose R2 read the token); it has a slot (that helper checked
+   * T + 1 < tail_end, which only grows). acq_rel: the release half pairs
+   * with a release's acquire load after its load of tail; the failure's
+   * acquire reads the winner's base. */
+  ldg_seq base = 0;
+  if (!ldg__cas_acq_rel(&s->obase, &base, t + 1)) t = base - 1;
   ldg_seq zero = 0;
   /* seq_cst: a step of S (the shared path's invariant starts here: t + 1 <
    * tail_end, nothing pending); the destroy handshake reads destroyed after
-   * it, as after the CAS path's. One installer: tail never returns to 0. */
+   * it, as after the CAS path's. One installer: tail never returns to 0.
+   * Its release half carries obase to a release that reads tail. */
   if (!ldg__cas_seq_cst(&s->tail, &zero, t + 1)) return LDG__OWN_LOST;
   /* Release: a thread that reads SHARED (acquire) sees tail installed. */
   ldg__store_release(&s->owner, (uint64_t)LDG__OWN_SHARED);
@@ -863,9 +929,11 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
 /* Reserves the next seq of a default stream: the owner's way, or the
  * revocation's, or the shared path (OWNED STREAMS). *asym: whether the
  * destroy handshake is the asymmetric one (the seq was reserved by a
- * store of otail, not a seq_cst RMW of tail). */
+ * store of otail, not a seq_cst RMW of tail). *pub: how the seq is
+ * published (LDG__PUB_*; OWNED STREAMS, "Publication"); the caller set it
+ * to LDG__PUB_CAS. */
 static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
-                                            bool *asym) {
+                                            bool *asym, int *pub) {
   for (;;) {
     /* R1. Acquire: pairs with the release store of SHARED (tail installed:
      * the shared path's load of tail then reads it or later) and with the
@@ -873,10 +941,17 @@ static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
     uint64_t o = ldg__load_acquire(&s->owner);
     if (__builtin_expect(o == ldg__own_tok, 1)) {
       int rc = ldg__ring_reserve_owned(s, o, seq);
-      if (__builtin_expect(rc != LDG__OWN_LOST, 1)) {
+      if (__builtin_expect(rc == LDG_OK, 1)) {
         *asym = true;
-        return rc;
+        *pub = LDG__PUB_STORE;
+        return LDG_OK;
       }
+      if (rc == LDG__OWN_KEPT) {
+        *asym = true;
+        *pub = LDG__PUB_BOTH;
+        return LDG_OK;
+      }
+      if (rc != LDG__OWN_LOST) return rc; /* LDG_ENOMEM */
       /* Revoked while we extended the ring: tail may not be installed
        * yet, so not straight to the shared path; the next pass helps. */
       continue;
@@ -884,6 +959,7 @@ static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
     if (o == LDG__OWN_SHARED) break;
     int rc = ldg__own_slow(s, o, seq);
     if (rc == LDG__OWN_MINE) continue; /* claimed: the owner's way */
+    if (rc == LDG_OK) *pub = LDG__PUB_BOTH; /* the contested seq */
     if (rc != LDG__OWN_LOST) return rc; /* LDG_OK (seq_cst), ENOMEM */
     break; /* LOST: tail is installed */
   }
@@ -1068,9 +1144,12 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   /* Whether the destroy handshake is asymmetric: a single-issuer stream,
    * or a seq the owner of an owned stream reserved (OWNED STREAMS). */
   bool asym = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+  /* How seq is published, fixed with its reservation: the release that
+   * finds its slot EMPTY makes the matching choice (ldg__seq_asks). */
+  int pub = asym ? LDG__PUB_STORE : LDG__PUB_CAS;
   int rc = __builtin_expect(asym, 0)
                ? ldg__ring_reserve_single(s, &seq)
-               : ldg__ring_reserve_default(s, &seq, &asym);
+               : ldg__ring_reserve_default(s, &seq, &asym, &pub);
   if (rc != LDG_OK) {
     ldg__issuing_end(s);
     ldg__ext_free_now(ext);
@@ -1100,7 +1179,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
      * the slot without touching it. */
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
     /* A release that asked about seq and read EMPTY left the ask to us. */
-    if (ldg__one_publisher(s)) ldg__retract_asked(s, seq);
+    if (pub != LDG__PUB_CAS) ldg__retract_asked(s, seq);
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
@@ -1126,7 +1205,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
   ldg__fill_slot(slot, e, ext);
-  if (__builtin_expect(ldg__one_publisher(s), 0)) {
+  if (__builtin_expect(pub == LDG__PUB_STORE, 1)) {
     /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
     bool published = ldg__publish_one(s, slot, seq);
     ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
@@ -1145,8 +1224,20 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
    * slot to us (the failure's acquire pairs with that CAS). */
   if (ldg__cas_acq_rel(&slot->state, &expected, (uint32_t)LDG__SLOT_FULL)) {
     ldg__issuing_end(s);
-    LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     if (seq_out != NULL) *seq_out = seq;
+    /* Published both ways (the contested seq of a revocation, or the
+     * owner's seq whose R2 saw one: OWNED STREAMS, "Publication"): its
+     * release may have asked instead of abandoning. The CAS is our store
+     * of FULL; the load of asked after it, as in ldg__publish_one. */
+    if (__builtin_expect(pub == LDG__PUB_BOTH, 0)) {
+      ldg__asym_light();
+      /* Acquire: as ldg__publish_one's. */
+      if (ldg__load_acquire(&s->asked) == seq && ldg__publish_asked(s, seq)) {
+        ldg__take_one(s, g, slot); /* given back: ours to release */
+        return LDG_OK;
+      }
+    }
+    LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     return LDG_OK;
   }
 

@@ -278,6 +278,7 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->tail, 0);
   atomic_init(&s->otail, 0);
   atomic_init(&s->contest, 0);
+  atomic_init(&s->obase, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
   /* No early growth in the first segment (no seq reaches its end): the
    * first extension sets the first grow point. */

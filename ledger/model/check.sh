@@ -2,7 +2,7 @@
 # Model-checks the ring protocol of ledger/ with Spin (ring.pml, wait.pml,
 # ring_common.pml; destroy_sb.pml, own_sb.pml, unlink_sb.pml and extend_mp.pml
 # for the memory orders of the destroy handshake, owned streams' reservation
-# and its revocation, the registry's deferred unlink and a growing ring's
+# and its revocation (with OWN_PUB, the owner's plain publication), the registry's deferred unlink and a growing ring's
 # publication, pub_sb.pml for the publication on a stream with one
 # publisher, and spare.pml for the spare of segment.c,
 # beside this script), exhaustively, for small
@@ -91,6 +91,8 @@ pass  destroy_sb.pml  -DSB_SINGLE
 pass  own_sb.pml
 pass  own_sb.pml  -DOWN_RELEASER
 pass  own_sb.pml  -DOWN_TWO_REVOKERS
+pass  own_sb.pml  -DOWN_PUB
+pass  own_sb.pml  -DOWN_PUB -DOWN_RELEASER
 pass  pub_sb.pml
 pass  unlink_sb.pml
 pass  extend_mp.pml
@@ -127,6 +129,9 @@ fail  own_sb.pml  -DBUG_OWN_NO_R2
 fail  own_sb.pml  -DBUG_OWN_CONTESTED_UNDECIDED
 fail  own_sb.pml  -DBUG_OWN_DESTROY_NO_BARRIER
 fail  own_sb.pml  -DBUG_OWN_EXTEND_TO_SHARED
+fail  own_sb.pml  -DOWN_PUB -DOWN_RELEASER -DBUG_PUB9_BY_MODE
+fail  own_sb.pml  -DOWN_PUB -DOWN_RELEASER -DBUG_PUB9_NO_BASE
+fail  own_sb.pml  -DOWN_PUB -DOWN_RELEASER -DBUG_PUB9_INSTALLER_CAS
 fail  pub_sb.pml  -DBUG_PUB_NO_MEMBARRIER
 fail  pub_sb.pml  -DBUG_PUB_NO_CAS
 fail  pub_sb.pml  -DBUG_PUB_OVERWRITE
@@ -173,6 +178,8 @@ reach own_sb.pml  -DPROBE_OWN_CONTESTED
 reach own_sb.pml  -DPROBE_OWN_LOST
 reach own_sb.pml  -DPROBE_OWN_HELP
 reach own_sb.pml  -DPROBE_OWN_STALE
+reach own_sb.pml  -DOWN_PUB -DOWN_RELEASER -DPROBE_PUB9_ASK_T1
+reach own_sb.pml  -DOWN_PUB -DOWN_RELEASER -DPROBE_PUB9_TAKEBACK
 reach pub_sb.pml  -DPROBE_PUB_TAKEBACK
 reach pub_sb.pml  -DPROBE_PUB_ADOPT
 reach pub_sb.pml  -DPROBE_PUB_LATER
@@ -195,6 +202,7 @@ if [ "$deep" = 1 ]; then
   runs+=$'\n'"pass  ring.pml  -DCFG_FFF -DFAST_AS_C"
   runs+=$'\n'"reach ring.pml  -DCFG_FFF -DPROBE_FAST_FULL"
   runs+=$'\n'"pass  own_sb.pml  -DOWN_OPS=3 -DOWN_TWO_REVOKERS"
+  runs+=$'\n'"pass  own_sb.pml  -DOWN_PUB -DOWN_TWO_REVOKERS -DOWN_RELEASER"
 fi
 if [ -n "$only" ]; then
   runs=$(printf '%s\n' "$runs" | grep -E -- "$only" || true)

@@ -50,7 +50,38 @@
  * enqueue was released exactly once and every refused one never, and
  * (assertion at each reservation) that no seq was handed out twice.
  *
+ * OWN_PUB (pub9: OWNED STREAMS, "Publication"): the owner's seqs whose R2
+ * read its token publish with a plain store of FULL (buffered, in the
+ * owner's FIFO with its otail stores), then a load of asked; the contested
+ * seq (the installer's, or the owner's kept by an R2 that saw the
+ * revocation) publishes both ways (CAS, then the load of asked); shared
+ * seqs by CAS. Every walk (releaser, destroyer, init's last release) that
+ * finds a slot EMPTY asks (ldg__seq_asks: tail 0, or seq < obase) or
+ * abandons; asking is ldg__overtake_one with no spin (CAS asked from w,
+ * adopting an earlier ask, w > seq: the slot is FULL; membarrier; second
+ * read; CAS asked seq -> 0). Revokers agree on obase by CAS before
+ * installing tail. A retraction of a STORE or BOTH seq takes an ask about
+ * it off the word. One releaser walks the owner's in-flight seq and the
+ * installer's T + 1 in one claim (asserted: an ask it finds on the word is
+ * for an earlier, FULL seq; an ask for a later one means its seq is FULL).
+ * It never finds its own earlier ask there (a probe for it is not
+ * reached): the owner takes an ask off before it reserves again, and the
+ * installer's seq is asked about only with tail 0 (ring.c, invariant (a)).
+ * Adoption between two releases is pub_sb.pml's.
+ *
  * Mutants (each must fail):
+ *   BUG_PUB9_BY_MODE             (OWN_PUB) a release asks by the stream's
+ *                                current mode (owner not SHARED) instead of
+ *                                by seq: an owner's seq abandoned after the
+ *                                revocation, its plain store lands on
+ *                                ABANDONED, nobody takes the entry
+ *   BUG_PUB9_NO_BASE             (OWN_PUB) a release asks only while tail is
+ *                                0 (no obase): an owner's seq below the base
+ *                                abandoned after the install, lost
+ *   BUG_PUB9_INSTALLER_CAS       (OWN_PUB) the installer's seq publishes by
+ *                                CAS only (never reads asked): a release
+ *                                that asked about it (tail still 0) and read
+ *                                EMPTY leaves it to nobody
  *   BUG_OWN_NO_MEMBARRIER        the revoker reads otail with no barrier
  *                                after its CAS to PENDING
  *   BUG_OWN_NO_R2                the owner never checks owner after its store
@@ -64,7 +95,9 @@
  *                                takes the shared path at once, tail maybe
  *                                not installed (the C's bug fixed in own8:
  *                                seq 1 handed out again)
- * Probes (each must be reached): PROBE_OWN_CONTESTED (the owner's R2 sees
+ * Probes (each must be reached): PROBE_PUB9_ASK_T1 (OWN_PUB: a release asks
+ * about the contested seq with tail 0), PROBE_PUB9_TAKEBACK (OWN_PUB: an
+ * owner's plain publication is asked and taken back), PROBE_OWN_CONTESTED (the owner's R2 sees
  * the revocation), PROBE_OWN_LOST (the installer took the owner's seq),
  * PROBE_OWN_HELP (the owner installs tail itself), PROBE_OWN_STALE (the
  * revoker or destroyer misses the owner's buffered store).
@@ -113,19 +146,41 @@
 #else
 #define P_STALE(c) skip
 #endif
+#ifdef PROBE_PUB9_ASK_T1
+#define P_ASK_T1(c) PROBE_AT(c)
+#else
+#define P_ASK_T1(c) skip
+#endif
+#ifdef PROBE_PUB9_TAKEBACK
+#define P_TAKEBACK(c) PROBE_AT(c)
+#else
+#define P_TAKEBACK(c) skip
+#endif
+
+/* How a seq is published (LDG__PUB_*). */
+#define PUB_CAS   0
+#define PUB_STORE 1
+#define PUB_BOTH  2
 
 /* Memory. */
 byte owner = O_TOK;      /* s->owner: claimed by the owner before the start */
 byte otail;              /* s->otail */
 byte tail;               /* s->tail */
 byte contest;            /* s->contest: 0, or q * 2 + 1 (owner), q * 2 */
+byte obase;              /* s->obase: the base the revokers agreed */
+byte asked;              /* s->asked */
+byte inst_seq;           /* ghost: the seq the installer took (0: none) */
 bool destroyed;
 byte released;
 byte slot[NSEQ + 1];
 byte sent[NSEQ + 1];     /* the enqueue id whose entry the slot holds */
 
-/* The owner's store buffer (otail). */
-bit  bo_full; byte bo_v;
+/* The owner's store buffer: a FIFO of (address, value), address 0 otail,
+ * q > 0 slot[q] (OWN_PUB's plain publication); nb entries; oown the
+ * owner's newest otail (its own loads of otail read it: only it writes
+ * otail). */
+chan sb = [2 * OWN_OPS + 1] of { byte, byte };
+byte nb; byte oown;
 
 /* Ghost. */
 byte eres[NENQ + 1];     /* R_* */
@@ -133,14 +188,24 @@ byte rel[NENQ + 1];      /* times its keep ran */
 byte holder[NSEQ + 1];   /* the enqueue id that holds seq (0: none yet) */
 
 #define OWNER_T 0
-#define LOAD_OTAIL_OWN (bo_full -> bo_v : otail)
-#define FLUSH_O atomic { bo_full -> otail = bo_v; bo_full = 0 }
-#define DRAIN atomic { if :: bo_full -> otail = bo_v; bo_full = 0 :: else fi }
+#define LOAD_OTAIL_OWN oown
+#define STALE (oown != otail)
+inline apply1() {
+  sb ? ba, bv; nb--;
+  if
+  :: ba == 0 -> otail = bv
+  :: else -> slot[ba] = bv
+  fi;
+  ba = 0; bv = 0
+}
+byte ba, bv;  /* scratch of apply1 (used inside atomic steps only) */
+#define DRAIN atomic { do :: nb > 0 -> apply1() :: else -> break od }
+#define STORE_OTAIL(v) atomic { sb ! 0, v; nb++; oown = v }
 
 proctype Flusher() {
 end:
   do
-  :: FLUSH_O
+  :: atomic { nb > 0 -> apply1() }
   od
 }
 
@@ -153,10 +218,10 @@ end:
 inline publish(q, id, d, me) {
   if
   :: d ->
-     atomic { (me != OWNER_T || !bo_full) -> slot[q] = ST_RETRACTED; eres[id] = R_REFUSED }
+     atomic { (me != OWNER_T || nb == 0) -> slot[q] = ST_RETRACTED; eres[id] = R_REFUSED }
   :: else ->
      atomic {
-       (me != OWNER_T || !bo_full) ->
+       (me != OWNER_T || nb == 0) ->
        sent[q] = id; eres[id] = R_OK;
        if
        :: slot[q] == ST_EMPTY -> slot[q] = ST_FULL
@@ -169,13 +234,76 @@ inline publish(q, id, d, me) {
   fi
 }
 
+/* OWN_PUB: seq q published as pm says (LDG__PUB_*); w scratch. The
+ * retraction: the exchange (locked), then an ask about q taken off the
+ * word (ldg__retract_asked). STORE: buffered store of FULL, then the load
+ * of asked (memory: nothing of asked is buffered); naming q, the CAS (it
+ * waits for the buffer, as a locked instruction) takes the entry back.
+ * CAS, BOTH: the CAS EMPTY -> FULL (ABANDONED: ours); BOTH then reads
+ * asked as STORE does. */
+inline take_back(q, id, me) {
+  atomic {
+    (me != OWNER_T || nb == 0) ->
+    if
+    :: asked == q ->
+       asked = 0; assert(rel[id] == 0); rel[id]++; slot[q] = ST_EMPTY;
+       P_TAKEBACK(true)
+    :: else
+    fi
+  }
+}
+inline publish_pub(q, id, d, me, pm, w) {
+  if
+  :: d ->
+     atomic { (me != OWNER_T || nb == 0) -> slot[q] = ST_RETRACTED; eres[id] = R_REFUSED };
+     if
+     :: pm != PUB_CAS -> atomic { if :: asked == q -> asked = 0 :: else fi }
+     :: else
+     fi
+  :: pm == PUB_STORE && !d ->
+     sent[q] = id; eres[id] = R_OK;
+     atomic { sb ! q, ST_FULL; nb++ };
+     w = asked;
+     if :: w == q -> take_back(q, id, me) :: else fi
+  :: pm != PUB_STORE && !d ->
+     atomic {
+       (me != OWNER_T || nb == 0) ->
+       sent[q] = id; eres[id] = R_OK;
+       if
+       :: slot[q] == ST_EMPTY -> slot[q] = ST_FULL; w = 1
+       :: else ->                  /* ABANDONED: ours to release */
+          assert(slot[q] == ST_ABANDONED);
+          assert(rel[id] == 0); rel[id]++;
+          slot[q] = ST_EMPTY; w = 0
+       fi
+     };
+     if
+     :: w == 1 && pm == PUB_BOTH ->
+        w = asked;
+        if :: w == q -> take_back(q, id, me) :: else fi
+     :: else
+     fi
+  fi;
+  w = 0
+}
+#ifdef OWN_PUB
+#define PUBLISH(q, id, d, me, pm, w) publish_pub(q, id, d, me, pm, w)
+#else
+#define PUBLISH(q, id, d, me, pm, w) publish(q, id, d, me)
+#endif
+#ifdef BUG_PUB9_INSTALLER_CAS
+#define PUB_INSTALLER PUB_CAS
+#else
+#define PUB_INSTALLER PUB_BOTH
+#endif
+
 /* The revocation, by thread me (ldg__own_slow past the claim): got = the
  * contested seq if this thread installed tail and took it, else 0 (take the
  * shared path). */
 inline revoke(me, got, tt, o, c) {
   got = 0;
   atomic {
-    (me != OWNER_T || !bo_full) ->   /* seq_cst CAS (REL) */
+    (me != OWNER_T || nb == 0) ->    /* seq_cst CAS (REL) */
     o = owner;
     if :: o == O_TOK -> owner = O_PENDING; o = O_PENDING :: else fi
   }
@@ -187,10 +315,17 @@ inline revoke(me, got, tt, o, c) {
 #endif
      atomic {
        tt = (me == OWNER_T -> LOAD_OTAIL_OWN : otail);
-       P_STALE(me != OWNER_T && bo_full && bo_v != otail)
+       P_STALE(me != OWNER_T && STALE)
      }
      atomic {
-       (me != OWNER_T || !bo_full) ->  /* CAS tail 0 -> tt + 1, seq_cst */
+       (me != OWNER_T || nb == 0) ->   /* CAS obase 0 -> tt + 1 */
+       if
+       :: obase == 0 -> obase = tt + 1
+       :: else -> tt = obase - 1
+       fi
+     }
+     atomic {
+       (me != OWNER_T || nb == 0) ->   /* CAS tail 0 -> tt + 1, seq_cst */
        if
        :: tail == 0 ->
           tail = tt + 1; owner = O_SHARED; got = tt + 1;
@@ -202,13 +337,14 @@ inline revoke(me, got, tt, o, c) {
      :: got != 0 ->
 #ifndef BUG_OWN_CONTESTED_UNDECIDED
         atomic {
-          (me != OWNER_T || !bo_full) ->
+          (me != OWNER_T || nb == 0) ->
           c = contest;
           if
           :: c == 0 -> contest = got * 2
           :: c == got * 2 + 1 -> got = 0 /* the owner's in-flight op has it */
           :: else
-          fi
+          fi;
+          if :: got != 0 -> inst_seq = got :: else fi
         }
 #else
         skip
@@ -222,13 +358,13 @@ inline revoke(me, got, tt, o, c) {
  * install: the C's callers come here only once tail is installed). */
 inline reserve_shared(me, q) {
   atomic {
-    (me != OWNER_T || !bo_full) ->
+    (me != OWNER_T || nb == 0) ->
     tail++; q = tail
   }
 }
 
 proctype Owner() {
-  byte i = 1, t, q, o, tt, c, got;
+  byte i = 1, t, q, o, tt, c, got, pm, w;
   bool d, mine, ext_lost;
   do
   :: i > OWN_OPS -> break
@@ -239,6 +375,7 @@ proctype Owner() {
      fi;
      mine = 0;
      ext_lost = 0;
+     pm = PUB_CAS;
 #ifndef BUG_OWN_NO_R1
      if
      :: owner == O_TOK ->                               /* R1 */
@@ -256,24 +393,25 @@ proctype Owner() {
         if
         :: !ext_lost ->
            t = LOAD_OTAIL_OWN;
-           atomic { bo_full = 1; bo_v = t + 1 }         /* store otail (buffered) */
+           STORE_OTAIL(t + 1);                          /* store otail (buffered) */
 #ifndef BUG_OWN_NO_R2
            if
-           :: owner == O_TOK -> mine = 1                /* R2 */
+           :: owner == O_TOK -> mine = 1; pm = PUB_STORE /* R2 */
            :: else ->
               P_CONTESTED(true);
               atomic {                                  /* ldg__own_contested */
-                !bo_full ->
+                nb == 0 ->
                 c = contest;
                 if
                 :: c == 0 -> contest = (t + 1) * 2 + 1; mine = 1
                 :: c == (t + 1) * 2 -> mine = 0; P_LOST(true)
                 :: else -> mine = 1
-                fi
+                fi;
+                pm = PUB_BOTH
               }
            fi;
 #else
-           mine = 1;
+           mine = 1; pm = PUB_STORE;
 #endif
            if
            :: mine -> q = t + 1; HOLD(q, i); d = destroyed  /* light; load destroyed */
@@ -297,34 +435,100 @@ proctype Owner() {
         revoke(OWNER_T, got, tt, o, c);
 #endif
         if
-        :: got != 0 -> q = got
-        :: else -> reserve_shared(OWNER_T, q)
+        :: got != 0 -> q = got; pm = PUB_INSTALLER
+        :: else -> reserve_shared(OWNER_T, q); pm = PUB_CAS
         fi;
         HOLD(q, i);
-        atomic { !bo_full -> d = destroyed }            /* seq_cst load */
+        atomic { nb == 0 -> d = destroyed }             /* seq_cst load */
      :: else
      fi;
-     publish(q, i, d, OWNER_T);
+     PUBLISH(q, i, d, OWNER_T, pm, w);
 next:
      i++
   od
 }
 
 proctype Revoker(byte me; byte id) {
-  byte q, o, tt, c, got;
+  byte q, o, tt, c, got, pm, w;
   bool d;
   if
   :: destroyed -> eres[id] = R_REFUSED
   :: else ->
      revoke(me, got, tt, o, c);
      if
-     :: got != 0 -> q = got
-     :: else -> reserve_shared(me, q)
+     :: got != 0 -> q = got; pm = PUB_INSTALLER
+     :: else -> reserve_shared(me, q); pm = PUB_CAS
      fi;
      HOLD(q, id);
      d = destroyed;                                     /* seq_cst load */
-     publish(q, id, d, me)
+     PUBLISH(q, id, d, me, pm, w)
   fi
+}
+
+/* A walk takes the entry of seq k. */
+inline take(k) {
+  assert(rel[sent[k]] == 0); rel[sent[k]]++; slot[k] = ST_EMPTY
+}
+
+/* OWN_PUB: whether the walk asks about seq k found EMPTY (ldg__seq_asks). */
+#ifdef BUG_PUB9_BY_MODE
+#define ASKS(k) (owner != O_SHARED)
+#elif defined(BUG_PUB9_NO_BASE)
+#define ASKS(k) (tail == 0)
+#else
+#define ASKS(k) (tail == 0 || k < obase)
+#endif
+
+/* Scratch of the one walk running at a time (the releaser or destroyer,
+ * then init's). askq0: ghost, a seq asked about with tail 0. */
+byte ww, wfrom, askq0;
+
+/* ldg__overtake_one with no spin: seq k found EMPTY. st = 9 when the slot
+ * was settled before the ask (taken or not ours). */
+inline ask(k, st) {
+  ww = 0;
+  do
+  :: atomic {
+       wfrom = ww;
+       if
+       :: asked == ww -> asked = k; if :: tail == 0 -> askq0 = k :: else fi; break
+       :: else -> ww = asked
+       fi
+     }
+     if
+     :: ww > k ->
+        atomic { st = slot[k]; assert(st != ST_EMPTY); if :: st == ST_FULL -> take(k) :: else fi };
+        st = 9; break
+     :: else
+     fi;
+     assert(ww != k);
+     atomic { st = slot[k]; if :: st == ST_FULL -> take(k) :: else fi };
+     if :: st != ST_EMPTY -> st = 9; break :: else fi
+  od;
+  if
+  :: st != 9 ->
+     if
+     :: wfrom != 0 ->   /* adopted: that entry is ours */
+        atomic {
+          assert(wfrom < k && slot[wfrom] == ST_FULL); take(wfrom)
+        }
+     :: else
+     fi;
+     DRAIN;             /* ldg__asym_heavy */
+     st = slot[k];
+     if
+     :: st != ST_EMPTY ->
+        atomic {
+          if
+          :: asked == k -> asked = 0; if :: st == ST_FULL -> take(k) :: else fi
+          :: else
+          fi
+        }
+     :: else             /* left to its enqueuer */
+     fi
+  :: else
+  fi;
+  ww = 0; wfrom = 0
 }
 
 /* The release walk over (released, upto]: claim, then each slot. */
@@ -337,7 +541,12 @@ inline walk(upto, q, st) {
   }
   do
   :: q > upto -> break
+#ifdef OWN_PUB
+  :: q <= upto && slot[q] == ST_EMPTY && ASKS(q) -> ask(q, st); q++
   :: else ->
+#else
+  :: else ->
+#endif
      atomic {
        st = slot[q];
        if
@@ -355,7 +564,7 @@ inline read_tail(t) {
   t = tail;
   if
   :: t == 0 ->
-     atomic { t = otail; P_STALE(bo_full && bo_v != otail) }
+     atomic { t = otail; P_STALE(STALE) }
   :: else
   fi
 }
@@ -395,7 +604,7 @@ init {
 #endif
   }
   (_nr_pr == 2);        /* every worker finished */
-  (!bo_full);
+  (nb == 0);
   /* Not destroyed: the last release, to the mark. */
   if
   :: !destroyed -> read_tail(t); walk(t, q, st)
@@ -410,6 +619,10 @@ init {
        assert(eres[i] != R_REFUSED || rel[i] == 0);
        i++
     :: else -> break
-    od
+    od;
+#ifdef OWN_PUB
+    assert(asked == 0);
+#endif
+    P_ASK_T1(askq0 != 0 && askq0 == inst_seq)
   }
 }

@@ -41,6 +41,17 @@
  *                    step of the owner's, extensions included).
  *   thread-exit      the owner exits; a new thread (a new token, never the
  *                    old one) revokes and enqueues.
+ *   overtake-reserved, overtake-stored
+ *                    (pub9: the owner publishes with a plain store) the
+ *                    owner parked before (after) its store of FULL while a
+ *                    release covers its seq: it asks and leaves the entry
+ *                    to the owner, which takes it back (takes it).
+ *   overtake-revoked-reserved, overtake-revoked-stored
+ *                    the same across a revocation: the owner parked
+ *                    mid-publication, a revoker installs tail and
+ *                    enqueues the seq after it, a release covers both: the
+ *                    owner's seq (below the installed base) is asked about,
+ *                    the installer's is not; each keep runs once.
  * Deterministic assertions only: races decide which outcome, never whether
  * the contract holds.
  */
@@ -288,27 +299,41 @@ static void test_basics(void) {
 
 /* ---- checked-parked / stored-parked -------------------------------------- */
 
-/* The owner (this thread's helper, 5 enqueues first) parks at point on its
- * sixth; another thread enqueues one keep (revoking) and a release runs to
- * the mark; then the owner goes on. Returns (owner's sixth seq, revoker's). */
-static void owner_parked_at(int point, ldg_seq *owner_seq,
-                            ldg_seq *revoker_seq) {
+/* A fresh stream whose owner (a helper thread, *own on *to: five
+ * enqueues, ids 1..5) is parked at point on its sixth (one thread: the
+ * same token throughout). */
+static ldg_stream *owner_parked_start(int point, ldg_ledger **l,
+                                      struct job *own, pthread_t *to) {
   reset(64);
-  ldg_ledger *l;
-  ldg_stream *s = new_stream(&l);
-  /* The owner: five enqueues, then parked on its sixth (one thread: the
-   * same token throughout). */
-  struct job own = {s, 1, 6, 5, 0, 0, NULL};
-  pthread_t to, tr;
+  ldg_stream *s = new_stream(l);
+  *own = (struct job){s, 1, 6, 5, 0, 0, NULL};
   park_init(s, point);
-  start(&to, &own);
+  start(to, own);
   sem_wait_or_fail(&pk.parked, "owner parked");
   CHECK_EQ_U(ldg__ring_owner_state(s), 16);
+  return s;
+}
+
+/* Another thread enqueues keep 7 on s, revoking its parked owner. */
+static void revoke_with_7(ldg_stream *s) {
   struct job rev = {s, 7, 1, -1, 0, 0, NULL};
+  pthread_t tr;
   start(&tr, &rev);
   pthread_join(tr, NULL); /* never waits for the parked owner */
   CHECK_RC(rev.rc, LDG_OK);
   CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+}
+
+/* The owner parks at point on its sixth enqueue; another thread enqueues
+ * one keep (revoking) and a release runs to the mark; then the owner goes
+ * on. Returns (owner's sixth seq, revoker's). */
+static void owner_parked_at(int point, ldg_seq *owner_seq,
+                            ldg_seq *revoker_seq) {
+  ldg_ledger *l;
+  struct job own;
+  pthread_t to;
+  ldg_stream *s = owner_parked_start(point, &l, &own, &to);
+  revoke_with_7(s);
   /* A release to the mark: the seq the owner is filling stays pending. */
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
   CHECK_EQ_U(ran_of(7), 1);
@@ -344,6 +369,60 @@ static void test_stored_parked(void) {
   CHECK_EQ_U(o, 6);
   CHECK_EQ_U(r, 7);
   printf("ok - %s\n", g_case);
+}
+
+/* ---- overtake-* (pub9) ----------------------------------------------------- */
+
+/* The owner (a helper thread: five enqueues, parked at point on its sixth,
+ * after its reservation: seq 6 is a one-publisher seq); with revoke,
+ * another thread enqueues keep 7 meanwhile (revoking: tail installed at
+ * 7, its own seq). Then a release to the mark covers the owner's seq
+ * mid-publication. */
+static void overtake_parked(const char *name, int point, bool revoke) {
+  g_case = name;
+  ldg_ledger *l;
+  struct job own;
+  pthread_t to;
+  ldg_stream *s = owner_parked_start(point, &l, &own, &to);
+  if (revoke) {
+    revoke_with_7(s);
+    CHECK_EQ_U(atomic_load(&seq_of[7]), 7); /* the base: T + 1 */
+  }
+  ldg_seq mark = ldg_mark(s);
+  CHECK_EQ_U(mark, revoke ? 7 : 6);
+  CHECK_RC(ldg_release(s, mark), LDG_OK);
+  for (uint32_t i = 1; i <= 5; i++) CHECK_EQ_U(ran_of(i), 1);
+  if (revoke) CHECK_EQ_U(ran_of(7), 1); /* CAS-published: taken */
+  if (point == LDG__HOOK_ENQUEUE_RESERVED) {
+    /* Not published: the release asked about seq 6 (below the installed
+     * base, or tail not installed) and left the entry to its owner. An
+     * abandon would leave the owner's plain store of FULL to nobody. */
+    CHECK_EQ_U(ran_of(6), 0);
+    CHECK_EQ_U(ldg__testing_asked(s), 6);
+  } else {
+    /* FULL stored: the release took it; nothing asked. */
+    CHECK_EQ_U(ran_of(6), 1);
+    CHECK_EQ_U(ldg__testing_asked(s), 0);
+  }
+  sem_post(&pk.go);
+  pthread_join(to, NULL);
+  park_done();
+  CHECK_RC(own.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[6]), 6);
+  CHECK_EQ_U(ran_of(6), 1); /* taken back by the owner, or by the release */
+  CHECK_EQ_U(ldg__testing_asked(s), 0);
+  CHECK_EQ_U(ldg_pending_count(s), 0);
+  check_once(7, ldg_mark(s), true);
+  end_stream(l, s);
+  printf("ok - %s\n", g_case);
+}
+
+static void test_overtake(void) {
+  overtake_parked("overtake-reserved", LDG__HOOK_ENQUEUE_RESERVED, false);
+  overtake_parked("overtake-stored", LDG__HOOK_ENQUEUE_STORED, false);
+  overtake_parked("overtake-revoked-reserved", LDG__HOOK_ENQUEUE_RESERVED,
+                  true);
+  overtake_parked("overtake-revoked-stored", LDG__HOOK_ENQUEUE_STORED, true);
 }
 
 /* ---- no-hole ------------------------------------------------------------- */
@@ -696,6 +775,7 @@ int main(void) {
     printf("ok - the parked cases skipped: no owned streams here\n");
     return 0;
   }
+  test_overtake();
   test_checked_parked();
   test_stored_parked();
   test_revoker_stalled();
