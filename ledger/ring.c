@@ -257,9 +257,10 @@
  *   tail, or otail while tail is 0 (ldg__tail_relaxed/acquire/seq_cst,
  *   internal.h: one helper per order). Only where membarrier is in use
  *   (ldg__asym_membarrier, registered by ldg_stream_create before the
- *   stream exists); otherwise, and with LDG_STREAM_SHARED (cuda/ uses it:
- *   its engine orders a Dekker pair by the enqueue's RMW of tail), streams
- *   start SHARED. Single-issuer streams keep their own path.
+ *   stream exists); otherwise, and with LDG_STREAM_SHARED (for a caller
+ *   that relies on each enqueue making a locked RMW of tail; cuda/ did
+ *   until its engine's park paid the heavy fence instead: cuda/engine.c),
+ *   streams start SHARED. Single-issuer streams keep their own path.
  *   Revocation. A thread that reserves on s while another owns it (or
  *   after it exited: its token is never reused) revokes, for good:
  *     CAS owner token -> PENDING (seq_cst); ldg__asym_heavy (membarrier);
