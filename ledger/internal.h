@@ -492,6 +492,25 @@ void ldg__seg_free_cb(struct rcu_head *head);
 /* Counts k more slots of g resolved; retires done segments. Under RCU. */
 void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
 
+/* Counts one slot of g resolved, outside a read-side section of the
+ * caller's (an enqueuer's, or ldg__take_one's): completing g may retire
+ * segments. */
+static inline void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
+  ldg__rcu_read_lock();
+  ldg__seg_resolve(s, g, 1);
+  ldg__rcu_read_unlock();
+}
+
+/* The segment of s that holds seq, walking from head. seq's slot is
+ * unresolved, so that segment is at or after head and allocated. Under
+ * RCU. head and next: acquire pairs with the seq_cst CASes that moved head
+ * and linked each segment (release halves), after its header was written. */
+static inline struct ldg__seg *ldg__seg_from_head(ldg_stream *s, ldg_seq seq) {
+  struct ldg__seg *g = ldg__load_acquire(&s->head);
+  while (g->base + g->size <= seq) g = ldg__load_acquire(&g->next);
+  return g;
+}
+
 /* Makes sure a segment follows the one ending at end, and that tailseg and
  * tail_end moved onto it. Under RCU. LDG_ENOMEM. */
 int ldg__ring_extend(ldg_stream *s, ldg_seq end);
@@ -566,6 +585,16 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode);
 
 /* Releases s up to upto, transitively. The caller holds a reference to s. */
 void ldg__release(ldg_stream *s, ldg_seq upto);
+/* Fires a wait taken outside a walk (an overtaken enqueuer's, or
+ * ldg__take_one's) on target a (NULL: none) up to upto: a skip, as when a
+ * walk fires one, if a was destroyed meanwhile (acquire pairs with the
+ * destroyer's CAS). The engine takes over the wait's reference. */
+static inline void ldg__fire_wait(ldg_stream *a, ldg_seq upto) {
+  if (a == NULL) return;
+  bool live = !ldg__load_acquire(&a->destroyed);
+  ldg__engine(a, live ? upto : 0, LDG__TOP_OWNED);
+}
+
 /* Takes the entry of a FULL slot of s (segment g) that the caller won
  * through s->asked (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER):
  * resolves the slot, then runs its keep or fires its wait. Not under RCU. */

@@ -129,9 +129,7 @@ struct ldg__adopted {
  * and allocated). Under RCU. */
 static struct ldg__slot *ldg__slot_of_unresolved(ldg_stream *s, ldg_seq z,
                                                  struct ldg__seg **gp) {
-  /* Acquire: as in ldg__take_chunk. */
-  struct ldg__seg *g = ldg__load_acquire(&s->head);
-  while (g->base + g->size <= z) g = ldg__load_acquire(&g->next);
+  struct ldg__seg *g = ldg__seg_from_head(s, z);
   *gp = g;
   return &g->slots[z - g->base];
 }
@@ -225,15 +223,8 @@ void ldg__take_one(ldg_stream *s, struct ldg__seg *g, struct ldg__slot *slot) {
     ldg_seq u = slot->u.wait.upto;
     /* Relaxed: ordered by the resolve (as in ldg__take_chunk). */
     ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
-    ldg__rcu_read_lock(); /* completing g may retire segments */
-    ldg__seg_resolve(s, g, 1);
-    ldg__rcu_read_unlock();
-    if (a != NULL) {
-      /* A skip, as when a walk fires a wait; the engine takes over the
-       * wait's reference (acquire pairs with the destroyer's CAS). */
-      bool live = !ldg__load_acquire(&a->destroyed);
-      ldg__engine(a, live ? u : 0, LDG__TOP_OWNED);
-    }
+    ldg__resolve_one(s, g);
+    ldg__fire_wait(a, u);
     return;
   }
   ldg_keep keep = slot->u.op.keep;
@@ -248,9 +239,7 @@ void ldg__take_one(ldg_stream *s, struct ldg__seg *g, struct ldg__slot *slot) {
   }
   /* Relaxed: as in ldg__take_chunk. */
   ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
-  ldg__rcu_read_lock();
-  ldg__seg_resolve(s, g, 1);
-  ldg__rcu_read_unlock();
+  ldg__resolve_one(s, g);
   /* Release: pairs with the acquire load in ldg_pending_count. */
   ldg__fetch_add_release(&s->ops_released, 1);
   ldg__thread_ops++;

@@ -1029,17 +1029,9 @@ static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
   g = g->prev;
   if (g->base <= seq) return g;
   ldg__rcu_read_lock();
-  g = ldg__load_acquire(&s->head);
-  while (g->base + g->size <= seq) g = ldg__load_acquire(&g->next);
+  g = ldg__seg_from_head(s, seq);
   ldg__rcu_read_unlock();
   return g;
-}
-
-/* Counts one slot resolved by its enqueuer. */
-static void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
-  ldg__rcu_read_lock(); /* completing g may retire segments */
-  ldg__seg_resolve(s, g, 1);
-  ldg__rcu_read_unlock();
 }
 
 /* ---- Enqueue ------------------------------------------------------------------------- */
@@ -1261,12 +1253,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     ldg__thread_ops++;
     if (e->keep.release != NULL) e->keep.release(e->keep.ctx);
   } else {
-    if (e->target != NULL) {
-      /* Fire the wait; the engine takes over the wait's reference. */
-      /* A skip, as when a release fires a wait (release.c). */
-      bool live = !ldg__load_acquire(&e->target->destroyed);
-      ldg__engine(e->target, live ? e->upto : 0, LDG__TOP_OWNED);
-    }
+    ldg__fire_wait(e->target, e->upto);
   }
   return LDG_OK;
 }
