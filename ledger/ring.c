@@ -649,6 +649,15 @@ bool ldg__testing_has_fast_ticket(void) {
   return ldg__ticket_state == LDG__TICKET_HELD;
 }
 
+/* ldg__ring_extend from outside a read-side section: a reservation that
+ * found no headroom (extending reads segments that may be retired). */
+static int ldg__ring_extend_outside(ldg_stream *s, ldg_seq end) {
+  ldg__rcu_read_lock();
+  int rc = ldg__ring_extend(s, end);
+  ldg__rcu_read_unlock();
+  return rc;
+}
+
 /* A fast-path seq at or past the grow_at its reservation read (GROWING
  * AHEAD, segment.c): the seq where the ring grows ahead, or one at or past
  * the end its check read (grow_at <= that end: see ldg__ring_reserve).
@@ -699,9 +708,7 @@ static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
       LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
       continue;
     }
-    ldg__rcu_read_lock();
-    int rc = ldg__ring_extend(s, end);
-    ldg__rcu_read_unlock();
+    int rc = ldg__ring_extend_outside(s, end);
     if (rc != LDG_OK) return 0; /* LDG_ENOMEM, its only error */
   }
 }
@@ -758,9 +765,7 @@ static int ldg__ring_reserve_single(ldg_stream *s, ldg_seq *seq) {
       *seq = t + 1;
       return LDG_OK;
     }
-    ldg__rcu_read_lock();
-    int rc = ldg__ring_extend(s, end);
-    ldg__rcu_read_unlock();
+    int rc = ldg__ring_extend_outside(s, end);
     if (rc != LDG_OK) return rc;
   }
 }
@@ -839,9 +844,7 @@ static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
       *seq = t + 1;
       return LDG_OK;
     }
-    ldg__rcu_read_lock();
-    int rc = ldg__ring_extend(s, end);
-    ldg__rcu_read_unlock();
+    int rc = ldg__ring_extend_outside(s, end);
     if (rc != LDG_OK) return rc;
     /* R1 again (acquire, as the caller's): a revocation may have begun
      * while we extended. */
@@ -893,9 +896,7 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
     t = ldg__load_acquire(&s->otail);
     if (t + 1 < end) break;
     /* The contested seq t + 1 needs a slot before tail may reach it. */
-    ldg__rcu_read_lock();
-    int rc = ldg__ring_extend(s, end);
-    ldg__rcu_read_unlock();
+    int rc = ldg__ring_extend_outside(s, end);
     if (rc != LDG_OK) return rc;
   }
   /* The base, agreed before anyone installs it (OWNED STREAMS,
