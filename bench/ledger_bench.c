@@ -1282,6 +1282,234 @@ static void write_json(const char *path, int argc, char **argv) {
   fclose(f);
 }
 
+
+/* ---- Slices: the ledger and the mutex design beside two fixed probes ---------
+ * (--workload slices, only when named; issue 11, ninth session.) One thread,
+ * pinned, runs in turn for about --slice-ms each: the private workload's
+ * loop on the ledger, the same on the mutex design, an ALU probe (xorshift
+ * and a 4 KiB table: instructions and L1, no memory) and a pointer chase
+ * through 1 MiB (L2 latency). The order rotates each slice. On a shared
+ * host (a KVM guest whose vCPU shares a physical core with other work, or
+ * whose frequency moves) the probes do the same work in every slice, so a
+ * slice where a probe slowed down is a slice where the machine did: paired
+ * with the ledger's and the mutex's slices beside it, this tells the host's
+ * state from the code's. Reports each part's median and spread over all
+ * slices, the Pearson correlation of the ledger and the mutex with each
+ * probe, and every part's median over the "quiet" slices (the ALU probe
+ * within 5 % of its 5th percentile). --slices-out FILE: one line per slice. */
+#ifndef BENCH_EVIDENCE
+static const char *slices_out;
+static double slice_ms = 1.0;
+
+static uint64_t probe_tab[512];
+static uint64_t *probe_ring; /* PROBE_LINES lines, one random cycle */
+enum { PROBE_LINES = 16384 }; /* 1 MiB */
+
+static __attribute__((noinline)) uint64_t probe_alu(uint64_t n, uint64_t x) {
+  for (uint64_t i = 0; i < n; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    probe_tab[x & 511] += x;
+    x += probe_tab[(x >> 20) & 511];
+  }
+  return x;
+}
+
+static __attribute__((noinline)) uint64_t probe_chase(uint64_t n, uint64_t j) {
+  for (uint64_t i = 0; i < n; i++) j = probe_ring[j * 8];
+  return j;
+}
+
+enum { SL_LEDGER, SL_MUTEX, SL_ALU, SL_CHASE, SL_PARTS };
+static const char *const sl_name[SL_PARTS] = {"ledger", "mutex", "alu", "chase"};
+
+typedef struct slice_part {
+  worker w;
+  row_ctx rc;
+  void *l, *s;
+  ldg_seq last;
+} slice_part;
+
+static uint64_t sl_sink;
+
+/* Runs n units of part p; returns ns. */
+static uint64_t slice_run(slice_part *sp, int p, uint64_t n) {
+  uint64_t t0 = bench_mono_ns();
+  if (p == SL_ALU) {
+    sl_sink += probe_alu(n, sl_sink | 1);
+  } else if (p == SL_CHASE) {
+    sl_sink += probe_chase(n, sl_sink % PROBE_LINES);
+  } else {
+    worker *w = &sp->w;
+    const unsigned k = opt.release_every;
+    for (uint64_t e = 0; e < n; e++) {
+      uint64_t i = w->ops;
+      uint64_t vec = VEC_BASE(0) + (i & 255);
+      ldg_range r = {HOST_BASE(0) + (uintptr_t)(i & 255) * 4096, 4096};
+      sp->last = bench_enqueue(w, sp->s, &vec, 1, &r, 1);
+      w->ops++;
+      if (w->ops % k == 0) CHECK(w->impl->release(sp->s, sp->last));
+    }
+  }
+  return bench_mono_ns() - t0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double pct(double *v, size_t n, double q) { /* sorts v */
+  if (n == 0) return 0;
+  qsort(v, n, sizeof *v, cmp_double);
+  size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+  return v[i];
+}
+
+static double pearson(const double *x, const double *y, size_t n) {
+  double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+  for (size_t i = 0; i < n; i++) {
+    sx += x[i], sy += y[i];
+    sxx += x[i] * x[i], syy += y[i] * y[i], sxy += x[i] * y[i];
+  }
+  double vx = sxx - sx * sx / (double)n, vy = syy - sy * sy / (double)n;
+  return vx > 0 && vy > 0 ? (sxy - sx * sy / (double)n) / sqrt(vx * vy) : 0;
+}
+
+static void run_slices(void) {
+  if (!opt.run_impl[IMPL_LEDGER] || !opt.run_impl[IMPL_MUTEX]) {
+    fprintf(stderr, "ledger_bench: --workload slices runs both designs\n");
+    exit(2);
+  }
+  if (opt.pin && n_cpus > 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus[0], &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  }
+  probe_ring = xmalloc((size_t)PROBE_LINES * 64);
+  {
+    uint64_t *perm = xmalloc(PROBE_LINES * sizeof *perm), x = 88172645463325252ull;
+    for (uint64_t i = 0; i < PROBE_LINES; i++) perm[i] = i;
+    for (uint64_t i = PROBE_LINES - 1; i > 0; i--) { /* Sattolo: one cycle */
+      uint64_t j = xorshift(&x) % i, t = perm[i];
+      perm[i] = perm[j], perm[j] = t;
+    }
+    for (uint64_t i = 0; i < PROBE_LINES; i++)
+      probe_ring[perm[i] * 8] = perm[(i + 1) % PROBE_LINES];
+    free(perm);
+  }
+  slice_part sp[2];
+  for (int k = 0; k < 2; k++) {
+    memset(&sp[k], 0, sizeof sp[k]);
+    sp[k].w.rc = &sp[k].rc;
+    sp[k].w.impl = impls[k];
+    sp[k].w.keep_base = (uint64_t)(0xfff0 + k) << 40;
+    sp[k].w.sample_countdown = opt.sample_every;
+    CHECK(impls[k]->ledger_create(&sp[k].l));
+    if (impls[k] == impls[IMPL_LEDGER]) ldg_configure(impls[k], sp[k].l);
+    CHECK(impls[k]->stream_create(sp[k].l, 0, 0, &sp[k].s));
+  }
+  /* Units per part for about slice_ms each, from a warm-up of opt.warm_seconds. */
+  uint64_t units[SL_PARTS];
+  double target = slice_ms * 1e6;
+  for (int p = 0; p < SL_PARTS; p++) {
+    uint64_t n = 1000, ns = 0, t_end = bench_mono_ns() +
+                                        (uint64_t)(opt.warm_seconds / SL_PARTS * 1e9);
+    while (bench_mono_ns() < t_end) {
+      ns = slice_run(&sp[p < 2 ? p : 0], p, n);
+      double want = (double)n * target / (double)(ns ? ns : 1);
+      n = want < 100 ? 100 : (uint64_t)want;
+    }
+    units[p] = n;
+  }
+  size_t cap = 1024, n_sl = 0;
+  double *v[SL_PARTS];
+  for (int p = 0; p < SL_PARTS; p++) v[p] = xmalloc(cap * sizeof(double));
+  uint64_t t_end = bench_mono_ns() + (uint64_t)(opt.seconds * 1e9);
+  while (bench_mono_ns() < t_end) {
+    if (n_sl == cap) {
+      cap *= 2;
+      for (int p = 0; p < SL_PARTS; p++) {
+        v[p] = realloc(v[p], cap * sizeof(double));
+        if (v[p] == NULL) die("realloc", LDG_ENOMEM);
+      }
+    }
+    for (int q = 0; q < SL_PARTS; q++) {
+      int p = (int)((q + n_sl) % SL_PARTS);
+      v[p][n_sl] = (double)slice_run(&sp[p < 2 ? p : 0], p, units[p]) /
+                   (double)units[p];
+    }
+    n_sl++;
+  }
+  for (int k = 0; k < 2; k++) {
+    CHECK(impls[k]->release(sp[k].s, impls[k]->mark(sp[k].s)));
+    CHECK(impls[k]->stream_destroy(sp[k].s));
+    impls[k]->stream_unref(sp[k].s);
+    impls[k]->ledger_destroy(sp[k].l);
+    impls[k]->quiesce();
+  }
+  /* Both designs' keeps ran on this thread: one check for both. */
+  flush_keeps(&sp[0].w.enq);
+  add_enqueued(&sp[1].w.enq);
+  verify_keeps("ledger_bench", "slices");
+  if (slices_out != NULL) {
+    FILE *f = fopen(slices_out, "w");
+    if (f == NULL) {
+      perror(slices_out);
+      exit(1);
+    }
+    fprintf(f, "# slice ledger_ns_per_op mutex_ns_per_op alu_ns_per_iter chase_ns_per_step\n");
+    for (size_t i = 0; i < n_sl; i++)
+      fprintf(f, "%zu %.2f %.2f %.3f %.3f\n", i, v[0][i], v[1][i], v[2][i], v[3][i]);
+    fclose(f);
+  }
+  double r[SL_PARTS][2];
+  for (int p = 0; p < 2; p++) {
+    r[p][0] = pearson(v[p], v[SL_ALU], n_sl);
+    r[p][1] = pearson(v[p], v[SL_CHASE], n_sl);
+  }
+  double *tmp = xmalloc(n_sl * sizeof(double));
+  memcpy(tmp, v[SL_ALU], n_sl * sizeof(double));
+  double quiet_at = 1.05 * pct(tmp, n_sl, 0.05);
+  double *ratio = xmalloc(n_sl * sizeof(double));
+  for (size_t i = 0; i < n_sl; i++) ratio[i] = v[SL_MUTEX][i] / v[SL_LEDGER][i];
+  printf("slices: %zu of about %.2f ms per part, one thread on CPU %d; units per "
+         "part %" PRIu64 " / %" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
+         n_sl, slice_ms, n_cpus ? cpus[0] : -1, units[0], units[1], units[2],
+         units[3]);
+  printf("  %-7s %9s %9s %9s %9s %11s %9s %9s\n", "part", "p10", "median", "p90",
+         "quiet med", "r(alu)", "r(chase)", "unit");
+  size_t nq = 0;
+  for (int p = 0; p <= SL_PARTS; p++) {
+    const double *src = p < SL_PARTS ? v[p] : ratio;
+    size_t m = 0;
+    for (size_t i = 0; i < n_sl; i++)
+      if (v[SL_ALU][i] <= quiet_at) tmp[m++] = src[i];
+    nq = m;
+    double qmed = pct(tmp, m, 0.5);
+    memcpy(tmp, src, n_sl * sizeof(double));
+    double p10 = pct(tmp, n_sl, 0.1), med = pct(tmp, n_sl, 0.5),
+           p90 = pct(tmp, n_sl, 0.9);
+    if (p < 2)
+      printf("  %-7s %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f %9s\n", sl_name[p], p10,
+             med, p90, qmed, r[p][0], r[p][1], "ns/op");
+    else
+      printf("  %-7s %9.3f %9.3f %9.3f %9.3f %11s %9s %9s\n",
+             p < SL_PARTS ? sl_name[p] : "mtx/ldg", p10, med, p90, qmed, "", "",
+             p == SL_ALU ? "ns/iter" : p == SL_CHASE ? "ns/step" : "ratio");
+  }
+  printf("  quiet: the %zu slices (%.0f %%) whose ALU probe took <= %.3f ns/iter "
+         "(1.05 x its 5th percentile)\n",
+         nq, n_sl ? 100.0 * (double)nq / (double)n_sl : 0.0, quiet_at);
+  free(tmp);
+  free(ratio);
+  for (int p = 0; p < SL_PARTS; p++) free(v[p]);
+  free(probe_ring);
+}
+#endif /* !BENCH_EVIDENCE */
+
 /* ---- Main -------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
@@ -1318,7 +1546,13 @@ static void usage(FILE *f) {
           "  --vector-index N  turn on the ledger's vector index for about N ids\n"
           "                    (ldg_ledger_index_vectors; default: off)\n"
           "  --json FILE       also write every row as JSON\n"
-          "  --smoke           tiny run for CI: threads 1,2, 2000 ops, backlog 10000\n");
+          "  --smoke           tiny run for CI: threads 1,2, 2000 ops, backlog 10000\n"
+          "  slices (only when named: --workload slices): one pinned thread runs\n"
+          "  the private loop on both designs and two fixed probes (ALU, a 1 MiB\n"
+          "  pointer chase) in turn for --seconds, tells the host's state from\n"
+          "  the code's (see the source)\n"
+          "  --slice-ms M      each part's slice, about M ms (default 1)\n"
+          "  --slices-out FILE one line per slice: the four parts' times\n");
 }
 
 static bool want(const char *name) {
@@ -1395,6 +1629,18 @@ static void parse_args(int argc, char **argv) {
         fprintf(stderr, "ledger_bench: --impl is both, ledger or mutex\n");
         exit(2);
       }
+#ifndef BENCH_EVIDENCE
+    } else if (strcmp(a, "--slice-ms") == 0) {
+      NEED_VALUE();
+      slice_ms = atof(v);
+      if (!(slice_ms > 0)) {
+        fprintf(stderr, "ledger_bench: bad value for --slice-ms: %s\n", v);
+        exit(2);
+      }
+    } else if (strcmp(a, "--slices-out") == 0) {
+      NEED_VALUE();
+      slices_out = v;
+#endif
     } else if (strcmp(a, "--no-pin") == 0) {
       opt.pin = false;
     } else if (strcmp(a, "--no-ceiling") == 0) {
@@ -1435,7 +1681,7 @@ static void parse_args(int argc, char **argv) {
       !want("ceiling") && !want("ceiling_cas") && !want("ceiling_backoff") &&
       !want("holds") && !want("private_si") &&
       !want("serving_si") &&
-      !want("serving") && !want("backlog")) {
+      !want("serving") && !want("backlog") && !want("slices")) {
     fprintf(stderr, "ledger_bench: unknown workload %s\n", opt.workload);
     exit(2);
   }
@@ -1623,7 +1869,7 @@ int main(int argc, char **argv) {
       printf("reader: queries without pause\n");
   }
   printf("\n");
-  print_header();
+  if (opt.workload == NULL || !want("slices")) print_header();
 
   if (want("private")) run_threaded(&wl_private, false);
   if (want("private_si")) run_threaded(&wl_private_si, false);
@@ -1636,6 +1882,9 @@ int main(int argc, char **argv) {
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
   if (want("serving_si")) run_threaded(&wl_serving_si, false);
+#ifndef BENCH_EVIDENCE
+  if (opt.workload != NULL && want("slices")) run_slices();
+#endif
   if (want("backlog")) run_backlog_rows();
   if (want("holds")) run_holds_rows();
 

@@ -34,5 +34,26 @@ if ! grep -q '"rows"' "$json" || ! grep -q '"workload": "backlog"' "$json"; then
   echo "FAIL: JSON incomplete" >&2
   fail=1
 fi
+# The slices mode (one thread, both designs and two probes in turn).
+sl=$tmp/slices.txt
+if ! "$bench" --workload slices --seconds 0.05 --slice-ms 0.2 \
+    --slices-out "$tmp/slices_each.txt" >"$sl" 2>&1; then
+  echo "FAIL: ledger_bench --workload slices exited non-zero" >&2
+  cat "$sl" >&2
+  fail=1
+fi
+cat "$sl"
+for p in '^slices: [1-9][0-9]* of about' '^  ledger ' '^  mutex ' '^  alu ' \
+    '^  chase ' '^  mtx/ldg ' '^  quiet: ' '^all keeps ran exactly once'; do
+  grep -q -- "$p" "$sl" || { echo "FAIL: slices output lacks $p" >&2; fail=1; }
+done
+if [ "$(grep -vc '^#' "$tmp/slices_each.txt")" -lt 1 ]; then
+  echo "FAIL: --slices-out wrote no slice" >&2
+  fail=1
+fi
+if "$bench" --workload slices --slice-ms 0 >/dev/null 2>&1; then
+  echo "FAIL: --slice-ms 0 accepted" >&2
+  fail=1
+fi
 [ "$fail" -eq 0 ] && echo "PASS"
 exit "$fail"
