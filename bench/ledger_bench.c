@@ -1286,16 +1286,20 @@ static void write_json(const char *path, int argc, char **argv) {
 /* ---- Slices: the ledger and the mutex design beside two fixed probes ---------
  * (--workload slices, only when named; issue 11, ninth session.) One thread,
  * pinned, runs in turn for about --slice-ms each: the private workload's
- * loop on the ledger, the same on the mutex design, an ALU probe (xorshift
- * and a 4 KiB table: instructions and L1, no memory) and a pointer chase
- * through 1 MiB (L2 latency). The order rotates each slice. On a shared
+ * loop on the ledger, the same on the mutex design, two ALU probes
+ * (xorshift and a 4 KiB table: instructions and L1, no memory) and a
+ * pointer chase through 1 MiB (L2 latency). The order rotates each slice. On a shared
  * host (a KVM guest whose vCPU shares a physical core with other work, or
  * whose frequency moves) the probes do the same work in every slice, so a
  * slice where a probe slowed down is a slice where the machine did: paired
  * with the ledger's and the mutex's slices beside it, this tells the host's
- * state from the code's. Reports each part's median and spread over all
- * slices, the Pearson correlation of the ledger and the mutex with each
- * probe, and every part's median over the "quiet" slices (the ALU probe
+ * state from the code's. Three probes: a single dependent chain (ALU: slows
+ * with the clock only), eight independent chains (ILP: several instructions
+ * a cycle, so it also slows when another hardware thread shares the core's
+ * ports) and the chase (slows when the core's caches are shared or the
+ * lines come from further out). Reports each part's median and spread over
+ * all slices, the Pearson correlation of the ledger and the mutex with each
+ * probe, and every part's median over the "quiet" slices (the ILP probe
  * within 5 % of its 5th percentile). --slices-out FILE: one line per slice. */
 #ifndef BENCH_EVIDENCE
 static const char *slices_out;
@@ -1316,13 +1320,27 @@ static __attribute__((noinline)) uint64_t probe_alu(uint64_t n, uint64_t x) {
   return x;
 }
 
+/* Eight independent chains (shift, xor, an L1 load, add): several
+ * instructions a cycle, so it slows when another hardware thread shares the
+ * core's ports, which the single dependent chain above barely notices. */
+static __attribute__((noinline)) uint64_t probe_ilp(uint64_t n, uint64_t x) {
+  uint64_t c[8];
+  for (int k = 0; k < 8; k++) c[k] = x * (2 * (uint64_t)k + 3);
+  for (uint64_t i = 0; i < n; i++)
+    for (int k = 0; k < 8; k++) c[k] = (c[k] ^ (c[k] >> 11)) + probe_tab[c[k] & 511];
+  uint64_t r = 0;
+  for (int k = 0; k < 8; k++) r ^= c[k];
+  return r;
+}
+
 static __attribute__((noinline)) uint64_t probe_chase(uint64_t n, uint64_t j) {
   for (uint64_t i = 0; i < n; i++) j = probe_ring[j * 8];
   return j;
 }
 
-enum { SL_LEDGER, SL_MUTEX, SL_ALU, SL_CHASE, SL_PARTS };
-static const char *const sl_name[SL_PARTS] = {"ledger", "mutex", "alu", "chase"};
+enum { SL_LEDGER, SL_MUTEX, SL_ALU, SL_ILP, SL_CHASE, SL_PARTS };
+static const char *const sl_name[SL_PARTS] = {"ledger", "mutex", "alu", "ilp",
+                                              "chase"};
 
 typedef struct slice_part {
   worker w;
@@ -1338,6 +1356,8 @@ static uint64_t slice_run(slice_part *sp, int p, uint64_t n) {
   uint64_t t0 = bench_mono_ns();
   if (p == SL_ALU) {
     sl_sink += probe_alu(n, sl_sink | 1);
+  } else if (p == SL_ILP) {
+    sl_sink += probe_ilp(n, sl_sink | 1);
   } else if (p == SL_CHASE) {
     sl_sink += probe_chase(n, sl_sink % PROBE_LINES);
   } else {
@@ -1460,47 +1480,50 @@ static void run_slices(void) {
       perror(slices_out);
       exit(1);
     }
-    fprintf(f, "# slice ledger_ns_per_op mutex_ns_per_op alu_ns_per_iter chase_ns_per_step\n");
+    fprintf(f, "# slice ledger_ns_per_op mutex_ns_per_op alu_ns_per_iter "
+               "ilp_ns_per_iter chase_ns_per_step\n");
     for (size_t i = 0; i < n_sl; i++)
-      fprintf(f, "%zu %.2f %.2f %.3f %.3f\n", i, v[0][i], v[1][i], v[2][i], v[3][i]);
+      fprintf(f, "%zu %.2f %.2f %.3f %.3f %.3f\n", i, v[SL_LEDGER][i],
+              v[SL_MUTEX][i], v[SL_ALU][i], v[SL_ILP][i], v[SL_CHASE][i]);
     fclose(f);
   }
-  double r[SL_PARTS][2];
-  for (int p = 0; p < 2; p++) {
-    r[p][0] = pearson(v[p], v[SL_ALU], n_sl);
-    r[p][1] = pearson(v[p], v[SL_CHASE], n_sl);
-  }
+  /* Correlation of the two designs' slices with each probe's. */
+  static const int probes[3] = {SL_ALU, SL_ILP, SL_CHASE};
+  double r[2][3];
+  for (int p = 0; p < 2; p++)
+    for (int k = 0; k < 3; k++) r[p][k] = pearson(v[p], v[probes[k]], n_sl);
+  /* Quiet: the ILP probe (the one that notices a shared core) near its best. */
   double *tmp = xmalloc(n_sl * sizeof(double));
-  memcpy(tmp, v[SL_ALU], n_sl * sizeof(double));
+  memcpy(tmp, v[SL_ILP], n_sl * sizeof(double));
   double quiet_at = 1.05 * pct(tmp, n_sl, 0.05);
   double *ratio = xmalloc(n_sl * sizeof(double));
   for (size_t i = 0; i < n_sl; i++) ratio[i] = v[SL_MUTEX][i] / v[SL_LEDGER][i];
   printf("slices: %zu of about %.2f ms per part, one thread on CPU %d; units per "
-         "part %" PRIu64 " / %" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
+         "part %" PRIu64 " / %" PRIu64 " / %" PRIu64 " / %" PRIu64 " / %" PRIu64 "\n",
          n_sl, slice_ms, n_cpus ? cpus[0] : -1, units[0], units[1], units[2],
-         units[3]);
-  printf("  %-7s %9s %9s %9s %9s %11s %9s %9s\n", "part", "p10", "median", "p90",
-         "quiet med", "r(alu)", "r(chase)", "unit");
+         units[3], units[4]);
+  printf("  %-7s %9s %9s %9s %9s %8s %8s %8s %8s\n", "part", "p10", "median", "p90",
+         "quiet med", "r(alu)", "r(ilp)", "r(chase)", "unit");
   size_t nq = 0;
   for (int p = 0; p <= SL_PARTS; p++) {
     const double *src = p < SL_PARTS ? v[p] : ratio;
     size_t m = 0;
     for (size_t i = 0; i < n_sl; i++)
-      if (v[SL_ALU][i] <= quiet_at) tmp[m++] = src[i];
+      if (v[SL_ILP][i] <= quiet_at) tmp[m++] = src[i];
     nq = m;
     double qmed = pct(tmp, m, 0.5);
     memcpy(tmp, src, n_sl * sizeof(double));
     double p10 = pct(tmp, n_sl, 0.1), med = pct(tmp, n_sl, 0.5),
            p90 = pct(tmp, n_sl, 0.9);
     if (p < 2)
-      printf("  %-7s %9.2f %9.2f %9.2f %9.2f %11.2f %9.2f %9s\n", sl_name[p], p10,
-             med, p90, qmed, r[p][0], r[p][1], "ns/op");
+      printf("  %-7s %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f %8s\n", sl_name[p],
+             p10, med, p90, qmed, r[p][0], r[p][1], r[p][2], "ns/op");
     else
-      printf("  %-7s %9.3f %9.3f %9.3f %9.3f %11s %9s %9s\n",
-             p < SL_PARTS ? sl_name[p] : "mtx/ldg", p10, med, p90, qmed, "", "",
-             p == SL_ALU ? "ns/iter" : p == SL_CHASE ? "ns/step" : "ratio");
+      printf("  %-7s %9.3f %9.3f %9.3f %9.3f %8s %8s %8s %8s\n",
+             p < SL_PARTS ? sl_name[p] : "mtx/ldg", p10, med, p90, qmed, "", "", "",
+             p == SL_CHASE ? "ns/step" : p == SL_PARTS ? "ratio" : "ns/iter");
   }
-  printf("  quiet: the %zu slices (%.0f %%) whose ALU probe took <= %.3f ns/iter "
+  printf("  quiet: the %zu slices (%.0f %%) whose ILP probe took <= %.3f ns/iter "
          "(1.05 x its 5th percentile)\n",
          nq, n_sl ? 100.0 * (double)nq / (double)n_sl : 0.0, quiet_at);
   free(tmp);

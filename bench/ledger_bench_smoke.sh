@@ -43,7 +43,7 @@ if ! "$bench" --workload slices --seconds 0.05 --slice-ms 0.2 \
   fail=1
 fi
 cat "$sl"
-for p in '^slices: [1-9][0-9]* of about' '^  ledger ' '^  mutex ' '^  alu ' \
+for p in '^slices: [1-9][0-9]* of about' '^  ledger ' '^  mutex ' '^  alu ' '^  ilp ' \
     '^  chase ' '^  mtx/ldg ' '^  quiet: ' '^all keeps ran exactly once'; do
   grep -q -- "$p" "$sl" || { echo "FAIL: slices output lacks $p" >&2; fail=1; }
 done
