@@ -25,6 +25,11 @@
  *   serving+reader  the same, plus one thread calling holds_vector and
  *             holds_host_range without pause (the memory manager); the row
  *             reports the enqueuers' throughput and what the reader cost them.
+ *   serving+paired  (--reader-windows MS, issue 11) the reader's cost paired
+ *             within one run: the reader queries in one window of about MS
+ *             and sleeps through the next, the enqueuers' ops are counted
+ *             per window, and each adjacent on/off pair gives one cost; see
+ *             "The reader in windows" below.
  *   holds     (issue 11) the cost of a holds_vector / holds_host_range miss
  *             against one stream with 1 k, 16 k and 128 k pending entries.
  *   backlog   one thread enqueues N (1 000 000) operations on one stream,
@@ -220,6 +225,7 @@ static struct {
   bool reader; /* serving also runs serving+reader */
   bool ceiling; /* shared also runs the ceiling loop */
   double reader_rate; /* reader queries per second; 0 = without pause */
+  double reader_windows_ms; /* > 0: also the serving+paired rows, windows of this */
   bool reader_detached; /* the reader queries a ledger of its own */
   uint64_t holds_pending; /* holds rows: this depth only; 0 = 1 k, 16 k, 128 k */
   bool smoke;
@@ -287,6 +293,18 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double pct(double *v, size_t n, double q) { /* sorts v */
+  if (n == 0) return 0;
+  qsort(v, n, sizeof *v, cmp_double);
+  size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+  return v[i];
+}
+
 static void calibrate_timer(void) {
 #if BENCH_TSC
   uint64_t n0 = bench_mono_ns(), t0 = __rdtsc();
@@ -336,6 +354,13 @@ struct row_ctx {
   atomic_int enqueuers;  /* enqueuers still in the phase (reader stops at 0) */
   uint64_t reader_queries;
   ldg__query_reads reader_reads; /* the ledger's reader, timed phase */
+  /* --reader-windows: the reader alternates windows in the timed phase;
+   * workers publish their ops (worker.ops_seen); the reader logs each
+   * complete window here (cap_win preallocated by run_row). */
+  bool windows;
+  struct reader_window *win;
+  size_t n_win, cap_win;
+  worker *workers; /* the enqueuers, for the reader's snapshots */
 };
 
 struct worker {
@@ -344,6 +369,9 @@ struct worker {
   int tid;
   int cpu;
   uint64_t ops; /* this phase */
+  /* ops, published every 64 when the row runs the reader in windows
+   * (phase_going); read by the reader at each window's boundary. */
+  _Atomic uint64_t ops_seen;
   uint64_t start_ns, end_ns;
   unsigned sample_countdown;
   uint64_t *samples;
@@ -355,11 +383,14 @@ struct worker {
   char pad[64];
 };
 
-static inline bool phase_going(const worker *w) {
+static inline bool phase_going(worker *w) {
   const row_ctx *rc = w->rc;
   if (rc->phase_ops != 0) return w->ops < rc->phase_ops;
-  return (w->ops & 63) != 0 ||
-         atomic_load_explicit(&rc->stop, memory_order_relaxed) == 0;
+  if ((w->ops & 63) != 0) return true;
+  /* Relaxed: a count the reader reads for its value only; each worker's
+   * stores are one modification order, so its snapshots never go back. */
+  if (rc->windows) atomic_store_explicit(&w->ops_seen, w->ops, memory_order_relaxed);
+  return atomic_load_explicit(&rc->stop, memory_order_relaxed) == 0;
 }
 
 static inline ldg_keep make_keep(worker *w) {
@@ -705,6 +736,98 @@ static void detached_fini(detached *d, const bench_impl *im) {
   im->ledger_destroy(d->ledger);
 }
 
+/* One pair of the memory manager's queries: a vector and a host range of a
+ * random enqueuer's rotating set. */
+static inline void reader_query(worker *w, const bench_impl *im, void *ledger) {
+  uint64_t x = xorshift(&w->rng);
+  int tid = (int)(x % (uint64_t)w->rc->threads);
+  uint64_t slot = (x >> 16) & 63;
+  (void)im->holds_vector(ledger, VEC_BASE(tid) + slot * 2);
+  (void)im->holds_host_range(ledger, HOST_BASE(tid) + slot * 65536 + 4096, 256);
+}
+
+/* The paced reader's wait for its next query pair at `next` (ns): sleeps
+ * through long gaps and spins through short ones. */
+static void reader_wait(uint64_t next) {
+  for (uint64_t t = bench_mono_ns(); t < next; t = bench_mono_ns())
+    if (next - t > 200000) sleep_s((double)(next - t - 100000) / 1e9);
+}
+
+/* ---- The reader in windows (--reader-windows, issue 11, ninth session) ------
+ * The unpaired cost, 1 - (serving+reader throughput / serving throughput),
+ * divides two rows run one after the other; on a host whose cores are
+ * shared with other tenants part of the time (the H200 KVM guest: one
+ * thread's loop runs at ~24 ns/op for a few hundred ms, then ~40), that
+ * ratio moves by +-5-10 points between rounds. Here the timed phase of ONE
+ * serving+reader row is cut into windows of about opt.reader_windows_ms:
+ * the reader queries in one (exactly as reader_main does: the same query
+ * mix, paced or not) and sleeps through the next, in pairs whose order
+ * alternates (on-off, off-on, on-off, ...: a steady drift of the host
+ * weighs on both sides alike). At each boundary the reader snapshots the
+ * sum of the enqueuers' published ops (worker.ops_seen, stored every 64 ops
+ * in phase_going) and the time. Each pair gives one cost, 1 - (on-window
+ * ops / ns) / (off-window ops / ns): both windows are a few ms apart, so a
+ * change of the host's state lands in one pair, not in the median. A window
+ * still open when the phase ends is dropped, and with it its pair. */
+typedef struct reader_window {
+  uint64_t ops, ns, queries;
+  bool on;
+} reader_window;
+
+static uint64_t enqueuer_ops(const row_ctx *rc) {
+  uint64_t sum = 0;
+  for (int i = 0; i < rc->threads; i++) /* relaxed: see phase_going */
+    sum += atomic_load_explicit(&rc->workers[i].ops_seen, memory_order_relaxed);
+  return sum;
+}
+
+/* Window k is on in pair k / 2 = j's first half when j is even, its second
+ * half when j is odd: on, off, off, on, on, off, ... */
+static bool window_on(uint64_t k) { return ((k ^ (k >> 1)) & 1) == 0; }
+
+static void reader_windows(worker *w, const bench_impl *im, void *ledger) {
+  row_ctx *rc = w->rc;
+  const uint64_t len = (uint64_t)(opt.reader_windows_ms * 1e6);
+  const uint64_t gap = opt.reader_rate > 0 ? (uint64_t)(2e9 / opt.reader_rate) : 0;
+  uint64_t t0 = bench_mono_ns(), ops0 = enqueuer_ops(rc);
+  for (uint64_t k = 0; rc->n_win < rc->cap_win; k++) {
+    const uint64_t end = t0 + len;
+    const bool on = window_on(k);
+    uint64_t q = 0;
+    if (on) {
+      /* The pacing starts afresh in each on-window: no catching up on the
+       * off-window's queries. */
+      for (uint64_t next = t0;;) {
+        if (gap != 0) {
+          next += gap;
+          if (next >= end) {
+            reader_wait(end);
+            break;
+          }
+          reader_wait(next);
+        } else if ((q & 15) == 0 && bench_mono_ns() >= end) {
+          break;
+        }
+        reader_query(w, im, ledger);
+        q += 2;
+      }
+    } else {
+      uint64_t now = bench_mono_ns();
+      if (now < end) sleep_s((double)(end - now) / 1e9);
+    }
+    uint64_t t1 = bench_mono_ns(), ops1 = enqueuer_ops(rc);
+    /* Ran into the phase's end (or, --ops, every enqueuer is done): the
+     * enqueuers did not run all of it. */
+    if (atomic_load_explicit(&rc->stop, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&rc->enqueuers, memory_order_relaxed) < rc->threads)
+      break;
+    rc->win[rc->n_win++] = (reader_window){ops1 - ops0, t1 - t0, q, on};
+    rc->reader_queries += q;
+    t0 = t1;
+    ops0 = ops1;
+  }
+}
+
 static void *reader_main(void *arg) {
   worker *w = arg;
   row_ctx *rc = w->rc;
@@ -716,24 +839,22 @@ static void *reader_main(void *arg) {
     pthread_barrier_wait(&rc->barrier); /* start of the phase */
     uint64_t q = 0;
     ldg__query_reads r0 = ldg__thread_query_reads();
-    /* Paced: one pair of queries every `gap` ns, sleeping through long gaps
-     * and spinning through short ones. */
-    uint64_t gap = opt.reader_rate > 0 ? (uint64_t)(2e9 / opt.reader_rate) : 0;
-    uint64_t next = bench_mono_ns();
-    while (atomic_load_explicit(&rc->stop, memory_order_relaxed) == 0 &&
-           atomic_load_explicit(&rc->enqueuers, memory_order_relaxed) > 0) {
-      if (gap != 0) {
-        next += gap;
-        for (uint64_t t = bench_mono_ns(); t < next; t = bench_mono_ns())
-          if (next - t > 200000) sleep_s((double)(next - t - 100000) / 1e9);
+    if (phase == 1 && rc->windows) {
+      reader_windows(w, im, ledger);
+      q = rc->reader_queries;
+    } else {
+      /* Paced: one pair of queries every `gap` ns. */
+      uint64_t gap = opt.reader_rate > 0 ? (uint64_t)(2e9 / opt.reader_rate) : 0;
+      uint64_t next = bench_mono_ns();
+      while (atomic_load_explicit(&rc->stop, memory_order_relaxed) == 0 &&
+             atomic_load_explicit(&rc->enqueuers, memory_order_relaxed) > 0) {
+        if (gap != 0) {
+          next += gap;
+          reader_wait(next);
+        }
+        reader_query(w, im, ledger);
+        q += 2;
       }
-      uint64_t x = xorshift(&w->rng);
-      int tid = (int)(x % (uint64_t)rc->threads);
-      uint64_t slot = (x >> 16) & 63;
-      (void)im->holds_vector(ledger, VEC_BASE(tid) + slot * 2);
-      (void)im->holds_host_range(ledger, HOST_BASE(tid) + slot * 65536 + 4096,
-                                 256);
-      q += 2;
     }
     if (phase == 1) {
       rc->reader_queries = q;
@@ -759,6 +880,9 @@ static void *worker_main(void *arg) {
   EV(ev_worker_start());
   rc->wl->setup(w);
   for (int phase = 0; phase < 2; phase++) {
+    /* The reader's first snapshot of the timed phase comes after B3: it
+     * reads this 0 or a count of the timed phase, never the warm-up's. */
+    atomic_store_explicit(&w->ops_seen, 0, memory_order_relaxed);
     pthread_barrier_wait(&rc->barrier); /* B1 / B3 */
     w->ops = 0;
     w->start_ns = bench_mono_ns();
@@ -789,6 +913,14 @@ typedef struct row_result {
    * line enqueuers or releases write that was read (slots, tail and
    * released words, segment headers), per query (ldg__thread_query_reads) */
   double reader_segs_per_q, reader_slots_per_q, reader_lines_per_q;
+  /* serving+paired (--reader-windows): the per-pair costs' median and
+   * quartiles over every pair of the --repeat runs, their number, the
+   * pooled cost (1 - all on-window ops / ns over all off-window ops / ns),
+   * the reader's queries per second in on-windows, and the unpaired cost of
+   * the same invocation's serving and serving+reader rows */
+  double pair_med, pair_p25, pair_p75, pair_pooled, on_qps, unpaired_cost;
+  size_t pairs;
+  double *pair_costs; /* the pairs' costs, in order; owned by results[] */
   /* backlog */
   uint64_t backlog;
   double fill_ms, release_ms;
@@ -856,14 +988,50 @@ static void ldg_configure(const bench_impl *im, void *l) {
     CHECK(ldg_ledger_index_vectors(l, (size_t)opt.vector_index));
 }
 
+/* The pairs of serving+paired rows, over the --repeat runs of one row. */
+typedef struct pair_log {
+  double *cost;
+  size_t n, cap;
+  uint64_t on_ops, on_ns, off_ops, off_ns, on_queries;
+} pair_log;
+
+/* Appends the complete pairs of rc's windows to pl: windows 2j and 2j + 1
+ * are pair j, one on and one off (window_on). */
+static void log_pairs(const row_ctx *rc, pair_log *pl) {
+  for (size_t j = 0; 2 * j + 1 < rc->n_win; j++) {
+    const reader_window *a = &rc->win[2 * j], *b = &rc->win[2 * j + 1];
+    const reader_window *on = a->on ? a : b, *off = a->on ? b : a;
+    if (a->on == b->on) abort(); /* window_on pairs them */
+    /* An off-window with no op published (possible only on a host so
+     * loaded that an enqueuer never ran 64 ops in it) has no rate. */
+    if (off->ops == 0 || on->ns == 0 || off->ns == 0) continue;
+    if (pl->n == pl->cap) {
+      pl->cap = pl->cap ? 2 * pl->cap : 64;
+      pl->cost = realloc(pl->cost, pl->cap * sizeof *pl->cost);
+      if (pl->cost == NULL) die("realloc", LDG_ENOMEM);
+    }
+    pl->cost[pl->n++] = 1.0 - ((double)on->ops / (double)on->ns) /
+                                  ((double)off->ops / (double)off->ns);
+    pl->on_ops += on->ops, pl->on_ns += on->ns, pl->on_queries += on->queries;
+    pl->off_ops += off->ops, pl->off_ns += off->ns;
+  }
+}
+
+/* reader: run the reader beside the enqueuers; pairs != NULL: in windows
+ * (--reader-windows), each complete pair appended to *pairs. */
 static void run_row(const bench_impl *im, const workload *wl, int threads,
-                    bool reader, row_result *out) {
+                    bool reader, pair_log *pairs, row_result *out) {
   row_ctx rc;
   memset(&rc, 0, sizeof rc);
   rc.impl = im;
   rc.wl = wl;
   rc.threads = threads;
   rc.reader = reader;
+  rc.windows = reader && pairs != NULL;
+  if (rc.windows) {
+    rc.cap_win = (size_t)(opt.seconds * 1e3 / opt.reader_windows_ms) + 4;
+    rc.win = xmalloc(rc.cap_win * sizeof *rc.win);
+  }
   atomic_init(&rc.stop, 0);
   atomic_init(&rc.enqueuers, threads);
   CHECK(im->ledger_create(&rc.ledger));
@@ -876,6 +1044,7 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   worker *ws = aligned_alloc(64, sizeof(worker) * (size_t)(threads + 1));
   if (ws == NULL) abort();
   memset(ws, 0, sizeof(worker) * (size_t)(threads + 1));
+  rc.workers = ws;
   pthread_t *th = xmalloc(sizeof(pthread_t) * (size_t)(threads + 1));
   for (int i = 0; i <= threads; i++) {
     worker *w = &ws[i];
@@ -954,6 +1123,10 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
     }
   }
   free(all);
+  if (rc.windows) {
+    log_pairs(&rc, pairs);
+    free(rc.win);
+  }
 
   if (wl->row_teardown != NULL) wl->row_teardown(&rc);
   EV(ev_set_ledger(NULL)); /* its counts were read at the phase's end */
@@ -963,7 +1136,7 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
   free(ws);
   char name[96];
   snprintf(name, sizeof name, "%s/%s/%d%s", wl->name, im->name, threads,
-           reader ? "+reader" : "");
+           rc.windows ? "+paired" : reader ? "+reader" : "");
 #ifdef BENCH_EVIDENCE
   {
     int wcpus[1024];
@@ -987,11 +1160,42 @@ static void run_row_median(const bench_impl *im, const workload *wl, int threads
   row_result *runs = xmalloc(opt.repeat * sizeof *runs);
   for (unsigned i = 0; i < opt.repeat; i++) {
     memset(&runs[i], 0, sizeof runs[i]);
-    run_row(im, wl, threads, reader, &runs[i]);
+    run_row(im, wl, threads, reader, NULL, &runs[i]);
   }
   qsort(runs, opt.repeat, sizeof *runs, cmp_ops_per_s);
   *out = runs[opt.repeat / 2];
   free(runs);
+}
+
+/* The serving+paired row (--reader-windows): run_row with the reader in
+ * windows, opt.repeat times; the columns are the run of median throughput
+ * (as run_row_median), the pair statistics pool every run's pairs. */
+static void run_row_paired(const bench_impl *im, const workload *wl, int threads,
+                           row_result *out) {
+  pair_log pl;
+  memset(&pl, 0, sizeof pl);
+  row_result *runs = xmalloc(opt.repeat * sizeof *runs);
+  for (unsigned i = 0; i < opt.repeat; i++) {
+    memset(&runs[i], 0, sizeof runs[i]);
+    run_row(im, wl, threads, true, &pl, &runs[i]);
+  }
+  qsort(runs, opt.repeat, sizeof *runs, cmp_ops_per_s);
+  *out = runs[opt.repeat / 2];
+  free(runs);
+  out->reader_qps = 0; /* the whole phase's rate means little here: on_qps */
+  out->pairs = pl.n;
+  out->pair_costs = pl.cost; /* in order; the statistics sort a copy */
+  if (pl.n > 0) {
+    double *v = xmalloc(pl.n * sizeof *v);
+    memcpy(v, pl.cost, pl.n * sizeof *v);
+    out->pair_p25 = pct(v, pl.n, 0.25);
+    out->pair_med = pct(v, pl.n, 0.50);
+    out->pair_p75 = pct(v, pl.n, 0.75);
+    free(v);
+    out->pair_pooled = 1.0 - ((double)pl.on_ops / (double)pl.on_ns) /
+                                 ((double)pl.off_ops / (double)pl.off_ns);
+    out->on_qps = (double)pl.on_queries / ((double)pl.on_ns / 1e9);
+  }
 }
 
 /* ---- Workload: deep backlog (main thread) ------------------------------------ */
@@ -1233,7 +1437,8 @@ static void write_json(const char *path, int argc, char **argv) {
   fprintf(f, ", \"release_every\": %u, \"sample_every\": %u, \"repeat\": %u",
           opt.release_every, opt.sample_every, opt.repeat);
   fprintf(f, ", \"seconds\": %g, \"ops_per_thread\": %" PRIu64, opt.seconds, opt.ops);
-  fprintf(f, ", \"reader_rate\": %g", opt.reader_rate);
+  fprintf(f, ", \"reader_rate\": %g, \"reader_windows_ms\": %g", opt.reader_rate,
+          opt.reader_windows_ms);
   fprintf(f, ", \"argv\": [");
   for (int i = 0; i < argc; i++) {
     if (i) fputs(", ", f);
@@ -1270,6 +1475,17 @@ static void write_json(const char *path, int argc, char **argv) {
                  ", \"reader_enqueuer_lines_per_query\": %.2f",
               r->reader_qps, r->reader_cost, r->reader_segs_per_q,
               r->reader_slots_per_q, r->reader_lines_per_q);
+    if (strcmp(r->workload, "serving+paired") == 0) {
+      fprintf(f, ", \"window_ms\": %g, \"pairs\": %zu, \"paired_cost_median\": %.4f"
+                 ", \"paired_cost_p25\": %.4f, \"paired_cost_p75\": %.4f"
+                 ", \"paired_cost_pooled\": %.4f, \"on_window_qps\": %.1f"
+                 ", \"unpaired_cost\": %.4f, \"pair_costs\": [",
+              opt.reader_windows_ms, r->pairs, r->pair_med, r->pair_p25,
+              r->pair_p75, r->pair_pooled, r->on_qps, r->unpaired_cost);
+      for (size_t j = 0; j < r->pairs; j++)
+        fprintf(f, "%s%.4f", j ? ", " : "", r->pair_costs[j]);
+      fputc(']', f);
+    }
     if (r->is_backlog)
       fprintf(f, ", \"backlog\": %" PRIu64 ", \"fill_ms\": %.3f, \"release_ms\": %.3f"
                  ", \"peak_bytes\": %zu, \"bytes_after_release\": %zu"
@@ -1373,18 +1589,6 @@ static uint64_t slice_run(slice_part *sp, int p, uint64_t n) {
     }
   }
   return bench_mono_ns() - t0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double pct(double *v, size_t n, double q) { /* sorts v */
-  if (n == 0) return 0;
-  qsort(v, n, sizeof *v, cmp_double);
-  size_t i = (size_t)(q * (double)(n - 1) + 0.5);
-  return v[i];
 }
 
 static double pearson(const double *x, const double *y, size_t n) {
@@ -1559,6 +1763,17 @@ static void usage(FILE *f) {
           "  --no-reader       skip the serving+reader rows\n"
           "  --no-ceiling      skip the ceiling rows that come with shared\n"
           "  --reader-rate Q   pace the reader to Q queries/s (default: no pause)\n"
+          "  --reader-windows MS  also the serving+paired rows: the reader's cost\n"
+          "                    paired within one run. The reader (the same queries,\n"
+          "                    paced by --reader-rate or not) queries for about MS\n"
+          "                    ms, sleeps for about MS ms, and so on (pairs on-off,\n"
+          "                    off-on, ...); the enqueuers' ops are counted per\n"
+          "                    window; per pair: cost = 1 - on rate / off rate.\n"
+          "                    Prints the cost's median, [25th, 75th percentile]\n"
+          "                    and pairs over all --repeat runs, the reader's rate\n"
+          "                    in on-windows and the unpaired cost of the\n"
+          "                    serving+reader row beside (0.1 to 10000; try 20;\n"
+          "                    with --seconds >= 2 windows, not with --ops)\n"
           "  --reader-detached the reader queries a ledger of its own, of the same\n"
           "                    shape, that nobody writes: its cost to the enqueuers\n"
           "                    without touching their lines\n"
@@ -1682,6 +1897,16 @@ static void parse_args(int argc, char **argv) {
     } else if (strcmp(a, "--reader-rate") == 0) {
       NEED_VALUE();
       opt.reader_rate = atof(v);
+    } else if (strcmp(a, "--reader-windows") == 0) {
+      NEED_VALUE();
+      char *end;
+      opt.reader_windows_ms = strtod(v, &end);
+      if (*v == '\0' || *end != '\0' || !(opt.reader_windows_ms >= 0.1) ||
+          !(opt.reader_windows_ms <= 10000)) {
+        fprintf(stderr, "ledger_bench: bad value for --reader-windows: %s "
+                        "(milliseconds, 0.1 to 10000)\n", v);
+        exit(2);
+      }
     } else if (strcmp(a, "--pool-limit") == 0) {
       NEED_VALUE();
       opt.pool_limit = (long long)parse_u64(a, v);
@@ -1713,6 +1938,22 @@ static void parse_args(int argc, char **argv) {
                     "must be > 0\n");
     exit(2);
   }
+  if (opt.reader_windows_ms > 0) {
+    const char *why = NULL;
+    if (!opt.reader)
+      why = "runs the reader: not with --no-reader";
+    else if (opt.smoke || opt.ops != 0)
+      why = "needs a timed phase in seconds: not with --ops or --smoke";
+    else if (opt.workload != NULL && !want("serving"))
+      why = "is for the serving workload: --workload serving or all";
+    else if (2 * opt.reader_windows_ms > opt.seconds * 1e3)
+      why = "needs two windows (one pair) to fit in --seconds";
+    if (why != NULL) {
+      fprintf(stderr, "ledger_bench: --reader-windows %g %s\n", opt.reader_windows_ms,
+              why);
+      exit(2);
+    }
+  }
   if (opt.smoke) {
     opt.ops = 2000;
     opt.backlog = 10000;
@@ -1736,6 +1977,42 @@ static void find_cpus(void) {
     n_cpus = n > 0 ? (int)n : 1;
     for (int c = 0; c < n_cpus && c < 1024; c++) cpus[c] = c;
   }
+}
+
+/* The serving+paired row at t threads, both implementations; rr: the
+ * unpaired serving+reader rows just run, for their cost beside. */
+static void run_paired_rows(const workload *wl, int t, const row_result *rr) {
+  row_result pr[N_IMPLS];
+  const row_result *show[N_IMPLS] = {NULL, NULL};
+  char notes[320];
+  int len = snprintf(notes, sizeof notes, "paired cost, median [IQR] pairs:");
+  for (int k = 0; k < N_IMPLS; k++) {
+    if (!opt.run_impl[k]) continue;
+    memset(&pr[k], 0, sizeof pr[k]);
+    run_row_paired(impls[k], wl, t, &pr[k]);
+    pr[k].workload = "serving+paired";
+    pr[k].unpaired_cost = rr[k].reader_cost;
+    *new_result() = pr[k];
+    show[k] = &pr[k];
+    const char *name = k == IMPL_LEDGER ? "ldg" : "mtx";
+    if (pr[k].pairs == 0) /* every window ran into the phase's end */
+      len += snprintf(notes + len, sizeof notes - (size_t)len, " %s - 0", name);
+    else
+      len += snprintf(notes + len, sizeof notes - (size_t)len,
+                      " %s %.1f%% [%.1f, %.1f] %zu", name, 100.0 * pr[k].pair_med,
+                      100.0 * pr[k].pair_p25, 100.0 * pr[k].pair_p75, pr[k].pairs);
+  }
+  len += snprintf(notes + len, sizeof notes - (size_t)len, "; on-window Mq/s");
+  for (int k = 0; k < N_IMPLS; k++)
+    if (opt.run_impl[k])
+      len += snprintf(notes + len, sizeof notes - (size_t)len, " %s %.3f",
+                      k == IMPL_LEDGER ? "ldg" : "mtx", pr[k].on_qps / 1e6);
+  len += snprintf(notes + len, sizeof notes - (size_t)len, "; unpaired");
+  for (int k = 0; k < N_IMPLS; k++)
+    if (opt.run_impl[k])
+      len += snprintf(notes + len, sizeof notes - (size_t)len, " %s %.1f%%",
+                      k == IMPL_LEDGER ? "ldg" : "mtx", 100.0 * pr[k].unpaired_cost);
+  print_row("serving+paired", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
 }
 
 /* Runs workload wl over every thread count, both implementations per count,
@@ -1795,6 +2072,7 @@ static void run_threaded(const workload *wl, bool with_reader) {
                       rr[IMPL_LEDGER].reader_slots_per_q,
                       rr[IMPL_LEDGER].reader_lines_per_q);
     print_row("serving+reader", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
+    if (opt.reader_windows_ms > 0) run_paired_rows(wl, t, rr);
   }
 }
 
@@ -1890,6 +2168,10 @@ int main(int argc, char **argv) {
       printf("reader: paced to %.0f queries/s\n", opt.reader_rate);
     else
       printf("reader: queries without pause\n");
+    if (opt.reader_windows_ms > 0)
+      printf("reader, serving+paired rows: windows of %g ms, querying and "
+             "asleep in turn; cost per pair = 1 - on / off ops per ns\n",
+             opt.reader_windows_ms);
   }
   printf("\n");
   if (opt.workload == NULL || !want("slices")) print_header();

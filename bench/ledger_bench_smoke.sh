@@ -1,12 +1,16 @@
 #!/bin/sh
 # Smoke test of ledger_bench: runs every workload tiny (--smoke) and checks
 # that it exits 0, printed the table header and a row per workload, confirmed
-# every keep ran exactly once and wrote its JSON. No timing is asserted.
+# every keep ran exactly once and wrote its JSON; then the slices mode and the
+# serving+paired rows (--reader-windows), and that bad values are refused.
+# No timing is asserted.
 set -eu
 bench=$1
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 out=$tmp/smoke.txt
 json=$tmp/smoke.json
+# shellcheck source=bench/smoke_lib.sh
+. "$(dirname "$0")/smoke_lib.sh"
 
 if ! "$bench" --smoke --json "$json" >"$out" 2>&1; then
   echo "FAIL: ledger_bench --smoke exited non-zero" >&2
@@ -53,6 +57,43 @@ if [ "$(grep -vc '^#' "$tmp/slices_each.txt")" -lt 1 ]; then
 fi
 if "$bench" --workload slices --slice-ms 0 >/dev/null 2>&1; then
   echo "FAIL: --slice-ms 0 accepted" >&2
+  fail=1
+fi
+# The reader in windows (--reader-windows): the serving+paired rows, once
+# unpaced and once paced, each with at least one pair per design, their JSON
+# fields, and every keep ran exactly once. Timing is not asserted.
+for pace in "" "--reader-rate 20000"; do
+  pr=$tmp/paired.txt
+  # shellcheck disable=SC2086 # pace: words
+  if ! "$bench" --workload serving --threads 1,2 --seconds 0.05 --reader-windows 5 \
+      $pace --json "$tmp/paired.json" >"$pr" 2>&1; then
+    echo "FAIL: ledger_bench --reader-windows 5 $pace exited non-zero" >&2
+    cat "$pr" >&2
+    fail=1
+  fi
+  cat "$pr"
+  for p in '^reader, serving+paired rows: windows of 5 ms' '^serving+reader  *1 ' \
+      '^serving+paired  *1 .*paired cost, median \[IQR\] pairs: ldg -*[0-9.]*% \[-*[0-9.]*, -*[0-9.]*\] [1-9][0-9]* mtx -*[0-9.]*% \[-*[0-9.]*, -*[0-9.]*\] [1-9][0-9]*; on-window Mq/s ldg [0-9.]* mtx [0-9.]*; unpaired ldg -*[0-9.]*% mtx -*[0-9.]*%$' \
+      '^serving+paired  *2 .*pairs: ldg -*[0-9.]*% \[.*\] [1-9][0-9]* mtx -*[0-9.]*% \[.*\] [1-9][0-9]*;' \
+      '^all keeps ran exactly once'; do
+    grep -q -- "$p" "$pr" || { echo "FAIL: paired output ($pace) lacks $p" >&2; fail=1; }
+  done
+  if ! grep -q '"workload": "serving+paired", "impl": "mutex", "threads": 2.*"pairs": [1-9][0-9]*, "paired_cost_median": .*"unpaired_cost": .*"pair_costs": \[-*[0-9]' \
+      "$tmp/paired.json"; then
+    echo "FAIL: paired JSON ($pace) lacks a serving+paired row with its pairs" >&2
+    fail=1
+  fi
+done
+# Bad windows are refused (exit 2) with a message naming the option.
+for bad in "--reader-windows 0" "--reader-windows -5" "--reader-windows abc" \
+    "--reader-windows 5ms" "--reader-windows" "--reader-windows 20000" \
+    "--reader-windows 5 --smoke" "--reader-windows 5 --ops 100" \
+    "--reader-windows 5 --no-reader" "--reader-windows 5 --workload private" \
+    "--reader-windows 30 --seconds 0.05"; do
+  smoke_refuses "$bad" "$bench" --threads 1 --seconds 0.05
+done
+if ! "$bench" --reader-windows 0 2>&1 | grep -q 'bad value for --reader-windows: 0'; then
+  echo "FAIL: --reader-windows 0 refused without naming it" >&2
   fail=1
 fi
 [ "$fail" -eq 0 ] && echo "PASS"
