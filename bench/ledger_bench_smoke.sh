@@ -78,7 +78,7 @@ for pace in "" "--reader-rate 20000"; do
       '^all keeps ran exactly once'; do
     grep -q -- "$p" "$pr" || { echo "FAIL: paired output ($pace) lacks $p" >&2; fail=1; }
   done
-  if ! grep -q '"workload": "serving+paired", "impl": "mutex", "threads": 2.*"pairs": [1-9][0-9]*, "paired_cost_median": .*"unpaired_cost": .*"pair_costs": \[-*[0-9]' \
+  if ! grep -q '"workload": "serving+paired", "impl": "mutex", "threads": 2.*"pairs": [1-9][0-9]*, "paired_cost_median": .*"on_window_qps": [1-9][0-9.]*, "unpaired_cost": .*"pair_costs": \[-*[0-9]' \
       "$tmp/paired.json"; then
     echo "FAIL: paired JSON ($pace) lacks a serving+paired row with its pairs" >&2
     fail=1
