@@ -65,18 +65,12 @@ for r in $(seq 1 "$rounds"); do
   [ "$r" -eq 1 ] && lb after_detached 30 "${a[@]}" "${serving[@]}" --impl both --reader-detached
 done
 
-python3 - "$out" "$rounds" >> "$sum" <<'EOF'
+PYTHONPATH="$(dirname "$0")" python3 - "$out" "$rounds" >> "$sum" <<'EOF'
 import glob, json, os, statistics, sys
+import ledger_json
 out, rounds = sys.argv[1], int(sys.argv[2])
 def rows(name):
-    p = os.path.join(out, name + ".json")
-    if not os.path.exists(p):
-        return []
-    try:
-        return json.load(open(p))["rows"]
-    except Exception as e:
-        print("unreadable", p, e)
-        return []
+    return ledger_json.rows(out, name)
 def med(xs):
     return statistics.median(xs) if xs else None
 def fmt(x, scale=1.0, f="%.0f"):

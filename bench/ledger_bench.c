@@ -227,6 +227,7 @@ static struct {
   double reader_rate; /* reader queries per second; 0 = without pause */
   double reader_windows_ms; /* > 0: also the serving+paired rows, windows of this */
   bool reader_detached; /* the reader queries a ledger of its own */
+  bool reader_null; /* the reader keeps its CPU busy without querying */
   uint64_t holds_pending; /* holds rows: this depth only; 0 = 1 k, 16 k, 128 k */
   bool smoke;
   bool run_impl[N_IMPLS];
@@ -740,6 +741,7 @@ static void detached_fini(detached *d, const bench_impl *im) {
  * random enqueuer's rotating set. */
 static inline void reader_query(worker *w, const bench_impl *im, void *ledger) {
   uint64_t x = xorshift(&w->rng);
+  if (opt.reader_null) return; /* the control: a busy CPU, no query */
   int tid = (int)(x % (uint64_t)w->rc->threads);
   uint64_t slot = (x >> 16) & 63;
   (void)im->holds_vector(ledger, VEC_BASE(tid) + slot * 2);
@@ -1777,6 +1779,9 @@ static void usage(FILE *f) {
           "  --reader-detached the reader queries a ledger of its own, of the same\n"
           "                    shape, that nobody writes: its cost to the enqueuers\n"
           "                    without touching their lines\n"
+          "  --reader-null     the control: the reader runs its loop (paced or not)\n"
+          "                    without the queries, spinning on its CPU: what a\n"
+          "                    busy CPU beside the enqueuers costs them\n"
           "  --holds-pending N the holds rows at N pending entries only\n"
           "  --pool-limit B    the ledger's segment pool limit in bytes (default:\n"
           "                    the library's: set from each\n"
@@ -1885,6 +1890,8 @@ static void parse_args(int argc, char **argv) {
       opt.ceiling = false;
     } else if (strcmp(a, "--reader-detached") == 0) {
       opt.reader_detached = true;
+    } else if (strcmp(a, "--reader-null") == 0) {
+      opt.reader_null = true;
     } else if (strcmp(a, "--holds-pending") == 0) {
       NEED_VALUE();
       opt.holds_pending = parse_u64(a, v);
@@ -2168,6 +2175,9 @@ int main(int argc, char **argv) {
       printf("reader: paced to %.0f queries/s\n", opt.reader_rate);
     else
       printf("reader: queries without pause\n");
+    if (opt.reader_null)
+      printf("reader: null (--reader-null): the same loop without the queries, "
+             "spinning\n");
     if (opt.reader_windows_ms > 0)
       printf("reader, serving+paired rows: windows of %g ms, querying and "
              "asleep in turn; cost per pair = 1 - on / off ops per ns\n",

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Smoke test of ledger_bench: runs every workload tiny (--smoke) and checks
 # that it exits 0, printed the table header and a row per workload, confirmed
-# every keep ran exactly once and wrote its JSON; then the slices mode and the
-# serving+paired rows (--reader-windows), and that bad values are refused.
+# every keep ran exactly once and wrote its JSON; then the slices mode, the
+# serving+paired rows (--reader-windows), the null reader (--reader-null),
+# and that bad values are refused.
 # No timing is asserted.
 set -eu
 bench=$1
@@ -83,6 +84,22 @@ for pace in "" "--reader-rate 20000"; do
     echo "FAIL: paired JSON ($pace) lacks a serving+paired row with its pairs" >&2
     fail=1
   fi
+done
+# The control (--reader-null): the reader's loop without its queries, so the
+# ledger sees no read (0 segments, slots and lines per query), in windows too.
+nl=$tmp/null.txt
+if ! "$bench" --workload serving --threads 1 --seconds 0.05 --reader-windows 5 \
+    --reader-rate 20000 --reader-null >"$nl" 2>&1; then
+  echo "FAIL: ledger_bench --reader-null exited non-zero" >&2
+  cat "$nl" >&2
+  fail=1
+fi
+cat "$nl"
+for p in '^reader: null (--reader-null)' \
+    '^serving+reader  *1 .*ldg per query: 0.00 segs 0.00 slots 0.00 lines' \
+    '^serving+paired  *1 .*pairs: ldg -*[0-9.]*% \[.*\] [1-9][0-9]* mtx' \
+    '^all keeps ran exactly once'; do
+  grep -q -- "$p" "$nl" || { echo "FAIL: --reader-null output lacks $p" >&2; fail=1; }
 done
 # Bad windows are refused (exit 2) with a message naming the option.
 for bad in "--reader-windows 0" "--reader-windows -5" "--reader-windows abc" \
