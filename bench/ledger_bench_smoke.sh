@@ -61,24 +61,30 @@ if "$bench" --workload slices --slice-ms 0 >/dev/null 2>&1; then
   fail=1
 fi
 # The reader in windows (--reader-windows): the serving+paired rows, once
-# unpaced and once paced, each with at least one pair per design, their JSON
-# fields, and every keep ran exactly once. Timing is not asserted.
+# unpaced at 1 and 2 threads and once paced at 2, each with at least one
+# pair per design, their JSON fields, and every keep ran exactly once.
+# Timing is not asserted.
 for pace in "" "--reader-rate 20000"; do
   pr=$tmp/paired.txt
+  thr=1,2
+  [ -n "$pace" ] && thr=2
   # shellcheck disable=SC2086 # pace: words
-  if ! "$bench" --workload serving --threads 1,2 --seconds 0.05 --reader-windows 5 \
+  if ! "$bench" --workload serving --threads $thr --seconds 0.05 --reader-windows 5 \
       $pace --json "$tmp/paired.json" >"$pr" 2>&1; then
     echo "FAIL: ledger_bench --reader-windows 5 $pace exited non-zero" >&2
     cat "$pr" >&2
     fail=1
   fi
   cat "$pr"
-  for p in '^reader, serving+paired rows: windows of 5 ms' '^serving+reader  *1 ' \
-      '^serving+paired  *1 .*paired cost, median \[IQR\] pairs: ldg -*[0-9.]*% \[-*[0-9.]*, -*[0-9.]*\] [1-9][0-9]* mtx -*[0-9.]*% \[-*[0-9.]*, -*[0-9.]*\] [1-9][0-9]*; on-window Mq/s ldg [0-9.]* mtx [0-9.]*; unpaired ldg -*[0-9.]*% mtx -*[0-9.]*%$' \
-      '^serving+paired  *2 .*pairs: ldg -*[0-9.]*% \[.*\] [1-9][0-9]* mtx -*[0-9.]*% \[.*\] [1-9][0-9]*;' \
+  for p in '^reader, serving+paired rows: windows of 5 ms' '^serving+reader  *2 ' \
+      '^serving+paired  *2 .*paired cost, median \[IQR\] pairs: ldg -*[0-9.]*% \[-*[0-9.]*, -*[0-9.]*\] [1-9][0-9]* mtx -*[0-9.]*% \[-*[0-9.]*, -*[0-9.]*\] [1-9][0-9]*; on-window Mq/s ldg [0-9.]* mtx [0-9.]*; unpaired ldg -*[0-9.]*% mtx -*[0-9.]*%$' \
       '^all keeps ran exactly once'; do
     grep -q -- "$p" "$pr" || { echo "FAIL: paired output ($pace) lacks $p" >&2; fail=1; }
   done
+  if [ -z "$pace" ] && ! grep -q '^serving+paired  *1 .*pairs: ldg -*[0-9.]*% \[.*\] [1-9][0-9]* mtx -*[0-9.]*% \[.*\] [1-9][0-9]*;' "$pr"; then
+    echo "FAIL: paired output lacks the 1-thread row with its pairs" >&2
+    fail=1
+  fi
   if ! grep -q '"workload": "serving+paired", "impl": "mutex", "threads": 2.*"pairs": [1-9][0-9]*, "paired_cost_median": .*"on_window_qps": [1-9][0-9.]*, "unpaired_cost": .*"pair_costs": \[-*[0-9]' \
       "$tmp/paired.json"; then
     echo "FAIL: paired JSON ($pace) lacks a serving+paired row with its pairs" >&2
