@@ -70,29 +70,7 @@
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
 #include "tests/torture/destroy_race.h"
-
-enum { MAX_KEEPS = 1 << 18 };
-
-/* Times each keep ran, and the seq each accepted enqueue got, by id. */
-static _Atomic uint32_t ran[MAX_KEEPS];
-static _Atomic uint64_t seq_of[MAX_KEEPS];
-
-static void count_keep(void *ctx) {
-  atomic_fetch_add_explicit(&ran[(uintptr_t)ctx], 1, memory_order_relaxed);
-}
-
-static ldg_keep keep_of(uint32_t id) {
-  return (ldg_keep){count_keep, (void *)(uintptr_t)id};
-}
-
-static void reset(uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) {
-    atomic_store(&ran[i], 0);
-    atomic_store(&seq_of[i], 0);
-  }
-}
-
-static uint32_t ran_of(uint32_t id) { return atomic_load(&ran[id]); }
+#include "tests/torture/keep_count.h"
 
 /* Enqueues keep id on s, records its seq. */
 static int enq(ldg_stream *s, uint32_t id) {
