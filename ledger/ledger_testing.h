@@ -103,6 +103,10 @@ enum ldg__hook_point {
   LDG__HOOK_REVOKE_PENDING,       /* a revoker set s->owner to PENDING (or
                                      found it so) and ran membarrier, before
                                      it reads otail and installs tail */
+  LDG__HOOK_REVOKE_READ,          /* a revoker read otail (its T) and
+                                     checked T + 1 against tail_end, before
+                                     it agrees the base (s->obase) and
+                                     installs tail: tail still 0 */
 };
 
 struct ldg_stream;

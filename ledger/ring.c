@@ -409,7 +409,9 @@
  *   seq handed out twice and every accepted entry released once; mutants
  *   BUG_OWN_NO_MEMBARRIER, _NO_R1, _NO_R2, _CONTESTED_UNDECIDED,
  *   _DESTROY_NO_BARRIER, _EXTEND_TO_SHARED fail. Tests:
- *   tests/torture/owned_test.c.
+ *   tests/torture/owned_test.c (installer-asked: a release asks about the
+ *   installer's seq B while tail is 0, the installer parked between its
+ *   read of otail and its install, LDG__HOOK_REVOKE_READ).
  *
  * RESERVING ON A SHARED STREAM: FETCH_ADD INSIDE A RESERVE
  *   The CAS loop costs a failed CAS per op and more under contention (issue
@@ -899,6 +901,7 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
     int rc = ldg__ring_extend_outside(s, end);
     if (rc != LDG_OK) return rc;
   }
+  LDG__HOOK(LDG__HOOK_REVOKE_READ, s);
   /* The base, agreed before anyone installs it (OWNED STREAMS,
    * "Publication"): the first helper's T + 1, valid for every helper (its
    * T was read after a barrier that follows the PENDING CAS, so it covers
