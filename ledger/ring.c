@@ -392,12 +392,22 @@
  *   owner seq (above): the seq_cst read of tail covers them. The installer's
  *   seq is a seq_cst CAS of tail followed by a seq_cst load of destroyed:
  *   DESTROY's own argument.
+ *   ldg_ledger_destroy destroys its streams in batches of up to
+ *   LDG__DESTROY_BATCH (ldg__destroy_batch, release.c): the CAS of
+ *   destroyed on each, then one heavy barrier if any needs it, then each
+ *   one's read of the tail and release. Each stream sees its own CAS, a
+ *   barrier, its own read, in that order, as ldg__mark_destroyed gives it:
+ *   membarrier orders every running thread's accesses against this
+ *   thread's, not against one stream's, so the argument above (and the
+ *   models' destroyer) holds for each stream of the batch unchanged; the
+ *   other streams' steps between them are on other words.
  *   Cost (bench/RESULTS.md, "Issue 11, eighth session", and "(pub9)"):
  *   the single-issuer reservation plus two loads of owner (on the
  *   enqueuers' line) and one TLS load, and (pub9) the one-publisher
  *   publication; no locked instruction in either. ldg_enqueue and ldg_add_wait may call
  *   membarrier once per stream (the revocation), the destroy of an owned
- *   stream once (ledger.h, table note (k)).
+ *   stream once, ldg_ledger_destroy once per batch (ledger.h, table note
+ *   (k)).
  *   ThreadSanitizer does not see membarrier (as for single-issuer
  *   streams): nothing plain is ordered by it alone. The owner writes its
  *   slot's payload only once its seq is decided (R2, or s->contest), the

@@ -39,6 +39,9 @@
  *                    before R2; a release (tail 0) asks about that seq;
  *                    the installer, let go, wins it and takes its entry
  *                    back (it reads the ask); the owner loses it.
+ *   ledger-destroy   ldg_ledger_destroy with 64 owned streams and 64
+ *                    unclaimed ones: one heavy barrier (membarrier) for
+ *                    all, every keep once.
  *   many-revokers    several threads revoke at once (parked together after
  *                    their membarrier, then let go), with the owner
  *                    enqueuing; then all enqueue freely.
@@ -738,6 +741,47 @@ static void test_many_revokers(void) {
   printf("ok - %s (%d revokers at once)\n", g_case, REVOKERS);
 }
 
+/* ---- ledger-destroy ------------------------------------------------------ */
+
+/* ldg_ledger_destroy of a ledger with LD_OWNED streams this thread owns
+ * (it enqueued one keep on each) and as many nobody enqueued on: the owned
+ * ones need the heavy side of the destroy handshake (ring.c, OWNED
+ * STREAMS, "Destroy"), and one barrier serves them all (own8 made one per
+ * stream); the unclaimed ones need none. Every keep once, every stream
+ * destroyed. */
+enum { LD_OWNED = 64 };
+
+static void test_ledger_destroy(void) {
+  g_case = "ledger-destroy";
+  reset(2 * LD_OWNED + 2);
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s[2 * LD_OWNED];
+  for (uint32_t i = 0; i < 2 * LD_OWNED; i++) {
+    CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s[i]), LDG_OK);
+    if (i < LD_OWNED) {
+      CHECK_RC(enq(s[i], i + 1), LDG_OK);
+      CHECK_EQ_U(ldg__ring_owner_state(s[i]), 16);
+    }
+  }
+  uint64_t before = ldg__testing_asym_heavy_calls();
+  ldg_ledger_destroy(l);
+  uint64_t calls = ldg__testing_asym_heavy_calls() - before;
+  for (uint32_t i = 0; i < 2 * LD_OWNED; i++) {
+    if (i < LD_OWNED) CHECK_EQ_U(ran_of(i + 1), 1);
+    CHECK_EQ_U(ldg__ring_owner_state(s[i]), i < LD_OWNED ? 16 : 2);
+    CHECK_RC(enq(s[i], 2 * LD_OWNED + 1), LDG_EDESTROYED);
+    ldg_stream_unref(s[i]);
+  }
+  CHECK_EQ_U(ran_of(2 * LD_OWNED + 1), 0);
+  if (calls != 1)
+    FAIL("ldg_ledger_destroy of %d owned streams (and %d unclaimed) made %llu "
+         "heavy barriers (membarrier), not 1",
+         LD_OWNED, LD_OWNED, (unsigned long long)calls);
+  printf("ok - %s (%d owned streams: %llu membarrier)\n", g_case, LD_OWNED,
+         (unsigned long long)calls);
+}
+
 /* ---- thread-exit --------------------------------------------------------- */
 
 static void test_thread_exit(void) {
@@ -845,5 +889,6 @@ int main(void) {
   test_extend_revoked();
   test_installer_asked();
   test_many_revokers();
+  test_ledger_destroy();
   return 0;
 }
