@@ -608,6 +608,14 @@ void ldg__finalize(ldg_stream *s);
  * Returns false if it was destroyed already. */
 bool ldg__destroy(ldg_stream *s);
 
+/* Destroys each of ss[0 .. n) not destroyed yet, as ldg__destroy, with one
+ * heavy barrier for all of them (ring.c, OWNED STREAMS, "Destroy"): for
+ * ldg_ledger_destroy, which holds a reference to each. n <=
+ * LDG__DESTROY_BATCH. */
+#define LDG__DESTROY_BATCH 256
+_Static_assert(LDG__DESTROY_BATCH == 256, "ledger.h, note (k), says 256");
+void ldg__destroy_batch(ldg_stream *const *ss, size_t n);
+
 /* ---- summary.c: the queries' walk and the segments' summaries --------------------- */
 
 /* What a query looks for: an operation naming vector id, or one whose host

@@ -105,8 +105,9 @@
  *       first call to record on a default stream from a thread other than
  *       the one that recorded on it until then: ledger/ring.c, OWNED
  *       STREAMS); a destroy (ldg_stream_destroy, the last unref, a fired
- *       wait's, ldg_ledger_destroy) of a stream that is owned or
- *       single-issuer. membarrier waits until every other running thread of
+ *       wait's) of a stream that is owned or single-issuer;
+ *       ldg_ledger_destroy, one for up to 256 such streams (it destroys
+ *       its streams in batches, one call for a batch). membarrier waits until every other running thread of
  *       the process has executed a memory barrier (an interrupt each); it
  *       never waits for another thread to make progress in its own code,
  *       and a thread stalled anywhere (in the ledger or not) does not delay

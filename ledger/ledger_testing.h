@@ -50,11 +50,14 @@ enum ldg__hook_point {
                                      stream not yet marked destroyed */
   LDG__HOOK_REGISTRY_LOCKED,      /* (lock) holding the registry mutex: in
                                      ldg_stream_create (s: the new stream),
-                                     ldg_ledger_destroy's walk (s: NULL) and
-                                     the unlink drain (s: the stream being
+                                     ldg_ledger_destroy before its walk
+                                     takes references (s: NULL) and the
+                                     unlink drain (s: the stream being
                                      unlinked) */
-  LDG__HOOK_LEDGER_DESTROY_PICK,  /* ldg_ledger_destroy found s at the head
-                                     of the registry, mutex released */
+  LDG__HOOK_LEDGER_DESTROY_PICK,  /* ldg_ledger_destroy's walk found s
+                                     (taken for its batch, or being
+                                     finalised: the first such), mutex
+                                     released; s only as a value */
   LDG__HOOK_SPARE_READY,          /* a release claimed s's spare and got a
                                      segment (popped or allocated), not yet
                                      parked */
@@ -103,6 +106,10 @@ enum ldg__hook_point {
   LDG__HOOK_REVOKE_PENDING,       /* a revoker set s->owner to PENDING (or
                                      found it so) and ran membarrier, before
                                      it reads otail and installs tail */
+  LDG__HOOK_REVOKE_READ,          /* a revoker read otail (its T) and
+                                     checked T + 1 against tail_end, before
+                                     it agrees the base (s->obase) and
+                                     installs tail: tail still 0 */
 };
 
 struct ldg_stream;
@@ -121,6 +128,11 @@ bool ldg__summary_lower_upto(struct ldg_stream *s, uint32_t to);
 /* The seq s->asked names, 0 if none (ring.c, PUBLICATION ON A STREAM WITH
  * ONE PUBLISHER); for tests, at a quiet moment. */
 uint64_t ldg__testing_asked(struct ldg_stream *s);
+
+/* Calls of ldg__asym_heavy (rcu.h: the heavy side of the asymmetric
+ * fences, membarrier where it is in use) in this process so far; 0 in a
+ * build without hooks. */
+uint64_t ldg__testing_asym_heavy_calls(void);
 
 /* ---- Inspection (every build) ---------------------------------------------
  * Segments in l's pool of size class cls (8 << cls slots), and how many

@@ -13,9 +13,12 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "ledger/ledger_testing.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define LDG__TSAN 1
@@ -170,7 +173,26 @@ void ldg__asym_init(void) {
 
 void ldg__asym_fence(void) { atomic_thread_fence(memory_order_seq_cst); }
 
+/* Calls of ldg__asym_heavy, for tests (ledger_testing.h): counted only in
+ * //ledger:ledger_hooks. */
+#ifdef LDG_TEST_HOOKS
+static _Atomic uint64_t ldg__asym_heavy_calls;
+#endif
+
+uint64_t ldg__testing_asym_heavy_calls(void) {
+#ifdef LDG_TEST_HOOKS
+  /* Relaxed: a count, read at a quiet moment. */
+  return atomic_load_explicit(&ldg__asym_heavy_calls, memory_order_relaxed);
+#else
+  return 0;
+#endif
+}
+
 void ldg__asym_heavy(void) {
+#ifdef LDG_TEST_HOOKS
+  /* Relaxed: a count (above). */
+  atomic_fetch_add_explicit(&ldg__asym_heavy_calls, 1, memory_order_relaxed);
+#endif
   /* The fences order this thread's own store before the call and its load
    * after it, for the compiler and for C11 (the system call is a full
    * barrier on this CPU as well). */

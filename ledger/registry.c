@@ -120,21 +120,36 @@ void ldg_ledger_destroy(ldg_ledger *l) {
     /* Waits: ledger destroy is a rare path (and may block). */
     pthread_mutex_lock(&l->reg_lock);
     ldg__registry_drain_locked(l); /* destroyed ones leave the list first */
-    ldg_stream *s = ldg__load_relaxed(&l->reg_head); /* under reg_lock */
-    /* A stream whose count reached 0 is being finalised by the thread that
-     * dropped it (a holder's ldg_stream_unref, which ledger.h allows now):
-     * never revive it. That thread unlinks it, or pushes it for us. */
-    bool held = s != NULL && ldg__stream_tryref(s);
     LDG__HOOK(LDG__HOOK_REGISTRY_LOCKED, NULL);
+    /* Up to LDG__DESTROY_BATCH streams from the head, destroyed together:
+     * one heavy barrier for all the owned and single-issuer ones among
+     * them (ldg__destroy_batch), not one each. A stream whose count
+     * reached 0 is being finalised by the thread that dropped it (a
+     * holder's ldg_stream_unref, which ledger.h allows now): never revive
+     * it. That thread unlinks it, or pushes it for us. */
+    ldg_stream *batch[LDG__DESTROY_BATCH];
+    size_t n = 0;
+    ldg_stream *head = ldg__load_relaxed(&l->reg_head); /* under reg_lock */
+    ldg_stream *busy = NULL; /* the first one being finalised */
+    for (ldg_stream *s = head; s != NULL && n < LDG__DESTROY_BATCH;
+         s = ldg__load_relaxed(&s->reg_next)) { /* under reg_lock */
+      if (ldg__stream_tryref(s))
+        batch[n++] = s;
+      else if (busy == NULL)
+        busy = s;
+    }
     ldg__registry_unlock(l);
-    if (s == NULL) break;
-    LDG__HOOK(LDG__HOOK_LEDGER_DESTROY_PICK, s); /* s only as a value */
-    if (!held) {
-      sched_yield(); /* not holding the mutex: let the finaliser run */
+    if (head == NULL) break;
+    /* Each only as a value. */
+    if (busy != NULL) LDG__HOOK(LDG__HOOK_LEDGER_DESTROY_PICK, busy);
+    for (size_t i = 0; i < n; i++)
+      LDG__HOOK(LDG__HOOK_LEDGER_DESTROY_PICK, batch[i]);
+    if (n == 0) {
+      sched_yield(); /* not holding the mutex: let the finalisers run */
       continue;
     }
-    (void)ldg__destroy(s); /* its keeps run here */
-    ldg_stream_unref(s);
+    ldg__destroy_batch(batch, n); /* their keeps run here */
+    for (size_t i = 0; i < n; i++) ldg_stream_unref(batch[i]);
   }
   /* Let deferred frees (segments in the reclaimer's list or its batch in
    * progress, streams) run, then empty the pools; a stream unreferenced

@@ -417,18 +417,28 @@ static void ldg__run_keeps(const ldg_keep *keeps, size_t n) {
   }
 }
 
-/* Marks s destroyed and unlinks it. False if it was destroyed already. */
-static bool ldg__mark_destroyed(ldg_stream *s) {
+/* Marks s destroyed, the first step of the destroy handshake. False if it
+ * was destroyed already. Sets *heavy if the heavy barrier must follow,
+ * before the caller reads the tail (leaves it as it was if not). */
+static bool ldg__mark_destroyed_only(ldg_stream *s, bool *heavy) {
   bool expected = false;
   /* seq_cst: the destroy handshake (DESTROY above). */
   if (!ldg__cas_seq_cst(&s->destroyed, &expected, true)) return false;
   /* A single-issuer stream's enqueuer, and the owner of an owned stream,
    * order their reserving store before their load of destroyed with a
-   * compiler barrier only: this is the heavy side, between our CAS and the
+   * compiler barrier only: the heavy side goes between our CAS and the
    * caller's load of the tail (ring.c, SINGLE-ISSUER STREAMS, OWNED
    * STREAMS). flags: immutable. */
   if ((s->flags & LDG_STREAM_SINGLE_ISSUER) || ldg__ring_owner_may_reserve(s))
-    ldg__asym_heavy();
+    *heavy = true;
+  return true;
+}
+
+/* Marks s destroyed and unlinks it. False if it was destroyed already. */
+static bool ldg__mark_destroyed(ldg_stream *s) {
+  bool heavy = false;
+  if (!ldg__mark_destroyed_only(s, &heavy)) return false;
+  if (heavy) ldg__asym_heavy();
   ldg__registry_unlink(s);
   return true;
 }
@@ -571,4 +581,20 @@ bool ldg__destroy(ldg_stream *s) {
   if (!ldg__mark_destroyed(s)) return false;
   ldg__engine(s, ldg__tail_seq_cst(s), LDG__TOP_BORROWED);
   return true;
+}
+
+void ldg__destroy_batch(ldg_stream *const *ss, size_t n) {
+  bool marked[LDG__DESTROY_BATCH];
+  bool heavy = false;
+  for (size_t i = 0; i < n; i++)
+    marked[i] = ldg__mark_destroyed_only(ss[i], &heavy);
+  /* One barrier after every CAS of destroyed and before every read of a
+   * tail below: each stream's handshake in the order ldg__mark_destroyed
+   * gives it (ring.c, OWNED STREAMS, "Destroy"). */
+  if (heavy) ldg__asym_heavy();
+  for (size_t i = 0; i < n; i++) {
+    if (!marked[i]) continue;
+    ldg__registry_unlink(ss[i]);
+    ldg__engine(ss[i], ldg__tail_seq_cst(ss[i]), LDG__TOP_BORROWED);
+  }
 }

@@ -392,12 +392,22 @@
  *   owner seq (above): the seq_cst read of tail covers them. The installer's
  *   seq is a seq_cst CAS of tail followed by a seq_cst load of destroyed:
  *   DESTROY's own argument.
+ *   ldg_ledger_destroy destroys its streams in batches of up to
+ *   LDG__DESTROY_BATCH (ldg__destroy_batch, release.c): the CAS of
+ *   destroyed on each, then one heavy barrier if any needs it, then each
+ *   one's read of the tail and release. Each stream sees its own CAS, a
+ *   barrier, its own read, in that order, as ldg__mark_destroyed gives it:
+ *   membarrier orders every running thread's accesses against this
+ *   thread's, not against one stream's, so the argument above (and the
+ *   models' destroyer) holds for each stream of the batch unchanged; the
+ *   other streams' steps between them are on other words.
  *   Cost (bench/RESULTS.md, "Issue 11, eighth session", and "(pub9)"):
  *   the single-issuer reservation plus two loads of owner (on the
  *   enqueuers' line) and one TLS load, and (pub9) the one-publisher
  *   publication; no locked instruction in either. ldg_enqueue and ldg_add_wait may call
  *   membarrier once per stream (the revocation), the destroy of an owned
- *   stream once (ledger.h, table note (k)).
+ *   stream once, ldg_ledger_destroy once per batch (ledger.h, table note
+ *   (k)).
  *   ThreadSanitizer does not see membarrier (as for single-issuer
  *   streams): nothing plain is ordered by it alone. The owner writes its
  *   slot's payload only once its seq is decided (R2, or s->contest), the
@@ -409,7 +419,9 @@
  *   seq handed out twice and every accepted entry released once; mutants
  *   BUG_OWN_NO_MEMBARRIER, _NO_R1, _NO_R2, _CONTESTED_UNDECIDED,
  *   _DESTROY_NO_BARRIER, _EXTEND_TO_SHARED fail. Tests:
- *   tests/torture/owned_test.c.
+ *   tests/torture/owned_test.c (installer-asked: a release asks about the
+ *   installer's seq B while tail is 0, the installer parked between its
+ *   read of otail and its install, LDG__HOOK_REVOKE_READ).
  *
  * RESERVING ON A SHARED STREAM: FETCH_ADD INSIDE A RESERVE
  *   The CAS loop costs a failed CAS per op and more under contention (issue
@@ -899,6 +911,7 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
     int rc = ldg__ring_extend_outside(s, end);
     if (rc != LDG_OK) return rc;
   }
+  LDG__HOOK(LDG__HOOK_REVOKE_READ, s);
   /* The base, agreed before anyone installs it (OWNED STREAMS,
    * "Publication"): the first helper's T + 1, valid for every helper (its
    * T was read after a barrier that follows the PENDING CAS, so it covers

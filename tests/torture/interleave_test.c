@@ -928,7 +928,9 @@ static void lock_holders(void) {
     CHECK_RC(ldg_ledger_create(&l2), LDG_OK);
     struct battery bt;
     battery_make(&bt, l);
-    ldg_stream *h = mk(l2), *h2 = mk(l2); /* the walk refs h2 (the head) */
+    /* Parked before its walk takes a reference (ldg_ledger_destroy takes
+     * every stream of a batch, h among them). */
+    ldg_stream *h = mk(l2), *h2 = mk(l2);
     int h0 = enq(h);
     struct worker c, u;
     worker_start(&c, "ldg_ledger_destroy's walk", LDG__HOOK_REGISTRY_LOCKED,

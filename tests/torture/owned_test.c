@@ -33,6 +33,15 @@
  *                    inside the extension), the revoker parked before it
  *                    installs tail: the owner helps, and never takes the
  *                    shared path before tail is installed.
+ *   installer-asked  (pub9) the owner parked before its store, a revoker
+ *                    parked after reading otail and before installing
+ *                    tail; the owner stores the contested seq and parks
+ *                    before R2; a release (tail 0) asks about that seq;
+ *                    the installer, let go, wins it and takes its entry
+ *                    back (it reads the ask); the owner loses it.
+ *   ledger-destroy   ldg_ledger_destroy with 64 owned streams and 64
+ *                    unclaimed ones: one heavy barrier (membarrier) for
+ *                    all, every keep once.
  *   many-revokers    several threads revoke at once (parked together after
  *                    their membarrier, then let go), with the owner
  *                    enqueuing; then all enqueue freely.
@@ -70,29 +79,7 @@
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
 #include "tests/torture/destroy_race.h"
-
-enum { MAX_KEEPS = 1 << 18 };
-
-/* Times each keep ran, and the seq each accepted enqueue got, by id. */
-static _Atomic uint32_t ran[MAX_KEEPS];
-static _Atomic uint64_t seq_of[MAX_KEEPS];
-
-static void count_keep(void *ctx) {
-  atomic_fetch_add_explicit(&ran[(uintptr_t)ctx], 1, memory_order_relaxed);
-}
-
-static ldg_keep keep_of(uint32_t id) {
-  return (ldg_keep){count_keep, (void *)(uintptr_t)id};
-}
-
-static void reset(uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) {
-    atomic_store(&ran[i], 0);
-    atomic_store(&seq_of[i], 0);
-  }
-}
-
-static uint32_t ran_of(uint32_t id) { return atomic_load(&ran[id]); }
+#include "tests/torture/keep_count.h"
 
 /* Enqueues keep id on s, records its seq. */
 static int enq(ldg_stream *s, uint32_t id) {
@@ -133,9 +120,11 @@ static void check_once(uint32_t n, ldg_seq mark, bool dense) {
 
 /* One thread at a time parks at one point on one stream: the thread that
  * armed itself (park_me), so that other threads pass the same point. A
- * thread may also park at a point of its own (my_point, with the
- * semaphores my_sems): extend-revoked parks two threads at two points. */
-struct sems {
+ * thread may also park at points of its own, in turn (my_stops, my_left:
+ * each stop's point, with its semaphores): extend-revoked parks two
+ * threads at two points, installer-asked one of them at two. */
+struct stop {
+  int point;
   sem_t parked, go;
 };
 static struct {
@@ -144,17 +133,18 @@ static struct {
   sem_t parked, go;
 } pk;
 static _Thread_local bool park_me;
-static _Thread_local int my_point;
-static _Thread_local struct sems *my_sems;
+static _Thread_local struct stop *my_stops;
+static _Thread_local int my_left;
 
 static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
                       void *arg) {
   (void)arg;
   if (s != pk.target) return;
-  if (my_point != 0 && (int)point == my_point) {
-    my_point = 0;
-    sem_post(&my_sems->parked);
-    sem_wait_or_fail(&my_sems->go, "parked thread let go");
+  if (my_left > 0 && (int)point == my_stops->point) {
+    struct stop *at = my_stops++;
+    my_left--;
+    sem_post(&at->parked);
+    sem_wait_or_fail(&at->go, "parked thread let go");
     return;
   }
   if (!park_me || (int)point != atomic_load(&pk.point)) return;
@@ -177,22 +167,42 @@ static void park_done(void) {
   sem_destroy(&pk.go);
 }
 
+/* Threads park at stops of their own on s (a job's stops), no armed one. */
+static void stops_init(ldg_stream *s, struct stop *st, int n) {
+  for (int i = 0; i < n; i++) {
+    sem_init(&st[i].parked, 0, 0);
+    sem_init(&st[i].go, 0, 0);
+  }
+  pk.target = s;
+  atomic_store(&pk.point, -1);
+  CHECK(ldg__set_hook(park_hook, NULL));
+}
+
+static void stops_done(struct stop *st, int n) {
+  ldg__set_hook(NULL, NULL);
+  for (int i = 0; i < n; i++) {
+    sem_destroy(&st[i].parked);
+    sem_destroy(&st[i].go);
+  }
+}
+
 struct job {
   ldg_stream *s;
   uint32_t first, n; /* ids first .. first + n - 1 */
   int park_at;       /* the enqueue (from 0) that may park; -1: none */
   int rc;            /* the last enqueue's */
-  int own_point;     /* with own_sems: park there, on the park_at'th */
-  struct sems *own_sems;
+  int n_stops;       /* with stops: park at each, in turn, from the
+                        park_at'th enqueue on */
+  struct stop *stops;
 };
 
 static void *enqueuer(void *p) {
   struct job *j = p;
   for (uint32_t i = 0; i < j->n; i++) {
-    park_me = (int)i == j->park_at && j->own_sems == NULL;
-    if ((int)i == j->park_at && j->own_sems != NULL) {
-      my_point = j->own_point;
-      my_sems = j->own_sems;
+    park_me = (int)i == j->park_at && j->stops == NULL;
+    if ((int)i == j->park_at && j->stops != NULL) {
+      my_stops = j->stops;
+      my_left = j->n_stops;
     }
     j->rc = enq(j->s, j->first + i);
     if (j->rc == LDG_EDESTROYED) break;
@@ -578,41 +588,95 @@ static void test_extend_revoked(void) {
   reset(64);
   ldg_ledger *l;
   ldg_stream *s = new_stream(&l);
-  pk.target = s;
-  atomic_store(&pk.point, -1);
-  CHECK(ldg__set_hook(park_hook, NULL));
-  struct sems so, sr;
-  sem_init(&so.parked, 0, 0);
-  sem_init(&so.go, 0, 0);
-  sem_init(&sr.parked, 0, 0);
-  sem_init(&sr.go, 0, 0);
+  /* The owner's stop, the revoker's. */
+  struct stop st[2] = {{.point = LDG__HOOK_SEGMENT_ALLOCATED},
+                       {.point = LDG__HOOK_REVOKE_PENDING}};
+  stops_init(s, st, 2);
   /* Eight enqueues fill the first segment; the ninth extends. */
-  struct job own = {s, 1, 9, 8, 0, LDG__HOOK_SEGMENT_ALLOCATED, &so};
-  struct job rev = {s, 10, 1, 0, 0, LDG__HOOK_REVOKE_PENDING, &sr};
+  struct job own = {s, 1, 9, 8, 0, 1, &st[0]};
+  struct job rev = {s, 10, 1, 0, 0, 1, &st[1]};
   pthread_t to, tr;
   start(&to, &own);
-  sem_wait_or_fail(&so.parked, "owner parked in its extension");
+  sem_wait_or_fail(&st[0].parked, "owner parked in its extension");
   CHECK_EQ_U(ldg_mark(s), 8);
   start(&tr, &rev);
-  sem_wait_or_fail(&sr.parked, "revoker parked before its install");
+  sem_wait_or_fail(&st[1].parked, "revoker parked before its install");
   CHECK_EQ_U(ldg__ring_owner_state(s), 1);
-  sem_post(&so.go);
+  sem_post(&st[0].go);
   pthread_join(to, NULL);
   CHECK_RC(own.rc, LDG_OK);
   CHECK_EQ_U(atomic_load(&seq_of[9]), 9);
   CHECK_EQ_U(ldg__ring_owner_state(s), 2);
-  sem_post(&sr.go);
+  sem_post(&st[1].go);
   pthread_join(tr, NULL);
   CHECK_RC(rev.rc, LDG_OK);
   CHECK_EQ_U(atomic_load(&seq_of[10]), 10);
-  ldg__set_hook(NULL, NULL);
+  stops_done(st, 2);
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
   check_once(10, 10, true);
   end_stream(l, s);
-  sem_destroy(&so.parked);
-  sem_destroy(&so.go);
-  sem_destroy(&sr.parked);
-  sem_destroy(&sr.go);
+  printf("ok - %s\n", g_case);
+}
+
+/* ---- installer-asked (pub9) ---------------------------------------------- */
+
+/* A release asks about the installer's seq while tail is still 0. The
+ * owner (ids 1..5, seqs 1..5) is parked on its sixth enqueue after R1 and
+ * its check (OWNED_CHECKED); a revoker (keep 7) runs membarrier, reads
+ * otail = 5 and is parked before it installs tail (REVOKE_READ): its T + 1
+ * is 6. The owner, let go, stores otail = 6 (the store its T missed) and
+ * is parked again before R2 (OWNED_STORED). A release to the mark (6, read
+ * from otail: tail is 0) finds slot 6 EMPTY and asks about it (tail read
+ * 0), leaving the entry to its enqueuer. The revoker, let go, installs
+ * tail = 6, wins the contested seq 6 and publishes it both ways (BOTH): it
+ * reads the ask and takes its entry back, running keep 7 before
+ * ldg_enqueue returns. A CAS alone would leave the entry FULL behind the
+ * release, run by nobody (the model's BUG_PUB9_INSTALLER_CAS, mutant
+ * pub9-installer-cas). The owner, let go, loses 6 and reserves 7 on the
+ * shared path. */
+static void test_installer_asked(void) {
+  g_case = "installer-asked";
+  reset(64);
+  ldg_ledger *l;
+  ldg_stream *s = new_stream(&l);
+  /* The owner's two stops, the revoker's. */
+  struct stop st[3] = {{.point = LDG__HOOK_OWNED_CHECKED},
+                       {.point = LDG__HOOK_OWNED_STORED},
+                       {.point = LDG__HOOK_REVOKE_READ}};
+  stops_init(s, st, 3);
+  struct job own = {s, 1, 6, 5, 0, 2, &st[0]};
+  struct job rev = {s, 7, 1, 0, 0, 1, &st[2]};
+  pthread_t to, tr;
+  start(&to, &own);
+  sem_wait_or_fail(&st[0].parked, "owner parked before its store");
+  CHECK_EQ_U(ldg_mark(s), 5);
+  start(&tr, &rev);
+  sem_wait_or_fail(&st[2].parked, "revoker parked after reading otail");
+  CHECK_EQ_U(ldg__ring_owner_state(s), 1); /* PENDING */
+  sem_post(&st[0].go);
+  sem_wait_or_fail(&st[1].parked, "owner parked after its store");
+  CHECK_EQ_U(ldg_mark(s), 6); /* otail: tail not installed */
+  CHECK_RC(ldg_release(s, 6), LDG_OK);
+  for (uint32_t i = 1; i <= 5; i++) CHECK_EQ_U(ran_of(i), 1);
+  CHECK_EQ_U(ldg__testing_asked(s), 6); /* asked: the entry left to 6's */
+  sem_post(&st[2].go);
+  pthread_join(tr, NULL);
+  CHECK_RC(rev.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[7]), 6); /* the contested seq, won */
+  CHECK_EQ_U(ldg__ring_owner_state(s), 2);
+  if (ran_of(7) != 1 || ldg__testing_asked(s) != 0)
+    FAIL("the installer's seq 6, asked about by a release that read tail 0: "
+         "keep 7 ran %u times before its enqueue returned, s->asked %llu "
+         "(the ask not taken back: the entry lost)",
+         ran_of(7), (unsigned long long)ldg__testing_asked(s));
+  sem_post(&st[1].go);
+  pthread_join(to, NULL);
+  CHECK_RC(own.rc, LDG_OK);
+  CHECK_EQ_U(atomic_load(&seq_of[6]), 7); /* lost 6: the shared path */
+  stops_done(st, 3);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  check_once(7, 7, true);
+  end_stream(l, s);
   printf("ok - %s\n", g_case);
 }
 
@@ -675,6 +739,47 @@ static void test_many_revokers(void) {
   check_once(first + per - 6, ldg_mark(s), true);
   end_stream(l, s);
   printf("ok - %s (%d revokers at once)\n", g_case, REVOKERS);
+}
+
+/* ---- ledger-destroy ------------------------------------------------------ */
+
+/* ldg_ledger_destroy of a ledger with LD_OWNED streams this thread owns
+ * (it enqueued one keep on each) and as many nobody enqueued on: the owned
+ * ones need the heavy side of the destroy handshake (ring.c, OWNED
+ * STREAMS, "Destroy"), and one barrier serves them all (own8 made one per
+ * stream); the unclaimed ones need none. Every keep once, every stream
+ * destroyed. */
+enum { LD_OWNED = 64 };
+
+static void test_ledger_destroy(void) {
+  g_case = "ledger-destroy";
+  reset(2 * LD_OWNED + 2);
+  ldg_ledger *l;
+  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
+  ldg_stream *s[2 * LD_OWNED];
+  for (uint32_t i = 0; i < 2 * LD_OWNED; i++) {
+    CHECK_RC(ldg_stream_create(l, 0, 0, NULL, NULL, &s[i]), LDG_OK);
+    if (i < LD_OWNED) {
+      CHECK_RC(enq(s[i], i + 1), LDG_OK);
+      CHECK_EQ_U(ldg__ring_owner_state(s[i]), 16);
+    }
+  }
+  uint64_t before = ldg__testing_asym_heavy_calls();
+  ldg_ledger_destroy(l);
+  uint64_t calls = ldg__testing_asym_heavy_calls() - before;
+  for (uint32_t i = 0; i < 2 * LD_OWNED; i++) {
+    if (i < LD_OWNED) CHECK_EQ_U(ran_of(i + 1), 1);
+    CHECK_EQ_U(ldg__ring_owner_state(s[i]), i < LD_OWNED ? 16 : 2);
+    CHECK_RC(enq(s[i], 2 * LD_OWNED + 1), LDG_EDESTROYED);
+    ldg_stream_unref(s[i]);
+  }
+  CHECK_EQ_U(ran_of(2 * LD_OWNED + 1), 0);
+  if (calls != 1)
+    FAIL("ldg_ledger_destroy of %d owned streams (and %d unclaimed) made %llu "
+         "heavy barriers (membarrier), not 1",
+         LD_OWNED, LD_OWNED, (unsigned long long)calls);
+  printf("ok - %s (%d owned streams: %llu membarrier)\n", g_case, LD_OWNED,
+         (unsigned long long)calls);
 }
 
 /* ---- thread-exit --------------------------------------------------------- */
@@ -782,6 +887,8 @@ int main(void) {
   test_owner_stalled();
   test_destroy_parked();
   test_extend_revoked();
+  test_installer_asked();
   test_many_revokers();
+  test_ledger_destroy();
   return 0;
 }

@@ -50,27 +50,9 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
+#include "tests/torture/keep_count.h"
 
-enum { MAX_KEEPS = 1 << 18, MAX_THREADS = 64 };
-
-/* Times each keep ran, and the seq its enqueue got, by id. */
-static _Atomic uint32_t ran[MAX_KEEPS];
-static uint64_t seq_of[MAX_KEEPS];
-
-static void count_keep(void *ctx) {
-  atomic_fetch_add_explicit(&ran[(uintptr_t)ctx], 1, memory_order_relaxed);
-}
-
-static ldg_keep keep_of(uint32_t id) {
-  return (ldg_keep){count_keep, (void *)(uintptr_t)id};
-}
-
-static void reset(uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) {
-    atomic_store(&ran[i], 0);
-    seq_of[i] = 0;
-  }
-}
+enum { MAX_THREADS = 64 };
 
 /* Keeps 0..n-1 were each enqueued once, got the seqs 1..n between them (so
  * the seqs are dense), and each ran exactly once. */
@@ -78,13 +60,13 @@ static void check_dense(uint32_t n) {
   uint8_t *seen = calloc(n + 1, 1);
   CHECK(seen != NULL);
   for (uint32_t i = 0; i < n; i++) {
-    if (seq_of[i] < 1 || seq_of[i] > n)
-      FAIL("keep %u got seq %llu, outside 1..%u", i,
-           (unsigned long long)seq_of[i], n);
-    if (seen[seq_of[i]]++) FAIL("seq %llu handed out twice", (unsigned long long)seq_of[i]);
-    if (atomic_load(&ran[i]) != 1)
-      FAIL("keep %u (seq %llu) ran %u times", i, (unsigned long long)seq_of[i],
-           atomic_load(&ran[i]));
+    uint64_t q = atomic_load(&seq_of[i]);
+    if (q < 1 || q > n)
+      FAIL("keep %u got seq %llu, outside 1..%u", i, (unsigned long long)q, n);
+    if (seen[q]++) FAIL("seq %llu handed out twice", (unsigned long long)q);
+    if (ran_of(i) != 1)
+      FAIL("keep %u (seq %llu) ran %u times", i, (unsigned long long)q,
+           ran_of(i));
   }
   free(seen);
 }
@@ -92,7 +74,7 @@ static void check_dense(uint32_t n) {
 static void enq(ldg_stream *s, uint32_t id) {
   ldg_seq seq = 0;
   CHECK_RC(ldg_enqueue(s, keep_of(id), NULL, 0, NULL, 0, &seq), LDG_OK);
-  seq_of[id] = seq;
+  atomic_store(&seq_of[id], seq);
 }
 
 /* ---- reserve-parked --------------------------------------------------------- */
@@ -197,13 +179,13 @@ static void test_reserve_parked(void) {
   /* The CAS path takes t0 + 1, the last seq below the reserve, without
    * growing the ring ... */
   enq(s, id++);
-  CHECK_EQ_U(seq_of[id - 1], t0 + 1);
+  CHECK_EQ_U(atomic_load(&seq_of[id - 1]), t0 + 1);
   CHECK_EQ_U(ldg__ring_tail_end(s), end);
   /* ... and the next seq only after growing it, itself, with the early
    * extender still parked: the R seqs below end are left to the R pending
    * adds. */
   enq(s, id++);
-  CHECK_EQ_U(seq_of[id - 1], t0 + 2);
+  CHECK_EQ_U(atomic_load(&seq_of[id - 1]), t0 + 2);
   if (ldg__ring_tail_end(s) <= end)
     FAIL("the CAS path took seq %llu of the reserve (tail_end %llu) with %u "
          "fetch_adds pending",
@@ -216,7 +198,7 @@ static void test_reserve_parked(void) {
   for (uint32_t i = 0; i < r; i++) {
     pthread_join(th[i], NULL);
     CHECK(args[i].had_ticket);
-    CHECK(seq_of[args[i].id] > t0 + 2);
+    CHECK(atomic_load(&seq_of[args[i].id]) > t0 + 2);
   }
   /* The early extender, resumed, finds the ring grown past its segment:
    * it links nothing (nothing starts past the mark), and the extension at
@@ -226,7 +208,7 @@ static void test_reserve_parked(void) {
   sem_post(&pk.grow_go);
   pthread_join(ext_th, NULL);
   CHECK(!ext.had_ticket);
-  CHECK_EQ_U(seq_of[ext.id], grow);
+  CHECK_EQ_U(atomic_load(&seq_of[ext.id]), grow);
   CHECK_EQ_U(ldg__ring_segments_ahead(s), 0);
   CHECK_EQ_U(ldg__ring_tail_end(s), end2);
   CHECK_EQ_U(ldg__ring_grow_at(s), grow2);

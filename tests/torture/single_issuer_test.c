@@ -40,32 +40,8 @@
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
 #include "tests/torture/destroy_race.h"
-
-enum { MAX_KEEPS = 1 << 20 };
-
-/* Times each keep ran, by id. */
-static _Atomic uint32_t ran[MAX_KEEPS];
-
-/* Who ran each keep (the thread's tag, see tag_self), for the first MAX_BY. */
-enum { MAX_BY = 64 };
-static _Atomic int ran_by[MAX_BY];
-static _Thread_local int my_tag;
-
-static void count_keep(void *ctx) {
-  uintptr_t id = (uintptr_t)ctx;
-  atomic_fetch_add_explicit(&ran[id], 1, memory_order_relaxed);
-  if (id < MAX_BY) atomic_store(&ran_by[id], my_tag);
-}
-
-static ldg_keep keep_of(uint32_t id) {
-  return (ldg_keep){count_keep, (void *)(uintptr_t)id};
-}
-
-static void reset_ran(uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) atomic_store(&ran[i], 0);
-}
-
-static uint32_t ran_of(uint32_t id) { return atomic_load(&ran[id]); }
+#define MAX_KEEPS (1 << 20)
+#include "tests/torture/keep_count.h"
 
 static const unsigned SI = LDG_STREAM_SINGLE_ISSUER;
 
@@ -73,7 +49,7 @@ static const unsigned SI = LDG_STREAM_SINGLE_ISSUER;
 
 static void test_basics(void) {
   g_case = "basics";
-  reset_ran(64);
+  reset(64);
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
   ldg_stream *s, *a;
@@ -155,7 +131,7 @@ static void test_handoff(void) {
   g_case = "handoff";
   ho.per_thread = SANITIZED ? 2000 : 20000;
   uint32_t n = HANDOFF_THREADS * ho.per_thread;
-  reset_ran(n + 1);
+  reset(n + 1);
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
   CHECK_RC(ldg_stream_create(l, 0, SI, NULL, NULL, &ho.s), LDG_OK);
@@ -214,7 +190,7 @@ static void *enqueue_one(void *p) {
 
 static void test_destroy_parked(void) {
   g_case = "destroy-parked";
-  reset_ran(8);
+  reset(8);
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
   ldg_stream *s;
@@ -264,7 +240,7 @@ static void dr_check(int round, uint32_t accepted, uint32_t refused_id) {
 
 static void test_destroy_race(void) {
   const struct destroy_race cfg = {"destroy-race", SI, SANITIZED ? 40 : 300,
-                                   MAX_KEEPS,      dr_enqueue, reset_ran,
+                                   MAX_KEEPS,      dr_enqueue, reset,
                                    dr_check};
   destroy_race_run(&cfg);
 }
@@ -356,7 +332,7 @@ static void ot_join(struct ot_call *c, pthread_t th, const char *what) {
   } while (0)
 
 static ldg_ledger *ot_setup(ldg_stream **s, uint32_t n_keeps) {
-  reset_ran(n_keeps + 1);
+  reset(n_keeps + 1);
   for (int i = 0; i < MAX_BY; i++) atomic_store(&ran_by[i], 0);
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
@@ -561,7 +537,7 @@ static void *ra_releaser(void *arg) {
 static void test_race_asks(void) {
   g_case = "race-asks";
   uint32_t n = SANITIZED ? 20000 : 200000;
-  reset_ran(n + 1);
+  reset(n + 1);
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
   CHECK_RC(ldg_stream_create(l, 0, SI, NULL, NULL, &ra.s), LDG_OK);
