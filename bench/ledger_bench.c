@@ -1962,6 +1962,14 @@ static void parse_args(int argc, char **argv) {
       exit(2);
     }
   }
+#ifndef BENCH_EVIDENCE
+  if (opt.workload != NULL && want("slices") &&
+      (opt.smoke || opt.ops != 0 || !(opt.seconds > 0))) {
+    fprintf(stderr, "ledger_bench: --workload slices runs for --seconds (> 0): "
+                    "not with --ops or --smoke\n");
+    exit(2);
+  }
+#endif
   if (opt.smoke) {
     opt.ops = 2000;
     opt.backlog = 10000;

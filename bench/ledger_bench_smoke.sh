@@ -56,10 +56,13 @@ if [ "$(grep -vc '^#' "$tmp/slices_each.txt")" -lt 1 ]; then
   echo "FAIL: --slices-out wrote no slice" >&2
   fail=1
 fi
-if "$bench" --workload slices --slice-ms 0 >/dev/null 2>&1; then
-  echo "FAIL: --slice-ms 0 accepted" >&2
-  fail=1
-fi
+for bad in "--slice-ms 0" "--ops 1000" "--smoke" "--seconds 0"; do
+  # shellcheck disable=SC2086 # each is two words or one on purpose
+  if "$bench" --workload slices $bad >/dev/null 2>&1; then
+    echo "FAIL: --workload slices $bad accepted" >&2
+    fail=1
+  fi
+done
 # The reader in windows (--reader-windows): the serving+paired rows, once
 # unpaced at 1 and 2 threads and once paced at 2, each with at least one
 # pair per design, their JSON fields, and every keep ran exactly once.
