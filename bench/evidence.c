@@ -102,6 +102,7 @@ enum {
   C_RESERVE_FAST,  /* reservations by fetch_add (LDG__HOOK_RESERVE_CHECKED) */
   C_EXT_LINKED,    /* segments linked (LDG__HOOK_EXTEND_LINKED) */
   C_GROW_CLAIMED,  /* early growths claimed (LDG__HOOK_GROW_CLAIMED) */
+  C_HOT_REUSED,    /* segments kept by their owner (LDG__HOOK_HOT_REUSED) */
   C_N
 };
 static _Atomic uint64_t ev_count[C_N];
@@ -214,6 +215,9 @@ static void ev_hook(enum ldg__hook_point point, struct ldg_stream *s, void *arg)
       return;
     case LDG__HOOK_GROW_CLAIMED:
       count(C_GROW_CLAIMED);
+      return;
+    case LDG__HOOK_HOT_REUSED:
+      count(C_HOT_REUSED);
       return;
     default:
       return;
@@ -650,7 +654,7 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
   printf("  evidence %s: %" PRIu64 " ops in %.3f s\n", label, enqueues, seconds);
   printf("    segments: %" PRIu64 " extensions (1 per %.0f ops): %" PRIu64
          " fresh (aligned_alloc), %" PRIu64 " from the pool, %" PRIu64
-         " prepared spares; %" PRIu64 " allocated by workers outside extensions"
+         " spares (prepared, or kept hot); %" PRIu64 " allocated by workers outside extensions"
          " (spares); %" PRIu64 " head advances (retirements, each a call_rcu)\n",
          ext, ext ? e / (double)ext : 0.0, fresh, pooled, ext - fresh - pooled,
          delta(C_ALLOC_WORKER) - fresh, delta(C_HEAD_ADV));
@@ -677,6 +681,14 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
          " early growths claimed; %.2f extensions per retirement\n",
          delta(C_EXT_LINKED), ext - delta(C_EXT_LINKED), delta(C_GROW_CLAIMED),
          delta(C_HEAD_ADV) ? (double)ext / (double)delta(C_HEAD_ADV) : 0.0);
+  /* Segments their owner unlinked and kept as the spare at once, without
+   * the reclaimer (ledger/segment.c, HOT REUSE ON OWNED STREAMS). */
+  printf("    hot reuse: %" PRIu64 " segments kept by their owner at once "
+         "(%.1f %% of head advances; the rest went to the reclaimer)\n",
+         delta(C_HOT_REUSED),
+         delta(C_HEAD_ADV) ? 100.0 * (double)delta(C_HOT_REUSED) /
+                                 (double)delta(C_HEAD_ADV)
+                           : 0.0);
   printf("    page faults (process): minor %ld (%.3f per 1000 ops, %.1f per fresh "
          "segment), major %ld; context switches: voluntary %ld, involuntary %ld\n",
          minflt, 1000.0 * (double)minflt / e,

@@ -24,7 +24,8 @@ for w in private shared; do
   }
   check '^evidence: hooks installed' "the hook installation line"
   check "^  evidence $w/ledger/2: " "the 2-thread evidence block"
-  check '^    segments: [0-9]* extensions .* fresh .* from the pool, [0-9]* prepared spares' "the extension counts"
+  check '^    segments: [0-9]* extensions .* fresh .* from the pool, [0-9]* spares (prepared, or kept hot)' "the extension counts"
+  check '^    hot reuse: [0-9]* segments kept by their owner' "the hot reuse count"
   check '^    syscalls by liburcu' "the syscall counts"
   check '^    threads (schedstat over the timed phase): 2 workers on CPU' "the workers' CPU time"
   check "^    workers' ns per op: on CPU [0-9]" "the workers' own ns per op"

@@ -32,6 +32,8 @@
   atomic_fetch_sub_explicit((p), (v), memory_order_relaxed)
 #define ldg__fetch_sub_acq_rel(p, v) \
   atomic_fetch_sub_explicit((p), (v), memory_order_acq_rel)
+#define ldg__fetch_sub_release(p, v) \
+  atomic_fetch_sub_explicit((p), (v), memory_order_release)
 
 #define ldg__fetch_add_release(p, v) \
   atomic_fetch_add_explicit((p), (v), memory_order_release)

@@ -277,6 +277,14 @@ struct ldg_stream {
 
   /* References: waits, snapshots and callers take them. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
+  /* Read-side sections of threads other than the owner that may be using
+   * the ring's segments now (segment.c, HOT REUSE ON OWNED STREAMS:
+   * ldg__visit_begin). The owner's retirement reads it once per segment;
+   * its enqueues never touch this line, nor the read-mostly one. */
+  _Atomic uint64_t visitors;
+  /* Segments the owner reused at once, without a grace period (same
+   * section): written by the owner alone, read by tests. */
+  _Atomic uint64_t hot_reused;
 };
 
 _Static_assert(offsetof(struct ldg_stream, released) ==
@@ -423,6 +431,36 @@ enum {
 #define LDG__CONTEST_OWNER(q) (((uint64_t)(q) << 1) | 1u)
 #define LDG__CONTEST_INSTALLER(q) ((uint64_t)(q) << 1)
 
+/* This thread's owner token (ring.c, OWNED STREAMS): LDG__OWN_NO_TOKEN
+ * until it first claims a stream. */
+extern _Thread_local uint64_t ldg__own_tok;
+
+/* A read-side section that may load a pointer to one of s's segments or
+ * slots (head, tailseg, next, prev, a slot) begins: unless this thread owns
+ * s, or s is SHARED for good, it counts itself in s->visitors, so that the
+ * owner does not reuse a segment it just unlinked at once (segment.c, HOT
+ * REUSE ON OWNED STREAMS, which lists every section). Call before the
+ * section's first such load; returns whether it counted itself, for
+ * ldg__visit_end after its last use. */
+static inline bool ldg__visit_begin(ldg_stream *s) {
+  /* Acquire: SHARED read pairs with the installer's release store, after
+   * its heavy fence, which every hot reuse precedes (HOT REUSE, "Who need
+   * not count"). Our own token: we are the owner, whose reuse is sequential
+   * with this section. */
+  uint64_t o = ldg__load_acquire(&s->owner);
+  if (o == ldg__own_tok || o == LDG__OWN_SHARED) return false;
+  /* Seq_cst: the store side of the handshake with the owner's retirement
+   * (its seq_cst CAS of head, then its seq_cst load of visitors); our
+   * first load of head or tailseg after it is seq_cst (HOT REUSE). */
+  ldg__fetch_add_seq_cst(&s->visitors, 1);
+  return true;
+}
+static inline void ldg__visit_end(ldg_stream *s, bool counted) {
+  /* Release: every read of the section happens before the owner's reuse
+   * that reads the count this leaves (its seq_cst load acquires). */
+  if (counted) ldg__fetch_sub_release(&s->visitors, 1);
+}
+
 /* The stream's tail as its readers see it (ldg_mark, releases, destroy,
  * queries, heuristics): the last seq handed out. On an owned stream tail
  * stays 0 and the owner's otail counts; once installed (revocation), tail
@@ -497,7 +535,9 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
  * segments. */
 static inline void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
   ldg__rcu_read_lock();
+  bool v = ldg__visit_begin(s); /* the advance reads head */
   ldg__seg_resolve(s, g, 1);
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
 }
 
@@ -506,7 +546,10 @@ static inline void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
  * RCU. head and next: acquire pairs with the seq_cst CASes that moved head
  * and linked each segment (release halves), after its header was written. */
 static inline struct ldg__seg *ldg__seg_from_head(ldg_stream *s, ldg_seq seq) {
-  struct ldg__seg *g = ldg__load_acquire(&s->head);
+  /* Seq_cst: a visitor's first load of head after it counted itself
+   * (segment.c, HOT REUSE: the store-buffering pair); a plain load on
+   * x86, as acquire. */
+  struct ldg__seg *g = ldg__load_seq_cst(&s->head);
   while (g->base + g->size <= seq) g = ldg__load_acquire(&g->next);
   return g;
 }

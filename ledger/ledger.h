@@ -489,7 +489,9 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * ahead (once the newest segment is half used, so that the enqueuers that
  * fill it find the ring grown, without a herd of them each allocating one
  * at its end) and at most one prepared by a release from a quarter on (so
- * that the enqueue that links it does not allocate): usually one of the two,
+ * that the enqueue that links it does not allocate), or kept by the
+ * stream's owning thread from those it retired (ledger/segment.c, HOT
+ * REUSE ON OWNED STREAMS): usually one of the two,
  * and neither with a pool limit of 0, which keeps nothing ahead of need.
  * One bounded exception: retired segments past their
  * grace period go to a per-ledger pool that growing rings reuse (a steady

@@ -110,6 +110,17 @@ enum ldg__hook_point {
                                      checked T + 1 against tail_end, before
                                      it agrees the base (s->obase) and
                                      installs tail: tail still 0 */
+  LDG__HOOK_HOT_CHECK,            /* (rcu) the owner unlinked a segment
+                                     from head (its CAS) and has not yet
+                                     read s->visitors (segment.c, HOT
+                                     REUSE ON OWNED STREAMS) */
+  LDG__HOOK_HOT_REUSED,           /* (rcu) the owner parked the segment it
+                                     unlinked as s's spare, for its next
+                                     extension, without a grace period */
+  LDG__HOOK_QUERY_HEAD,           /* (rcu) a query counted itself in
+                                     s->visitors (or need not) and loaded
+                                     s's head, before reading that
+                                     segment */
 };
 
 struct ldg_stream;
@@ -183,6 +194,11 @@ uint64_t ldg__ring_tail_end(struct ldg_stream *s);
  * reported as 16 (0 unclaimed, 1 revocation pending, 2 shared, 16 owned
  * by some thread). */
 uint64_t ldg__ring_owner_state(struct ldg_stream *s);
+/* Segments s's owner reused at once, without the reclaimer (segment.c, HOT
+ * REUSE ON OWNED STREAMS), and the sections of other threads counted in s's
+ * visitors now (0 at a quiet moment). */
+uint64_t ldg__ring_hot_reused(struct ldg_stream *s);
+uint64_t ldg__ring_visitors(struct ldg_stream *s);
 /* Gives back this thread's fast-path ticket and never takes one again
  * (want false: its enqueues take the CAS path), or takes one now if one is
  * free (want true). Whether it holds one. */

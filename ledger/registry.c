@@ -371,6 +371,8 @@ int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
   atomic_init(&s->reg_next, NULL);
   atomic_init(&s->life, 0);
   atomic_init(&s->refs, 1);
+  atomic_init(&s->visitors, 0);
+  atomic_init(&s->hot_reused, 0);
   /* Owned streams (ring.c, OWNED STREAMS) only where membarrier is in use
    * (relaxed: set once, before ldg__asym_init returned); a single-issuer
    * stream never reads the word. */

@@ -290,8 +290,10 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
   ldg_seq end = c->end; /* lowered to end the chunk after an adoption */
   *wait = NULL;
   /* head and next: acquire pairs with the seq_cst CASes that moved head and
-   * linked the segment (release halves), after its header was written. */
-  struct ldg__seg *g = ldg__load_acquire(&s->head);
+   * linked the segment (release halves), after its header was written.
+   * head seq_cst: a visitor's first load after it counted itself (segment.c,
+   * HOT REUSE); on x86 a plain load either way. */
+  struct ldg__seg *g = ldg__load_seq_cst(&s->head);
   /* Resolved in g, not yet counted: the popped frame's slots, if g holds
    * them. The walk meets pop_g on its way from head (pop_g is pinned, so at
    * or after head; it holds seq next - 1, so it is next's segment or an
@@ -301,9 +303,13 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
     const ldg_seq base = g->base;
     const ldg_seq seg_end = base + g->size;
     if (next >= seg_end) {
+      /* next before the add: the add may complete g, and its owner may then
+       * reuse g at once (segment.c, HOT REUSE: after its own retirement
+       * the owner touches g no more). */
+      struct ldg__seg *after = ldg__load_acquire(&g->next);
       if (taken != 0) ldg__seg_resolve(s, g, taken);
       if (g == pop_g) pop_g = NULL; /* counted in the add above */
-      g = ldg__load_acquire(&g->next);
+      g = after;
       if (g == NULL) abort(); /* every seq <= tail has a segment */
       taken = g == pop_g ? pop_k : 0;
       continue;
@@ -486,7 +492,9 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
       struct ldg__slot *w;
       struct ldg__adopted ad = {NULL, NULL};
       ldg__rcu_read_lock();
+      bool v = ldg__visit_begin(cur.s); /* segment.c, HOT REUSE */
       size_t n = ldg__take_chunk(&cur, &pend, keeps, &w, &ad);
+      ldg__visit_end(cur.s, v);
       ldg__rcu_read_unlock();
       LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
       if (cur.frame == NULL && mode == LDG__TOP_BORROWED && !own_top &&
@@ -530,7 +538,9 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     /* cur's interval is finished. */
     if (pend.g != NULL) {
       ldg__rcu_read_lock();
+      bool v = ldg__visit_begin(cur.s); /* the advance reads head */
       ldg__seg_resolve(cur.s, pend.g, pend.k);
+      ldg__visit_end(cur.s, v);
       ldg__rcu_read_unlock();
       pend = (struct ldg__unresolved){NULL, 0};
     }

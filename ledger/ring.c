@@ -665,7 +665,9 @@ bool ldg__testing_has_fast_ticket(void) {
  * found no headroom (extending reads segments that may be retired). */
 static int ldg__ring_extend_outside(ldg_stream *s, ldg_seq end) {
   ldg__rcu_read_lock();
+  bool v = ldg__visit_begin(s); /* segment.c, HOT REUSE */
   int rc = ldg__ring_extend(s, end);
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
   return rc;
 }
@@ -793,7 +795,7 @@ _Static_assert(LDG__OWN_NO_TOKEN > LDG__OWN_SHARED &&
                    LDG__OWN_NO_TOKEN < LDG__OWN_FIRST_TOKEN,
                "the no-token value is neither a state nor a token");
 static _Atomic uint64_t ldg__own_next = LDG__OWN_FIRST_TOKEN;
-static _Thread_local uint64_t ldg__own_tok = LDG__OWN_NO_TOKEN;
+_Thread_local uint64_t ldg__own_tok = LDG__OWN_NO_TOKEN; /* internal.h */
 
 /* Not the owner any more (or never was): nothing reserved, take the shared
  * path. And: this thread just claimed s, take the owned path. Internal
@@ -1043,7 +1045,9 @@ static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
   g = g->prev;
   if (g->base <= seq) return g;
   ldg__rcu_read_lock();
+  bool v = ldg__visit_begin(s); /* segment.c, HOT REUSE */
   g = ldg__seg_from_head(s, seq);
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
   return g;
 }

@@ -18,7 +18,9 @@
  *   segment, advances s->head over every done segment that has a successor
  *   and that tailseg no longer points at, one CAS per segment, and the CAS
  *   winner retires the segment (to the reclaimer's list, reclaim.c, which
- *   runs a grace period for it): by then neither root (head,
+ *   runs a grace period for it; or, if it is the stream's owner and no
+ *   other thread's section may be reading the ring, parks it as the
+ *   spare at once: HOT REUSE ON OWNED STREAMS): by then neither root (head,
  *   tailseg) reaches it, so no reader starting later can find it.
  *   Because "done" is stored before head is read, and head is moved before
  *   the next segment's "done" is read (all seq_cst), one of two racing
@@ -84,7 +86,8 @@
  *   That store overwrites nothing because only the claimer ever changes
  *   CLAIMED: takers (the extender, and ldg_ledger_trim, which drops every
  *   parked spare) move a parked segment to NULL with a CAS and leave
- *   NULL and CLAIMED alone. So each segment parked is taken by exactly one
+ *   NULL and CLAIMED alone. (The owner's hot park, HOT REUSE below, is a
+ *   CAS from NULL too: a claim and its park in one step.) So each segment parked is taken by exactly one
  *   thread, and none is lost: an extension that meets a claim gets its own
  *   segment, and the claimer's spare waits for the next extension. A
  *   taken spare that is not linked (set aside as too small, dropped by
@@ -174,6 +177,144 @@
  *   fails; ring_common.pml's seg_of_reserved reads tailseg's prev as the C
  *   does (PROBE_PREV), pinned (TOUCH_PINNED). Tests: tests/torture/reserve_test.c (reserve-parked: a parked
  *   claimer and the extension at the end; grow-ahead; dense).
+ *
+ * HOT REUSE ON OWNED STREAMS: THE OWNER TAKES BACK WHAT IT UNLINKED
+ *   Why (bench/RESULTS.md, "Ninth session"; issue 11). At 16 threads on
+ *   private streams the ledger ran 10-20 % below 16 independent processes:
+ *   every retired segment waited for a reclaimer batch and a grace period
+ *   (>= 2 ms), came back cold or was freed and allocated again (37 % fresh
+ *   at 16 threads, page faults), and each grace period interrupted every
+ *   worker (membarrier). An unsafe experiment that reused the segment at
+ *   once reached the 16-process figure. This makes that reuse safe where
+ *   it is cheap to prove: on an owned stream (ring.c, OWNED STREAMS), by
+ *   its owner, when no other thread may be reading the ring.
+ *   The rule. When the thread that wins the CAS of head past g (ldg__ring_
+ *   advance_head) reads its own token in s->owner, it then loads
+ *   s->visitors (seq_cst) and s->owner again (seq_cst); if visitors is 0,
+ *   the owner is still its token, g is clean (not dirty), not smaller
+ *   than the segment after it (a growing ring gets its larger ones from
+ *   the extension), the pool limit is not 0 and s not destroyed (hints,
+ *   relaxed), it parks g as s's spare (THE SPARE: a CAS from NULL, as a
+ *   preparer's claim and park in one step; a claim or a parked spare
+ *   there: g is retired as before), without a grace period
+ *   (ldg__seg_keep_hot). The next extension takes it and resets what the
+ *   pool's pop and the link reset: resolved, next (the extension, for
+ *   every spare taken), base, born_ns, prev and the summaries (the link).
+ *   Its slots are EMPTY already: each resolver reset its slot before its
+ *   add to g->resolved (WHO MAY RECLAIM A SLOT), the owner's seq_cst load
+ *   of resolved == size acquired them (a release sequence), and the
+ *   parking CAS (acq_rel) passes them to the taker's acquire.
+ *   Visitors. s->visitors counts the read-side sections of threads other
+ *   than the owner that may load a pointer to one of s's segments or
+ *   slots (head, tailseg, next, prev, a slot): ldg__visit_begin
+ *   (internal.h) before the section's first such load, ldg__visit_end
+ *   (release) after its last use. A section needs not count itself when it
+ *   reads s->owner as its own token (the owner: its sections run in
+ *   sequence with its reuse, see (e)) or SHARED (final: see (d)). Every
+ *   such section of ledger/, and the decision:
+ *     release.c  ldg__engine: a chunk (ldg__take_chunk: head, the walk,
+ *                slots, adoption) and a popped frame's add (the advance
+ *                reads head): counted. ldg__take_one: through
+ *                ldg__resolve_one (internal.h): counted.
+ *     summary.c  ldg__ring_visit (every query: holds_*, vector_holders,
+ *                nonblocking_holding, through holders.c and registry.c),
+ *                and the testing hook ldg__summary_lower_upto: counted.
+ *     segment.c  ldg__ring_grow_early's extension, ldg__ring_prepare_spare
+ *                (tailseg, a size), the inspection functions: counted.
+ *                ldg__ring_init: the stream is not yet published, nothing
+ *                to count (its section is for the pool's pop).
+ *     ring.c     ldg__ring_extend_outside and ldg__seg_of_reserved's walk
+ *                from head: counted (an enqueuer that is not the owner
+ *                reads SHARED, or PENDING and counts).
+ *     registry.c ldg_ledger_trim's walk: no segment pointer is loaded but
+ *                the spare, which ldg__ring_drop_spare takes by CAS (then
+ *                it is the taker's alone, retired through a grace
+ *                period); ldg_device_marks: marks only. Not counted.
+ *     pool.c     ldg__pool_pop: segments in the pool, never a stream's
+ *                linked or parked ones (a kept segment reaches the pool
+ *                only through a grace period, or the stream's free,
+ *                after its own). Not counted.
+ *     holders.c  through ldg__ring_visit.
+ *   (a) The handshake. Owner: W = its CAS of head, then R = its load of
+ *   visitors, seq_cst both. Visitor: its increment (seq_cst RMW), then its
+ *   first load of head or tailseg, seq_cst (ldg__seg_from_head,
+ *   ldg__take_chunk, the query's walk, the preparer; a plain load on
+ *   x86). In the single order S, either R precedes the increment — then W
+ *   precedes the visitor's load, which reads head past g (or later), and
+ *   tailseg past g (the extender's swing preceded the owner's seq_cst
+ *   check that tailseg is not g) — or the increment precedes R, and R
+ *   reads it or a later value of visitors: 0 only if that visitor's
+ *   decrement came before (every change of visitors is an RMW, each
+ *   thread's +1 before its -1: a 0 at one point of the modification order
+ *   means every section counted before it has left), and then R, an
+ *   acquire reading the release sequence of that decrement, orders every
+ *   read of the section before the reuse. From head a walk follows only
+ *   links to later segments (next, the summaries' copy of next and jumps,
+ *   which point forward), so a section that read head past g never
+ *   reaches g. A visitor counted during the reuse blocks the next one.
+ *   (b) Pointers held outside sections are pinned: a taken but unresolved
+ *   slot (a release between chunks, a wait's frame, an adopted entry, an
+ *   enqueuer's reserved seq) keeps its segment and every later one from
+ *   being retired at all (WHO MAY RECLAIM A SLOT). g is done: nobody holds
+ *   a slot of it.
+ *   (c) g->prev of the segment after g is read only by
+ *   ldg__seg_of_reserved, of tailseg, and only when the enqueuer's own
+ *   unresolved seq is in that prev (pinned, so not g once g is done).
+ *   (d) Who need not count. A revoker CASes owner to PENDING (seq_cst),
+ *   then runs its heavy fence X (membarrier: a full barrier on every
+ *   running thread, the caller's own a seq_cst fence; ring.c, OWNED
+ *   STREAMS) before it touches a segment, and so does a helper that found
+ *   PENDING; the installer stores SHARED (release) after X. An owner that
+ *   reused g read its token in its second load (seq_cst), so that load
+ *   precedes the PENDING CAS in S (it read a value before it), and W
+ *   precedes X in S (for a helper: C11's rule for a seq_cst operation
+ *   coherence-ordered before one that happens before a seq_cst fence). A
+ *   thread whose loads follow X (the revoker, a helper) or a read of
+ *   SHARED (acquire: X happens before them) cannot read head from before
+ *   W: such a load would be coherence-ordered before W, and the fence
+ *   rule (a seq_cst fence that happens before a load coherence-ordered
+ *   before a seq_cst store precedes that store in S) would put X before W.
+ *   So the owner's second load covers every revocation: an owner that
+ *   reads PENDING or SHARED there retires g as before. PENDING read in
+ *   ldg__visit_begin: counted (rare, and not covered by hb). Single-issuer
+ *   and LDG_STREAM_SHARED streams start SHARED: nothing counts there, and
+ *   nothing is reused hot.
+ *   (e) The owner's own sections: sequential with its reuse, but a parked
+ *   g may be taken at once by another thread's extension (a revoker's,
+ *   which relinks it without a grace period) or by trim. So once the
+ *   owner's advance has unlinked g (in ldg__seg_resolve, or at the end of
+ *   ldg__ring_extend), the owner's code never touches g again: ldg__take_
+ *   chunk loads g->next before its add that may complete g; the other
+ *   callers (ldg__take_one, the engine's popped frame, an enqueuer's
+ *   ldg__resolve_one, ldg__ring_extend's last advance) read nothing of the
+ *   segment after it. Across a keep (outside sections) the owner holds
+ *   only pinned pointers, as any release ((b)). The one owner: a token is
+ *   claimed once per stream (UNCLAIMED -> token) and never comes back
+ *   after a revocation.
+ *   (f) The spare: parked from NULL only; exactly one taker (THE SPARE):
+ *   the extension links it, one found too small and trim retire it
+ *   through a grace period, the stream's free (after its own grace
+ *   period, which began after the park: the park needs a live reference)
+ *   hands it to the pool. So destroy, ldg_ledger_destroy and trim leak
+ *   nothing, and LDG_EDESTROYED changes nothing here: a destroyer's walk
+ *   is a visitor; a segment parked on a stream destroyed meanwhile is
+ *   freed with it.
+ *   (g) Other ways to g: the pool never held g since its pop (no popper
+ *   reads its link); the reclaimer never sees it; the vector index holds
+ *   ids, s->asked a seq, the registry streams.
+ *   Memory: the spare's bound (one segment per stream, counted in
+ *   ldg_ledger_bytes as any spare); none with a pool limit of 0.
+ *   Cost: the owner, per segment, a relaxed load of owner and two seq_cst
+ *   loads (plain on x86) and the parking CAS, where the reclaimer's push,
+ *   batch, grace period and a pool pop or a fresh segment were. Other
+ *   threads' sections on streams not SHARED: two RMWs on the refs line
+ *   (never written by the owner's enqueues); on SHARED ones a load.
+ *   Model: ledger/model/hot_sb.pml (store buffers; the owner, a visitor, a
+ *   revoker), asserting that no reader of g sees its reused contents;
+ *   mutants BUG_HOT_NO_CHECK, _LATE_COUNT, _RELAXED_OWNER,
+ *   _RELAXED_VISITOR, _NO_OWNER_CHECK fail. Tests: tests/torture/
+ *   hot_test.c (a parked query, a revoker and a destroyer against the
+ *   owner's reuse).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (here, and in liburcu's headers on aarch64) */
 #include <stdlib.h>
@@ -315,6 +456,48 @@ void ldg__ring_free_all(ldg_stream *s) {
   }
 }
 
+/* The owner's retirement (HOT REUSE ON OWNED STREAMS): g was just unlinked
+ * from head by our CAS, next is the segment after it. Parks g as s's spare,
+ * for the next extension, without a grace period, if this thread owns s,
+ * no other thread's section may be reading the ring, and g is worth
+ * keeping; else the caller retires it. Under RCU. */
+static bool ldg__seg_keep_hot(ldg_stream *s, struct ldg__seg *g,
+                              const struct ldg__seg *next) {
+  const uint64_t tok = ldg__own_tok;
+  /* A filter (relaxed): only a thread that read its own token goes on; the
+   * decision is the seq_cst load below. */
+  if (ldg__load_relaxed(&s->owner) != tok) return false;
+  /* Worth keeping: not smaller than the segment after it (a growing ring
+   * wants larger ones: the extension sizes its own). Dirty: a slot was
+   * retracted (the destroyer may still look at it); relaxed, its store is
+   * sequenced before a resolution our seq_cst load of g->resolved read.
+   * A pool limit of 0 keeps nothing ahead of need; destroyed: nothing
+   * comes next (relaxed, both hints: safety does not depend on them). */
+  if (g->size < next->size || ldg__load_relaxed(&g->dirty) ||
+      ldg__load_relaxed(&s->ledger->pool_limit) == 0 ||
+      ldg__load_relaxed(&s->destroyed))
+    return false;
+  LDG__HOOK(LDG__HOOK_HOT_CHECK, s);
+  /* The handshake. Seq_cst, both, after our seq_cst CAS of head: a visitor
+   * that counted itself after this load reads head past g; one counted
+   * before it is seen here (or has left: its release decrement, read
+   * here, orders its reads before our reuse). */
+  if (ldg__load_seq_cst(&s->visitors) != 0) return false;
+  /* Still ours: a revoker's seq_cst CAS to PENDING comes after this load in
+   * S, and its heavy fence after that, before it touches a segment. */
+  if (ldg__load_seq_cst(&s->owner) != tok) return false;
+  /* Parked as a preparer parks one, from NULL only (a claim or a parked
+   * spare: retire g as usual). acq_rel: the release half publishes g's
+   * EMPTY slots (its resolvers' stores, which our load of resolved
+   * acquired) to the taker's acquire; the extension resets its header. */
+  struct ldg__seg *none = NULL;
+  if (!ldg__cas_acq_rel(&s->spare, &none, g)) return false;
+  /* Relaxed: written by the owner alone, read by tests. */
+  ldg__store_relaxed(&s->hot_reused, ldg__load_relaxed(&s->hot_reused) + 1);
+  LDG__HOOK(LDG__HOOK_HOT_REUSED, s);
+  return true;
+}
+
 /* Retires every done segment at the head that has a successor and that
  * tailseg no longer names. Under RCU:
  * another thread may retire h between our load and our read of it. */
@@ -333,7 +516,8 @@ static void ldg__ring_advance_head(ldg_stream *s) {
      * ways: one of us sees the other). tailseg never moves back. */
     if (ldg__load_seq_cst(&s->tailseg) == h) return;
     LDG__HOOK(LDG__HOOK_HEAD_ADVANCE, s);
-    if (ldg__cas_seq_cst(&s->head, &h, next)) ldg__seg_retire(h);
+    if (ldg__cas_seq_cst(&s->head, &h, next) && !ldg__seg_keep_hot(s, h, next))
+      ldg__seg_retire(h);
   }
 }
 
@@ -460,12 +644,14 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
   if (ldg__load_relaxed(&s->ledger->pool_limit) == 0) return;
   LDG__HOOK(LDG__HOOK_GROW_CLAIMED, s);
   ldg__rcu_read_lock();
+  bool v = ldg__visit_begin(s); /* HOT REUSE */
   /* Links the spare, a pooled or a fresh segment after g (or helps an
    * extender at the end that was first), swings tailseg, raises tail_end
    * and then grow_at to the new segment's grow point: that raise gives the
    * claim back. Out of memory: nothing linked, grow_at left at g's end;
    * the extension at the end tries again and reports it. */
   (void)ldg__ring_extend(s, end);
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
 }
 
@@ -494,6 +680,11 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     }
     if (fresh != NULL) {
       fresh->base = g->base + g->size;
+      /* A spare may be a segment its owner kept (HOT REUSE), done and
+       * still linked to its old successor. Relaxed: ours until the linking
+       * CAS publishes it. */
+      ldg__store_relaxed(&fresh->resolved, 0);
+      ldg__store_relaxed(&fresh->next, (struct ldg__seg *)NULL);
     } else {
       /* Another extender may have linked one while we looked. */
       next = ldg__load_acquire(&g->next);
@@ -562,12 +753,15 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
   if (!ldg__cas_acq_rel(&s->spare, &none, LDG__SPARE_CLAIMED)) return;
   uint64_t now = ldg__now_ns();
   ldg__rcu_read_lock(); /* tailseg may be retired under us */
-  /* Acquire: pairs with the swinging CAS, after the header we read. */
-  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  /* Acquire: pairs with the swinging CAS, after the header we read.
+   * Seq_cst: a visitor's first load after it counted itself (HOT REUSE). */
+  struct ldg__seg *g = ldg__load_seq_cst(&s->tailseg);
   if (g->base > t) {
     /* A segment is linked ahead already (GROWING AHEAD; spare_at, a hint,
      * was stale): a spare now would be a second one ahead. Give the claim
      * back (relaxed: publishes nothing). */
+    ldg__visit_end(s, v);
     ldg__rcu_read_unlock();
     ldg__store_relaxed(&s->spare, (struct ldg__seg *)NULL);
     return;
@@ -580,12 +774,11 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
   struct ldg__seg *spare = NULL;
   for (uint32_t z = size; spare == NULL && z >= least; z >>= 1)
     spare = ldg__pool_pop(s, z);
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
-  if (spare != NULL) {
-    /* Relaxed: published by the release store below. */
-    ldg__store_relaxed(&spare->resolved, 0);
-    ldg__store_relaxed(&spare->next, (struct ldg__seg *)NULL);
-  } else {
+  /* A popped segment's resolved and next: reset by the extension that
+   * takes it, as a kept one's (HOT REUSE). */
+  if (spare == NULL) {
     /* Outside the read-side section: this is the slow part. Out of memory
      * is no error here: the extender will try (and report) itself. */
     spare = ldg__seg_alloc(s->ledger, 0, size);
@@ -618,12 +811,15 @@ void ldg__ring_drop_spare(ldg_stream *s) {
 bool ldg__ring_tailseg_reachable(ldg_stream *s) {
   bool found = false;
   ldg__rcu_read_lock();
-  /* Acquire, as ldg__ring_extend and ldg__take_chunk. */
-  struct ldg__seg *t = ldg__load_acquire(&s->tailseg);
-  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL && !found;
+  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  /* Seq_cst where a visitor's first loads are (HOT REUSE); acquire would
+   * do otherwise, as ldg__ring_extend and ldg__take_chunk. */
+  struct ldg__seg *t = ldg__load_seq_cst(&s->tailseg);
+  for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL && !found;
        g = ldg__load_acquire(&g->next)) {
     found = g == t;
   }
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
   return found;
 }
@@ -634,8 +830,10 @@ uint64_t ldg__ring_grow_at(ldg_stream *s) {
 
 uint64_t ldg__ring_tail_base(ldg_stream *s) {
   ldg__rcu_read_lock(); /* tailseg may be retired under a racing reader */
-  /* Acquire, as ldg__ring_extend. */
-  uint64_t base = ldg__load_acquire(&s->tailseg)->base;
+  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  /* Seq_cst: a visitor's first load (HOT REUSE). */
+  uint64_t base = ldg__load_seq_cst(&s->tailseg)->base;
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
   return base;
 }
@@ -644,14 +842,25 @@ unsigned ldg__ring_segments_ahead(ldg_stream *s) {
   /* The last two linked segments' bases: past the mark, only they can be. */
   ldg_seq last = 0, before = 0;
   ldg__rcu_read_lock();
-  /* Acquire, as ldg__ring_extend and ldg__take_chunk. */
-  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;
+  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  /* head seq_cst: a visitor's first load (HOT REUSE); next acquire, as
+   * ldg__ring_extend and ldg__take_chunk. */
+  for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
        g = ldg__load_acquire(&g->next)) {
     before = last;
     last = g->base;
   }
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
   /* After the walk (seq_cst, as ldg_mark's readers): a later tail. */
   ldg_seq t = ldg__tail_seq_cst(s);
   return (unsigned)(last > t) + (unsigned)(before > t);
+}
+
+uint64_t ldg__ring_hot_reused(ldg_stream *s) {
+  return ldg__load_relaxed(&s->hot_reused); /* a statistic */
+}
+
+uint64_t ldg__ring_visitors(ldg_stream *s) {
+  return ldg__load_acquire(&s->visitors); /* tests, at a quiet moment */
 }

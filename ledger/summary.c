@@ -367,14 +367,17 @@ static ldg_seq ldg__released(struct ldg__lazy_released *x) {
   return x->r;
 }
 
-bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
-                     ldg__visit_fn fn, void *arg) {
+static bool ldg__ring_walk(const ldg_stream *s, const struct ldg__probe *p,
+                           ldg__visit_fn fn, void *arg) {
   /* tail: as ldg_mark, every seq up to it is linked. */
   ldg_seq t = ldg__tail_acquire(s);
   struct ldg__lazy_released rel = {s, false, 0, {0, 0, 1, 0}};
   /* head: acquire pairs with the seq_cst CASes that moved head (release
-   * half), after the segment's header and reset summaries were written. */
-  struct ldg__seg *g = ldg__load_acquire(&s->head);
+   * half), after the segment's header and reset summaries were written.
+   * Seq_cst: a visitor's first load after it counted itself (segment.c,
+   * HOT REUSE); on x86 a plain load either way. */
+  struct ldg__seg *g = ldg__load_seq_cst(&s->head);
+  LDG__HOOK(LDG__HOOK_QUERY_HEAD, (ldg_stream *)s);
   bool found = false;
   while (g != NULL && g->sum.base <= t) {
     rel.rd.segments++;
@@ -451,18 +454,33 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
   return found;
 }
 
+bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
+                     ldg__visit_fn fn, void *arg) {
+  /* A query of a stream another thread owns counts itself in its visitors
+   * around the walk (segment.c, HOT REUSE: the summaries a walk writes and
+   * the segments it reads stay this life's). The count is the only word
+   * of s a query writes; s is otherwise read-only here. */
+  ldg_stream *w = (ldg_stream *)s;
+  bool v = ldg__visit_begin(w);
+  bool found = ldg__ring_walk(s, p, fn, arg);
+  ldg__visit_end(w, v);
+  return found;
+}
+
 /* ---- Test hook (//ledger:ledger_hooks) -------------------------------------------- */
 
 #ifdef LDG_TEST_HOOKS
 bool ldg__summary_lower_upto(ldg_stream *s, uint32_t to) {
   uint64_t headers = 0;
   ldg__rcu_read_lock(); /* as a query: the segments stay */
-  for (struct ldg__seg *g = ldg__load_acquire(&s->head); g != NULL;
+  bool v = ldg__visit_begin(s); /* as a query (ldg__ring_visit) */
+  for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
        g = ldg__next(g, &headers)) {
     /* Release: as a query's store of upto (a lower value only says less). */
     if (ldg__load_relaxed(&g->sum.upto) > to)
       ldg__store_release(&g->sum.upto, to);
   }
+  ldg__visit_end(s, v);
   ldg__rcu_read_unlock();
   return true;
 }

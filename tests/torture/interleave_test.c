@@ -625,7 +625,12 @@ static void spare_aside_vs_pop(void) {
   const struct timespec t60ms = {0, 60 * 1000 * 1000};
   const ldg_seq r = ldg__fast_reserve(), half = 137 + (128 - r) / 4;
   const ldg_seq grow = 137 + (128 - r) / 2;
-  ldg_stream *s = mk(l);
+  /* Not owned (LDG_STREAM_SHARED): its owner would keep the second segment
+   * it retires as the spare at once (segment.c, HOT REUSE ON OWNED
+   * STREAMS), and the release below would prepare none from the pool. */
+  ldg_stream *s;
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_SHARED, NULL, NULL, &s),
+           LDG_OK);
   enq_to(s, 20);
   nanosleep(&t60ms, NULL);
   enq_to(s, half);
