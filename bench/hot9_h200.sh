@@ -70,16 +70,20 @@ checked() { # FILE: every keep once, or a failure noted
 order() { if [ $(($1 % 2)) -eq 1 ]; then echo "after before"; else echo "before after"; fi; }
 dir_of() { if [ "$1" = after ]; then echo "$bin"; else echo "$before"; fi; }
 
+# private_row KEY THREADS ROUND VARIANT: one private row (ledger only) into
+# raw/rows.txt as "KEY VARIANT ROUND Mop/s p99.9".
+private_row() {
+  local f=$raw/$1_$4_$3.txt
+  timeout -k 2 20 "$(dir_of "$4")/ledger_bench" --workload private --no-reader \
+    --impl ledger --threads "$2" --seconds "$secs" > "$f" 2>&1 || status=1
+  checked "$f"
+  echo "$1 $4 $3 $(row "$f" private)" >> "$raw/rows.txt"
+}
+
 # ---- sixteen threads, and sixteen processes ---------------------------------
 for r in $(seq 1 "$rounds"); do
   in_budget "sixteen round $r" 8 || break
-  for v in $(order "$r"); do
-    f=$raw/p16_${v}_$r.txt
-    timeout -k 2 20 "$(dir_of "$v")/ledger_bench" --workload private --no-reader \
-      --impl ledger --threads "$wide" --seconds "$secs" > "$f" 2>&1 || status=1
-    checked "$f"
-    echo "p16 $v $r $(row "$f" private)" >> "$raw/rows.txt"
-  done
+  for v in $(order "$r"); do private_row p16 "$wide" "$r" "$v"; done
   for c in $(seq 0 $((wide - 1))); do
     timeout -k 2 20 taskset -c $((c % ncpu)) "$bin/ledger_bench" --workload private \
       --no-reader --impl ledger --threads 1 --seconds "$secs" > "$raw/proc_$c.txt" 2>&1 &
@@ -97,13 +101,7 @@ done
 # ---- one thread --------------------------------------------------------------
 for r in $(seq 1 "$rounds"); do
   in_budget "one-thread round $r" 3 || break
-  for v in $(order "$r"); do
-    f=$raw/p1_${v}_$r.txt
-    timeout -k 2 20 "$(dir_of "$v")/ledger_bench" --workload private --no-reader \
-      --impl ledger --threads 1 --seconds "$secs" > "$f" 2>&1 || status=1
-    checked "$f"
-    echo "p1 $v $r $(row "$f" private)" >> "$raw/rows.txt"
-  done
+  for v in $(order "$r"); do private_row p1 1 "$r" "$v"; done
 done
 
 # ---- serving at 1 and 16 threads, serving+reader at 4 ------------------------

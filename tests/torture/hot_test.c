@@ -40,6 +40,7 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
+#include "tests/torture/park_one.h"
 #define MAX_KEEPS (1 << 16)
 #include "tests/torture/keep_count.h"
 
@@ -97,36 +98,11 @@ static void finish(ldg_ledger *l, ldg_stream *s) {
 
 /* ---- Parking ------------------------------------------------------------- */
 
-/* One thread parks, once, at one point on one stream: the one armed. */
-static struct {
-  ldg_stream *target;
-  _Atomic int point;
-  sem_t parked, go;
-} pk;
-static _Thread_local bool park_me;
-
+/* The hook: only the armed thread parks (park_one.h). */
 static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
                       void *arg) {
   (void)arg;
-  if (s != pk.target || !park_me || (int)point != atomic_load(&pk.point))
-    return;
-  park_me = false;
-  sem_post(&pk.parked);
-  sem_wait_or_fail(&pk.go, "parked thread let go");
-}
-
-static void park_init(ldg_stream *s, int point) {
-  pk.target = s;
-  atomic_store(&pk.point, point);
-  sem_init(&pk.parked, 0, 0);
-  sem_init(&pk.go, 0, 0);
-  CHECK(ldg__set_hook(park_hook, NULL));
-}
-
-static void park_done(void) {
-  ldg__set_hook(NULL, NULL);
-  sem_destroy(&pk.parked);
-  sem_destroy(&pk.go);
+  park_armed(point, s);
 }
 
 /* ---- Cases ------------------------------------------------------------------ */
@@ -176,7 +152,7 @@ static void test_query_parked(void) {
   ldg_seq upto = ldg_mark(s);
   uint32_t last = next_id;
   CHECK_RC(enq(s), LDG_OK);
-  park_init(s, LDG__HOOK_QUERY_HEAD);
+  park_init(s, LDG__HOOK_QUERY_HEAD, park_hook);
   struct query_job j = {l, VEC_BASE + last, false};
   pthread_t th;
   CHECK(pthread_create(&th, NULL, querier, &j) == 0);
@@ -224,14 +200,18 @@ static void *other(void *p) {
   return NULL;
 }
 
-/* The owner (this thread) parks between its unlink of a segment and its
- * check of visitors while another thread does what; returns its rc. */
-static int owner_parked_while(ldg_stream *s, int what, uint64_t *hot_before) {
+/* On a fresh stream, the owner (this thread) parks between its unlink of a
+ * segment and its check of visitors while another thread does what;
+ * returns its rc. */
+static int owner_parked_while(ldg_ledger **l, ldg_stream **sp, int what,
+                              uint64_t *hot_before) {
+  fresh(l, sp);
+  ldg_stream *s = *sp;
   enq_n(s, WARM);
   CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
   enq_n(s, ROUND);
   *hot_before = ldg__ring_hot_reused(s);
-  park_init(s, LDG__HOOK_HOT_CHECK);
+  park_init(s, LDG__HOOK_HOT_CHECK, park_hook);
   struct other_job j = {s, what, 0};
   pthread_t th;
   CHECK(pthread_create(&th, NULL, other, &j) == 0);
@@ -250,9 +230,8 @@ static void test_revoke_parked(void) {
   g_case = "revoke-parked";
   ldg_ledger *l;
   ldg_stream *s;
-  fresh(&l, &s);
   uint64_t hot;
-  CHECK_RC(owner_parked_while(s, 0, &hot), LDG_OK);
+  CHECK_RC(owner_parked_while(&l, &s, 0, &hot), LDG_OK);
   CHECK_EQ_U(ldg__ring_owner_state(s), 2); /* revoked: shared */
   if (ldg__ring_hot_reused(s) != hot)
     FAIL("the revoked owner reused a segment hot");
@@ -269,9 +248,8 @@ static void test_destroy_parked(void) {
   g_case = "destroy-parked";
   ldg_ledger *l;
   ldg_stream *s;
-  fresh(&l, &s);
   uint64_t hot;
-  CHECK_RC(owner_parked_while(s, 1, &hot), LDG_OK);
+  CHECK_RC(owner_parked_while(&l, &s, 1, &hot), LDG_OK);
   CHECK_RC(enq(s), LDG_EDESTROYED);
   CHECK_EQ_U(ldg_pending_count(s), 0);
   check_once();

@@ -78,6 +78,7 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "tests/torture/park_check.h"
+#include "tests/torture/park_one.h"
 #include "tests/torture/destroy_race.h"
 #include "tests/torture/keep_count.h"
 
@@ -118,8 +119,7 @@ static void check_once(uint32_t n, ldg_seq mark, bool dense) {
 
 /* ---- Parking ------------------------------------------------------------- */
 
-/* One thread at a time parks at one point on one stream: the thread that
- * armed itself (park_me), so that other threads pass the same point. A
+/* One thread at a time parks at one point on one stream (park_one.h). A
  * thread may also park at points of its own, in turn (my_stops, my_left:
  * each stop's point, with its semaphores): extend-revoked parks two
  * threads at two points, installer-asked one of them at two. */
@@ -127,44 +127,20 @@ struct stop {
   int point;
   sem_t parked, go;
 };
-static struct {
-  ldg_stream *target;
-  _Atomic int point;
-  sem_t parked, go;
-} pk;
-static _Thread_local bool park_me;
 static _Thread_local struct stop *my_stops;
 static _Thread_local int my_left;
 
 static void park_hook(enum ldg__hook_point point, struct ldg_stream *s,
                       void *arg) {
   (void)arg;
-  if (s != pk.target) return;
-  if (my_left > 0 && (int)point == my_stops->point) {
+  if (s == pk.target && my_left > 0 && (int)point == my_stops->point) {
     struct stop *at = my_stops++;
     my_left--;
     sem_post(&at->parked);
     sem_wait_or_fail(&at->go, "parked thread let go");
     return;
   }
-  if (!park_me || (int)point != atomic_load(&pk.point)) return;
-  park_me = false;
-  sem_post(&pk.parked);
-  sem_wait_or_fail(&pk.go, "parked thread let go");
-}
-
-static void park_init(ldg_stream *s, int point) {
-  pk.target = s;
-  atomic_store(&pk.point, point);
-  sem_init(&pk.parked, 0, 0);
-  sem_init(&pk.go, 0, 0);
-  CHECK(ldg__set_hook(park_hook, NULL));
-}
-
-static void park_done(void) {
-  ldg__set_hook(NULL, NULL);
-  sem_destroy(&pk.parked);
-  sem_destroy(&pk.go);
+  park_armed(point, s);
 }
 
 /* Threads park at stops of their own on s (a job's stops), no armed one. */
@@ -317,7 +293,7 @@ static ldg_stream *owner_parked_start(int point, ldg_ledger **l,
   reset(64);
   ldg_stream *s = new_stream(l);
   *own = (struct job){s, 1, 6, 5, 0, 0, NULL};
-  park_init(s, point);
+  park_init(s, point, park_hook);
   start(to, own);
   sem_wait_or_fail(&pk.parked, "owner parked");
   CHECK_EQ_U(ldg__ring_owner_state(s), 16);
@@ -470,7 +446,7 @@ static void test_revoker_stalled(void) {
   ldg_stream *s = new_stream(&l);
   /* This thread owns s. */
   for (uint32_t i = 1; i <= 3; i++) CHECK_RC(enq(s, i), LDG_OK);
-  park_init(s, LDG__HOOK_REVOKE_PENDING);
+  park_init(s, LDG__HOOK_REVOKE_PENDING, park_hook);
   struct job rev = {s, 10, 1, 0, 0, 0, NULL};
   pthread_t tr;
   start(&tr, &rev);
@@ -504,7 +480,7 @@ static void test_owner_stalled(void) {
   reset(2048);
   ldg_ledger *l;
   ldg_stream *s = new_stream(&l);
-  park_init(s, LDG__HOOK_OWNED_CHECKED);
+  park_init(s, LDG__HOOK_OWNED_CHECKED, park_hook);
   struct job own = {s, 1, 1, 0, 0, 0, NULL};
   pthread_t to;
   start(&to, &own);
@@ -538,7 +514,7 @@ static void test_destroy_parked(void) {
   reset(64);
   ldg_ledger *l;
   ldg_stream *s = new_stream(&l);
-  park_init(s, LDG__HOOK_OWNED_STORED);
+  park_init(s, LDG__HOOK_OWNED_STORED, park_hook);
   /* Parked on its second enqueue (the first claimed the stream). */
   struct job own = {s, 1, 2, 1, 0, 0, NULL};
   pthread_t to;
