@@ -204,6 +204,8 @@ void ldg__pools_drain(ldg_ledger *l, bool now) {
 size_t ldg__pool_count(ldg_ledger *l, unsigned cls) {
   if (l == NULL || cls >= LDG__POOL_CLASSES) return 0;
   size_t n = 0;
+  /* No visitor count (segment.c, HOT REUSE): only pooled segments, never
+   * a stream's linked or parked ones. */
   ldg__rcu_read_lock();
   /* As the drain: the acquire orders the relaxed link loads. */
   for (struct ldg__seg *g = ldg__load_acquire(&l->pools[cls].top); g != NULL;

@@ -175,7 +175,9 @@ void ldg_ledger_trim(ldg_ledger *l) {
   if (l == NULL) return;
   /* Every stream's spare (segment.c, THE SPARE) first: retired, they reach
    * the pool through the barrier below and leave it with the drain. Under
-   * RCU: a stream is freed only after a grace period once unlinked. */
+   * RCU: a stream is freed only after a grace period once unlinked. No
+   * visitor count (segment.c, HOT REUSE): the only segment reached is the
+   * spare, taken by CAS, then ours alone. */
   ldg__rcu_read_lock();
   for (ldg_stream *s = ldg__load_acquire(&l->reg_head); s != NULL;
        s = ldg__load_acquire(&s->reg_next))

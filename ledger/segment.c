@@ -406,7 +406,8 @@ static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
 
 int ldg__ring_init(ldg_stream *s) {
   /* From the pool's smallest class when it has one: the first segments of
-   * short-lived streams are what fills it. */
+   * short-lived streams are what fills it. No visitor count (HOT REUSE): s
+   * is not published yet, and the section is the pool pop's. */
   ldg__rcu_read_lock();
   struct ldg__seg *g = ldg__seg_get(s, 1, LDG__SEG_FIRST);
   ldg__rcu_read_unlock();
