@@ -238,8 +238,8 @@
  *   (a) The handshake. Owner: W = its CAS of head, then R = its load of
  *   visitors, seq_cst both. Visitor: its increment (seq_cst RMW), then its
  *   first load of head or tailseg, seq_cst (ldg__seg_from_head,
- *   ldg__take_chunk, the query's walk, the preparer; a plain load on
- *   x86). In the single order S, either R precedes the increment — then W
+ *   ldg__take_chunk, ldg__ring_advance_head, ldg__ring_extend, the query's
+ *   walk, the preparer, the inspection functions; a plain load on x86). In the single order S, either R precedes the increment — then W
  *   precedes the visitor's load, which reads head past g (or later), and
  *   tailseg past g (the extender's swing preceded the owner's seq_cst
  *   check that tailseg is not g) — or the increment precedes R, and R
@@ -661,8 +661,10 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
  * be retired under us once tail_end has moved past it). */
 int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
   /* tailseg: acquire pairs with the swinging CAS (release half), after
-   * the segment's header was written; next: with the linking CAS. */
-  struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
+   * the segment's header was written; next: with the linking CAS.
+   * tailseg seq_cst: a counted visitor's first load (HOT REUSE: a helper
+   * of a revocation that read PENDING); a plain load on x86. */
+  struct ldg__seg *g = ldg__load_seq_cst(&s->tailseg);
   if (g->base + g->size > end) { /* someone extended; help finish */
     ldg__raise_tail_end(s, g->base + g->size);
     ldg__raise_grow_at(s, g);
