@@ -138,6 +138,16 @@ static ldg_stream *mk(ldg_ledger *l) {
   return s;
 }
 
+/* A pool's donor: LDG_STREAM_SHARED, so that the segments it retires reach
+ * the pool through the reclaimer (an owner keeps one hot when the segment
+ * after it is no larger, which depends on how fast the ring filled:
+ * ledger/segment.c, HOT REUSE ON OWNED STREAMS; seen under qemu). */
+static ldg_stream *mk_donor(ldg_ledger *l) {
+  ldg_stream *s;
+  CHECK_RC(ldg_stream_create(l, 0, LDG_STREAM_SHARED, NULL, NULL, &s), LDG_OK);
+  return s;
+}
+
 /* ---- Workers: threads that park (or just report) at one hook point ------- */
 
 struct worker {
@@ -284,7 +294,7 @@ static void pool_pop_vs_link(void) {
   ldg_ledger *l;
   CHECK_RC(ldg_ledger_create(&l), LDG_OK);
   /* Put exactly one 64-slot segment (class 3) in the pool: Y's second. */
-  ldg_stream *y = mk(l);
+  ldg_stream *y = mk_donor(l);
   for (int i = 0; i < 8 + 64 + 1; i++) (void)enq(y);
   CHECK_RC(ldg_release_all(y), LDG_OK);
   ldg_quiesce();
@@ -460,7 +470,7 @@ static void snapshot_vs_finalize(void) {
 /* Puts exactly one 64-slot segment (class 3) in l's pool; returns the
  * stream it came from (its second segment). */
 static ldg_stream *pool_one_64(ldg_ledger *l) {
-  ldg_stream *y = mk(l);
+  ldg_stream *y = mk_donor(l);
   for (int i = 0; i < 8 + 64 + 1; i++) (void)enq(y);
   CHECK_RC(ldg_release_all(y), LDG_OK);
   ldg_quiesce();

@@ -197,6 +197,18 @@ static inline ldg_stream *new_stream(ldg_ledger *l, int dev, bool nonblocking) {
   return s;
 }
 
+/* A blocking stream created LDG_STREAM_SHARED: never owned, so the segments
+ * it retires always go through the reclaimer to the pool (never kept hot by
+ * an owner: ledger/segment.c, HOT REUSE ON OWNED STREAMS, which keeps one
+ * only when the segment after it is no larger, a size that depends on how
+ * fast the ring filled). For tests that count what reaches the pool. */
+static inline ldg_stream *new_shared_stream(ldg_ledger *l, int dev) {
+  ldg_stream *s = NULL;
+  CHECK_OK(ldg_stream_create(l, dev, LDG_STREAM_SHARED, NULL, NULL, &s));
+  CHECK(s != NULL);
+  return s;
+}
+
 /* Enqueues a recorded keep naming one vector id (0 ids if vec == 0); returns
  * its seq after checking it is mark + 1. */
 static inline ldg_seq put_vec(ldg_stream *s, rec_keep *k, rec_log *log,

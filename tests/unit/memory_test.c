@@ -201,7 +201,9 @@ static void pool_limit_exact(void) {
   ldg_ledger *l = new_ledger();
   CHECK_OK(ldg_ledger_set_pool_limit(l, limit));
   ldg_stream *s[3];
-  for (int i = 0; i < 3; i++) s[i] = new_stream(l, 0, false);
+  /* Shared: every retired segment reaches the pool (an owner may keep its
+   * 64-slot one hot when the ring filled slowly). */
+  for (int i = 0; i < 3; i++) s[i] = new_shared_stream(l, 0);
   long released = 0;
   for (int i = 0; i < 3; i++) {
     /* seq 9 opens a 64-slot segment (backlog 8), seq 73 a third one. */

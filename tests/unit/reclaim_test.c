@@ -128,7 +128,9 @@ static void *release_thread(void *arg) {
  * segment out of the pool: the batch is taken, and waits for the reader. */
 static void reader_holds(void) {
   ldg_ledger *l = new_ledger();
-  ldg_stream *s1 = new_stream(l, 0, false);
+  /* s1 shared: its 64-slot segment must reach the pool (an owner may keep
+   * it hot when the ring filled slowly). */
+  ldg_stream *s1 = new_shared_stream(l, 0);
   ldg_stream *s2 = new_stream(l, 0, false);
   long released = 0;
   enqueue_n(s2, 1, &released);
