@@ -469,17 +469,23 @@ static void private_setup(worker *w) {
                                &w->s[0]));
 }
 
+/* One op of the private workload on stream s: an enqueue naming one id and
+ * one range, and every k ops (opt.release_every, read once by the caller) a
+ * release up to it. Also the slices mode's ledger and mutex parts
+ * (run_slices). */
+static inline void private_op(worker *w, void *s, unsigned k) {
+  uint64_t i = w->ops;
+  uint64_t vec = VEC_BASE(w->tid) + (i & 255);
+  ldg_range r = {HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096, 4096};
+  ldg_seq seq = bench_enqueue(w, s, &vec, 1, &r, 1);
+  w->ops++;
+  if (w->ops % k == 0) CHECK(w->impl->release(s, seq));
+}
+
 static void private_run(worker *w) {
   void *s = w->s[0];
   const unsigned k = opt.release_every;
-  while (phase_going(w)) {
-    uint64_t i = w->ops;
-    uint64_t vec = VEC_BASE(w->tid) + (i & 255);
-    ldg_range r = {HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096, 4096};
-    ldg_seq seq = bench_enqueue(w, s, &vec, 1, &r, 1);
-    w->ops++;
-    if (w->ops % k == 0) CHECK(w->impl->release(s, seq));
-  }
+  while (phase_going(w)) private_op(w, s, k);
 }
 
 static void private_teardown(worker *w) {
@@ -1564,7 +1570,6 @@ typedef struct slice_part {
   worker w;
   row_ctx rc;
   void *l, *s;
-  ldg_seq last;
 } slice_part;
 
 static uint64_t sl_sink;
@@ -1579,16 +1584,8 @@ static uint64_t slice_run(slice_part *sp, int p, uint64_t n) {
   } else if (p == SL_CHASE) {
     sl_sink += probe_chase(n, sl_sink % PROBE_LINES);
   } else {
-    worker *w = &sp->w;
     const unsigned k = opt.release_every;
-    for (uint64_t e = 0; e < n; e++) {
-      uint64_t i = w->ops;
-      uint64_t vec = VEC_BASE(0) + (i & 255);
-      ldg_range r = {HOST_BASE(0) + (uintptr_t)(i & 255) * 4096, 4096};
-      sp->last = bench_enqueue(w, sp->s, &vec, 1, &r, 1);
-      w->ops++;
-      if (w->ops % k == 0) CHECK(w->impl->release(sp->s, sp->last));
-    }
+    for (uint64_t e = 0; e < n; e++) private_op(&sp->w, sp->s, k);
   }
   return bench_mono_ns() - t0;
 }
