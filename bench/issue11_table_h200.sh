@@ -202,40 +202,35 @@ pt = rows(os.path.join(raw, 'pthreads.txt'), 'private')
 if pt:
     print("p99.9, private, ns (<= 1000): " + ", ".join(f"{r[0]} thr {r[3]:.0f}" for r in pt))
 # shared
-ofc, p999 = {}, []
+ofc, p999_ldg, p999_ceil = {}, [], []
 for p in sorted(glob.glob(os.path.join(raw, 'shared_*.txt'))):
     for r in rows(p, 'shared'):
         m = re.search(r'of ceiling: ldg (\d+)%', r[6])
         if m: ofc.setdefault(r[0], []).append(int(m.group(1)))
-        if r[0] == wide: p999.append(r[3])
-    for r in rows(p, 'ceiling'):
-        if r[0] == wide: p999.append(('ceiling', r[3]))
+        if r[0] == wide: p999_ldg.append(r[3])
+    p999_ceil += [r[3] for r in rows(p, 'ceiling') if r[0] == wide]
 if ofc:
     print("one shared stream, % of the ceiling (>= 80): " +
           ", ".join(f"{t} thr {med(v):.0f} [{'/'.join(str(x) for x in v)}]" for t, v in sorted(ofc.items())))
-    l = [x for x in p999 if not isinstance(x, tuple)]
-    c = [x[1] for x in p999 if isinstance(x, tuple)]
-    print(f"p99.9, shared, {wide} thr, us (<= 5): ledger {med(l) / 1e3:.1f}, the ceiling loop's own {med(c) / 1e3:.1f}")
-# reader
-rs = os.path.join(raw, 'reader9', 'SUMMARY.txt')
-if os.path.exists(rs):
+    print(f"p99.9, shared, {wide} thr, us (<= 5): ledger {med(p999_ldg) / 1e3:.1f}, "
+          f"the ceiling loop's own {med(p999_ceil) / 1e3:.1f}")
+def quote(path, title, starts, stops, keep):
+    """Prints, under title, the lines of another script's SUMMARY.txt from a
+    line beginning with one of starts to one beginning with one of stops,
+    those keep accepts."""
+    if not os.path.exists(path): return
     print()
-    print("reader rows (bench/reader9_h200.sh, paired):")
+    print(title)
     take = False
-    for line in open(rs):
-        if line.startswith('reader without pause') or line.startswith('reader paced'): take = True
-        if line.startswith('control'): take = False
-        if take and (line.startswith('|') or line.startswith('reader')): print("  " + line.rstrip())
-# layer
-cs = os.path.join(raw, 'cuda', 'SUMMARY.txt')
-if os.path.exists(cs):
-    print()
-    print("through cuda/ (bench/cuda_h200.sh, BIN against itself; record <= +10 %, launch <= +1 %):")
-    take = False
-    for line in open(cs):
-        if line.startswith('median over the rounds'): take = True
-        elif take and (line.startswith('variant') or line.split()[:1] in (['after'], ['cached'])):
-            print("  " + line.rstrip())
+    for line in open(path):
+        if line.startswith(starts): take = True
+        elif line.startswith(stops): take = False
+        if take and keep(line): print("  " + line.rstrip())
+quote(os.path.join(raw, 'reader9', 'SUMMARY.txt'), "reader rows (bench/reader9_h200.sh, paired):",
+      ('reader without pause', 'reader paced'), ('control',), lambda l: l.startswith(('|', 'reader')))
+quote(os.path.join(raw, 'cuda', 'SUMMARY.txt'),
+      "through cuda/ (bench/cuda_h200.sh, BIN against itself; record <= +10 %, launch <= +1 %):",
+      ('median over the rounds',), (), lambda l: l.split()[:1] in (['variant'], ['after'], ['cached']))
 notes = open(os.path.join(raw, 'notes.txt')).read().strip()
 if notes:
     print()
