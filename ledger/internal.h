@@ -461,6 +461,19 @@ static inline void ldg__visit_end(ldg_stream *s, bool counted) {
   if (counted) ldg__fetch_sub_release(&s->visitors, 1);
 }
 
+/* A read-side section on s's ring: the RCU read lock, then the visitor
+ * count (HOT REUSE). Returns what ldg__ring_read_unlock takes. A section
+ * inside a read lock its caller holds (a query's walk, summary.c) counts
+ * itself with ldg__visit_begin / _end alone. */
+static inline bool ldg__ring_read_lock(ldg_stream *s) {
+  ldg__rcu_read_lock();
+  return ldg__visit_begin(s);
+}
+static inline void ldg__ring_read_unlock(ldg_stream *s, bool counted) {
+  ldg__visit_end(s, counted);
+  ldg__rcu_read_unlock();
+}
+
 /* The stream's tail as its readers see it (ldg_mark, releases, destroy,
  * queries, heuristics): the last seq handed out. On an owned stream tail
  * stays 0 and the owner's otail counts; once installed (revocation), tail
@@ -534,11 +547,9 @@ void ldg__seg_resolve(ldg_stream *s, struct ldg__seg *g, uint32_t k);
  * caller's (an enqueuer's, or ldg__take_one's): completing g may retire
  * segments. */
 static inline void ldg__resolve_one(ldg_stream *s, struct ldg__seg *g) {
-  ldg__rcu_read_lock();
-  bool v = ldg__visit_begin(s); /* the advance reads head */
+  bool v = ldg__ring_read_lock(s); /* the advance reads head */
   ldg__seg_resolve(s, g, 1);
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
 }
 
 /* The segment of s that holds seq, walking from head. seq's slot is

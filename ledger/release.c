@@ -491,11 +491,9 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
     if (!ldg__cursor_done(&cur)) {
       struct ldg__slot *w;
       struct ldg__adopted ad = {NULL, NULL};
-      ldg__rcu_read_lock();
-      bool v = ldg__visit_begin(cur.s); /* segment.c, HOT REUSE */
+      bool v = ldg__ring_read_lock(cur.s); /* segment.c, HOT REUSE */
       size_t n = ldg__take_chunk(&cur, &pend, keeps, &w, &ad);
-      ldg__visit_end(cur.s, v);
-      ldg__rcu_read_unlock();
+      ldg__ring_read_unlock(cur.s, v);
       LDG__HOOK(LDG__HOOK_RELEASE_CHUNK_TAKEN, cur.s);
       if (cur.frame == NULL && mode == LDG__TOP_BORROWED && !own_top &&
           (w != NULL || ad.slot != NULL || !ldg__cursor_done(&cur))) {
@@ -537,11 +535,9 @@ void ldg__engine(ldg_stream *s, ldg_seq upto, int mode) {
 
     /* cur's interval is finished. */
     if (pend.g != NULL) {
-      ldg__rcu_read_lock();
-      bool v = ldg__visit_begin(cur.s); /* the advance reads head */
+      bool v = ldg__ring_read_lock(cur.s); /* the advance reads head */
       ldg__seg_resolve(cur.s, pend.g, pend.k);
-      ldg__visit_end(cur.s, v);
-      ldg__rcu_read_unlock();
+      ldg__ring_read_unlock(cur.s, v);
       pend = (struct ldg__unresolved){NULL, 0};
     }
     if (cur.frame == NULL) {

@@ -664,11 +664,9 @@ bool ldg__testing_has_fast_ticket(void) {
 /* ldg__ring_extend from outside a read-side section: a reservation that
  * found no headroom (extending reads segments that may be retired). */
 static int ldg__ring_extend_outside(ldg_stream *s, ldg_seq end) {
-  ldg__rcu_read_lock();
-  bool v = ldg__visit_begin(s); /* segment.c, HOT REUSE */
+  bool v = ldg__ring_read_lock(s); /* segment.c, HOT REUSE */
   int rc = ldg__ring_extend(s, end);
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
   return rc;
 }
 
@@ -1044,11 +1042,9 @@ static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
    * seq's segment, so it and prev (seq's segment or later) are pinned. */
   g = g->prev;
   if (g->base <= seq) return g;
-  ldg__rcu_read_lock();
-  bool v = ldg__visit_begin(s); /* segment.c, HOT REUSE */
+  bool v = ldg__ring_read_lock(s); /* segment.c, HOT REUSE */
   g = ldg__seg_from_head(s, seq);
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
   return g;
 }
 

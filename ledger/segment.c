@@ -208,7 +208,8 @@
  *   than the owner that may load a pointer to one of s's segments or
  *   slots (head, tailseg, next, prev, a slot): ldg__visit_begin
  *   (internal.h) before the section's first such load, ldg__visit_end
- *   (release) after its last use. A section needs not count itself when it
+ *   (release) after its last use; ldg__ring_read_lock / _unlock are the
+ *   RCU read lock with the count, for a section that takes its own. A section needs not count itself when it
  *   reads s->owner as its own token (the owner: its sections run in
  *   sequence with its reuse, see (e)) or SHARED (final: see (d)). Every
  *   such section of ledger/, and the decision:
@@ -644,16 +645,14 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
    * ldg__ring_prepare_spare. */
   if (ldg__load_relaxed(&s->ledger->pool_limit) == 0) return;
   LDG__HOOK(LDG__HOOK_GROW_CLAIMED, s);
-  ldg__rcu_read_lock();
-  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  bool v = ldg__ring_read_lock(s); /* HOT REUSE */
   /* Links the spare, a pooled or a fresh segment after g (or helps an
    * extender at the end that was first), swings tailseg, raises tail_end
    * and then grow_at to the new segment's grow point: that raise gives the
    * claim back. Out of memory: nothing linked, grow_at left at g's end;
    * the extension at the end tries again and reports it. */
   (void)ldg__ring_extend(s, end);
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
 }
 
 /* No seq below the tail_end we saw (end) is free: make sure a segment
@@ -755,8 +754,7 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
   struct ldg__seg *none = NULL;
   if (!ldg__cas_acq_rel(&s->spare, &none, LDG__SPARE_CLAIMED)) return;
   uint64_t now = ldg__now_ns();
-  ldg__rcu_read_lock(); /* tailseg may be retired under us */
-  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  bool v = ldg__ring_read_lock(s); /* tailseg may be retired under us */
   /* Acquire: pairs with the swinging CAS, after the header we read.
    * Seq_cst: a visitor's first load after it counted itself (HOT REUSE). */
   struct ldg__seg *g = ldg__load_seq_cst(&s->tailseg);
@@ -764,8 +762,7 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
     /* A segment is linked ahead already (GROWING AHEAD; spare_at, a hint,
      * was stale): a spare now would be a second one ahead. Give the claim
      * back (relaxed: publishes nothing). */
-    ldg__visit_end(s, v);
-    ldg__rcu_read_unlock();
+    ldg__ring_read_unlock(s, v);
     ldg__store_relaxed(&s->spare, (struct ldg__seg *)NULL);
     return;
   }
@@ -777,8 +774,7 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
   struct ldg__seg *spare = NULL;
   for (uint32_t z = size; spare == NULL && z >= least; z >>= 1)
     spare = ldg__pool_pop(s, z);
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
   /* A popped segment's resolved and next: reset by the extension that
    * takes it, as a kept one's (HOT REUSE). */
   if (spare == NULL) {
@@ -813,8 +809,7 @@ void ldg__ring_drop_spare(ldg_stream *s) {
 
 bool ldg__ring_tailseg_reachable(ldg_stream *s) {
   bool found = false;
-  ldg__rcu_read_lock();
-  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  bool v = ldg__ring_read_lock(s); /* HOT REUSE */
   /* Seq_cst where a visitor's first loads are (HOT REUSE); acquire would
    * do otherwise, as ldg__ring_extend and ldg__take_chunk. */
   struct ldg__seg *t = ldg__load_seq_cst(&s->tailseg);
@@ -822,8 +817,7 @@ bool ldg__ring_tailseg_reachable(ldg_stream *s) {
        g = ldg__load_acquire(&g->next)) {
     found = g == t;
   }
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
   return found;
 }
 
@@ -832,20 +826,17 @@ uint64_t ldg__ring_grow_at(ldg_stream *s) {
 }
 
 uint64_t ldg__ring_tail_base(ldg_stream *s) {
-  ldg__rcu_read_lock(); /* tailseg may be retired under a racing reader */
-  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  bool v = ldg__ring_read_lock(s); /* tailseg may be retired under a racing reader */
   /* Seq_cst: a visitor's first load (HOT REUSE). */
   uint64_t base = ldg__load_seq_cst(&s->tailseg)->base;
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
   return base;
 }
 
 unsigned ldg__ring_segments_ahead(ldg_stream *s) {
   /* The last two linked segments' bases: past the mark, only they can be. */
   ldg_seq last = 0, before = 0;
-  ldg__rcu_read_lock();
-  bool v = ldg__visit_begin(s); /* HOT REUSE */
+  bool v = ldg__ring_read_lock(s); /* HOT REUSE */
   /* head seq_cst: a visitor's first load (HOT REUSE); next acquire, as
    * ldg__ring_extend and ldg__take_chunk. */
   for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
@@ -853,8 +844,7 @@ unsigned ldg__ring_segments_ahead(ldg_stream *s) {
     before = last;
     last = g->base;
   }
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
   /* After the walk (seq_cst, as ldg_mark's readers): a later tail. */
   ldg_seq t = ldg__tail_seq_cst(s);
   return (unsigned)(last > t) + (unsigned)(before > t);

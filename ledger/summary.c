@@ -472,16 +472,14 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
 #ifdef LDG_TEST_HOOKS
 bool ldg__summary_lower_upto(ldg_stream *s, uint32_t to) {
   uint64_t headers = 0;
-  ldg__rcu_read_lock(); /* as a query: the segments stay */
-  bool v = ldg__visit_begin(s); /* as a query (ldg__ring_visit) */
+  bool v = ldg__ring_read_lock(s); /* as a query: the segments stay */
   for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
        g = ldg__next(g, &headers)) {
     /* Release: as a query's store of upto (a lower value only says less). */
     if (ldg__load_relaxed(&g->sum.upto) > to)
       ldg__store_release(&g->sum.upto, to);
   }
-  ldg__visit_end(s, v);
-  ldg__rcu_read_unlock();
+  ldg__ring_read_unlock(s, v);
   return true;
 }
 #else
