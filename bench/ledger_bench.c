@@ -869,7 +869,8 @@ static void *reader_main(void *arg) {
       ldg__query_reads r1 = ldg__thread_query_reads(); /* 0 for mutex */
       rc->reader_reads = (ldg__query_reads){
           r1.segments - r0.segments, r1.slots - r0.slots,
-          r1.stream_lines - r0.stream_lines, r1.headers - r0.headers};
+          r1.stream_lines - r0.stream_lines, r1.headers - r0.headers,
+          r1.filters - r0.filters};
     }
     pthread_barrier_wait(&rc->barrier); /* end of the phase */
   }
@@ -921,6 +922,10 @@ typedef struct row_result {
    * line enqueuers or releases write that was read (slots, tail and
    * released words, segment headers), per query (ldg__thread_query_reads) */
   double reader_segs_per_q, reader_slots_per_q, reader_lines_per_q;
+  /* of those lines, the streams' (tail, released) and the segment headers;
+   * and the published filters' lines read (summary.c: enqueuers write them
+   * only while a filter grows), not in the lines above */
+  double reader_stream_per_q, reader_headers_per_q, reader_filters_per_q;
   /* serving+paired (--reader-windows): the per-pair costs' median and
    * quartiles over every pair of the --repeat runs, their number, the
    * pooled cost (1 - all on-window ops / ns over all off-window ops / ns),
@@ -1128,6 +1133,12 @@ static void run_row(const bench_impl *im, const workload *wl, int threads,
           (double)(rc.reader_reads.slots + rc.reader_reads.stream_lines +
                    rc.reader_reads.headers) /
           (double)rc.reader_queries;
+      out->reader_stream_per_q =
+          (double)rc.reader_reads.stream_lines / (double)rc.reader_queries;
+      out->reader_headers_per_q =
+          (double)rc.reader_reads.headers / (double)rc.reader_queries;
+      out->reader_filters_per_q =
+          (double)rc.reader_reads.filters / (double)rc.reader_queries;
     }
   }
   free(all);
@@ -1480,9 +1491,14 @@ static void write_json(const char *path, int argc, char **argv) {
       fprintf(f, ", \"reader_qps\": %.1f, \"reader_cost\": %.4f"
                  ", \"reader_segments_per_query\": %.2f"
                  ", \"reader_slots_per_query\": %.2f"
-                 ", \"reader_enqueuer_lines_per_query\": %.2f",
+                 ", \"reader_enqueuer_lines_per_query\": %.2f"
+                 ", \"reader_stream_lines_per_query\": %.2f"
+                 ", \"reader_header_lines_per_query\": %.2f"
+                 ", \"reader_filter_lines_per_query\": %.2f",
               r->reader_qps, r->reader_cost, r->reader_segs_per_q,
-              r->reader_slots_per_q, r->reader_lines_per_q);
+              r->reader_slots_per_q, r->reader_lines_per_q,
+              r->reader_stream_per_q, r->reader_headers_per_q,
+              r->reader_filters_per_q);
     if (strcmp(r->workload, "serving+paired") == 0) {
       fprintf(f, ", \"window_ms\": %g, \"pairs\": %zu, \"paired_cost_median\": %.4f"
                  ", \"paired_cost_p25\": %.4f, \"paired_cost_p75\": %.4f"
@@ -2080,10 +2096,12 @@ static void run_threaded(const workload *wl, bool with_reader) {
                         k == IMPL_LEDGER ? "ldg" : "mtx", rr[k].reader_qps / 1e6);
     if (opt.run_impl[IMPL_LEDGER])
       len += snprintf(notes + len, sizeof notes - (size_t)len,
-                      "; ldg per query: %.2f segs %.2f slots %.2f lines",
+                      "; ldg per query: %.2f segs %.2f slots %.2f lines"
+                      " %.2f filters",
                       rr[IMPL_LEDGER].reader_segs_per_q,
                       rr[IMPL_LEDGER].reader_slots_per_q,
-                      rr[IMPL_LEDGER].reader_lines_per_q);
+                      rr[IMPL_LEDGER].reader_lines_per_q,
+                      rr[IMPL_LEDGER].reader_filters_per_q);
     print_row("serving+reader", t, show[IMPL_LEDGER], show[IMPL_MUTEX], notes);
     if (opt.reader_windows_ms > 0) run_paired_rows(wl, t, rr);
   }

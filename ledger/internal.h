@@ -120,8 +120,18 @@ struct ldg__filter {
   _Atomic uint64_t bits;
 };
 
+/* What the entries published into a segment may name (summary.c, THE
+ * PUBLISHED FILTERS): every id they name lies in [vec_lo, vec_hi], every
+ * byte of their ranges in [addr_lo, addr_hi]. Written by enqueuers, before
+ * their publication, only to widen it; read by queries. Empty: lo > hi. */
+struct ldg__pubf {
+  _Atomic uint64_t vec_lo, vec_hi;
+  _Atomic uint64_t addr_lo, addr_hi;
+};
+
 /* A segment's summaries, on two lines of their own: enqueuers and releases
- * never touch them (summary.c, QUERY SUMMARIES). */
+ * never touch them (summary.c, QUERY SUMMARIES); then the published
+ * filters, on a third line that only enqueuers write. */
 struct ldg__summary {
   /* Slots [0, upto) are summarised in own (every pending one among them:
    * "published, and the same ever since"). */
@@ -147,6 +157,15 @@ struct ldg__summary {
    * (prev took its place there). Written by the linker before the linking
    * CAS, read by the next extension and by a release preparing the spare. */
   uint64_t born_ns;
+  /* The published filters (summary.c, THE PUBLISHED FILTERS): one, of the
+   * seqs published by the stream's one publisher (LDG__PUB_STORE: plain
+   * stores), and any, of every other seq (widened with atomic RMWs). Both
+   * only grow within the segment's life; reset with the summaries. A
+   * line of their own: an enqueuer writes it only while the filter grows
+   * (a segment's first entries), so queries reading it cost it no miss
+   * once its ids and ranges repeat. */
+  alignas(LDG__CACHE_LINE) struct ldg__pubf one;
+  struct ldg__pubf any;
 };
 
 /* ---- Segments -------------------------------------------------------------- */
@@ -187,8 +206,11 @@ struct ldg__seg {
   struct ldg__slot slots[];
 };
 _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
-                   sizeof(struct ldg__seg) == 3 * LDG__CACHE_LINE,
-               "a segment's header: one line, then the summaries' two");
+                   offsetof(struct ldg__seg, sum.one) ==
+                       3 * LDG__CACHE_LINE &&
+                   sizeof(struct ldg__seg) == 4 * LDG__CACHE_LINE,
+               "a segment's header: one line, the summaries' two, the "
+               "published filters' one");
 
 /* ---- Streams and the ledger ---------------------------------------------------- */
 
@@ -696,6 +718,42 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
 /* Empties g's summaries and sets its index, for a new life of g: called on
  * a segment nobody else can reach yet, before the store that links it. */
 void ldg__summary_reset(struct ldg__seg *g, uint32_t index);
+
+/* The published filters' grain (struct ldg__pubf_span): powers of two. */
+#define LDG__PUBF_VEC_BLOCK 64u
+#define LDG__PUBF_ADDR_BLOCK (1u << 20)
+
+/* Widens f to [vlo, vhi] and [alo, ahi] (the slow side of
+ * ldg__pubf_note): plain stores if one (the stream's one publisher), else
+ * atomic RMWs. */
+void ldg__pubf_widen(struct ldg__pubf *f, bool one, uint64_t vlo,
+                     uint64_t vhi, uint64_t alo, uint64_t ahi);
+
+/* What one operation names, for the published filters: its ids in
+ * [vlo, vhi] and its bytes in [alo, ahi], each widened to whole blocks
+ * (LDG__PUBF_VEC_BLOCK ids, LDG__PUBF_ADDR_BLOCK bytes: ids and addresses
+ * that climb one by one, as a stream's often do, widen a filter once per
+ * block, not once per entry). Empty: lo > hi. Gathered by ring.c's
+ * ldg__fill_slot while it copies them. */
+struct ldg__pubf_span {
+  uint64_t vlo, vhi, alo, ahi;
+};
+
+/* The enqueuer of an operation naming x at a seq of g, before its
+ * publication (summary.c, THE PUBLISHED FILTERS): widens g's filter of
+ * that seq's kind (one: the seq is published with LDG__PUB_STORE) so
+ * that it admits x. Loads and compares only while the filter admits x
+ * already. Relaxed: summary.c says what orders them. */
+static inline __attribute__((always_inline)) void ldg__pubf_note(
+    struct ldg__seg *g, const struct ldg__pubf_span *x, bool one) {
+  struct ldg__pubf *f = one ? &g->sum.one : &g->sum.any;
+  /* One branch for the four words: nothing to store on the common path. */
+  if ((x->vlo < ldg__load_relaxed(&f->vec_lo)) |
+      (x->vhi > ldg__load_relaxed(&f->vec_hi)) |
+      (x->alo < ldg__load_relaxed(&f->addr_lo)) |
+      (x->ahi > ldg__load_relaxed(&f->addr_hi)))
+    ldg__pubf_widen(f, one, x->vlo, x->vhi, x->alo, x->ahi);
+}
 
 /* ---- vindex.c: the vector index ----------------------------------------------------- */
 

@@ -232,6 +232,9 @@ typedef struct ldg__query_reads {
   uint64_t slots;
   uint64_t stream_lines;
   uint64_t headers;
+  /* lines of published filters (summary.c), which enqueuers write only
+   * while a filter grows: counted apart from the lines above */
+  uint64_t filters;
 } ldg__query_reads;
 ldg__query_reads ldg__thread_query_reads(void);
 

@@ -1050,8 +1050,10 @@ static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
 
 /* ---- Enqueue ------------------------------------------------------------------------- */
 
+/* Writes e into slot; for an operation, gathers into *x what it names (for
+ * the published filters, summary.c) while copying it. */
 static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
-                           struct ldg__ext *ext) {
+                           struct ldg__ext *ext, struct ldg__pubf_span *x) {
   slot->kind = e->kind;
   if (e->kind == LDG__KIND_WAIT) {
     slot->aux = LDG__FRAME_FIRED;
@@ -1071,11 +1073,26 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
     slot->u.op.d.in.n_rng = (uint32_t)e->n_rng;
     w = slot->u.op.d.in.w;
   }
-  for (size_t i = 0; i < e->n_vec; i++) w[i] = e->vec_ids[i];
-  for (size_t i = 0; i < e->n_rng; i++) {
-    w[e->n_vec + 2 * i] = (uint64_t)e->ranges[i].addr;
-    w[e->n_vec + 2 * i + 1] = (uint64_t)e->ranges[i].bytes;
+  uint64_t vlo = UINT64_MAX, vhi = 0, alo = UINT64_MAX, ahi = 0;
+  for (size_t i = 0; i < e->n_vec; i++) {
+    uint64_t v = e->vec_ids[i];
+    w[i] = v;
+    uint64_t lo = v & ~(uint64_t)(LDG__PUBF_VEC_BLOCK - 1);
+    uint64_t hi = v | (LDG__PUBF_VEC_BLOCK - 1);
+    vlo = lo < vlo ? lo : vlo;
+    vhi = hi > vhi ? hi : vhi;
   }
+  for (size_t i = 0; i < e->n_rng; i++) {
+    uint64_t a = (uint64_t)e->ranges[i].addr, n = e->ranges[i].bytes;
+    w[e->n_vec + 2 * i] = a;
+    w[e->n_vec + 2 * i + 1] = n;
+    /* Checked: n != 0 and a + (n - 1) does not wrap. */
+    uint64_t lo = a & ~(uint64_t)(LDG__PUBF_ADDR_BLOCK - 1);
+    uint64_t hi = (a + (n - 1)) | (LDG__PUBF_ADDR_BLOCK - 1);
+    alo = lo < alo ? lo : alo;
+    ahi = hi > ahi ? hi : ahi;
+  }
+  *x = (struct ldg__pubf_span){vlo, vhi, alo, ahi};
 }
 
 
@@ -1211,7 +1228,12 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
      * before) and cannot count the wait without its seq. */
     ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
-  ldg__fill_slot(slot, e, ext);
+  struct ldg__pubf_span x;
+  ldg__fill_slot(slot, e, ext, &x);
+  /* The published filters (summary.c): after the fill, before the
+   * publication, into the filter of seq's kind of publisher. A wait names
+   * nothing. */
+  if (e->kind == LDG__KIND_OP) ldg__pubf_note(g, &x, pub == LDG__PUB_STORE);
   if (__builtin_expect(pub == LDG__PUB_STORE, 1)) {
     /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
     bool published = ldg__publish_one(s, slot, seq);

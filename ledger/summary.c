@@ -67,6 +67,62 @@
  *   of a later one. Segments covered by a span are complete, so entries
  *   enqueued later land beyond jump, never under it.
  *
+ * THE PUBLISHED FILTERS (issue 11, tenth session: the reader's lines)
+ *   own summarises only what some query has read, so every query read the
+ *   slots published since the last one on the segment that holds tail:
+ *   lines the enqueuers had just written and write again (the take, the
+ *   next life), ~10 per enqueuer per query on the serving row, each
+ *   turning that enqueuer's next write to it into a coherence miss. So
+ *   each segment also carries, on a third summary line, two filters
+ *   (struct ldg__pubf: the range of the vector ids and that of the host
+ *   bytes) that ENQUEUERS keep: one, of the seqs published by the
+ *   stream's one publisher (LDG__PUB_STORE: a single-issuer stream's, an
+ *   owned stream's owner's), and any, of every other seq. Their claim:
+ *     (P) every entry published into a slot of the segment in this life
+ *         names only ids and bytes that one or any admits, from before the
+ *         store or CAS that publishes it on.
+ *   The enqueuer widens its seq's filter (ldg__pubf_note) after reserving
+ *   and before publishing, so before any load of its slot reads FULL and
+ *   before its enqueue returns. It loads the four words and stores only
+ *   where its entry widens one: once a segment's ids and ranges repeat,
+ *   it only reads the line. one is widened with plain (relaxed) stores:
+ *   the one-publisher rule (ring.c, PUBLICATION ON A STREAM WITH ONE
+ *   PUBLISHER) orders its writers' calls by happens-before, so each reads
+ *   what the last one wrote and stores a superset. any is widened with
+ *   atomic RMWs, word by word (ldg__lower, ldg__raise): several enqueuers
+ *   may widen it at once, and a plain store of what one of them read could
+ *   drop another's widening (model BUG_PUBF_PLAIN). Every word only grows
+ *   within a life, so a reader mixing words of several writers reads a
+ *   superset of each.
+ *   What a query does with them: on the segment that holds the tail it
+ *   read (end > t: the one enqueuers publish into), when neither filter
+ *   admits its probe, it skips the segment's slots and ends the walk: no
+ *   slot of it, nor released, is read, and upto stays (the next query asks
+ *   the filters again). Why that answer is one ledger.h allows: an entry
+ *   whose enqueue returned before the query began was widened into its
+ *   filter before that return, so the query's relaxed loads, which happen
+ *   after it, read that widening or a later value of the same word
+ *   (read-read coherence), which admits at least as much; an entry
+ *   published while the query runs belongs to an enqueue that overlaps
+ *   the call, reported or not. And it is the answer reading the slots
+ *   would give: a slot the query would read FULL was widened in before,
+ *   by (P). Segments below the tail's keep the walk of own and the jumps,
+ *   which read each slot once and then skip the segment, and runs of
+ *   segments in O(log^2): a segment's published filters admit everything
+ *   it ever held, and own, built from the slots still pending, need not.
+ *   Reuse: reset with the summaries by the thread that links the segment,
+ *   before the linking CAS (REUSE AND RETIREMENT below), so before any
+ *   enqueuer of the new life reaches the segment (through that CAS,
+ *   tailseg, next or prev, with acquire). An enqueuer of the last life
+ *   widened before publishing its slot or giving it up (ldg__resolve_one),
+ *   both before the segment could be retired: no late write of an old life
+ *   lands in a new one (model BUG_PUBF_RESET_LATE: a reset after the link
+ *   wipes a widening). Queries read the filters only inside the walk's
+ *   read-side section, as the summaries.
+ *   Model: ledger/model/pubf.pml. Mutants: tools/mutation/mutants.txt
+ *   (pubf-*). Test: tests/unit/summary_test.c (test_published_filters,
+ *   test_published_concurrent).
+ *
  * REUSE AND RETIREMENT
  *   A segment's summaries belong to one life. Queries stand on segments only
  *   inside an RCU read-side section, as before: a segment reached from head,
@@ -84,7 +140,9 @@
  *
  * WHAT A QUERY TOUCHES
  *   Per stream: tail (the enqueuers' line), head (beside tailseg, moved once
- *   per segment), and per segment visited its two summary lines, which hold
+ *   per segment), the published filters' line of the segment that holds
+ *   tail (which its enqueuers write only while those filters grow), and per
+ *   segment visited its two summary lines, which hold
  *   copies of base and size (set before linking) and of next (stored by a
  *   query once it read the header's next set; acquire/release, passing on
  *   the linking CAS). released (the releasers' line) is read only when the
@@ -93,15 +151,18 @@
  *   not yet published), or a slot matches (an entry at or below released is
  *   not reported). A slot read before released is: an entry FULL above it
  *   was pending when released was read, as ledger.h requires. The walk
- *   stops at the segment that holds tail. So a miss that the summaries rule
- *   out reads no slot, no segment header and not released: of the lines
- *   enqueuers and releases write, only each stream's tail. Slots published
- *   since the last query are read once, by the query that extends the
- *   summary over them, not by every query until their release.
- *   The enqueuer and release protocols are unchanged (queries still only
- *   read slot states, with acquire, and FULL slots' payloads; head moved to
- *   another line of the stream, not to another protocol), so the Promela
- *   model, which models those, is unchanged; tests/unit/summary_test.c
+ *   stops at the segment that holds tail. So a miss that the summaries and
+ *   the published filters rule out reads no slot, no segment header and
+ *   not released: of the lines enqueuers and releases write, only each
+ *   stream's tail and the published filters' line (written while a filter
+ *   grows). Slots published since the last query are read only when the
+ *   tail segment's published filters admit the probe, and then once, by
+ *   the query that extends the summary over them.
+ *   The release protocol is unchanged, and the enqueuer's only in the
+ *   widening before its publication (queries still only read slot states,
+ *   with acquire, and FULL slots' payloads; head moved to another line of
+ *   the stream, not to another protocol), so the ring's Promela models are
+ *   unchanged and pubf.pml models the widening; tests/unit/summary_test.c
  *   checks (S) in every slot state, across reuse and with upto lowered
  *   as a racing query's late store may, and
  *   tools/mutation/mutants.txt (sum-*) each rule above.
@@ -256,6 +317,14 @@ bool ldg__probe_matches(const struct ldg__slot *slot,
 
 /* ---- Reset ------------------------------------------------------------------------ */
 
+/* Empties a published filter (relaxed: as the summaries' reset below). */
+static void ldg__pubf_reset(struct ldg__pubf *f) {
+  ldg__store_relaxed(&f->vec_lo, UINT64_MAX);
+  ldg__store_relaxed(&f->vec_hi, 0);
+  ldg__store_relaxed(&f->addr_lo, UINT64_MAX);
+  ldg__store_relaxed(&f->addr_hi, 0);
+}
+
 void ldg__summary_reset(struct ldg__seg *g, uint32_t index) {
   /* Relaxed: g is not reachable yet; the linking CAS (or, for a stream's
    * first segment, the registry's release store of the stream) publishes
@@ -267,7 +336,43 @@ void ldg__summary_reset(struct ldg__seg *g, uint32_t index) {
   ldg__flt_store(&g->sum.own, &ldg__flt_empty);
   ldg__store_relaxed(&g->sum.jump, (struct ldg__seg *)NULL);
   ldg__store_relaxed(&g->sum.next, (struct ldg__seg *)NULL);
+  ldg__pubf_reset(&g->sum.one);
+  ldg__pubf_reset(&g->sum.any);
 }
+
+/* ---- The published filters -------------------------------------------------------- */
+
+void ldg__pubf_widen(struct ldg__pubf *f, bool one, uint64_t vlo,
+                     uint64_t vhi, uint64_t alo, uint64_t ahi) {
+  if (one) {
+    /* Plain (relaxed) stores: the one publisher's calls are ordered by
+     * happens-before, so nobody else writes f meanwhile and each word
+     * loaded here is the last one stored (THE PUBLISHED FILTERS). */
+    if (vlo < ldg__load_relaxed(&f->vec_lo)) ldg__store_relaxed(&f->vec_lo, vlo);
+    if (vhi > ldg__load_relaxed(&f->vec_hi)) ldg__store_relaxed(&f->vec_hi, vhi);
+    if (alo < ldg__load_relaxed(&f->addr_lo)) ldg__store_relaxed(&f->addr_lo, alo);
+    if (ahi > ldg__load_relaxed(&f->addr_hi)) ldg__store_relaxed(&f->addr_hi, ahi);
+    return;
+  }
+  /* Several enqueuers may widen any at once: word by word, each only
+   * grows (relaxed, as in ldg__flt_merge). */
+  ldg__lower(&f->vec_lo, vlo);
+  ldg__raise(&f->vec_hi, vhi);
+  ldg__lower(&f->addr_lo, alo);
+  ldg__raise(&f->addr_hi, ahi);
+}
+
+/* Whether the published filter f may admit p (relaxed: THE PUBLISHED
+ * FILTERS says why every widening a query must see is read). */
+static bool ldg__pubf_maybe(const struct ldg__pubf *f,
+                            const struct ldg__probe *p) {
+  if (p->kind == LDG__PROBE_VEC)
+    return p->id >= ldg__load_relaxed(&f->vec_lo) &&
+           p->id <= ldg__load_relaxed(&f->vec_hi);
+  return p->addr <= ldg__load_relaxed(&f->addr_hi) &&
+         p->last >= ldg__load_relaxed(&f->addr_lo);
+}
+
 
 /* ---- What a walk reads --------------------------------------------------------- */
 
@@ -371,7 +476,7 @@ static bool ldg__ring_walk(const ldg_stream *s, const struct ldg__probe *p,
                            ldg__visit_fn fn, void *arg) {
   /* tail: as ldg_mark, every seq up to it is linked. */
   ldg_seq t = ldg__tail_acquire(s);
-  struct ldg__lazy_released rel = {s, false, 0, {0, 0, 1, 0}};
+  struct ldg__lazy_released rel = {s, false, 0, {0, 0, 1, 0, 0}};
   /* head: acquire pairs with the seq_cst CASes that moved head (release
    * half), after the segment's header and reset summaries were written.
    * Seq_cst: a visitor's first load after it counted itself (segment.c,
@@ -387,6 +492,14 @@ static bool ldg__ring_walk(const ldg_stream *s, const struct ldg__probe *p,
     if (j != NULL && !ldg__filter_maybe(&g->sum.span, p)) {
       g = j; /* nothing of g .. j's predecessor can match */
       continue;
+    }
+    if (end > t) {
+      /* g holds tail: what its enqueuers published is in its published
+       * filters (THE PUBLISHED FILTERS); if neither admits p, nothing of
+       * g, the last segment walked, can match. */
+      rel.rd.filters++;
+      if (!ldg__pubf_maybe(&g->sum.one, p) && !ldg__pubf_maybe(&g->sum.any, p))
+        break;
     }
     /* upto: acquire, see ldg__complete. */
     uint32_t u = ldg__load_acquire(&g->sum.upto);
@@ -451,6 +564,7 @@ static bool ldg__ring_walk(const ldg_stream *s, const struct ldg__probe *p,
   ldg__reads.slots += rel.rd.slots;
   ldg__reads.stream_lines += rel.rd.stream_lines;
   ldg__reads.headers += rel.rd.headers;
+  ldg__reads.filters += rel.rd.filters;
   return found;
 }
 
