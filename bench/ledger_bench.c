@@ -228,6 +228,7 @@ static struct {
   double reader_windows_ms; /* > 0: also the serving+paired rows, windows of this */
   bool reader_detached; /* the reader queries a ledger of its own */
   bool reader_null; /* the reader keeps its CPU busy without querying */
+  bool queried; /* --queried: each ledger is queried once before its rows */
   uint64_t holds_pending; /* holds rows: this depth only; 0 = 1 k, 16 k, 128 k */
   bool smoke;
   bool run_impl[N_IMPLS];
@@ -999,6 +1000,18 @@ static void ldg_configure(const bench_impl *im, void *l) {
     CHECK(ldg_ledger_set_pool_limit(l, (size_t)opt.pool_limit));
   if (opt.vector_index != 0)
     CHECK(ldg_ledger_index_vectors(l, (size_t)opt.vector_index));
+  if (opt.queried) {
+    /* One query that walks a stream's tail segment (its one entry): the
+     * segments linked from then on keep published filters (summary.c, "On
+     * for a life"), as in a ledger a memory manager queries. */
+    ldg_stream *s = NULL;
+    uint64_t id = 1;
+    CHECK(ldg_stream_create(l, 0, 0, NULL, NULL, &s));
+    CHECK(ldg_enqueue(s, (ldg_keep){NULL, NULL}, &id, 1, NULL, 0, NULL));
+    if (ldg_holds_vector(l, 2)) abort(); /* never enqueued */
+    CHECK(ldg_stream_destroy(s));
+    ldg_stream_unref(s);
+  }
 }
 
 /* The pairs of serving+paired rows, over the --repeat runs of one row. */
@@ -1793,6 +1806,9 @@ static void usage(FILE *f) {
           "  --reader-detached the reader queries a ledger of its own, of the same\n"
           "                    shape, that nobody writes: its cost to the enqueuers\n"
           "                    without touching their lines\n"
+          "  --queried         query each ledger once before its rows (issue 11,\n"
+          "                    rdr10): its segments then keep published filters\n"
+          "                    (ledger/summary.c), which enqueuers widen\n"
           "  --reader-null     the control: the reader runs its loop (paced or not)\n"
           "                    without the queries, spinning on its CPU: what a\n"
           "                    busy CPU beside the enqueuers costs them\n"
@@ -1906,6 +1922,8 @@ static void parse_args(int argc, char **argv) {
       opt.reader_detached = true;
     } else if (strcmp(a, "--reader-null") == 0) {
       opt.reader_null = true;
+    } else if (strcmp(a, "--queried") == 0) {
+      opt.queried = true;
     } else if (strcmp(a, "--holds-pending") == 0) {
       NEED_VALUE();
       opt.holds_pending = parse_u64(a, v);

@@ -33,6 +33,9 @@
 #   the control's rows 0.3)
 #   READER9_ROUNDS=3  READER9_THREADS=1,2,4,8,16  READER9_WINDOW_MS=20
 #   READER9_RATE=100000  READER9_BUDGET_S=140
+#   READER9_NULL=1 (0: no control step)  READER9_ARGS='' (more ledger_bench
+#   arguments for every step, e.g. '--impl ledger'; bench/rdr10_h200.sh
+#   runs this script per binary and round with them)
 set -uo pipefail
 quick=
 if [ "${1:-}" = --quick ]; then
@@ -51,6 +54,8 @@ threads=${READER9_THREADS:-1,2,4,8,16}
 win=${READER9_WINDOW_MS:-20}
 rate=${READER9_RATE:-100000}
 budget=${READER9_BUDGET_S:-140}
+null_step=${READER9_NULL:-1}
+read -r -a extra <<< "${READER9_ARGS:-}"
 if [ -n "$quick" ]; then
   secs=0.1 null_secs=0.1 rounds=1 threads=1,2 win=10 budget=60
 fi
@@ -73,7 +78,7 @@ run() {
   local name=$1 s=$2
   shift 2
   step "$name" "$(limit "$s")" "$lb" --workload serving --threads "$threads" --seconds "$s" \
-    --repeat 1 --reader-windows "$win" "$@" --json "$out/$name.json"
+    --repeat 1 --reader-windows "$win" "${extra[@]}" "$@" --json "$out/$name.json"
   if [ -f "$out/$name.log" ] && ! grep -q 'all keeps ran exactly once' "$out/$name.log"; then
     echo "FAILED: $name: no 'all keeps ran exactly once'" >> "$sum"
     rc=1
@@ -87,7 +92,8 @@ for r in $(seq 1 "$rounds"); do
   done
   # After the first round, so that a tight budget skips a last round's step
   # rather than this one.
-  [ "$r" -eq 1 ] && run null_r1 "$null_secs" --reader-rate "$rate" --reader-null
+  [ "$r" -eq 1 ] && [ "$null_step" = 1 ] &&
+    run null_r1 "$null_secs" --reader-rate "$rate" --reader-null
 done
 
 PYTHONPATH="$(dirname "$0")" python3 - "$out" "$rounds" "$rate" >> "$sum" <<'EOF'

@@ -144,6 +144,9 @@ struct ldg__summary {
   uint32_t size;
   ldg_seq base;
   uint32_t index;
+  /* Whether this life keeps the published filters (one, any below): a copy
+   * of the header's pubf_on, for queries, written with it. */
+  bool pubf_on;
   struct ldg__filter own;
   /* NULL, or the segment 2^level(index) places later: span then
    * summarises this segment and every one before jump. */
@@ -188,6 +191,11 @@ struct ldg__seg {
    * base from anyway. */
   struct ldg__seg *prev;
   _Atomic bool dirty; /* a slot was retracted: never pooled, freed */
+  /* Whether this life's enqueuers widen the published filters (summary.c,
+   * THE PUBLISHED FILTERS, "On for a life"): set by the linker before the
+   * linking CAS (ldg__summary_reset), fixed for the life. Here, on the line
+   * the enqueuer reads base from anyway. */
+  bool pubf_on;
   /* A retired segment goes through one of two ways to its grace period:
    * call_rcu (rcu), or the reclaimer's list (reclaim.c: retired_next, the
    * list's link, and retired_ns, when, CLOCK_MONOTONIC, for the pool's
@@ -206,6 +214,8 @@ struct ldg__seg {
   struct ldg__slot slots[];
 };
 _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
+                   offsetof(struct ldg__seg, pubf_on) < LDG__CACHE_LINE &&
+                   offsetof(struct ldg__summary, pubf_on) < LDG__CACHE_LINE &&
                    offsetof(struct ldg__seg, sum.one) ==
                        3 * LDG__CACHE_LINE &&
                    sizeof(struct ldg__seg) == 4 * LDG__CACHE_LINE,
@@ -344,6 +354,10 @@ struct ldg_ledger {
    * never read this line, which refs (written by every segment and payload
    * allocation) shares. */
   struct ldg__vindex *vindex;
+  /* Set by the first query that walked a tail segment without published
+   * filters (summary.c, "On for a life"); segments linked after it keep
+   * them. Relaxed: a hint, read once per segment linked. */
+  _Atomic bool queried;
   alignas(LDG__CACHE_LINE) _Atomic size_t bytes;
   /* Retired segments past their grace period, kept for reuse, one lock-free
    * stack per size (8 << class slots); see pool.c. */
@@ -716,38 +730,43 @@ bool ldg__ring_visit(const ldg_stream *s, const struct ldg__probe *p,
                      ldg__visit_fn fn, void *arg);
 
 /* Empties g's summaries and sets its index, for a new life of g: called on
- * a segment nobody else can reach yet, before the store that links it. */
+ * a segment nobody else can reach yet, before the store that links it.
+ * Turns the published filters on for the life once g's ledger was queried. */
 void ldg__summary_reset(struct ldg__seg *g, uint32_t index);
 
-/* The published filters' grain (struct ldg__pubf_span): powers of two. */
+/* The published filters' grain: ldg__pubf_widen widens them to whole
+ * blocks of LDG__PUBF_VEC_BLOCK ids and LDG__PUBF_ADDR_BLOCK bytes (powers
+ * of two, so a filter's bounds are block edges), so ids and addresses that
+ * climb one by one, as a stream's often do, widen a filter once per block,
+ * not once per entry. */
 #define LDG__PUBF_VEC_BLOCK 64u
 #define LDG__PUBF_ADDR_BLOCK (1u << 20)
 
-/* Widens f to [vlo, vhi] and [alo, ahi] (the slow side of
- * ldg__pubf_note): plain stores if one (the stream's one publisher), else
- * atomic RMWs. */
+/* Widens f to admit [vlo, vhi] and [alo, ahi] (an empty one: nothing),
+ * each to whole blocks (the slow side of ldg__pubf_note): plain stores if
+ * one (the stream's one publisher), else atomic RMWs. */
 void ldg__pubf_widen(struct ldg__pubf *f, bool one, uint64_t vlo,
                      uint64_t vhi, uint64_t alo, uint64_t ahi);
 
-/* What one operation names, for the published filters: its ids in
- * [vlo, vhi] and its bytes in [alo, ahi], each widened to whole blocks
- * (LDG__PUBF_VEC_BLOCK ids, LDG__PUBF_ADDR_BLOCK bytes: ids and addresses
- * that climb one by one, as a stream's often do, widen a filter once per
- * block, not once per entry). Empty: lo > hi. Gathered by ring.c's
- * ldg__fill_slot while it copies them. */
+/* What one operation names, for the published filters: its ids lie in
+ * [vlo, vhi] and its bytes in [alo, ahi]. Empty: lo > hi. Gathered by
+ * ring.c's ldg__fill_slot while it copies them. */
 struct ldg__pubf_span {
   uint64_t vlo, vhi, alo, ahi;
 };
 
-/* The enqueuer of an operation naming x at a seq of g, before its
- * publication (summary.c, THE PUBLISHED FILTERS): widens g's filter of
- * that seq's kind (one: the seq is published with LDG__PUB_STORE) so
- * that it admits x. Loads and compares only while the filter admits x
- * already. Relaxed: summary.c says what orders them. */
+/* The enqueuer of an operation naming x at a seq of g, whose life keeps
+ * published filters (g->pubf_on), before its publication (summary.c, THE
+ * PUBLISHED FILTERS): widens g's filter of that seq's kind (one: the seq
+ * is published with LDG__PUB_STORE) so that it admits x. Loads and
+ * compares only while the filter admits x already. Relaxed: summary.c
+ * says what orders them. */
 static inline __attribute__((always_inline)) void ldg__pubf_note(
     struct ldg__seg *g, const struct ldg__pubf_span *x, bool one) {
   struct ldg__pubf *f = one ? &g->sum.one : &g->sum.any;
-  /* One branch for the four words: nothing to store on the common path. */
+  /* One branch for the four words: nothing to store on the common path.
+   * The raw bounds: the filter's are block edges, so a value inside them
+   * has its whole block inside. */
   if ((x->vlo < ldg__load_relaxed(&f->vec_lo)) |
       (x->vhi > ldg__load_relaxed(&f->vec_hi)) |
       (x->alo < ldg__load_relaxed(&f->addr_lo)) |

@@ -95,6 +95,7 @@ int ldg_ledger_create(ldg_ledger **out) {
   atomic_init(&l->refs, 1);
   atomic_init(&l->bytes, 0);
   atomic_init(&l->destroying, false);
+  atomic_init(&l->queried, false);
   atomic_init(&l->pool_bytes, 0);
   atomic_init(&l->pool_limit, LDG__POOL_DEFAULT_LIMIT);
   atomic_init(&l->pool_auto, LDG__POOL_FLOOR); /* until a batch comes */

@@ -1050,10 +1050,8 @@ static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
 
 /* ---- Enqueue ------------------------------------------------------------------------- */
 
-/* Writes e into slot; for an operation, gathers into *x what it names (for
- * the published filters, summary.c) while copying it. */
 static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
-                           struct ldg__ext *ext, struct ldg__pubf_span *x) {
+                           struct ldg__ext *ext) {
   slot->kind = e->kind;
   if (e->kind == LDG__KIND_WAIT) {
     slot->aux = LDG__FRAME_FIRED;
@@ -1073,28 +1071,45 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
     slot->u.op.d.in.n_rng = (uint32_t)e->n_rng;
     w = slot->u.op.d.in.w;
   }
-  uint64_t vlo = UINT64_MAX, vhi = 0, alo = UINT64_MAX, ahi = 0;
-  for (size_t i = 0; i < e->n_vec; i++) {
-    uint64_t v = e->vec_ids[i];
-    w[i] = v;
-    uint64_t lo = v & ~(uint64_t)(LDG__PUBF_VEC_BLOCK - 1);
-    uint64_t hi = v | (LDG__PUBF_VEC_BLOCK - 1);
-    vlo = lo < vlo ? lo : vlo;
-    vhi = hi > vhi ? hi : vhi;
-  }
+  for (size_t i = 0; i < e->n_vec; i++) w[i] = e->vec_ids[i];
   for (size_t i = 0; i < e->n_rng; i++) {
-    uint64_t a = (uint64_t)e->ranges[i].addr, n = e->ranges[i].bytes;
-    w[e->n_vec + 2 * i] = a;
-    w[e->n_vec + 2 * i + 1] = n;
-    /* Checked: n != 0 and a + (n - 1) does not wrap. */
-    uint64_t lo = a & ~(uint64_t)(LDG__PUBF_ADDR_BLOCK - 1);
-    uint64_t hi = (a + (n - 1)) | (LDG__PUBF_ADDR_BLOCK - 1);
-    alo = lo < alo ? lo : alo;
-    ahi = hi > ahi ? hi : ahi;
+    w[e->n_vec + 2 * i] = (uint64_t)e->ranges[i].addr;
+    w[e->n_vec + 2 * i + 1] = (uint64_t)e->ranges[i].bytes;
   }
-  *x = (struct ldg__pubf_span){vlo, vhi, alo, ahi};
 }
 
+/* The published filters (summary.c) of an operation at a seq of g, whose
+ * life keeps them: its bounds, then the widening of the filter of that
+ * seq's kind (one: published with LDG__PUB_STORE). Out of line, a second
+ * pass over e's ids and ranges: an enqueue in a segment without published
+ * filters pays a load and a branch, nothing else (bench/RESULTS.md, "Issue
+ * 11, tenth session: the reader's lines (rdr10)"). */
+static __attribute__((noinline)) void ldg__pubf_note_entry(
+    struct ldg__seg *g, const uint64_t *vec_ids, size_t n_vec,
+    const ldg_range *ranges, size_t n_rng, bool one) {
+  struct ldg__pubf_span x = {UINT64_MAX, 0, UINT64_MAX, 0};
+  if (n_vec == 1) { /* the common shapes without a loop */
+    x.vlo = x.vhi = vec_ids[0];
+  } else {
+    for (size_t i = 0; i < n_vec; i++) {
+      uint64_t v = vec_ids[i];
+      x.vlo = v < x.vlo ? v : x.vlo;
+      x.vhi = v > x.vhi ? v : x.vhi;
+    }
+  }
+  if (n_rng == 1) {
+    x.alo = (uint64_t)ranges[0].addr;
+    x.ahi = x.alo + ((uint64_t)ranges[0].bytes - 1); /* checked: no wrap */
+  } else {
+    for (size_t i = 0; i < n_rng; i++) {
+      uint64_t a = (uint64_t)ranges[i].addr;
+      uint64_t last = a + ((uint64_t)ranges[i].bytes - 1); /* checked: no wrap */
+      x.alo = a < x.alo ? a : x.alo;
+      x.ahi = last > x.ahi ? last : x.ahi;
+    }
+  }
+  ldg__pubf_note(g, &x, one);
+}
 
 /* The enqueuer's side of PUBLICATION ON A STREAM WITH ONE PUBLISHER, once
  * it read s->asked naming its seq: one CAS against the asking release's
@@ -1228,12 +1243,14 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
      * before) and cannot count the wait without its seq. */
     ldg__fetch_add_release(&s->waits_enqueued, 1);
   }
-  struct ldg__pubf_span x;
-  ldg__fill_slot(slot, e, ext, &x);
-  /* The published filters (summary.c): after the fill, before the
-   * publication, into the filter of seq's kind of publisher. A wait names
-   * nothing. */
-  if (e->kind == LDG__KIND_OP) ldg__pubf_note(g, &x, pub == LDG__PUB_STORE);
+  ldg__fill_slot(slot, e, ext);
+  /* The published filters (summary.c), where g's life keeps them: widened
+   * before the publication, the filter of seq's kind of publisher. A wait
+   * names nothing. pubf_on: fixed for g's life, written before the CAS
+   * that linked g, which our reach of g (ldg__seg_of_reserved) read after. */
+  if (e->kind == LDG__KIND_OP && g->pubf_on)
+    ldg__pubf_note_entry(g, e->vec_ids, e->n_vec, e->ranges, e->n_rng,
+                         pub == LDG__PUB_STORE); /* e's fields, not &e: they stay in registers */
   if (__builtin_expect(pub == LDG__PUB_STORE, 1)) {
     /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
     bool published = ldg__publish_one(s, slot, seq);

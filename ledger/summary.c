@@ -110,6 +110,21 @@
  *   which read each slot once and then skip the segment, and runs of
  *   segments in O(log^2): a segment's published filters admit everything
  *   it ever held, and own, built from the slots still pending, need not.
+ *   On for a life: enqueuers pay for the filters (about 30 instructions an
+ *   operation: its bounds gathered while its ids are copied, four loads
+ *   and compares) only in ledgers that are queried. The linker turns them
+ *   on for the segment's life, in ldg__summary_reset (pubf_on, on the
+ *   header's line for enqueuers and on the summary's for queries), once
+ *   the ledger's queried flag is set: by the first query that walked a
+ *   tail segment without them (ldg__note_queried). Fixed for the life and
+ *   written before the linking CAS, so every enqueuer of the life reads
+ *   the same value (its reach of the segment reads from that CAS) and a
+ *   query reads the one its walk's acquires pass on: a life whose filters
+ *   are off is walked as before (own, then the slots), and in a life that
+ *   keeps them every enqueuer widened before publishing. The flag itself
+ *   is a hint (relaxed): whichever value a linker reads, its life is
+ *   consistent (model BUG_PUBF_IGNORE_ON: a query that trusts the filters
+ *   of a life without them misses its entries).
  *   Reuse: reset with the summaries by the thread that links the segment,
  *   before the linking CAS (REUSE AND RETIREMENT below), so before any
  *   enqueuer of the new life reaches the segment (through that CAS,
@@ -141,7 +156,8 @@
  * WHAT A QUERY TOUCHES
  *   Per stream: tail (the enqueuers' line), head (beside tailseg, moved once
  *   per segment), the published filters' line of the segment that holds
- *   tail (which its enqueuers write only while those filters grow), and per
+ *   tail when its life keeps them (its enqueuers write it only while those
+ *   filters grow), and per
  *   segment visited its two summary lines, which hold
  *   copies of base and size (set before linking) and of next (stored by a
  *   query once it read the header's next set; acquire/release, passing on
@@ -338,12 +354,25 @@ void ldg__summary_reset(struct ldg__seg *g, uint32_t index) {
   ldg__store_relaxed(&g->sum.next, (struct ldg__seg *)NULL);
   ldg__pubf_reset(&g->sum.one);
   ldg__pubf_reset(&g->sum.any);
+  /* On for this life once the ledger was queried ("On for a life");
+   * relaxed: a hint, fixed here for the life. */
+  bool on = ldg__load_relaxed(&g->ledger->queried);
+  g->pubf_on = on;
+  g->sum.pubf_on = on;
 }
 
 /* ---- The published filters -------------------------------------------------------- */
 
 void ldg__pubf_widen(struct ldg__pubf *f, bool one, uint64_t vlo,
                      uint64_t vhi, uint64_t alo, uint64_t ahi) {
+  if (vlo <= vhi) { /* to whole blocks */
+    vlo &= ~(uint64_t)(LDG__PUBF_VEC_BLOCK - 1);
+    vhi |= LDG__PUBF_VEC_BLOCK - 1;
+  }
+  if (alo <= ahi) {
+    alo &= ~(uint64_t)(LDG__PUBF_ADDR_BLOCK - 1);
+    ahi |= LDG__PUBF_ADDR_BLOCK - 1;
+  }
   if (one) {
     /* Plain (relaxed) stores: the one publisher's calls are ordered by
      * happens-before, so nobody else writes f meanwhile and each word
@@ -450,6 +479,13 @@ static void ldg__jump_build(struct ldg__seg *g, unsigned level,
 
 /* ---- The walk --------------------------------------------------------------------- */
 
+/* A query walked a tail segment without published filters: segments
+ * linked from now on keep them ("On for a life"). Relaxed: a hint; the
+ * load first, so that the line is written once. */
+static void ldg__note_queried(ldg_ledger *l) {
+  if (!ldg__load_relaxed(&l->queried)) ldg__store_relaxed(&l->queried, true);
+}
+
 /* The stream's released mark, read once and only when a walk needs it (a
  * filter or a slot may match, or a slot is EMPTY): a miss that summaries
  * rule out never touches the releasers' line. */
@@ -495,11 +531,16 @@ static bool ldg__ring_walk(const ldg_stream *s, const struct ldg__probe *p,
     }
     if (end > t) {
       /* g holds tail: what its enqueuers published is in its published
-       * filters (THE PUBLISHED FILTERS); if neither admits p, nothing of
-       * g, the last segment walked, can match. */
-      rel.rd.filters++;
-      if (!ldg__pubf_maybe(&g->sum.one, p) && !ldg__pubf_maybe(&g->sum.any, p))
-        break;
+       * filters (THE PUBLISHED FILTERS) if its life keeps them; if neither
+       * admits p, nothing of g, the last segment walked, can match. */
+      if (g->sum.pubf_on) {
+        rel.rd.filters++;
+        if (!ldg__pubf_maybe(&g->sum.one, p) &&
+            !ldg__pubf_maybe(&g->sum.any, p))
+          break;
+      } else {
+        ldg__note_queried(s->ledger);
+      }
     }
     /* upto: acquire, see ldg__complete. */
     uint32_t u = ldg__load_acquire(&g->sum.upto);

@@ -12,8 +12,11 @@
  * Enqueuers: E0 (the one publisher, id 2), E1 (id 1) and E2 (id 3), both
  * CAS publishers, racing on any. Each waits until the segment is linked,
  * widens its filter, then publishes its slot (FULL with its id).
- * The linker resets both filters (the last life left [3, 3] in each) and
- * links the segment (the linking CAS), in that order.
+ * The linker resets both filters (the last life left [3, 3] in each),
+ * turns them on or off for the life (pubf_on: on once the ledger was
+ * queried, a hint read once, so either here) and links the segment (the
+ * linking CAS), in that order. Enqueuers widen only in a life that keeps
+ * the filters; queries trust them only there.
  * The query picks a probe p in {1, 2, 3}, notes the slots FULL when it
  * begins, then loads the four words one at a time and, when neither
  * filter admits p, answers "not held" without reading a slot.
@@ -36,6 +39,8 @@
  *   BUG_PUBF_RESET_LATE   the linker resets the filters after linking (an
  *                         enqueuer's widening is wiped)
  *   BUG_PUBF_ONE_ONLY     the query asks only one
+ *   BUG_PUBF_IGNORE_ON    the query trusts the filters of a life that does
+ *                         not keep them (its enqueuers widened nothing)
  * Probes (each must be reached): PROBE_PUBF_REJECT (a query rules a probe
  * out while an enqueue is in flight), PROBE_PUBF_RACE (E1 and E2 both
  * inside their widening of any at once).
@@ -58,6 +63,7 @@
 byte one_lo = 3, one_hi = 3;   /* the last life's filters */
 byte any_lo = 3, any_hi = 3;
 bit linked;
+bit on;                        /* pubf_on, for the life */
 byte slot[3];                  /* slot i: 0 (EMPTY) or the id published */
 bit ret[3];                   /* enqueue i returned */
 bit widening[3];               /* enqueuer i inside its widening */
@@ -95,9 +101,9 @@ proctype Enqueuer(byte i; byte id) {
   linked == 1;                 /* reached the segment (acquire of the link) */
 #ifdef BUG_PUBF_AFTER_PUBLISH
   slot[i] = id;                /* publication */
-  widen(i, id);
+  if :: on -> widen(i, id) :: else fi;
 #else
-  widen(i, id);
+  if :: on -> widen(i, id) :: else fi;
   slot[i] = id;                /* publication (store or CAS of FULL) */
 #endif
   ret[i] = 1                  /* the enqueue returns */
@@ -110,6 +116,7 @@ proctype Linker() {
   /* ldg__summary_reset: the filters of this life start empty */
   one_lo = NONE; one_hi = 0;
   any_lo = NONE; any_hi = 0;
+  if :: on = 1 :: on = 0 fi;
 #ifndef BUG_PUBF_RESET_LATE
   linked = 1                   /* the linking CAS */
 #endif
@@ -128,8 +135,13 @@ proctype Query() {
 #ifdef BUG_PUBF_ONE_ONLY
   alo = NONE; ahi = 0;
 #endif
+#ifdef BUG_PUBF_IGNORE_ON
+#define TRUSTED 1
+#else
+#define TRUSTED on
+#endif
   if
-  :: (p < olo || p > ohi) && (p < alo || p > ahi) ->
+  :: TRUSTED && (p < olo || p > ohi) && (p < alo || p > ahi) ->
      /* "not held", no slot read */
      P_REJECT(!(ret[0] && ret[1] && ret[2]));
      assert(!was[0] && !was[1] && !was[2])
