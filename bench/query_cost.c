@@ -34,11 +34,15 @@
 
 /* ledger_testing.h's counters of what a thread's queries read, where the
  * ledger has them (since the segment summaries): declared here, weak, so
- * that this file still builds against older commits. */
+ * that this file still builds against older commits. filters (the
+ * published filters' lines, since rdr10): an older ledger returns the
+ * first four fields only (through the caller's memory), which reads_now
+ * tells by ldg__pubf_widen, a function of rdr10's summary.c. */
 typedef struct {
-  uint64_t segments, slots, stream_lines, headers;
+  uint64_t segments, slots, stream_lines, headers, filters;
 } query_reads;
 extern query_reads ldg__thread_query_reads(void) __attribute__((weak));
+extern void ldg__pubf_widen(void) __attribute__((weak)); /* only its address */
 /* And what they wrote (summary lines), where counted (since core5d). */
 extern uint64_t ldg__thread_query_writes(void) __attribute__((weak));
 
@@ -47,8 +51,10 @@ static uint64_t writes_now(void) {
 }
 
 static query_reads reads_now(void) {
-  if (ldg__thread_query_reads == NULL) return (query_reads){0, 0, 0, 0};
-  return ldg__thread_query_reads();
+  if (ldg__thread_query_reads == NULL) return (query_reads){0, 0, 0, 0, 0};
+  query_reads r = ldg__thread_query_reads();
+  if (ldg__pubf_widen == NULL) r.filters = 0; /* a ledger before rdr10 */
+  return r;
 }
 
 static void print_reads(query_reads a, uint64_t w, uint64_t queries) {
@@ -56,10 +62,12 @@ static void print_reads(query_reads a, uint64_t w, uint64_t queries) {
   query_reads b = reads_now();
   double q = (double)queries;
   printf("  per query: %.2f segments; lines enqueuers or releases write: "
-         "%.2f slots, %.2f tail/released, %.2f segment headers\n",
+         "%.2f slots, %.2f tail/released, %.2f segment headers; "
+         "%.2f published filters' lines\n",
          (double)(b.segments - a.segments) / q, (double)(b.slots - a.slots) / q,
          (double)(b.stream_lines - a.stream_lines) / q,
-         (double)(b.headers - a.headers) / q);
+         (double)(b.headers - a.headers) / q,
+         (double)(b.filters - a.filters) / q);
   if (ldg__thread_query_writes != NULL)
     printf("  per query: %.2f summary lines written\n",
            (double)(writes_now() - w) / q);

@@ -12,7 +12,11 @@
 #            only (--impl ledger: its mutex design is the same code). No
 #            null-reader control (rdr9's run put it at ~0).
 #   one      the one-thread private and serving rows (ledger, no reader) of
-#            both binaries, interleaved, order alternating.
+#            both binaries, interleaved, order alternating; and BIN's with
+#            --queried (its ledgers queried once before the rows: the
+#            segments keep published filters, which every enqueue widens,
+#            the enqueuers' share of a queried ledger that the paired rows
+#            do not see, both of their windows paying it).
 # SUMMARY.txt: per mode and thread count, the ledger's paired cost of BIN and
 # BEFORE (median [IQR] n over the pairs of every round), the mutex design's
 # (BIN's runs), the targets judged on BIN's paired medians (unpaced: ldg <=
@@ -54,7 +58,7 @@ ab_init "issue 11, tenth session (rdr10): the reader's lines, BIN against BEFORE
   "reader: bench/reader9_h200.sh per binary and round (READER9_ROUNDS=1 READER9_SECONDS=$secs READER9_THREADS=$threads READER9_WINDOW_MS=$win READER9_RATE=$rate READER9_NULL=0; BEFORE with READER9_ARGS='--impl ledger'), $rounds round(s), order alternating; one: ledger_bench --workload private|serving --impl ledger --threads 1 --no-reader --seconds $one_secs --repeat 1, $one_rounds round(s)"
 
 n_thr=$(echo "$threads" | tr ',' '\n' | grep -c .)
-dir_of() { if [ "$1" = after ]; then echo "$bin"; else echo "$before"; fi; }
+dir_of() { if [ "$1" = before ]; then echo "$before"; else echo "$bin"; fi; }
 # reader VARIANT ROUND: one reader9 call, into OUT/VARIANT_rROUND. Its own
 # steps are each limited to n * 6 * (0.2 + S) * 1.4 + 8 s; two of them.
 reader() {
@@ -69,10 +73,13 @@ for r in $(seq 1 "$rounds"); do
   for v in $(ab_order "$r" after before); do reader "$v" "$r"; done
 done
 for r in $(seq 1 "$one_rounds"); do
-  for v in $(ab_order "$r" after before); do
+  for v in $(ab_order "$r" after before queried); do
+    q=()
+    [ "$v" = queried ] && q=(--queried)
     for w in private serving; do
       step "one_${w}_${v}_r$r" 15 "$(dir_of "$v")/ledger_bench" --workload "$w" --impl ledger \
-        --threads 1 --no-reader --seconds "$one_secs" --repeat 1 --json "$out/one_${w}_${v}_r$r.json"
+        --threads 1 --no-reader --seconds "$one_secs" --repeat 1 "${q[@]}" \
+        --json "$out/one_${w}_${v}_r$r.json"
     done
   done
 done
@@ -91,7 +98,7 @@ def dist(xs):
 def med(xs, fmt="%.1f"):
     return fmt % statistics.median(xs) if xs else "-"
 
-print("\nReader rows. Costs in %% of the enqueuers' throughput, paired (1 - ops/ns with"
+print("\nReader rows. Costs in % of the enqueuers' throughput, paired (1 - ops/ns with"
       " the reader querying / ops/ns with it asleep, one per adjacent pair of windows):"
       " median [25th, 75th percentile] pairs, every round pooled. Lines: enqueuer-written"
       " lines read per query (slots + tail/released + segment headers), then the published"
@@ -131,12 +138,14 @@ for mode, title in (("unpaced", "reader without pause (target: ldg <= the mutex 
             t, dist(a), dist(b), dist(m), med(la[0]), med(la[1]), med(lb[0]),
             med(la[2]), med(lb[2]), verdict))
 
-print("\nOne thread, ledger, no reader: M ops/s, median [rounds]; ns/op and p99.9 (ns) medians")
-print("| workload | BIN | BEFORE | BIN / BEFORE | ns/op BIN / BEFORE | p99.9 BIN / BEFORE |")
-print("|---|---|---|---|---|---|")
+print("\nOne thread, ledger, no reader: M ops/s, median [rounds]; ns/op and p99.9 (ns) medians."
+      " BIN --queried: its ledgers queried once first (published filters on)")
+print("| workload | BIN | BEFORE | BIN / BEFORE | ns/op BIN / BEFORE | p99.9 BIN / BEFORE"
+      " | BIN --queried | ns/op | --queried / BEFORE |")
+print("|---|---|---|---|---|---|---|---|---|")
 for w in ("private", "serving"):
     cell = {}
-    for v in ("after", "before"):
+    for v in ("after", "before", "queried"):
         ops, ns, p = [], [], []
         for r in range(1, one_rounds + 1):
             for row in ledger_json.rows(out, "one_%s_%s_r%d" % (w, v, r)):
@@ -145,12 +154,14 @@ for w in ("private", "serving"):
                     ns.append(row["ns_per_op"])
                     p.append(row["p999_ns"])
         cell[v] = (ops, ns, p)
-    a, b = cell["after"], cell["before"]
-    ratio = "%.2fx" % (statistics.median(a[0]) / statistics.median(b[0])) if a[0] and b[0] else "-"
-    print("| %s | %s [%s] | %s [%s] | %s | %s / %s | %s / %s |" % (
+    a, b, q = cell["after"], cell["before"], cell["queried"]
+    def ratio(x, y):
+        return "%.2fx" % (statistics.median(x[0]) / statistics.median(y[0])) if x[0] and y[0] else "-"
+    print("| %s | %s [%s] | %s [%s] | %s | %s / %s | %s / %s | %s [%s] | %s | %s |" % (
         w, med(a[0], "%.2f"), " ".join("%.1f" % x for x in a[0]),
-        med(b[0], "%.2f"), " ".join("%.1f" % x for x in b[0]), ratio,
-        med(a[1]), med(b[1]), med(a[2], "%.0f"), med(b[2], "%.0f")))
+        med(b[0], "%.2f"), " ".join("%.1f" % x for x in b[0]), ratio(a, b),
+        med(a[1]), med(b[1]), med(a[2], "%.0f"), med(b[2], "%.0f"),
+        med(q[0], "%.2f"), " ".join("%.1f" % x for x in q[0]), med(q[1]), ratio(q, b)))
 EOF
 echo "done in $(($(date +%s) - start)) s, rc $rc" >> "$sum"
 cat "$sum"
