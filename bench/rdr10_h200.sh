@@ -87,12 +87,8 @@ done
 PYTHONPATH="$here" python3 - "$out" "$rounds" "$one_rounds" "$rate" >> "$sum" <<'EOF'
 import statistics, sys
 import ledger_json
+from ledger_json import f, pct
 out, rounds, one_rounds, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-def pct(xs, q):  # nearest rank, as ledger_bench's pct()
-    xs = sorted(xs)
-    return xs[int(q * (len(xs) - 1) + 0.5)] if xs else None
-def f(x, scale=100.0, fmt="%.1f"):
-    return "-" if x is None else fmt % (x * scale)
 def dist(xs):
     return "%s [%s, %s] %d" % (f(pct(xs, .5)), f(pct(xs, .25)), f(pct(xs, .75)), len(xs)) if xs else "- (no pair)"
 def med(xs, fmt="%.1f"):
@@ -103,8 +99,7 @@ print("\nReader rows. Costs in % of the enqueuers' throughput, paired (1 - ops/n
       " median [25th, 75th percentile] pairs, every round pooled. Lines: enqueuer-written"
       " lines read per query (slots + tail/released + segment headers), then the published"
       " filters' lines (BIN), and slots; serving+reader rows, median over rounds.")
-for mode, title in (("unpaced", "reader without pause (target: ldg <= the mutex design's)"),
-                    ("paced", "reader paced to %.0f queries/s (target: ldg <= 10 %%)" % rate)):
+for mode, title in ledger_json.reader_modes(rate):
     pairs, lines = {}, {}
     for v in ("after", "before"):
         for r in range(1, rounds + 1):
@@ -127,13 +122,7 @@ for mode, title in (("unpaced", "reader without pause (target: ldg <= the mutex 
         m = pairs.get(("after", "mutex", t), [])
         la = lines.get(("after", "ledger", t), ([], [], []))
         lb = lines.get(("before", "ledger", t), ([], [], []))
-        lm, mm = pct(a, .5), pct(m, .5)
-        if lm is None or (mode == "unpaced" and mm is None):
-            verdict = "-"
-        elif mode == "unpaced":
-            verdict = "%s (ldg %s, mtx %s)" % ("met" if lm <= mm else "missed", f(lm), f(mm))
-        else:
-            verdict = "%s (ldg %s)" % ("met" if lm <= 0.10 else "missed", f(lm))
+        verdict = ledger_json.verdict(mode, pct(a, .5), pct(m, .5))
         print("| %d | %s | %s | %s | %s (%s) / %s | %s / %s | %s |" % (
             t, dist(a), dist(b), dist(m), med(la[0]), med(la[1]), med(lb[0]),
             med(la[2]), med(lb[2]), verdict))

@@ -99,14 +99,10 @@ done
 PYTHONPATH="$(dirname "$0")" python3 - "$out" "$rounds" "$rate" >> "$sum" <<'EOF'
 import statistics, sys
 import ledger_json
+from ledger_json import f, pct
 out, rounds, rate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 def rows(name):
     return ledger_json.rows(out, name)
-def pct(xs, q):  # nearest rank, as ledger_bench's pct()
-    xs = sorted(xs)
-    return xs[int(q * (len(xs) - 1) + 0.5)] if xs else None
-def f(x, scale=100.0, fmt="%.1f"):
-    return "-" if x is None else fmt % (x * scale)
 def rnds(xs):
     return "/".join(f(x, 100, "%.0f") for x in xs) if xs else "-"
 
@@ -115,8 +111,7 @@ print("\nCosts in % of the enqueuers' throughput. paired: 1 - (ops/ns with the r
       " [25th, 75th percentile] n over the pairs of every round pooled, then each round's"
       " median. unpaired: 1 - serving+reader / serving, two rows of the same invocation"
       " (the old measure); median [rounds].")
-for mode, title in (("unpaced", "reader without pause (target: ldg <= the mutex design's)"),
-                    ("paced", "reader paced to %.0f queries/s (target: ldg <= 10 %%)" % rate)):
+for mode, title in ledger_json.reader_modes(rate):
     pairs, permed, unp, qps = {}, {}, {}, {}
     for r in range(1, rounds + 1):
         for row in rows("%s_r%d" % (mode, r)):
@@ -145,15 +140,8 @@ for mode, title in (("unpaced", "reader without pause (target: ldg <= the mutex 
             cells.append(rnds(permed.get((impl, t), [])))
         q = [qps.get((impl, t), []) for impl in ("ledger", "mutex")]
         cells.append(" / ".join("%.0f" % (statistics.median(x) / 1e3) if x else "-" for x in q))
-        lm = pct(pairs.get(("ledger", t), []), .5)
-        mm = pct(pairs.get(("mutex", t), []), .5)
-        if lm is None or (mode == "unpaced" and mm is None):
-            verdict = "-"
-        elif mode == "unpaced":
-            verdict = "%s (ldg %s mtx %s)" % ("met" if lm <= mm else "missed", f(lm), f(mm))
-        else:
-            verdict = "%s (ldg %s)" % ("met" if lm <= 0.10 else "missed", f(lm))
-        cells.append(verdict)
+        cells.append(ledger_json.verdict(mode, pct(pairs.get(("ledger", t), []), .5),
+                                         pct(pairs.get(("mutex", t), []), .5)))
         print("| %d | %s |" % (t, " | ".join(cells)))
 
 print("\ncontrol, once (--reader-null --reader-rate %.0f): the paced reader's loop without its"
