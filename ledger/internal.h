@@ -354,7 +354,7 @@ struct ldg_ledger {
    * never read this line, which refs (written by every segment and payload
    * allocation) shares. */
   struct ldg__vindex *vindex;
-  /* Set by the first query that walked a tail segment without published
+  /* Set by the first query that walked a newest segment without published
    * filters (summary.c, "On for a life"); segments linked after it keep
    * them. Relaxed: a hint, read once per segment linked. */
   _Atomic bool queried;

@@ -705,6 +705,12 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     struct ldg__seg *expected = NULL;
     if (ldg__cas_seq_cst(&g->next, &expected, fresh)) {
       next = fresh;
+      /* The queries' copy of next (summary.c, ldg__next), so that a walk
+       * passing g to the segment grown ahead reads no header (WHAT A QUERY
+       * TOUCHES). Release: fresh's header and reset summaries, written
+       * before the CAS above, go with it (acquire in ldg__next). Every
+       * writer of the copy stores this same value. */
+      ldg__store_release(&g->sum.next, fresh);
       /* Where the next release starts preparing the spare: half way to
        * fresh's grow point (GROWING AHEAD), so that the early extender
        * finds it parked. Relaxed: a hint; a stale one prepares a little

@@ -94,29 +94,43 @@
  *   drop another's widening (model BUG_PUBF_PLAIN). Every word only grows
  *   within a life, so a reader mixing words of several writers reads a
  *   superset of each.
- *   What a query does with them: on the segment that holds the tail it
- *   read (end > t: the one enqueuers publish into), when neither filter
- *   admits its probe, it skips the segment's slots and ends the walk: no
- *   slot of it, nor released, is read, and upto stays (the next query asks
- *   the filters again). Why that answer is one ledger.h allows: an entry
- *   whose enqueue returned before the query began was widened into its
- *   filter before that return, so the query's relaxed loads, which happen
- *   after it, read that widening or a later value of the same word
- *   (read-read coherence), which admits at least as much; an entry
- *   published while the query runs belongs to an enqueue that overlaps
- *   the call, reported or not. And it is the answer reading the slots
- *   would give: a slot the query would read FULL was widened in before,
- *   by (P). Segments below the tail's keep the walk of own and the jumps,
+ *   The walk. A query reads head, then tailseg (last: the newest segment
+ *   then, on the stream's read-mostly line), and walks from head to last.
+ *   On each of the newest LDG__PUBF_RECENT + 1 segments (by index against
+ *   last's: those enqueuers publish into, and the one grown ahead) whose
+ *   life keeps the filters, when neither admits its probe, it skips the
+ *   segment: no slot, no released, no tail, and upto stays (the next query
+ *   asks the filters again); it moves on through the summaries' copy of
+ *   next, which the extender stores after its linking CAS. It reads tail
+ *   (as before: every seq up to it is linked, and it bounds the slots
+ *   read) only when a segment's slots must be read, and stops at last, or
+ *   where tail says nothing later is reserved. So a miss that the filters
+ *   rule out reads none of the lines enqueuers write on every enqueue.
+ *   Why that answer is one ledger.h allows: an entry whose enqueue
+ *   returned before the query began (i) was widened into its filter
+ *   before that return, so the query's relaxed loads, which happen after
+ *   it, read that widening or a later value of the same word (read-read
+ *   coherence), which admits at least as much; (ii) is in a segment at or
+ *   before last: its enqueuer reserved its seq against a tail_end raised
+ *   after tailseg was swung to a segment that ends above that seq
+ *   (segment.c, ldg__raise_tail_end; model extend_mp.pml), and that swing
+ *   happens before the query's load of tailseg, which reads it or a later
+ *   one; (iii) is not released, so its segment is at or after head. An
+ *   entry published while the query runs belongs to an enqueue that
+ *   overlaps the call, reported or not. And skipping is the answer reading
+ *   the slots would give: a slot the query would read FULL was widened in
+ *   before, by (P). Older segments keep the walk of own and the jumps,
  *   which read each slot once and then skip the segment, and runs of
- *   segments in O(log^2): a segment's published filters admit everything
- *   it ever held, and own, built from the slots still pending, need not.
+ *   segments in O(log^2), where the filters would cost a line a segment:
+ *   a segment's published filters admit everything it ever held, and own,
+ *   built from the slots still pending, need not.
  *   On for a life: enqueuers pay for the filters (about 30 instructions an
  *   operation: its bounds gathered while its ids are copied, four loads
  *   and compares) only in ledgers that are queried. The linker turns them
  *   on for the segment's life, in ldg__summary_reset (pubf_on, on the
  *   header's line for enqueuers and on the summary's for queries), once
  *   the ledger's queried flag is set: by the first query that walked a
- *   tail segment without them (ldg__note_queried). Fixed for the life and
+ *   newest segment without them (ldg__note_queried). Fixed for the life and
  *   written before the linking CAS, so every enqueuer of the life reads
  *   the same value (its reach of the segment reads from that CAS) and a
  *   query reads the one its walk's acquires pass on: a life whose filters
@@ -134,7 +148,8 @@
  *   lands in a new one (model BUG_PUBF_RESET_LATE: a reset after the link
  *   wipes a widening). Queries read the filters only inside the walk's
  *   read-side section, as the summaries.
- *   Model: ledger/model/pubf.pml. Mutants: tools/mutation/mutants.txt
+ *   Model: ledger/model/pubf.pml (two segments, the walk to last).
+ *   Mutants: tools/mutation/mutants.txt
  *   (pubf-*). Test: tests/unit/summary_test.c (test_published_filters,
  *   test_published_concurrent).
  *
@@ -154,33 +169,35 @@
  *   A segment never linked (a loser's) keeps a reset it never needed.
  *
  * WHAT A QUERY TOUCHES
- *   Per stream: tail (the enqueuers' line), head (beside tailseg, moved once
- *   per segment), the published filters' line of the segment that holds
- *   tail when its life keeps them (its enqueuers write it only while those
- *   filters grow), and per
- *   segment visited its two summary lines, which hold
- *   copies of base and size (set before linking) and of next (stored by a
- *   query once it read the header's next set; acquire/release, passing on
- *   the linking CAS). released (the releasers' line) is read only when the
- *   walk needs it, once: a filter admits the probe (then the slots it
- *   summarises are read from released + 1), a slot read is EMPTY (taken, or
- *   not yet published), or a slot matches (an entry at or below released is
- *   not reported). A slot read before released is: an entry FULL above it
- *   was pending when released was read, as ledger.h requires. The walk
- *   stops at the segment that holds tail. So a miss that the summaries and
- *   the published filters rule out reads no slot, no segment header and
- *   not released: of the lines enqueuers and releases write, only each
- *   stream's tail and the published filters' line (written while a filter
- *   grows). Slots published since the last query are read only when the
- *   tail segment's published filters admit the probe, and then once, by
- *   the query that extends the summary over them.
- *   The release protocol is unchanged, and the enqueuer's only in the
- *   widening before its publication (queries still only read slot states,
- *   with acquire, and FULL slots' payloads; head moved to another line of
- *   the stream, not to another protocol), so the ring's Promela models are
- *   unchanged and pubf.pml models the widening; tests/unit/summary_test.c
- *   checks (S) in every slot state, across reuse and with upto lowered
- *   as a racing query's late store may, and
+ *   Per stream: head and tailseg (the read-mostly line, moved once per
+ *   segment), tail (the enqueuers' line) only when a segment's slots are
+ *   read, the published filters' lines of the newest segments when their
+ *   lives keep them (their enqueuers write them only while those filters
+ *   grow), and per segment visited its two summary lines, which hold
+ *   copies of base and size (set before linking) and of next (stored by
+ *   the extender after its linking CAS, or by a query once it read the
+ *   header's next set; acquire/release, passing on the linking CAS).
+ *   released (the releasers' line) is read only when the walk needs it,
+ *   once: a filter admits the probe (then the slots it summarises are read
+ *   from released + 1), a slot read is EMPTY (taken, or not yet
+ *   published), or a slot matches (an entry at or below released is not
+ *   reported). A slot read before released is: an entry FULL above it was
+ *   pending when released was read, as ledger.h requires. The walk stops
+ *   at last, or at the segment that holds tail. So a miss that the
+ *   summaries and the published filters rule out reads no slot, no segment
+ *   header, not released and not tail: of the lines enqueuers and releases
+ *   write, only the published filters' lines (written while a filter
+ *   grows). Slots published since the last query are read only when their
+ *   segment's published filters admit the probe, and then once, by the
+ *   query that extends the summary over them.
+ *   The release protocol is unchanged, the enqueuer's only by the widening
+ *   before its publication and the extender's by its store of the copy of
+ *   next (queries still only read slot states, with acquire, and FULL
+ *   slots' payloads; head moved to another line of the stream, not to
+ *   another protocol), so the ring's Promela models are unchanged and
+ *   pubf.pml models the filters and the walk to last;
+ *   tests/unit/summary_test.c checks (S) in every slot state, across reuse
+ *   and with upto lowered as a racing query's late store may, and
  *   tools/mutation/mutants.txt (sum-*) each rule above.
  */
 #define _POSIX_C_SOURCE 200809L /* liburcu's headers call clock_gettime on aarch64 */
@@ -377,10 +394,14 @@ void ldg__pubf_widen(struct ldg__pubf *f, bool one, uint64_t vlo,
     /* Plain (relaxed) stores: the one publisher's calls are ordered by
      * happens-before, so nobody else writes f meanwhile and each word
      * loaded here is the last one stored (THE PUBLISHED FILTERS). */
-    if (vlo < ldg__load_relaxed(&f->vec_lo)) ldg__store_relaxed(&f->vec_lo, vlo);
-    if (vhi > ldg__load_relaxed(&f->vec_hi)) ldg__store_relaxed(&f->vec_hi, vhi);
-    if (alo < ldg__load_relaxed(&f->addr_lo)) ldg__store_relaxed(&f->addr_lo, alo);
-    if (ahi > ldg__load_relaxed(&f->addr_hi)) ldg__store_relaxed(&f->addr_hi, ahi);
+    if (vlo < ldg__load_relaxed(&f->vec_lo))
+      ldg__store_relaxed(&f->vec_lo, vlo);
+    if (vhi > ldg__load_relaxed(&f->vec_hi))
+      ldg__store_relaxed(&f->vec_hi, vhi);
+    if (alo < ldg__load_relaxed(&f->addr_lo))
+      ldg__store_relaxed(&f->addr_lo, alo);
+    if (ahi > ldg__load_relaxed(&f->addr_hi))
+      ldg__store_relaxed(&f->addr_hi, ahi);
     return;
   }
   /* Several enqueuers may widen any at once: word by word, each only
@@ -479,9 +500,9 @@ static void ldg__jump_build(struct ldg__seg *g, unsigned level,
 
 /* ---- The walk --------------------------------------------------------------------- */
 
-/* A query walked a tail segment without published filters: segments
- * linked from now on keep them ("On for a life"). Relaxed: a hint; the
- * load first, so that the line is written once. */
+/* A query walked one of a stream's newest segments without published
+ * filters: segments linked from now on keep them ("On for a life").
+ * Relaxed: a hint; the load first, so that the line is written once. */
 static void ldg__note_queried(ldg_ledger *l) {
   if (!ldg__load_relaxed(&l->queried)) ldg__store_relaxed(&l->queried, true);
 }
@@ -508,19 +529,38 @@ static ldg_seq ldg__released(struct ldg__lazy_released *x) {
   return x->r;
 }
 
+/* The published filters are asked for the newest LDG__PUBF_RECENT + 1
+ * segments of a stream (by index, against the walk's last): those its
+ * enqueuers publish into. Older ones are left to own and the jumps, which
+ * skip long runs of them in O(log^2) (THE PUBLISHED FILTERS, "The walk"). */
+#define LDG__PUBF_RECENT 2u
+
 static bool ldg__ring_walk(const ldg_stream *s, const struct ldg__probe *p,
                            ldg__visit_fn fn, void *arg) {
-  /* tail: as ldg_mark, every seq up to it is linked. */
-  ldg_seq t = ldg__tail_acquire(s);
-  struct ldg__lazy_released rel = {s, false, 0, {0, 0, 1, 0, 0}};
+  struct ldg__lazy_released rel = {s, false, 0, {0, 0, 0, 0, 0}};
   /* head: acquire pairs with the seq_cst CASes that moved head (release
    * half), after the segment's header and reset summaries were written.
    * Seq_cst: a visitor's first load after it counted itself (segment.c,
    * HOT REUSE); on x86 a plain load either way. */
   struct ldg__seg *g = ldg__load_seq_cst(&s->head);
   LDG__HOOK(LDG__HOOK_QUERY_HEAD, (ldg_stream *)s);
+  /* last: the newest segment now, where the walk ends (THE PUBLISHED
+   * FILTERS, "The walk": every entry whose enqueue returned before the
+   * query began is at or before it). Acquire: pairs with the seq_cst CAS
+   * that swung tailseg (release half), after last's header and reset
+   * summaries were written. Read after head: at or after head's segment;
+   * the newest segment is never retired, and our read-side section (and
+   * visitor count) keeps it this life's once it is not. On the stream's
+   * read-mostly line, moved once per segment. */
+  const struct ldg__seg *last = ldg__load_acquire(&s->tailseg);
+  const ldg_seq last_base = last->sum.base;
+  const uint32_t last_index = last->sum.index;
+  /* tail: read only when a segment's slots must be read (lazily, below):
+   * as ldg_mark, every seq up to it is linked. */
+  ldg_seq t = 0;
+  bool have_t = false;
   bool found = false;
-  while (g != NULL && g->sum.base <= t) {
+  while (g != NULL && g->sum.base <= last_base) {
     rel.rd.segments++;
     ldg_seq base = g->sum.base, end = base + g->sum.size;
     /* Acquire: pairs with the release store in ldg__jump_build. */
@@ -529,19 +569,29 @@ static bool ldg__ring_walk(const ldg_stream *s, const struct ldg__probe *p,
       g = j; /* nothing of g .. j's predecessor can match */
       continue;
     }
-    if (end > t) {
-      /* g holds tail: what its enqueuers published is in its published
-       * filters (THE PUBLISHED FILTERS) if its life keeps them; if neither
-       * admits p, nothing of g, the last segment walked, can match. */
+    if (g->sum.index + LDG__PUBF_RECENT >= last_index) {
+      /* One of the newest segments: what its enqueuers published is in its
+       * published filters (THE PUBLISHED FILTERS) if its life keeps them;
+       * if neither admits p, nothing of g can match: on to the next, up to
+       * last, without a slot, released or tail. */
       if (g->sum.pubf_on) {
         rel.rd.filters++;
         if (!ldg__pubf_maybe(&g->sum.one, p) &&
-            !ldg__pubf_maybe(&g->sum.any, p))
-          break;
+            !ldg__pubf_maybe(&g->sum.any, p)) {
+          if (g == last) break;
+          g = ldg__next(g, &rel.rd.headers);
+          continue;
+        }
       } else {
         ldg__note_queried(s->ledger);
       }
     }
+    if (!have_t) {
+      t = ldg__tail_acquire(s);
+      have_t = true;
+      rel.rd.stream_lines++;
+    }
+    if (base > t) break; /* nothing reserved here yet, nor later */
     /* upto: acquire, see ldg__complete. */
     uint32_t u = ldg__load_acquire(&g->sum.upto);
     ldg_seq hi = end - 1 < t ? end - 1 : t;
