@@ -158,7 +158,6 @@ struct ldg__summary {
 struct ldg__seg {
   ldg_seq base;
   uint32_t size;
-  _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
   /* The segment this one was linked after (NULL for a stream's first),
@@ -184,11 +183,16 @@ struct ldg__seg {
     };
   };
   struct ldg__summary sum; /* for queries; reset when linked (summary.c) */
+  /* Slots whose keep has been taken or refused: added to by every release
+   * chunk, so on a line of its own, not on the header's, which every
+   * enqueue reads (base, size, prev: ldg__seg_of_reserved). */
+  alignas(LDG__CACHE_LINE) _Atomic uint32_t resolved;
   struct ldg__slot slots[];
 };
 _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
-                   sizeof(struct ldg__seg) == 3 * LDG__CACHE_LINE,
-               "a segment's header: one line, then the summaries' two");
+                   offsetof(struct ldg__seg, resolved) == 3 * LDG__CACHE_LINE &&
+                   sizeof(struct ldg__seg) == 4 * LDG__CACHE_LINE,
+               "a segment's header: one line, the summaries' two, resolved's");
 
 /* ---- Streams and the ledger ---------------------------------------------------- */
 
