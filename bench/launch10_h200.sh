@@ -69,12 +69,7 @@ have_before=1
 sum=$out/SUMMARY.txt
 args="--ops launch,record --threads $threads --calls $calls --repeat $repeat --sync-every 256 --warmup 1024"
 {
-  echo "launch10_h200.sh: cuda/ launch and record, raw vs through the layer, paired; before/after"
-  echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "host:   $(hostname), $(nproc) CPUs, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
-  nvidia-smi -L 2>/dev/null | sed 's/^/gpu:    /'
-  [ -f "$bin/BUILD_INFO.txt" ] && sed 's/^/after:  /' "$bin/BUILD_INFO.txt"
-  [ -f "$before/BUILD_INFO.txt" ] && sed 's/^/before: /' "$before/BUILD_INFO.txt"
+  gpu_header "launch10_h200.sh: cuda/ launch and record, raw vs through the layer, paired; before/after"
   echo "args:   $args ${CUDA_BENCH_ARGS:-} (after, cached: + --paired; cached: + --cache-current)"
   [ -n "$have_before" ] || echo "no $before/cuda_bench: before not run"
 } > "$sum"

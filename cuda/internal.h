@@ -241,20 +241,27 @@ static inline CUresult slc__ctx_set(const slc_context *c, CUcontext ctx) {
 int slc__make_current_slow(slc_context *c, int device, const char *call);
 /* cuCtxGetCurrent returned r and, if it succeeded, not device's context. */
 int slc__set_current(slc_context *c, int device, CUresult r, const char *call);
+/* The common case of both below: whether ctx (a device's primary context,
+ * retained) is current on this thread — by the cache when it is trusted,
+ * else by asking the driver (*r: its answer, for slc__set_current). */
+static inline bool slc__ctx_is_current(slc_context *c, CUcontext ctx,
+                                       CUresult *r) {
+  if (slc__tls_ctx == ctx && slc__load_relaxed(&c->cache_current))
+    return true;
+  CUcontext cur = NULL;
+  *r = c->drv.pfn_cuCtxGetCurrent(&cur);
+  if (*r != CUDA_SUCCESS || cur != ctx) return false;
+  slc__tls_ctx = cur;
+  return true;
+}
 static inline int slc__make_current(slc_context *c, int device,
                                     const char *call) {
   if (c != NULL && device >= 0 && device < c->n_devices) {
     struct slc__device *dev = &c->devices[device];
     /* Pairs with the release store of ready: ctx is written before it. */
     if (slc__load_acquire(&dev->ready)) {
-      if (slc__tls_ctx == dev->ctx && slc__load_relaxed(&c->cache_current))
-        return LDG_OK;
-      CUcontext cur = NULL;
-      CUresult r = c->drv.pfn_cuCtxGetCurrent(&cur);
-      if (r == CUDA_SUCCESS && cur == dev->ctx) {
-        slc__tls_ctx = cur;
-        return LDG_OK;
-      }
+      CUresult r = CUDA_SUCCESS;
+      if (slc__ctx_is_current(c, dev->ctx, &r)) return LDG_OK;
       return slc__set_current(c, device, r, call);
     }
   }
@@ -265,16 +272,9 @@ static inline int slc__make_current(slc_context *c, int device,
  * answer without reading the context's device table, whose entry for
  * s->device is ready and names s->ctx for as long as s exists. */
 static inline int slc__make_current_for(slc_stream *s, const char *call) {
-  slc_context *c = s->c;
-  if (slc__tls_ctx == s->ctx && slc__load_relaxed(&c->cache_current))
-    return LDG_OK;
-  CUcontext cur = NULL;
-  CUresult r = c->drv.pfn_cuCtxGetCurrent(&cur);
-  if (r == CUDA_SUCCESS && cur == s->ctx) {
-    slc__tls_ctx = cur;
-    return LDG_OK;
-  }
-  return slc__set_current(c, s->device, r, call);
+  CUresult r = CUDA_SUCCESS;
+  if (slc__ctx_is_current(s->c, s->ctx, &r)) return LDG_OK;
+  return slc__set_current(s->c, s->device, r, call);
 }
 
 /* What a call that names s needs current (sl_cuda.h THREADING): nothing
