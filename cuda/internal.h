@@ -11,6 +11,7 @@
 #include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
+#include "ledger/thread_ops.h" /* the keeps frame's counter, inline */
 
 /* Named atomic operations (as ledger/atomics.h): every shared access of the
  * layer goes through one of these; none is implicitly seq_cst. */
@@ -444,13 +445,13 @@ void slc__keeps_count(slc_context *c, const struct slc__keeps_frame *f,
 /* Inline: on the issuing path (the overtaken enqueue) a frame costs two
  * thread-local reads and a compare when no keep ran. */
 static inline void slc__keeps_begin(struct slc__keeps_frame *f) {
-  f->ran0 = ldg_thread_ops_released();
+  f->ran0 = ldg__thread_ops_released();
   f->counted0 = slc__keeps_counted;
 }
 static inline void slc__keeps_end(slc_context *c,
                                   const struct slc__keeps_frame *f,
                                   slc_keep_cause cause) {
-  uint64_t ran = ldg_thread_ops_released() - f->ran0;
+  uint64_t ran = ldg__thread_ops_released() - f->ran0;
   if (ran != 0) slc__keeps_count(c, f, ran, cause);
 }
 /* Runs a keep the ledger refused (its stream was destroyed, so the work is

@@ -435,13 +435,7 @@ size_t ldg_pending_count(const ldg_stream *s);
  * their keep is NULL or not. Thread-local, no atomics: a caller learns how
  * many keeps one of its calls ran (transitive releases included) as the
  * difference of two readings around it. */
-static inline uint64_t ldg_thread_ops_released(void) {
-  /* Inline: cuda/ reads it twice around every enqueue (its keeps frame),
-   * where a call each time cost more than the read. Defined in
-   * ledger/release.c; only this function names it outside the ledger. */
-  extern __thread uint64_t ldg__thread_ops; /* _Thread_local (C++ too) */
-  return ldg__thread_ops;
-}
+uint64_t ldg_thread_ops_released(void);
 
 /* Whether some live stream of l has a pending entry naming vec_id. Walks
  * the pending entries through the segments' summaries (ledger/summary.c:

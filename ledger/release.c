@@ -413,7 +413,9 @@ out:
   return n;
 }
 
-_Thread_local uint64_t ldg__thread_ops; /* ldg_thread_ops_released */
+_Thread_local uint64_t ldg__thread_ops;
+
+uint64_t ldg_thread_ops_released(void) { return ldg__thread_ops; }
 
 static void ldg__run_keeps(const ldg_keep *keeps, size_t n) {
   for (size_t i = 0; i < n; i++) {
