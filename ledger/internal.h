@@ -18,6 +18,7 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "ledger/rcu.h"
+#include "ledger/thread_ops.h" /* ldg__thread_ops (ldg_thread_ops_released) */
 
 #define LDG__CACHE_LINE 64
 
@@ -718,10 +719,6 @@ void ldg__vindex_remove(struct ldg__vindex *x, const uint64_t *ids, size_t n);
 /* True: no pending indexed entry names id (a definite miss). False:
  * maybe; walk the rings. */
 bool ldg__vindex_absent(const struct ldg__vindex *x, uint64_t id);
-
-/* Operations taken by this thread's release walks and overtaken enqueues
- * (ldg_thread_ops_released). Thread-local: never shared, no atomics. */
-extern _Thread_local uint64_t ldg__thread_ops;
 
 /* ---- registry.c ------------------------------------------------------------------- */
 
