@@ -850,6 +850,22 @@ unsigned ldg__ring_segments_ahead(ldg_stream *s) {
   return (unsigned)(last > t) + (unsigned)(before > t);
 }
 
+size_t ldg__ring_bytes(ldg_stream *s) {
+  size_t bytes = 0;
+  bool v = ldg__ring_read_lock(s); /* HOT REUSE */
+  /* As ldg__ring_segments_ahead. */
+  for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
+       g = ldg__load_acquire(&g->next)) {
+    bytes += ldg__seg_bytes(g->size);
+  }
+  /* Acquire: pairs with the parking store or CAS (THE SPARE), so its size
+   * is read as parked. At a quiet moment nobody takes it meanwhile. */
+  struct ldg__seg *p = ldg__load_acquire(&s->spare);
+  if (p != NULL && p != LDG__SPARE_CLAIMED) bytes += ldg__seg_bytes(p->size);
+  ldg__ring_read_unlock(s, v);
+  return bytes;
+}
+
 uint64_t ldg__ring_hot_reused(ldg_stream *s) {
   return ldg__load_relaxed(&s->hot_reused); /* a statistic */
 }
