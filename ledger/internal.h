@@ -605,8 +605,9 @@ void ldg__seg_pool_put(struct ldg__seg *g);
 void ldg__seg_pool_cb(struct rcu_head *head);
 
 /* A reclaimer batch just brought `bytes` of l's segments past their grace
- * period: sets l's pool limit in force from it. */
-void ldg__pool_adapt(ldg_ledger *l, size_t bytes);
+ * period: sets l's pool limit in force from it. Returns whether it trimmed
+ * the pool (retired pooled segments to the reclaimer's list). */
+bool ldg__pool_adapt(ldg_ledger *l, size_t bytes);
 
 /* Pops a pooled segment of that size for s, or NULL. Under RCU. */
 struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size);
