@@ -280,13 +280,17 @@ struct ldg_stream {
    * a slot EMPTY (ldg__seq_asks); off the enqueuers' line (full). */
   _Atomic ldg_seq obase;
 
-  /* References: waits, snapshots and callers take them. */
+  /* References: waits, snapshots and callers take them. Written twice per
+   * wait on this stream as its target (ldg_enqueue_wait, and the release
+   * of the wait), by whoever records and releases the waits. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
   /* Read-side sections of threads other than the owner that may be using
    * the ring's segments now (segment.c, HOT REUSE ON OWNED STREAMS:
    * ldg__visit_begin). The owner's retirement reads it once per segment;
-   * its enqueues never touch this line, nor the read-mostly one. */
-  _Atomic uint64_t visitors;
+   * its enqueues never touch this line, nor the read-mostly one. A line
+   * of its own: on refs' line every query's two RMWs made the owner's
+   * next wait on this stream miss (issue 11, tenth session). */
+  alignas(LDG__CACHE_LINE) _Atomic uint64_t visitors;
   /* Segments the owner reused at once, without a grace period (same
    * section): written by the owner alone, read by tests. */
   _Atomic uint64_t hot_reused;

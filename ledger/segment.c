@@ -313,8 +313,9 @@
  *   Cost: the owner, per segment, a relaxed load of owner and two seq_cst
  *   loads (plain on x86) and the parking CAS, where the reclaimer's push,
  *   batch, grace period and a pool pop or a fresh segment were. Other
- *   threads' sections on streams not SHARED: two RMWs on the refs line
- *   (never written by the owner's enqueues); on SHARED ones a load.
+ *   threads' sections on streams not SHARED: two RMWs on the visitors'
+ *   line (which nothing else writes: not refs', which the owner's waits
+ *   on s write); on SHARED ones a load.
  *   Model: ledger/model/hot_sb.pml (store buffers; the owner, a visitor, a
  *   revoker), asserting that no reader of g sees its reused contents;
  *   mutants BUG_HOT_NO_CHECK, _LATE_COUNT, _RELAXED_OWNER,

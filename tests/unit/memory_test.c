@@ -37,7 +37,8 @@ static size_t fixed_bytes(ldg_ledger *l, ldg_stream *s) {
  * ledger/reclaim.c, ldg__reclaim_flush).
  * It used to allow 128 KiB on top of the limit in force: two segments, not
  * three. tools/test.sh failed on it once (round 1: 16 955 392 against
- * 16 909 376): 384 (the stream) + 3 x 65 728 (newest, one ahead, the owner's
+ * 16 909 376, at daf8441, before a segment grew to 4 header lines and a
+ * stream to 7): 384 (the stream) + 3 x 65 728 (newest, one ahead, the owner's
  * hot spare) + a pool of 16 757 824 (the ring's first segments of 8-512
  * slots and 254 of 1024: as many as fit the 16 MiB in force). Round 1 of
  * the default and asan builds always holds those three segments (its
