@@ -198,14 +198,13 @@ _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
 /* ---- Streams and the ledger ---------------------------------------------------- */
 
 struct ldg_stream {
-  /* Read-mostly line: immutable after creation, or written rarely. */
+  /* Read-mostly lines: immutable after creation, or written rarely. What
+   * an enqueue reads of them (ledger, flags, destroyed, tailseg, vindex)
+   * is on the first, the rest (id, drain, finalizer) after it (issue 11,
+   * tenth session: one line per enqueue, not two). */
   ldg_ledger *ledger;
-  uint64_t id;
-  int device;
   unsigned flags;
-  ldg_drain_fn drain;
-  void *drain_ctx;
-  ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
+  int device;
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
   /* The oldest segment not retired; moved once per segment, as tailseg.
@@ -216,6 +215,10 @@ struct ldg_stream {
    * (ldg__registry_link): read by every enqueue and taken chunk, beside
    * tailseg rather than on the ledger's line that l->refs shares. */
   struct ldg__vindex *vindex;
+  uint64_t id;
+  ldg_drain_fn drain;
+  void *drain_ctx;
+  ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
 
   /* Registry links: written under ledger.reg_lock; reg_next is read by
    * lock-free readers under RCU. */
@@ -296,6 +299,9 @@ struct ldg_stream {
   _Atomic uint64_t hot_reused;
 };
 
+_Static_assert(offsetof(struct ldg_stream, vindex) + sizeof(void *) <=
+                   LDG__CACHE_LINE,
+               "what an enqueue reads of the read-mostly part is one line");
 _Static_assert(offsetof(struct ldg_stream, released) ==
                    offsetof(struct ldg_stream, tail) + LDG__CACHE_LINE,
                "the enqueuers' line (tail .. asked) is one cache line");
