@@ -59,6 +59,26 @@
  *   overhead  (layer - raw) / raw, of the medians; "pairs" is the range of
  *             the same ratio pass by pass (min..max), to judge the noise.
  *
+ * PAIRED (--paired; ops with a raw side)
+ *   A launch moves by up to 25 % between passes on the H200, so a 1 %
+ *   target is below the noise of pass-level ratios. With --paired the same
+ *   timed passes are also read batch by batch: batches come in the order
+ *   raw, layer | layer, raw | raw, layer | ... (above), and each two
+ *   consecutive batch pairs of opposite orders — raw, layer, layer, raw:
+ *   four batches of K calls, a few ms on a GPU — form one UNIT, whose
+ *   overhead is
+ *       (layer time of its two layer batches - raw time of its two raw
+ *        batches) / calls of one side      (ns per call, syncs included)
+ *   and the same over the raw time in %. A unit is balanced in order (each
+ *   side once first, once second: the first batch after a sync is slower)
+ *   and spans a few ms, so a drift of the host or the GPU between passes
+ *   falls on both sides of it alike. The row's paired line prints the
+ *   median and the [25th, 75th percentile] of the units' overheads, every
+ *   thread's and every timed pass's units pooled, in ns and in %, and the
+ *   same without the syncs (issue). A trailing batch pair without its
+ *   opposite is left out. Nothing else changes: the row's other numbers are
+ *   those of the same passes, as without --paired.
+ *
  * CORRECTNESS GUARD (not timing): every keep adds its unique id to counters
  * of the thread that runs it; after each row the totals must equal those of
  * the keeps enqueued (every keep ran exactly once), and after every layer
@@ -245,6 +265,7 @@ static struct {
   bool pin;
   bool nonblocking; /* streams CU_STREAM_NON_BLOCKING */
   bool cache_current; /* slc_context_cache_current(ctx, true) */
+  bool paired;        /* per-unit overheads (PAIRED above) */
   bool smoke;
   const char *json;
 } opt = {
@@ -279,6 +300,13 @@ static double median(const double *v, unsigned n) {
 
 /* ---- Rows and workers ------------------------------------------------------- */
 
+/* One unit of --paired: two batch pairs of opposite orders. Sums of the
+ * two batches of each side, and the calls of one side. */
+struct pair_unit {
+  double total[2], issue[2];
+  uint64_t calls;
+};
+
 static slc_context *g_ctx;
 static CUfunction g_empty; /* the empty kernel, device 0 */
 static ldg_ledger *g_ledger; /* the ledger row's own ledger */
@@ -309,6 +337,9 @@ typedef struct worker {
   /* Results: per side, per pass (warm-up excluded). */
   double total_ns[2][MAX_REPEAT];
   double issue_ns[2][MAX_REPEAT];
+  /* --paired: the units of the timed passes (PAIRED above). */
+  struct pair_unit *units;
+  size_t n_units, cap_units;
   char pad[64];
 } worker;
 
@@ -529,20 +560,39 @@ static void run_batch_layer(worker *w, uint64_t count, double *total,
 
 /* One pass: n calls of each side (of the layer only if the op has no raw
  * side), interleaved by batches of K. Adds the times to total[side] and
- * issue[side]. */
-static void run_pass(worker *w, uint64_t n, double total[2], double issue[2]) {
+ * issue[side]. `units`: also keep --paired's units (the timed passes). */
+static void run_pass(worker *w, uint64_t n, double total[2], double issue[2],
+                     bool units) {
   const bool has_raw = ops[w->rc->op].raw != NULL;
   const uint64_t k = opt.sync_every;
   total[0] = total[1] = issue[0] = issue[1] = 0;
+  units = units && has_raw && opt.paired;
+  struct pair_unit u = {{0, 0}, {0, 0}, 0};
   unsigned b = 0;
   for (uint64_t done = 0; done < n; done += k, b++) {
     const uint64_t count = n - done < k ? n - done : k;
     const bool raw_first = (b & 1) == 0;
+    /* The unit's sums: this pass's totals before and after its batches. */
+    double t0[2] = {total[0], total[1]}, i0[2] = {issue[0], issue[1]};
     if (has_raw && raw_first)
       run_batch_raw(w, count, &total[SIDE_RAW], &issue[SIDE_RAW]);
     run_batch_layer(w, count, &total[SIDE_LAYER], &issue[SIDE_LAYER]);
     if (has_raw && !raw_first)
       run_batch_raw(w, count, &total[SIDE_RAW], &issue[SIDE_RAW]);
+    if (!units) continue;
+    if (raw_first) memset(&u, 0, sizeof u); /* a unit starts raw, layer */
+    for (int side = 0; side < 2; side++) {
+      u.total[side] += total[side] - t0[side];
+      u.issue[side] += issue[side] - i0[side];
+    }
+    u.calls += count;
+    if (raw_first) continue; /* ... and ends layer, raw */
+    if (w->n_units == w->cap_units) {
+      w->cap_units = w->cap_units ? 2 * w->cap_units : 64;
+      w->units = realloc(w->units, w->cap_units * sizeof *w->units);
+      if (w->units == NULL) abort();
+    }
+    w->units[w->n_units++] = u;
   }
 }
 
@@ -552,10 +602,10 @@ static void *worker_main(void *arg) {
   worker_setup(w);
   pthread_barrier_wait(&rc->barrier);
   double t[2], i[2];
-  run_pass(w, opt.warmup, t, i); /* warm-up */
+  run_pass(w, opt.warmup, t, i, false); /* warm-up */
   pthread_barrier_wait(&rc->barrier);
   for (unsigned r = 0; r < opt.repeat; r++) {
-    run_pass(w, opt.calls, t, i);
+    run_pass(w, opt.calls, t, i, true);
     for (int side = 0; side < 2; side++) {
       w->total_ns[side][r] = t[side];
       w->issue_ns[side][r] = i[side];
@@ -579,6 +629,12 @@ typedef struct row_result {
   double issue_runs[2][MAX_REPEAT];
   double pair_pct[MAX_REPEAT]; /* overhead pass by pass */
   double pair_min, pair_max, pair_median;
+  /* --paired (PAIRED above): every thread's units, in order, and their
+   * overheads' quartiles [p25, median, p75]: per call with the syncs (ns,
+   * %) and without (issue ns, %). */
+  struct pair_unit *units;
+  size_t n_units;
+  double unit_ns[3], unit_pct[3], unit_issue_ns[3], unit_issue_pct[3];
 } row_result;
 
 static row_result *results;
@@ -617,6 +673,45 @@ static unsigned row_counter;
 
 static double pct(double layer, double raw) {
   return 100.0 * (layer - raw) / raw;
+}
+
+/* The unit's overhead: what = 0 ns per call, 1 %; issue: without syncs. */
+static double unit_overhead(const struct pair_unit *u, int what, bool issue) {
+  const double *t = issue ? u->issue : u->total;
+  return what == 0 ? (t[SIDE_LAYER] - t[SIDE_RAW]) / (double)u->calls
+                   : pct(t[SIDE_LAYER], t[SIDE_RAW]);
+}
+
+/* q[0..3) = the 25th, 50th and 75th percentiles of v[0..n) (sorts v; the
+ * nearest rank, as ledger_bench's paired rows). */
+static void quartiles(double *v, size_t n, double q[3]) {
+  qsort(v, n, sizeof *v, cmp_double);
+  for (int i = 0; i < 3; i++)
+    q[i] = v[(size_t)(0.25 * (i + 1) * (double)(n - 1) + 0.5)];
+}
+
+/* out->units and their quartiles, from every worker's units. */
+static void collect_units(row_result *out, worker *ws, int threads) {
+  size_t n = 0;
+  for (int i = 0; i < threads; i++) n += ws[i].n_units;
+  out->n_units = n;
+  if (n == 0) return;
+  out->units = xmalloc(n * sizeof *out->units);
+  n = 0;
+  for (int i = 0; i < threads; i++) {
+    memcpy(out->units + n, ws[i].units, ws[i].n_units * sizeof *ws[i].units);
+    n += ws[i].n_units;
+    free(ws[i].units);
+  }
+  double *v = xmalloc(n * sizeof *v);
+  double *q[4] = {out->unit_ns, out->unit_pct, out->unit_issue_ns,
+                  out->unit_issue_pct};
+  for (int k = 0; k < 4; k++) {
+    for (size_t j = 0; j < n; j++)
+      v[j] = unit_overhead(&out->units[j], k & 1, k >= 2);
+    quartiles(v, n, q[k]);
+  }
+  free(v);
 }
 
 static void run_row(int op, int threads, row_result *out) {
@@ -667,6 +762,7 @@ static void run_row(int op, int threads, row_result *out) {
     }
     out->pair_median = median(out->pair_pct, opt.repeat);
   }
+  collect_units(out, ws, threads);
   pthread_barrier_destroy(&rc.barrier);
   free(th);
   free(ws);
@@ -710,6 +806,19 @@ static void print_row(const row_result *r) {
            "-", "-", r->issue[1], "-");
   }
   printf("\n");
+  if (r->n_units > 0) {
+    printf("%-11s %3d |   paired: %zu units, overhead median %+.1f ns "
+           "[%+.1f, %+.1f], %+.2f%% [%+.2f, %+.2f]; issue %+.1f ns, "
+           "%+.2f%% [%+.2f, %+.2f]",
+           o->name, r->threads, r->n_units, r->unit_ns[1], r->unit_ns[0],
+           r->unit_ns[2], r->unit_pct[1], r->unit_pct[0], r->unit_pct[2],
+           r->unit_issue_ns[1], r->unit_issue_pct[1], r->unit_issue_pct[0],
+           r->unit_issue_pct[2]);
+    if (o->target_pct >= 0)
+      printf("; <= %.0f%%: %s", o->target_pct,
+             r->unit_pct[1] <= o->target_pct ? "met" : "MISSED");
+    printf("\n");
+  }
   fflush(stdout);
 }
 
@@ -736,6 +845,36 @@ static void json_runs(FILE *f, const char *key, const double *v) {
   fputc(']', f);
 }
 
+/* --paired's fields of a row: the quartiles, and every unit (raw and layer
+ * ns per call, with and without the syncs) for pooling over runs. */
+static void json_units(FILE *f, const row_result *r, const op_desc *o) {
+  static const char *const key[4] = {"overhead_ns", "overhead_pct",
+                                     "issue_overhead_ns",
+                                     "issue_overhead_pct"};
+  const double *q[4] = {r->unit_ns, r->unit_pct, r->unit_issue_ns,
+                        r->unit_issue_pct};
+  fprintf(f, ", \"paired_units\": %zu, \"paired_block\": %u", r->n_units,
+          opt.sync_every);
+  for (int k = 0; k < 4; k++)
+    fprintf(f, ", \"paired_%s_p25\": %.3f, \"paired_%s_median\": %.3f"
+               ", \"paired_%s_p75\": %.3f",
+            key[k], q[k][0], key[k], q[k][1], key[k], q[k][2]);
+  if (o->target_pct >= 0)
+    fprintf(f, ", \"paired_target_met\": %s",
+            r->unit_pct[1] <= o->target_pct ? "true" : "false");
+  static const char *const side_key[4] = {"raw_ns", "layer_ns", "raw_issue_ns",
+                                          "layer_issue_ns"};
+  for (int k = 0; k < 4; k++) {
+    fprintf(f, ", \"unit_%s\": [", side_key[k]);
+    for (size_t j = 0; j < r->n_units; j++) {
+      const struct pair_unit *u = &r->units[j];
+      const double *t = k >= 2 ? u->issue : u->total;
+      fprintf(f, "%s%.2f", j ? ", " : "", t[k & 1] / (double)u->calls);
+    }
+    fputc(']', f);
+  }
+}
+
 static void write_json(const char *path, int argc, char **argv) {
   FILE *f = fopen(path, "w");
   if (f == NULL) {
@@ -759,11 +898,11 @@ static void write_json(const char *path, int argc, char **argv) {
   json_str(f, g_device_name);
   fprintf(f, ", \"calls\": %" PRIu64 ", \"warmup\": %" PRIu64
              ", \"sync_every\": %u, \"repeat\": %u, \"pinned\": %s"
-             ", \"nonblocking\": %s, \"cache_current\": %s"
+             ", \"nonblocking\": %s, \"cache_current\": %s, \"paired\": %s"
              ", \"interleaved\": true",
           opt.calls, opt.warmup, opt.sync_every, opt.repeat,
           opt.pin ? "true" : "false", opt.nonblocking ? "true" : "false",
-          opt.cache_current ? "true" : "false");
+          opt.cache_current ? "true" : "false", opt.paired ? "true" : "false");
   fprintf(f, ", \"argv\": [");
   for (int i = 0; i < argc; i++) {
     if (i) fputs(", ", f);
@@ -800,6 +939,7 @@ static void write_json(const char *path, int argc, char **argv) {
     }
     json_runs(f, "layer_ns_runs", r->runs[1]);
     json_runs(f, "layer_issue_ns_runs", r->issue_runs[1]);
+    if (r->n_units > 0) json_units(f, r, o);
     fprintf(f, "}%s\n", i + 1 < n_results ? "," : "");
   }
   fprintf(f, "  ]\n}\n");
@@ -832,6 +972,10 @@ static void usage(FILE *f) {
           "  --cache-current   the layer's context with\n"
           "                    slc_context_cache_current on (no\n"
           "                    cuCtxGetCurrent per layer call)\n"
+          "  --paired          also read the passes in units of four batches\n"
+          "                    (raw, layer, layer, raw) and print the median\n"
+          "                    and [IQR] of the units' overheads (ops with a\n"
+          "                    raw side; needs --calls >= 2 x --sync-every)\n"
           "  --no-pin          do not pin threads to CPUs\n"
           "  --json FILE       also write every row as JSON\n"
           "  --smoke           tiny run for CI: threads 1,2, 600 calls, 2 passes\n"
@@ -956,6 +1100,9 @@ static void parse_args(int argc, char **argv) {
     } else if (strcmp(a, "--cache-current") == 0) {
       NO_VALUE();
       opt.cache_current = true;
+    } else if (strcmp(a, "--paired") == 0) {
+      NO_VALUE();
+      opt.paired = true;
     } else if (strcmp(a, "--no-pin") == 0) {
       NO_VALUE();
       opt.pin = false;
@@ -993,6 +1140,22 @@ static void parse_args(int argc, char **argv) {
     fprintf(stderr, "cuda_bench: --calls and --sync-every must be > 0, "
                     "--repeat 1..%d\n", MAX_REPEAT);
     exit(2);
+  }
+  if (opt.paired) {
+    bool any_raw = false;
+    for (int k = 0; k < N_OPS; k++) any_raw |= opt.run_op[k] && ops[k].raw;
+    if (!any_raw) {
+      fprintf(stderr, "cuda_bench: --paired needs an op with a raw side "
+                      "(record, wait, htod64, launch, ctx)\n");
+      exit(2);
+    }
+    /* A unit is two batch pairs: a pass of fewer calls has none. */
+    if (opt.calls / opt.sync_every < 2) {
+      fprintf(stderr, "cuda_bench: --paired needs --calls >= 2 x --sync-every "
+                      "(%" PRIu64 " < 2 x %u: no unit of four batches in a "
+                      "pass)\n", opt.calls, opt.sync_every);
+      exit(2);
+    }
   }
 }
 

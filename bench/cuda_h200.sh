@@ -24,13 +24,10 @@ before=${2:?usage: cuda_h200.sh BIN BEFORE OUT}
 out=${3:?usage: cuda_h200.sh BIN BEFORE OUT}
 mkdir -p "$out"
 sum=$out/SUMMARY.txt
+# shellcheck source=bench/gpu_args.sh
+. "$(dirname "$0")/gpu_args.sh" # gpu_header
 {
-  echo "cuda_h200.sh: raw vs through cuda/, cuEventRecord and launch, before/after"
-  echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "host:   $(hostname), $(nproc) CPUs, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
-  nvidia-smi -L 2>/dev/null | sed 's/^/gpu:    /'
-  [ -f "$bin/BUILD_INFO.txt" ] && sed 's/^/after:  /' "$bin/BUILD_INFO.txt"
-  [ -f "$before/BUILD_INFO.txt" ] && sed 's/^/before: /' "$before/BUILD_INFO.txt"
+  gpu_header "cuda_h200.sh: raw vs through cuda/, cuEventRecord and launch, before/after"
   echo "args:   --ops record,launch --threads 1,2 --repeat 5 ${CUDA_BENCH_ARGS:-}"
 } > "$sum"
 rc=0

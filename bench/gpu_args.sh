@@ -23,3 +23,15 @@ gpu_args() {
   out=$3
   mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
 }
+
+# gpu_header TITLE: the lines every SUMMARY.txt starts with (the title,
+# date, host, GPUs, and the two folders' BUILD_INFO.txt), on stdout.
+gpu_header() {
+  echo "$1"
+  echo "date:   $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "host:   $(hostname), $(nproc) CPUs, $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
+  nvidia-smi -L 2>/dev/null | sed 's/^/gpu:    /'
+  [ -f "$bin/BUILD_INFO.txt" ] && sed 's/^/after:  /' "$bin/BUILD_INFO.txt"
+  [ -f "$before/BUILD_INFO.txt" ] && sed 's/^/before: /' "$before/BUILD_INFO.txt"
+  return 0
+}

@@ -559,7 +559,14 @@ struct ceil_slot {
 
 struct ceil_ring {
   _Alignas(64) _Atomic uint64_t next; /* the one shared line */
-  char pad[56];
+  /* On next's line, as the ledger's tail_end and grow_at are on tail's: read
+   * by the ceiling_load / ceiling_pfw forms only (never written after setup,
+   * so the check below always passes). */
+  _Atomic uint64_t end, grow;
+  char pad[40];
+  /* ceiling_release only: every seq up to it has been read back. */
+  _Alignas(64) _Atomic uint64_t released;
+  char pad2[56];
   struct ceil_slot slots[CEIL_SLOTS];
 };
 
@@ -567,6 +574,8 @@ static void ceiling_row_setup(row_ctx *rc) {
   struct ceil_ring *r = aligned_alloc(64, sizeof *r);
   if (r == NULL) abort();
   memset(r, 0, sizeof *r); /* faults every page in before the warm-up */
+  atomic_store(&r->end, UINT64_MAX / 2);
+  atomic_store(&r->grow, UINT64_MAX / 2);
   rc->shared = r;
 }
 
@@ -577,11 +586,37 @@ static void ceiling_row_teardown(row_ctx *rc) { free(rc->shared); }
  * makes (load, CAS t -> t + 1, again on failure), and that loop with bounded
  * exponential backoff after a failed CAS (1, 2, 4 .. 64 pause instructions,
  * then a fresh load). Same slot write in all three. */
-enum { CEIL_FAA, CEIL_CAS, CEIL_CAS_BACKOFF };
+enum { CEIL_FAA, CEIL_CAS, CEIL_CAS_BACKOFF, CEIL_LOAD_FAA, CEIL_PFW_FAA, CEIL_RMW_FAA };
+
+/* A prefetch for write of p's line: ledger/atomics.h's
+ * ldg__prefetch_for_write, which is the ledger's own (not exported). */
+#if defined(__x86_64__)
+#define ceil_prefetch_for_write(p) \
+  __asm__ volatile("prefetchw %0" : : "m"(*(const char *)(p)))
+#else
+#define ceil_prefetch_for_write(p) __builtin_prefetch((const void *)(p), 1, 3)
+#endif
 
 static inline uint64_t ceiling_reserve(struct ceil_ring *r, int how) {
   if (how == CEIL_FAA)
     return atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed) + 1;
+  /* The ledger's shared fast path before issue 11's tenth session (ring.c,
+   * ldg__ring_reserve): grow point, end and tail loaded, checked, then the
+   * fetch_add, all on one line; and the same after a prefetch for write of
+   * that line (the tenth session's change). */
+  if (how == CEIL_LOAD_FAA || how == CEIL_PFW_FAA || how == CEIL_RMW_FAA) {
+    if (how == CEIL_PFW_FAA) ceil_prefetch_for_write(&r->next);
+    /* An RMW that adds 0: takes the line writable, reads nothing used. */
+    if (how == CEIL_RMW_FAA)
+      (void)atomic_fetch_add_explicit(&r->next, 0, memory_order_seq_cst);
+    uint64_t g = atomic_load_explicit(&r->grow, memory_order_acquire);
+    uint64_t e = atomic_load_explicit(&r->end, memory_order_acquire);
+    uint64_t t = atomic_load_explicit(&r->next, memory_order_seq_cst);
+    if (t + 1 + 32 >= e) abort(); /* never: end is 2^63 */
+    uint64_t got = atomic_fetch_add_explicit(&r->next, 1, memory_order_seq_cst) + 1;
+    if (got >= g) abort();
+    return got;
+  }
   uint64_t t = atomic_load_explicit(&r->next, memory_order_relaxed);
   unsigned pauses = 1;
   while (!atomic_compare_exchange_strong_explicit(&r->next, &t, t + 1,
@@ -631,9 +666,74 @@ static inline void ceiling_loop(worker *w, int how) {
   }
 }
 
+/* ceiling_release: the ceiling, and every K ops (--release-every) the least
+ * a release of one shared stream must do: read the mark, claim (released,
+ * mark] with a CAS on a second shared line, and for each seq of it read the
+ * slot's keep (waiting for its publication), call nothing (the ceiling's
+ * slots hold no keep to verify) and mark the slot empty. Not a ledger: a
+ * bound for the shared rows that do release, beside the issue's ceiling. */
+static _Atomic uint64_t ceiling_release_lapped;
+
+static uint64_t ceiling_release_upto(struct ceil_ring *r) {
+  uint64_t sink = 0;
+  uint64_t m = atomic_load_explicit(&r->next, memory_order_acquire);
+  uint64_t from = atomic_load_explicit(&r->released, memory_order_relaxed);
+  while (from < m && !atomic_compare_exchange_weak_explicit(
+                         &r->released, &from, m, memory_order_acq_rel,
+                         memory_order_relaxed)) {
+  }
+  for (uint64_t q = from + 1; q <= m; q++) {
+    struct ceil_slot *slot = &r->slots[q & (CEIL_SLOTS - 1)];
+    /* Published, or its seq's lap is over: a releaser switched out after
+     * its claim finds the enqueuers a lap of the ring (64 k seqs) further
+     * and the slot reused, emptied or not. Then it stops waiting
+     * (ceiling_release_lapped, said after the row if not 0). */
+    while (atomic_load_explicit(&slot->state, memory_order_acquire) < q) {
+      if (atomic_load_explicit(&r->next, memory_order_relaxed) >= q + CEIL_SLOTS) {
+        atomic_fetch_add_explicit(&ceiling_release_lapped, 1, memory_order_relaxed);
+        break;
+      }
+    }
+    sink += (uintptr_t)slot->fn ^ (uintptr_t)slot->ctx;
+    /* A CAS, not the ledger's plain store: a releaser switched out for a
+     * lap must not empty the slot's next seq (the ring has no head). */
+    uint64_t want = q;
+    atomic_compare_exchange_strong_explicit(&slot->state, &want, 0,
+                                            memory_order_relaxed,
+                                            memory_order_relaxed);
+  }
+  return sink;
+}
+
+static void ceiling_release_run(worker *w) {
+  struct ceil_ring *r = w->rc->shared;
+  const unsigned k = opt.release_every;
+  uint64_t sink = 0;
+  while (phase_going(w)) {
+    uint64_t i = w->ops;
+    uint64_t vec = VEC_BASE(w->tid) + (i & 255);
+    uint64_t addr = HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096;
+    if (--w->sample_countdown == 0) {
+      w->sample_countdown = opt.sample_every;
+      uint64_t t0 = tick_begin();
+      ceiling_one(r, vec, addr, i, CEIL_FAA);
+      uint64_t t1 = tick_end();
+      if (w->rc->timed) push_sample(w, t1 - t0);
+    } else {
+      ceiling_one(r, vec, addr, i, CEIL_FAA);
+    }
+    w->ops++;
+    if (w->ops % k == 0) sink += ceiling_release_upto(r);
+  }
+  __asm__ volatile("" : : "r"(sink));
+}
+
 static void ceiling_run(worker *w) { ceiling_loop(w, CEIL_FAA); }
 static void ceiling_cas_run(worker *w) { ceiling_loop(w, CEIL_CAS); }
 static void ceiling_backoff_run(worker *w) { ceiling_loop(w, CEIL_CAS_BACKOFF); }
+static void ceiling_load_run(worker *w) { ceiling_loop(w, CEIL_LOAD_FAA); }
+static void ceiling_pfw_run(worker *w) { ceiling_loop(w, CEIL_PFW_FAA); }
+static void ceiling_rmw_run(worker *w) { ceiling_loop(w, CEIL_RMW_FAA); }
 
 static const workload wl_ceiling = {
     "ceiling", ceiling_row_setup, ceiling_row_teardown,
@@ -646,6 +746,22 @@ static const workload wl_ceiling_cas = {
 static const workload wl_ceiling_backoff = {
     "ceiling_backoff", ceiling_row_setup, ceiling_row_teardown,
     noop_worker, ceiling_backoff_run, noop_worker,
+};
+static const workload wl_ceiling_load = {
+    "ceiling_load", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_load_run, noop_worker,
+};
+static const workload wl_ceiling_pfw = {
+    "ceiling_pfw", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_pfw_run, noop_worker,
+};
+static const workload wl_ceiling_rmw = {
+    "ceiling_rmw", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_rmw_run, noop_worker,
+};
+static const workload wl_ceiling_release = {
+    "ceiling_release", ceiling_row_setup, ceiling_row_teardown,
+    noop_worker, ceiling_release_run, noop_worker,
 };
 
 /* ---- Workload: serving mix --------------------------------------------------- */
@@ -1778,7 +1894,12 @@ static void usage(FILE *f) {
           "                    LDG_STREAM_SINGLE_ISSUER, the mutex rows plain;\n"
           "                    only when named: ceiling_cas, ceiling_backoff,\n"
           "                    the ceiling with a CAS loop, without and with\n"
-          "                    bounded exponential backoff)\n"
+          "                    bounded exponential backoff; ceiling_load,\n"
+          "                    ceiling_pfw, ceiling_rmw: three loads of the\n"
+          "                    line before the fetch_add, without and with a\n"
+          "                    prefetch for write or an RMW adding 0 first;\n"
+          "                    ceiling_release: the ceiling with the least\n"
+          "                    a release does every --release-every ops)\n"
           "  --max-threads N   cap of the thread counts 1,2,4,8,16 (default: online CPUs)\n"
           "  --threads LIST    comma-separated thread counts instead (e.g. 1,2,4)\n"
           "  --seconds S       timed phase per row (default 1.0; warm-up 0.2 s)\n"
@@ -1966,6 +2087,8 @@ static void parse_args(int argc, char **argv) {
   }
   if (opt.workload != NULL && !want("private") && !want("shared") &&
       !want("ceiling") && !want("ceiling_cas") && !want("ceiling_backoff") &&
+      !want("ceiling_load") && !want("ceiling_pfw") && !want("ceiling_rmw") &&
+      !want("ceiling_release") &&
       !want("holds") && !want("private_si") &&
       !want("serving_si") &&
       !want("serving") && !want("backlog") && !want("slices")) {
@@ -2127,7 +2250,9 @@ static void run_threaded(const workload *wl, bool with_reader) {
 
 /* The ceiling loop at every thread count (issue 11); remembers its
  * throughput for the shared rows' "of ceiling" column. With wl one of the
- * CAS forms (ceiling_cas, ceiling_backoff), those rows, remembered nowhere. */
+ * other forms (ceiling_cas, ceiling_backoff, ceiling_load, ceiling_pfw,
+ * ceiling_rmw, ceiling_release), those
+ * rows, remembered nowhere. */
 static void run_ceiling_rows(const workload *wl) {
   for (int ti = 0; ti < opt.n_thread_list; ti++) {
     int t = opt.thread_list[ti];
@@ -2143,7 +2268,19 @@ static void run_ceiling_rows(const workload *wl) {
                   ? "fetch_add on one line + a 64 B slot write (no ledger)"
               : wl == &wl_ceiling_cas
                   ? "CAS loop on one line + a 64 B slot write (no ledger)"
-                  : "CAS loop, bounded exponential backoff + slot (no ledger)");
+              : wl == &wl_ceiling_backoff
+                  ? "CAS loop, bounded exponential backoff + slot (no ledger)"
+              : wl == &wl_ceiling_load
+                  ? "3 loads of the line, fetch_add + slot (no ledger)"
+              : wl == &wl_ceiling_pfw
+                  ? "prefetchw, 3 loads, fetch_add + slot (no ledger)"
+              : wl == &wl_ceiling_rmw
+                  ? "fetch_add 0, 3 loads, fetch_add + slot (no ledger)"
+                  : "ceiling + release: claim, read back, empty (no ledger)");
+    if (wl == &wl_ceiling_release &&
+        atomic_exchange(&ceiling_release_lapped, 0) != 0)
+      printf("  (ceiling_release: a releaser switched out for a lap of the ring\n"
+             "   skipped slots already reused)\n");
   }
 }
 
@@ -2236,6 +2373,11 @@ int main(int argc, char **argv) {
   if (opt.workload != NULL && want("ceiling_cas")) run_ceiling_rows(&wl_ceiling_cas);
   if (opt.workload != NULL && want("ceiling_backoff"))
     run_ceiling_rows(&wl_ceiling_backoff);
+  if (opt.workload != NULL && want("ceiling_load")) run_ceiling_rows(&wl_ceiling_load);
+  if (opt.workload != NULL && want("ceiling_pfw")) run_ceiling_rows(&wl_ceiling_pfw);
+  if (opt.workload != NULL && want("ceiling_rmw")) run_ceiling_rows(&wl_ceiling_rmw);
+  if (opt.workload != NULL && want("ceiling_release"))
+    run_ceiling_rows(&wl_ceiling_release);
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
   if (want("serving_si")) run_threaded(&wl_serving_si, false);

@@ -68,7 +68,7 @@ int slc_stream_adopt(slc_context *c, CUstream cu, slc_stream **out) {
   if (r != CUDA_SUCCESS)
     return slc__fail_cu(c, "cuStreamGetFlags", r, "adopting stream %p",
                         (void *)cu);
-  slc_stream *s = calloc(1, sizeof(*s));
+  slc_stream *s = slc__stream_alloc();
   if (s == NULL) return slc__fail(LDG_ENOMEM, fn, NULL);
   s->cu = cu;
   int rc = slc__stream_init(
@@ -89,7 +89,7 @@ int slc_stream_adopt_legacy(slc_context *c, int device, slc_stream **out) {
    * it current before naming CU_STREAM_LEGACY (see above). */
   int rc = slc__make_current(c, device, fn);
   if (rc != LDG_OK) return rc;
-  slc_stream *s = calloc(1, sizeof(*s));
+  slc_stream *s = slc__stream_alloc();
   if (s == NULL) return slc__fail(LDG_ENOMEM, fn, NULL);
   s->cu = CU_STREAM_LEGACY;
   rc = slc__stream_init(c, s, device, 0, true);

@@ -11,6 +11,7 @@
 #include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
+#include "ledger/thread_ops.h" /* the keeps frame's counter, inline */
 
 /* Named atomic operations (as ledger/atomics.h): every shared access of the
  * layer goes through one of these; none is implicitly seq_cst. */
@@ -101,22 +102,28 @@ struct slc_context {
  * references; when they are gone the struct gives up its ledger reference
  * (or waits in the context's limbo list for slc_context_destroy). */
 struct slc_stream {
+  /* What an issue reads, first: the struct is allocated on a cache line
+   * of its own (slc__stream_alloc), so these share one. */
   slc_context *c;
   int device;
   unsigned flags;
   CUstream cu;
   ldg_stream *ls; /* one reference, given up when the handle goes */
+  /* The device's primary context (c->devices[device].ctx, retained before
+   * any stream of the device exists and until the context's destroy):
+   * slc__make_current_for compares with it without reading the device. */
+  CUcontext ctx;
   atomic_uint_fast64_t gate;
-  atomic_long refs;
-  atomic_int destroyed;   /* 1 once cuStreamDestroy succeeded (adopted: once
-                           * it would have; the CUstream is not ours) */
-  slc_stream *limbo_next; /* in c->limbo (under c->limbo_mu) */
   /* engine.c's marker ring; NULL if not driven. Set (release) under
    * c->streams_mu when the stream joins the engine — at its creation, or
    * later by slc_engine_enable while issuers run (they load it acquire) —
    * and freed at the last unref (slc__engine_unregister), not by the
    * finalizer: see engine.c, REGISTRATION. */
   _Atomic(struct slc__mq *) mq;
+  atomic_long refs;
+  atomic_int destroyed;   /* 1 once cuStreamDestroy succeeded (adopted: once
+                           * it would have; the CUstream is not ours) */
+  slc_stream *limbo_next; /* in c->limbo (under c->limbo_mu) */
   slc_stream *streams_prev, *streams_next; /* c->streams, under streams_mu */
   bool adopted; /* slc_stream_adopt: the driver stream is not ours */
 };
@@ -235,24 +242,40 @@ static inline CUresult slc__ctx_set(const slc_context *c, CUcontext ctx) {
 int slc__make_current_slow(slc_context *c, int device, const char *call);
 /* cuCtxGetCurrent returned r and, if it succeeded, not device's context. */
 int slc__set_current(slc_context *c, int device, CUresult r, const char *call);
+/* The common case of both below: whether ctx (a device's primary context,
+ * retained) is current on this thread — by the cache when it is trusted,
+ * else by asking the driver (*r: its answer, for slc__set_current). */
+static inline bool slc__ctx_is_current(slc_context *c, CUcontext ctx,
+                                       CUresult *r) {
+  if (slc__tls_ctx == ctx && slc__load_relaxed(&c->cache_current))
+    return true;
+  CUcontext cur = NULL;
+  *r = c->drv.pfn_cuCtxGetCurrent(&cur);
+  if (*r != CUDA_SUCCESS || cur != ctx) return false;
+  slc__tls_ctx = cur;
+  return true;
+}
 static inline int slc__make_current(slc_context *c, int device,
                                     const char *call) {
   if (c != NULL && device >= 0 && device < c->n_devices) {
     struct slc__device *dev = &c->devices[device];
     /* Pairs with the release store of ready: ctx is written before it. */
     if (slc__load_acquire(&dev->ready)) {
-      if (slc__tls_ctx == dev->ctx && slc__load_relaxed(&c->cache_current))
-        return LDG_OK;
-      CUcontext cur = NULL;
-      CUresult r = c->drv.pfn_cuCtxGetCurrent(&cur);
-      if (r == CUDA_SUCCESS && cur == dev->ctx) {
-        slc__tls_ctx = cur;
-        return LDG_OK;
-      }
+      CUresult r = CUDA_SUCCESS;
+      if (slc__ctx_is_current(c, dev->ctx, &r)) return LDG_OK;
       return slc__set_current(c, device, r, call);
     }
   }
   return slc__make_current_slow(c, device, call);
+}
+
+/* slc__make_current(s->c, s->device, call) for a call on s: the same
+ * answer without reading the context's device table, whose entry for
+ * s->device is ready and names s->ctx for as long as s exists. */
+static inline int slc__make_current_for(slc_stream *s, const char *call) {
+  CUresult r = CUDA_SUCCESS;
+  if (slc__ctx_is_current(s->c, s->ctx, &r)) return LDG_OK;
+  return slc__set_current(s->c, s->device, r, call);
 }
 
 /* What a call that names s needs current (sl_cuda.h THREADING): nothing
@@ -267,7 +290,7 @@ static inline int slc__make_current(slc_context *c, int device,
  * current fails, and the guide does not name memsets. */
 static inline int slc__current_for(slc_stream *s, const char *call) {
   if (s->cu != CU_STREAM_LEGACY) return LDG_OK;
-  return slc__make_current(s->c, s->device, call);
+  return slc__make_current_for(s, call);
 }
 
 /* ---- Streams (stream.c) ---- */
@@ -282,11 +305,21 @@ void slc__backoff(unsigned *spins);
  * destroy pays with a barrier on every thread, membarrier). Words are
  * allocated once per thread, on a list that only grows; a word whose
  * thread ended is taken again by a new thread. */
+/* Each word has a cache line of its own: the issuing thread stores to it
+ * twice per call, so a word sharing its line with another thread's (two
+ * 24-byte callocs side by side) moved that line between their cores on
+ * every call. The gate's mode rides in the line the call reads anyway. */
 struct slc__inside {
-  _Atomic(slc_stream *) s;  /* the stream this thread is inside, or NULL */
+  _Alignas(64) _Atomic(slc_stream *) s; /* the stream this thread is
+                                         * inside, or NULL */
   atomic_int taken;         /* 1 while a thread owns the word */
+  int mode;                 /* slc__gate_mode, fixed before the word is
+                             * handed out (SLC__GATE_MEMBARRIER or
+                             * _EXCHANGE; the count never reads it) */
   struct slc__inside *next; /* slc__inside_list; set before it is pushed */
 };
+_Static_assert(sizeof(struct slc__inside) == 64,
+               "a thread word is one cache line");
 enum { SLC__GATE_COUNT = 1, SLC__GATE_MEMBARRIER, SLC__GATE_EXCHANGE };
 extern atomic_int slc__gate_mode; /* 0 until the first thread word */
 extern _Thread_local struct slc__inside *slc__tls_inside;
@@ -306,7 +339,7 @@ static inline int slc__stream_enter(slc_stream *s, const char *call) {
   if (__builtin_expect(me == NULL, 0)) me = slc__inside_get();
   if (slc__load_relaxed(&me->s) == NULL) {
     uint64_t g;
-    if (slc__load_relaxed(&slc__gate_mode) == SLC__GATE_MEMBARRIER) {
+    if (me->mode == SLC__GATE_MEMBARRIER) {
       /* Store, then load, in program order (the compiler barrier); the
        * destroy's membarrier orders them on the CPU: either it sees this
        * word, or this load sees its "destroying". */
@@ -343,8 +376,14 @@ static inline void slc__stream_exit(slc_stream *s) {
     slc__fetch_sub_release(&s->gate, 1);
 }
 
+/* A zeroed stream struct on a cache line of its own (NULL: no memory);
+ * free() gives it back. */
+slc_stream *slc__stream_alloc(void);
+
 /* Fills s (its cu already set) and registers it: ledger stream, engine,
- * live count. On error frees s (destroying cu unless adopted). */
+ * live count. The device's context must be retained (a make-current of
+ * device on this thread succeeded). On error frees s (destroying cu unless
+ * adopted). */
 int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
                      bool adopted);
 
@@ -406,13 +445,13 @@ void slc__keeps_count(slc_context *c, const struct slc__keeps_frame *f,
 /* Inline: on the issuing path (the overtaken enqueue) a frame costs two
  * thread-local reads and a compare when no keep ran. */
 static inline void slc__keeps_begin(struct slc__keeps_frame *f) {
-  f->ran0 = ldg_thread_ops_released();
+  f->ran0 = ldg__thread_ops_released();
   f->counted0 = slc__keeps_counted;
 }
 static inline void slc__keeps_end(slc_context *c,
                                   const struct slc__keeps_frame *f,
                                   slc_keep_cause cause) {
-  uint64_t ran = ldg_thread_ops_released() - f->ran0;
+  uint64_t ran = ldg__thread_ops_released() - f->ran0;
   if (ran != 0) slc__keeps_count(c, f, ran, cause);
 }
 /* Runs a keep the ledger refused (its stream was destroyed, so the work is

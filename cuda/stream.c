@@ -143,7 +143,8 @@ static void slc__gate_init(void) {
  * that is not a stream (itself), so slc__stream_enter takes the count and
  * slc__stream_exit, finding no stream of theirs in it, gives it back. */
 static struct slc__inside slc__no_word = {.s = (slc_stream *)&slc__no_word,
-                                          .taken = 1};
+                                          .taken = 1,
+                                          .mode = SLC__GATE_COUNT};
 
 /* This thread's word, or slc__no_word: the count. */
 static struct slc__inside *slc__inside_take(void) {
@@ -162,10 +163,15 @@ static struct slc__inside *slc__inside_take(void) {
       break;
   }
   if (w == NULL) {
-    w = calloc(1, sizeof(*w));
+    /* A line of its own (the struct's alignment: sizeof is 64). */
+    w = aligned_alloc(_Alignof(struct slc__inside), sizeof(*w));
     if (w == NULL) return &slc__no_word;
+    memset(w, 0, sizeof(*w));
     atomic_init(&w->s, NULL);
     atomic_init(&w->taken, 1);
+    /* Fixed since slc__gate_init (pthread_once above); the same for every
+     * word, written before the list or the key publishes it. */
+    w->mode = slc__load_acquire(&slc__gate_mode);
     struct slc__inside *head = slc__load_relaxed(&slc__inside_list);
     do {
       w->next = head;
@@ -261,7 +267,7 @@ static int slc__enter_unless_synced(slc_stream *s) {
 int slc__stream_drain(void *ctx) {
   slc_stream *s = ctx;
   if (slc__enter_unless_synced(s) == SLC__SYNCED) return 0;
-  int rc = slc__make_current(s->c, s->device, "slc_stream drain");
+  int rc = slc__make_current_for(s, "slc_stream drain");
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
   slc__stream_exit(s);
@@ -287,7 +293,7 @@ int slc_stream_create(slc_context *c, int device, unsigned flags,
     return slc__fail(LDG_EINVAL, fn, "unknown flags 0x%x", flags);
   int rc = slc__make_current(c, device, fn);
   if (rc != LDG_OK) return rc;
-  slc_stream *s = calloc(1, sizeof(*s));
+  slc_stream *s = slc__stream_alloc();
   if (s == NULL) return slc__fail(LDG_ENOMEM, fn, NULL);
   const bool nb = (flags & SLC_STREAM_NONBLOCKING) != 0;
   CUresult r = c->drv.pfn_cuStreamCreate(
@@ -302,11 +308,22 @@ int slc_stream_create(slc_context *c, int device, unsigned flags,
   return LDG_OK;
 }
 
+slc_stream *slc__stream_alloc(void) {
+  /* The issue's fields share the first line (struct slc_stream). */
+  const size_t size = (sizeof(slc_stream) + 63) & ~(size_t)63;
+  slc_stream *s = aligned_alloc(64, size);
+  if (s != NULL) memset(s, 0, size);
+  return s;
+}
+
 int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
                      bool adopted) {
   const bool nb = (flags & SLC_STREAM_NONBLOCKING) != 0;
   s->c = c;
   s->device = device;
+  /* Retained: the caller's make-current of device succeeded on this thread
+   * (its acquire of `ready` ordered ctx before this read). */
+  s->ctx = c->devices[device].ctx;
   s->flags = flags;
   s->adopted = adopted;
   atomic_init(&s->gate, 0);
@@ -403,7 +420,7 @@ static int slc__stream_destroy_driver(slc_stream *s, const char *call) {
     slc__store_release(&s->destroyed, 1);
     return LDG_OK;
   }
-  int rc = slc__make_current(s->c, s->device, call);
+  int rc = slc__make_current_for(s, call);
   if (rc != LDG_OK) return rc;
   CUresult r = s->c->drv.pfn_cuStreamDestroy(s->cu);
   if (r != CUDA_SUCCESS)
@@ -429,7 +446,7 @@ static int slc__stream_destroy(slc_stream *s, const char *call, bool quiet) {
    * below covers every operation ever issued on it. */
   slc_error saved;
   if (quiet) slc__error_save(&saved);
-  int rc = slc__make_current(s->c, s->device, call);
+  int rc = slc__make_current_for(s, call);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = s->c->drv.pfn_cuStreamSynchronize(s->cu);
   if (rc != LDG_OK || r != CUDA_SUCCESS) {
@@ -718,7 +735,7 @@ static inline __attribute__((always_inline)) int slc__run_op(
    * stream's device current; a copy reaches its context through the stream
    * (slc__current_for). The kind is a constant here. */
   rc = op->kind == SLC__LAUNCH || op->kind == SLC__MEMSET
-           ? slc__make_current(s->c, s->device, call)
+           ? slc__make_current_for(s, call)
            : slc__current_for(s, call);
   CUresult r = CUDA_SUCCESS;
   if (rc == LDG_OK) r = slc__issue(s, op);

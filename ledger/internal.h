@@ -18,6 +18,7 @@
 #include "ledger/ledger.h"
 #include "ledger/ledger_testing.h"
 #include "ledger/rcu.h"
+#include "ledger/thread_ops.h" /* ldg__thread_ops (ldg_thread_ops_released) */
 
 #define LDG__CACHE_LINE 64
 
@@ -180,7 +181,6 @@ struct ldg__summary {
 struct ldg__seg {
   ldg_seq base;
   uint32_t size;
-  _Atomic uint32_t resolved; /* slots whose keep has been taken or refused */
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
   /* The segment this one was linked after (NULL for a stream's first),
@@ -211,6 +211,10 @@ struct ldg__seg {
     };
   };
   struct ldg__summary sum; /* for queries; reset when linked (summary.c) */
+  /* Slots whose keep has been taken or refused: added to by every release
+   * chunk, so on a line of its own, not on the header's, which every
+   * enqueue reads (base, size, prev: ldg__seg_of_reserved). */
+  alignas(LDG__CACHE_LINE) _Atomic uint32_t resolved;
   struct ldg__slot slots[];
 };
 _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
@@ -218,21 +222,21 @@ _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
                    offsetof(struct ldg__summary, pubf_on) < LDG__CACHE_LINE &&
                    offsetof(struct ldg__seg, sum.one) ==
                        3 * LDG__CACHE_LINE &&
-                   sizeof(struct ldg__seg) == 4 * LDG__CACHE_LINE,
+                   offsetof(struct ldg__seg, resolved) == 4 * LDG__CACHE_LINE &&
+                   sizeof(struct ldg__seg) == 5 * LDG__CACHE_LINE,
                "a segment's header: one line, the summaries' two, the "
-               "published filters' one");
+               "published filters' one, resolved's");
 
 /* ---- Streams and the ledger ---------------------------------------------------- */
 
 struct ldg_stream {
-  /* Read-mostly line: immutable after creation, or written rarely. */
+  /* Read-mostly lines: immutable after creation, or written rarely. What
+   * an enqueue reads of them (ledger, flags, destroyed, tailseg, vindex)
+   * is on the first, the rest (id, drain, finalizer) after it (issue 11,
+   * tenth session: one line per enqueue, not two). */
   ldg_ledger *ledger;
-  uint64_t id;
-  int device;
   unsigned flags;
-  ldg_drain_fn drain;
-  void *drain_ctx;
-  ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
+  int device;
   _Atomic bool destroyed;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
   /* The oldest segment not retired; moved once per segment, as tailseg.
@@ -243,6 +247,10 @@ struct ldg_stream {
    * (ldg__registry_link): read by every enqueue and taken chunk, beside
    * tailseg rather than on the ledger's line that l->refs shares. */
   struct ldg__vindex *vindex;
+  uint64_t id;
+  ldg_drain_fn drain;
+  void *drain_ctx;
+  ldg_keep finalizer; /* ldg_stream_set_finalizer; run by the last unref */
 
   /* Registry links: written under ledger.reg_lock; reg_next is read by
    * lock-free readers under RCU. */
@@ -307,18 +315,25 @@ struct ldg_stream {
    * a slot EMPTY (ldg__seq_asks); off the enqueuers' line (full). */
   _Atomic ldg_seq obase;
 
-  /* References: waits, snapshots and callers take them. */
+  /* References: waits, snapshots and callers take them. Written twice per
+   * wait on this stream as its target (ldg_enqueue_wait, and the release
+   * of the wait), by whoever records and releases the waits. */
   alignas(LDG__CACHE_LINE) _Atomic uint64_t refs;
   /* Read-side sections of threads other than the owner that may be using
    * the ring's segments now (segment.c, HOT REUSE ON OWNED STREAMS:
    * ldg__visit_begin). The owner's retirement reads it once per segment;
-   * its enqueues never touch this line, nor the read-mostly one. */
-  _Atomic uint64_t visitors;
+   * its enqueues never touch this line, nor the read-mostly one. A line
+   * of its own: on refs' line every query's two RMWs made the owner's
+   * next wait on this stream miss (issue 11, tenth session). */
+  alignas(LDG__CACHE_LINE) _Atomic uint64_t visitors;
   /* Segments the owner reused at once, without a grace period (same
    * section): written by the owner alone, read by tests. */
   _Atomic uint64_t hot_reused;
 };
 
+_Static_assert(offsetof(struct ldg_stream, vindex) + sizeof(void *) <=
+                   LDG__CACHE_LINE,
+               "what an enqueue reads of the read-mostly part is one line");
 _Static_assert(offsetof(struct ldg_stream, released) ==
                    offsetof(struct ldg_stream, tail) + LDG__CACHE_LINE,
                "the enqueuers' line (tail .. asked) is one cache line");
@@ -636,8 +651,9 @@ void ldg__seg_pool_put(struct ldg__seg *g);
 void ldg__seg_pool_cb(struct rcu_head *head);
 
 /* A reclaimer batch just brought `bytes` of l's segments past their grace
- * period: sets l's pool limit in force from it. */
-void ldg__pool_adapt(ldg_ledger *l, size_t bytes);
+ * period: sets l's pool limit in force from it. Returns whether it trimmed
+ * the pool (retired pooled segments to the reclaimer's list). */
+bool ldg__pool_adapt(ldg_ledger *l, size_t bytes);
 
 /* Pops a pooled segment of that size for s, or NULL. Under RCU. */
 struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size);
@@ -791,10 +807,6 @@ void ldg__vindex_remove(struct ldg__vindex *x, const uint64_t *ids, size_t n);
 /* True: no pending indexed entry names id (a definite miss). False:
  * maybe; walk the rings. */
 bool ldg__vindex_absent(const struct ldg__vindex *x, uint64_t id);
-
-/* Operations taken by this thread's release walks and overtaken enqueues
- * (ldg_thread_ops_released). Thread-local: never shared, no atomics. */
-extern _Thread_local uint64_t ldg__thread_ops;
 
 /* ---- registry.c ------------------------------------------------------------------- */
 

@@ -540,7 +540,9 @@ int ldg_ledger_index_vectors(ldg_ledger *l, size_t ids);
 int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes);
 
 /* Waits until every free deferred to an RCU grace period so far has run
- * (the segment reclaimer's list included: it runs a batch itself).
+ * (the segment reclaimer's list included: it runs a batch itself, and the
+ * batches that free what its batches took out of a pool whose limit in
+ * force went down).
  * Blocks. May be called from a keep or drain (they run outside any RCU
  * read-side section). */
 void ldg_quiesce(void);

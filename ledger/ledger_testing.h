@@ -215,6 +215,10 @@ uint64_t ldg__ring_grow_at(struct ldg_stream *s);
 /* The first seq of s's newest segment (tailseg's base). */
 uint64_t ldg__ring_tail_base(struct ldg_stream *s);
 unsigned ldg__ring_segments_ahead(struct ldg_stream *s);
+/* Bytes of s's segments: those linked from head (the pending span, the
+ * newest, one linked ahead) and its parked spare; what ldg_ledger_bytes
+ * counts for them. For tests, at a quiet moment. */
+size_t ldg__ring_bytes(struct ldg_stream *s);
 
 /* Whether l's vector index (ldg_ledger_index_vectors) says no pending
  * entry names id (a definite miss, answered without a walk). False when

@@ -49,19 +49,22 @@ static unsigned ldg__pool_class(uint32_t size) {
 
 /* Takes l's whole stack of class c and hands each segment to dispose. By
  * exchange, no read-side section: a popper may still be reading a taken
- * segment's link, so dispose must not free it before a grace period. */
-static void ldg__pool_empty_class(ldg_ledger *l, unsigned c,
+ * segment's link, so dispose must not free it before a grace period.
+ * Returns whether it took any. */
+static bool ldg__pool_empty_class(ldg_ledger *l, unsigned c,
                                   void (*dispose)(struct ldg__seg *)) {
   /* Acquire half: pairs with the pushing CASes (each acquired the one
    * before it), so every link below is read as pushed. */
   struct ldg__seg *g =
       ldg__exchange_acq_rel(&l->pools[c].top, (struct ldg__seg *)NULL);
+  bool took = g != NULL;
   while (g != NULL) {
     struct ldg__seg *next = ldg__load_relaxed(&g->next); /* see above */
     ldg__fetch_sub_relaxed(&l->pool_bytes, ldg__seg_bytes(g->size));
     dispose(g);
     g = next;
   }
+  return took;
 }
 
 /* dispose for a trim: freed (marked dirty: not pooled again) after the
@@ -76,7 +79,7 @@ static void ldg__pool_free_later(struct ldg__seg *g) {
   ldg__call_rcu(&g->rcu, ldg__seg_free_cb);
 }
 
-void ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
+bool ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
   /* Relaxed: bounds on memory, publishing nothing (as pool_bytes). Only
    * the reclaimer's batch stores pool_auto (under its lock). */
   size_t bound = ldg__load_relaxed(&l->pool_limit);
@@ -89,11 +92,14 @@ void ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
   /* What the pool holds above it goes, a whole size class at a time,
    * largest first, by exchange (no read-side section: the reclaimer thread
    * is never registered with liburcu, so it leaves no registration behind
-   * across a fork), each retired through the next batch. */
+   * across a fork), each retired through the next batch (a flush runs
+   * that batch before it returns: reclaim.c, ldg__reclaim_flush). */
+  bool trimmed = false;
   for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
     if (ldg__load_relaxed(&l->pool_bytes) <= want) break; /* a bound */
-    ldg__pool_empty_class(l, c, ldg__pool_retire_dirty);
+    if (ldg__pool_empty_class(l, c, ldg__pool_retire_dirty)) trimmed = true;
   }
+  return trimmed;
 }
 
 /* The limit in force: pool_auto, never above the bound (which a caller may
@@ -196,7 +202,8 @@ void ldg__pools_drain(ldg_ledger *l, bool now) {
   if (!now) LDG__HOOK(LDG__HOOK_POOL_DRAIN, NULL);
   /* now: nobody can pop (ledger_destroy), freed at once. */
   for (unsigned c = 0; c < LDG__POOL_CLASSES; c++)
-    ldg__pool_empty_class(l, c, now ? ldg__seg_destroy : ldg__pool_free_later);
+    (void)ldg__pool_empty_class(l, c,
+                                now ? ldg__seg_destroy : ldg__pool_free_later);
 }
 
 /* ---- Inspection (ledger_testing.h) ------------------------------------------ */

@@ -54,7 +54,8 @@
  *   ldg_ledger_destroy, all calls that may block). The lock covers the
  *   take, the grace period and the puts, so a flusher that got it knows
  *   that every batch taken before was finished, and it takes and finishes
- *   what was pushed before its call itself. The retirer never takes it.
+ *   what was pushed before its call itself, and what its own batches trim
+ *   from the pools (ldg__reclaim_flush). The retirer never takes it.
  *
  * STARTING, FAILING, FORK
  *   The thread starts from ldg_ledger_create and ldg_stream_create (calls
@@ -147,14 +148,15 @@ static void ldg__rc_futex_wait(uint32_t w, uint64_t ns) {
 }
 
 /* Takes the list and reclaims it: one grace period, then each segment to
- * its pool or freed. Caller holds ldg__rc.lock. */
-static void ldg__rc_batch(void) {
+ * its pool or freed. Caller holds ldg__rc.lock. Returns whether it trimmed
+ * a pool (pool.c: those segments are on the list now). */
+static bool ldg__rc_batch(void) {
   /* Acquire: pairs with the pushes' CASes (release halves; each acquired
    * the one before it), so every retired_next below is read as pushed, and
    * each retirer's writes to its segment happen-before our puts. */
   struct ldg__seg *b =
       ldg__exchange_acq_rel(&ldg__rc.list, (struct ldg__seg *)NULL);
-  if (b == NULL) return;
+  if (b == NULL) return false;
   LDG__HOOK(LDG__HOOK_RECLAIM_TAKEN, NULL);
   /* Starts after the exchange, so after every retirement taken above. */
   ldg__rcu_synchronize();
@@ -177,9 +179,10 @@ static void ldg__rc_batch(void) {
     rev = b;
     b = next;
   }
+  bool trimmed = false;
   for (struct ldg__seg *g = rev; g != NULL; g = g->retired_next) {
     if (g->ledger->batch_bytes != 0) {
-      ldg__pool_adapt(g->ledger, g->ledger->batch_bytes);
+      if (ldg__pool_adapt(g->ledger, g->ledger->batch_bytes)) trimmed = true;
       g->ledger->batch_bytes = 0;
     }
   }
@@ -195,6 +198,7 @@ static void ldg__rc_batch(void) {
   ldg__fetch_sub_relaxed(&ldg__rc.pending, bytes);
   ldg__fetch_add_relaxed(&ldg__rc.batches, 1);
   ldg__fetch_add_relaxed(&ldg__rc.batched, n);
+  return trimmed;
 }
 
 static void *ldg__rc_thread(void *unused) {
@@ -226,7 +230,7 @@ static void *ldg__rc_thread(void *unused) {
     }
     last = ldg__now_ns();
     pthread_mutex_lock(&ldg__rc.lock);
-    ldg__rc_batch();
+    (void)ldg__rc_batch(); /* a trim's segments: the next batch's */
     pthread_mutex_unlock(&ldg__rc.lock);
   }
   return NULL;
@@ -313,10 +317,23 @@ void ldg__reclaim_retire(struct ldg__seg *g) {
 
 void ldg__reclaim_flush(void) {
   pthread_mutex_lock(&ldg__rc.lock);
-  ldg__rc_batch();
-  /* Twice: the first batch's puts may have trimmed a pool whose limit
-   * went down (pool.c), retiring those segments to the list. */
-  ldg__rc_batch();
+  /* What was pushed before the call; then, while the last batch trimmed a
+   * pool whose limit went down (pool.c), the batch that frees what it
+   * trimmed. That batch adapts to the bytes it frees and may lower the
+   * limit again (by half, down to the floor) and trim more: it did once
+   * the first trim took a small largest class (tests/unit/reclaim_test.c,
+   * flush_trims_all; two batches left the second trim on the list). A
+   * ledger trims in a batch only if that batch holds its segments, so,
+   * with no other thread retiring, only if it trimmed in the one before;
+   * from the second batch on its pools gain nothing (the dirty segments
+   * are freed), and each trim empties a class: at most LDG__POOL_CLASSES
+   * trims in a row, so the bound below ends the loop only where other
+   * threads retire meanwhile (what they retire after the call is not the
+   * call's to wait for). */
+  bool trimmed = ldg__rc_batch();
+  for (unsigned i = 0; trimmed && i < LDG__POOL_CLASSES; i++) {
+    trimmed = ldg__rc_batch();
+  }
   pthread_mutex_unlock(&ldg__rc.lock);
 }
 

@@ -51,8 +51,10 @@
  *   stream starts with 8, taken from the pool's class 0 when it has one.
  *   It shrinks as segments are retired: memory held is the pending span
  *   rounded up to segments, plus the newest segment (at most 64 KiB), plus
- *   at most one segment ahead of it (linked, or the spare), plus what
- *   waits for a grace period, plus the pools. Retired segments go to
+ *   at most one segment linked ahead of it and at most one spare (prepared,
+ *   or kept hot by the owner: usually one of the two, both after a last
+ *   entry past the grow point on an owned stream), plus what waits for a
+ *   grace period, plus the pools. Retired segments go to
  *   the ledger's pool (pool.c) after their grace period, in the
  *   reclaimer's next batch (reclaim.c: within a few milliseconds on a
  *   busy ledger); extending a ring, or creating a stream, pops one there
@@ -161,8 +163,11 @@
  *     while nothing is linked ahead (the preparer checks tailseg against
  *     the tail it read), so the two add up only where a grower that met
  *     a preparer's claim got its own segment and the spare is parked
- *     after: then one linked and one parked, as the spare's bound allowed
- *     before (one per stream on top of the newest).
+ *     after, or where the owner keeps a segment it retires as the spare
+ *     while one is linked ahead (HOT REUSE: its release_all after the
+ *     last entry passed the grow point, tests/unit/memory_test.c
+ *     full_pool_round): then one linked and one parked, as the spare's
+ *     bound allowed before (one per stream on top of the newest).
  *   With a pool limit of 0 (nothing ahead of need: ledger.h) the claimer
  *   links nothing: the claim stays, and the ring grows at its end.
  *   Private streams pay the one load per enqueue and, once per segment, the
@@ -308,8 +313,9 @@
  *   Cost: the owner, per segment, a relaxed load of owner and two seq_cst
  *   loads (plain on x86) and the parking CAS, where the reclaimer's push,
  *   batch, grace period and a pool pop or a fresh segment were. Other
- *   threads' sections on streams not SHARED: two RMWs on the refs line
- *   (never written by the owner's enqueues); on SHARED ones a load.
+ *   threads' sections on streams not SHARED: two RMWs on the visitors'
+ *   line (which nothing else writes: not refs', which the owner's waits
+ *   on s write); on SHARED ones a load.
  *   Model: ledger/model/hot_sb.pml (store buffers; the owner, a visitor, a
  *   revoker), asserting that no reader of g sees its reused contents;
  *   mutants BUG_HOT_NO_CHECK, _LATE_COUNT, _RELAXED_OWNER,
@@ -854,6 +860,22 @@ unsigned ldg__ring_segments_ahead(ldg_stream *s) {
   /* After the walk (seq_cst, as ldg_mark's readers): a later tail. */
   ldg_seq t = ldg__tail_seq_cst(s);
   return (unsigned)(last > t) + (unsigned)(before > t);
+}
+
+size_t ldg__ring_bytes(ldg_stream *s) {
+  size_t bytes = 0;
+  bool v = ldg__ring_read_lock(s); /* HOT REUSE */
+  /* As ldg__ring_segments_ahead. */
+  for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
+       g = ldg__load_acquire(&g->next)) {
+    bytes += ldg__seg_bytes(g->size);
+  }
+  /* Acquire: pairs with the parking store or CAS (THE SPARE), so its size
+   * is read as parked. At a quiet moment nobody takes it meanwhile. */
+  struct ldg__seg *p = ldg__load_acquire(&s->spare);
+  if (p != NULL && p != LDG__SPARE_CLAIMED) bytes += ldg__seg_bytes(p->size);
+  ldg__ring_read_unlock(s, v);
+  return bytes;
 }
 
 uint64_t ldg__ring_hot_reused(ldg_stream *s) {

@@ -9,7 +9,9 @@
  * wait for the reclaimer's mutex (ledger.h's table; a batch held); the
  * pool's limit in force follows the batches within the bound
  * ldg_ledger_set_pool_limit sets (0, a bound below the floor, SIZE_MAX); a forked child keeps retiring to the list, and its first
- * create starts a reclaimer of its own. */
+ * create starts a reclaimer of its own; ldg_quiesce frees what its own
+ * batches trimmed from a pool, however many batches that takes (in a forked
+ * child, where only flushes run batches). */
 #define _GNU_SOURCE 1
 #include <pthread.h>
 #include <sched.h>
@@ -305,17 +307,10 @@ static void pool_limits(void) {
   PASS("pool_limits");
 }
 
-/* A forked child: its retirements wait on the list until its first create
- * starts a reclaimer of its own, whose batch then runs without any flush
- * from the child. The test forks as liburcu asks a program that uses
- * call_rcu to (README, "Fork"): its call_rcu fork handlers around fork, so
- * that the child's ldg_quiesce and ldg_ledger_destroy return. */
-static void fork_child(void) {
-  ldg_ledger *l = new_ledger();
-  ldg_stream *s = new_stream(l, 0, false);
-  long released = 0;
-  enqueue_n(s, 1000, &released);
-  CHECK_OK(ldg_release_all(s));
+/* Forks as liburcu asks a program that uses call_rcu to (README, "Fork"):
+ * its call_rcu fork handlers around fork, so that the child's ldg_quiesce
+ * and ldg_ledger_destroy return. In the child the hooks are off. */
+static pid_t fork_with_rcu(void) {
   fflush(stderr);
   urcu_memb_call_rcu_before_fork();
   pid_t pid = fork();
@@ -323,6 +318,31 @@ static void fork_child(void) {
   if (pid == 0) {
     urcu_memb_call_rcu_after_fork_child();
     ldg__set_hook(NULL, NULL);
+  } else {
+    urcu_memb_call_rcu_after_fork_parent();
+  }
+  return pid;
+}
+
+/* Waits for the child pid, which must exit 0 (every CHECK held). */
+static void child_passed(pid_t pid) {
+  int st = 0;
+  CHECK_EQ(waitpid(pid, &st, 0), pid);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ(WEXITSTATUS(st), 0);
+}
+
+/* A forked child: its retirements wait on the list until its first create
+ * starts a reclaimer of its own, whose batch then runs without any flush
+ * from the child (forked by fork_with_rcu). */
+static void fork_child(void) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_stream(l, 0, false);
+  long released = 0;
+  enqueue_n(s, 1000, &released);
+  CHECK_OK(ldg_release_all(s));
+  pid_t pid = fork_with_rcu();
+  if (pid == 0) {
     ldg__reclaim_stats a = ldg__reclaim_inspect();
     CHECK(!a.running);
     CHECK(a.listed);
@@ -349,11 +369,7 @@ static void fork_child(void) {
     fflush(stderr);
     _exit(0);
   }
-  urcu_memb_call_rcu_after_fork_parent();
-  int st = 0;
-  CHECK_EQ(waitpid(pid, &st, 0), pid);
-  CHECK(WIFEXITED(st));
-  CHECK_EQ(WEXITSTATUS(st), 0);
+  child_passed(pid);
   /* The parent goes on with its own reclaimer. */
   CHECK(ldg__reclaim_inspect().running);
   enqueue_n(s, 1000, &released);
@@ -362,6 +378,78 @@ static void fork_child(void) {
   ldg_ledger_destroy(l);
   CHECK_EQ(released, 2000);
   PASS("fork_child");
+}
+
+/* ldg_quiesce runs batches until one trims nothing: a batch that lowers a
+ * pool's limit in force retires what the pool holds above it (dirty, freed
+ * by the next batch), and that next batch, adapting to the bytes it just
+ * freed, may lower the limit again and trim more. The flush ran two batches
+ * and returned with the second one's trim still on the list, counted in
+ * ldg_ledger_bytes. In a forked child (no reclaimer thread: only flushes
+ * run batches, so each batch's content is known), with the pool's bound
+ * BD = 2 x M x 704 (M 8-slot segments of 704 bytes):
+ *   flush 1: M 8-slot + one 64-slot (4 288) segment: limit BD (2 x bytes,
+ *     capped), all pooled;
+ *   flush 2, batch A: one 8-slot: limit BD / 2 = M x 704, the pool is 4 288
+ *     over: its largest class goes (the 64-slot one);
+ *   batch B: 4 288 bytes: limit max(BD / 4, 1 MiB) = 1 MiB, below M x 704:
+ *     the 8-slot class goes, all M of them;
+ *   batch C (the fix): frees them; its limit, BD (twice what it freed),
+ *     trims nothing.
+ * Watched failing before the fix: held 8 072 768 against 7 016 768, the
+ * M x 704 bytes of batch B's trim still on the list. */
+static void flush_trims_all(void) {
+  enum { M = 1500 }; /* M x 704 just over the 1 MiB floor */
+  size_t b0 = ldg__pool_seg_bytes(0);
+  CHECK_GT(M * b0, (size_t)1 << 20);
+  size_t bound = 2 * M * b0;
+  CHECK_LT(bound, (size_t)4 << 20); /* so B's limit is the floor */
+  ldg_ledger *l = new_ledger();
+  CHECK_OK(ldg_ledger_set_pool_limit(l, bound));
+  /* Created here: a create in the child would start a reclaimer. Shared:
+   * every retired segment goes through the batches. s[M - 1] retires its
+   * 64-slot segment too; x retires its 8-slot one in flush 2. */
+  static ldg_stream *s[M + 1];
+  for (int i = 0; i <= M; i++) s[i] = new_shared_stream(l, 0);
+  ldg_stream *x = s[M];
+  ldg_quiesce();
+  pid_t pid = fork_with_rcu();
+  if (pid == 0) {
+    CHECK(!ldg__reclaim_inspect().running);
+    size_t rings = 0;
+    for (int i = 0; i <= M; i++) rings += ldg__ring_bytes(s[i]);
+    size_t fixed = ldg_ledger_bytes(l) - rings; /* the streams; no pool */
+    long released = 0;
+    /* All enqueues first, while the pool is empty: no extension pops. */
+    for (int i = 0; i < M - 1; i++) enqueue_n(s[i], 9, &released);
+    enqueue_n(s[M - 1], 8 + 64 + 1, &released);
+    enqueue_n(x, 9, &released);
+    for (int i = 0; i < M; i++) CHECK_OK(ldg_release_all(s[i]));
+    ldg_quiesce(); /* flush 1 */
+    CHECK_EQ(ldg__pool_limit_in_force(l), bound);
+    CHECK_EQ(ldg__pool_count(l, 0), M);
+    CHECK_EQ(ldg__pool_count(l, 3), 1);
+    CHECK_OK(ldg_release_all(x));
+    ldg_quiesce(); /* flush 2 */
+    CHECK_EQ(ldg__pool_count(l, 0), 0);
+    CHECK_EQ(ldg__pool_count(l, 3), 0);
+    rings = 0;
+    for (int i = 0; i <= M; i++) rings += ldg__ring_bytes(s[i]);
+    size_t held = ldg_ledger_bytes(l);
+    fprintf(stderr, "flush_trims_all: held %zu, streams %zu + segments %zu\n",
+            held, fixed, rings);
+    /* Nothing waits for a grace period: the trims are freed. */
+    CHECK_EQ(held, fixed + rings);
+    /* Batch C's limit: 2 x M x 704, the bound. */
+    CHECK_EQ(ldg__pool_limit_in_force(l), bound);
+    CHECK_EQ(released, (long)(M - 1) * 9 + 8 + 64 + 1 + 9);
+    fflush(stderr);
+    _exit(0);
+  }
+  child_passed(pid);
+  for (int i = 0; i <= M; i++) ldg_stream_unref(s[i]);
+  ldg_ledger_destroy(l);
+  PASS("flush_trims_all");
 }
 
 int main(void) {
@@ -377,8 +465,11 @@ int main(void) {
    * SL_QEMU_USER: it asserts in the child): the fork test runs in the
    * other builds. */
   if (UNDER_TSAN || getenv("SL_QEMU_USER") != NULL)
-    fprintf(stderr, "ok - fork child # skipped: TSan or qemu-user\n");
-  else
+    fprintf(stderr, "ok - fork child, flush_trims_all # skipped: TSan or "
+                    "qemu-user\n");
+  else {
     fork_child();
+    flush_trims_all();
+  }
   return 0;
 }
