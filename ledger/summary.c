@@ -7,7 +7,8 @@
  *
  * QUERY SUMMARIES
  *   Each segment carries, on two cache lines that enqueuers and releases
- *   never touch (struct ldg__summary), two filters (struct ldg__filter: the
+ *   never touch (struct ldg__summary; its third line, the published
+ *   filters, is the enqueuers': below), two filters (struct ldg__filter: the
  *   range of the vector ids, a 128-bit hash set of them, and the range of
  *   the host bytes of some entries):
  *     own   summarises slots [0, upto) of the segment;
@@ -22,10 +23,11 @@
  *         admits.
  *   A query skips slots a filter covers when the filter rules its probe
  *   out, and otherwise reads them one by one as before. Only queries write
- *   summaries, under rcu_read_lock, with relaxed atomics and release stores
- *   (no locked instruction but where a filter word grows); only the thread
- *   that links a segment resets them (ldg__summary_reset), before the
- *   linking CAS.
+ *   these summaries (and the extender the copy of next, once, after its
+ *   linking CAS), under rcu_read_lock, with relaxed atomics and release
+ *   stores (no locked instruction but where a filter word grows); only the
+ *   thread that links a segment resets them (ldg__summary_reset), before
+ *   the linking CAS.
  *
  * WHY (S) HOLDS FOR own
  *   A query extends own over a run of slots from upto: slot q is "decided"
