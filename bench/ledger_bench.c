@@ -735,34 +735,44 @@ static void ceiling_load_run(worker *w) { ceiling_loop(w, CEIL_LOAD_FAA); }
 static void ceiling_pfw_run(worker *w) { ceiling_loop(w, CEIL_PFW_FAA); }
 static void ceiling_rmw_run(worker *w) { ceiling_loop(w, CEIL_RMW_FAA); }
 
-static const workload wl_ceiling = {
-    "ceiling", ceiling_row_setup, ceiling_row_teardown,
-    noop_worker, ceiling_run, noop_worker,
+/* The ceiling and its comparison forms, one row each. The first is the
+ * issue's ceiling (with the shared rows); the others run only when named
+ * with --workload. */
+struct ceiling_form {
+  workload wl;
+  const char *note; /* the row's notes column */
 };
-static const workload wl_ceiling_cas = {
-    "ceiling_cas", ceiling_row_setup, ceiling_row_teardown,
-    noop_worker, ceiling_cas_run, noop_worker,
+static const struct ceiling_form ceiling_forms[] = {
+    {{"ceiling", ceiling_row_setup, ceiling_row_teardown, noop_worker, ceiling_run,
+      noop_worker},
+     "fetch_add on one line + a 64 B slot write (no ledger)"},
+    {{"ceiling_cas", ceiling_row_setup, ceiling_row_teardown, noop_worker,
+      ceiling_cas_run, noop_worker},
+     "CAS loop on one line + a 64 B slot write (no ledger)"},
+    {{"ceiling_backoff", ceiling_row_setup, ceiling_row_teardown, noop_worker,
+      ceiling_backoff_run, noop_worker},
+     "CAS loop, bounded exponential backoff + slot (no ledger)"},
+    {{"ceiling_load", ceiling_row_setup, ceiling_row_teardown, noop_worker,
+      ceiling_load_run, noop_worker},
+     "3 loads of the line, fetch_add + slot (no ledger)"},
+    {{"ceiling_pfw", ceiling_row_setup, ceiling_row_teardown, noop_worker,
+      ceiling_pfw_run, noop_worker},
+     "prefetchw, 3 loads, fetch_add + slot (no ledger)"},
+    {{"ceiling_rmw", ceiling_row_setup, ceiling_row_teardown, noop_worker,
+      ceiling_rmw_run, noop_worker},
+     "fetch_add 0, 3 loads, fetch_add + slot (no ledger)"},
+    {{"ceiling_release", ceiling_row_setup, ceiling_row_teardown, noop_worker,
+      ceiling_release_run, noop_worker},
+     "ceiling + release: claim, read back, empty (no ledger)"},
 };
-static const workload wl_ceiling_backoff = {
-    "ceiling_backoff", ceiling_row_setup, ceiling_row_teardown,
-    noop_worker, ceiling_backoff_run, noop_worker,
-};
-static const workload wl_ceiling_load = {
-    "ceiling_load", ceiling_row_setup, ceiling_row_teardown,
-    noop_worker, ceiling_load_run, noop_worker,
-};
-static const workload wl_ceiling_pfw = {
-    "ceiling_pfw", ceiling_row_setup, ceiling_row_teardown,
-    noop_worker, ceiling_pfw_run, noop_worker,
-};
-static const workload wl_ceiling_rmw = {
-    "ceiling_rmw", ceiling_row_setup, ceiling_row_teardown,
-    noop_worker, ceiling_rmw_run, noop_worker,
-};
-static const workload wl_ceiling_release = {
-    "ceiling_release", ceiling_row_setup, ceiling_row_teardown,
-    noop_worker, ceiling_release_run, noop_worker,
-};
+enum { N_CEILING_FORMS = sizeof ceiling_forms / sizeof ceiling_forms[0] };
+
+/* The ceiling form named name, or NULL. */
+static const struct ceiling_form *ceiling_form_named(const char *name) {
+  for (int k = 0; k < N_CEILING_FORMS; k++)
+    if (strcmp(ceiling_forms[k].wl.name, name) == 0) return &ceiling_forms[k];
+  return NULL;
+}
 
 /* ---- Workload: serving mix --------------------------------------------------- */
 
@@ -2086,9 +2096,7 @@ static void parse_args(int argc, char **argv) {
 #undef NEED_VALUE
   }
   if (opt.workload != NULL && !want("private") && !want("shared") &&
-      !want("ceiling") && !want("ceiling_cas") && !want("ceiling_backoff") &&
-      !want("ceiling_load") && !want("ceiling_pfw") && !want("ceiling_rmw") &&
-      !want("ceiling_release") &&
+      ceiling_form_named(opt.workload) == NULL &&
       !want("holds") && !want("private_si") &&
       !want("serving_si") &&
       !want("serving") && !want("backlog") && !want("slices")) {
@@ -2248,12 +2256,11 @@ static void run_threaded(const workload *wl, bool with_reader) {
   }
 }
 
-/* The ceiling loop at every thread count (issue 11); remembers its
- * throughput for the shared rows' "of ceiling" column. With wl one of the
- * other forms (ceiling_cas, ceiling_backoff, ceiling_load, ceiling_pfw,
- * ceiling_rmw, ceiling_release), those
- * rows, remembered nowhere. */
-static void run_ceiling_rows(const workload *wl) {
+/* A ceiling form's row at every thread count (issue 11); the ceiling's
+ * throughput is remembered for the shared rows' "of ceiling" column, the
+ * other forms' nowhere. */
+static void run_ceiling_rows(const struct ceiling_form *f) {
+  const workload *wl = &f->wl;
   for (int ti = 0; ti < opt.n_thread_list; ti++) {
     int t = opt.thread_list[ti];
     row_result r;
@@ -2262,22 +2269,9 @@ static void run_ceiling_rows(const workload *wl) {
     r.workload = wl->name;
     r.impl = wl->name;
     *new_result() = r;
-    if (wl == &wl_ceiling) ceiling_ops[ti] = r.ops_per_s;
-    print_row(wl->name, t, &r, NULL,
-              wl == &wl_ceiling
-                  ? "fetch_add on one line + a 64 B slot write (no ledger)"
-              : wl == &wl_ceiling_cas
-                  ? "CAS loop on one line + a 64 B slot write (no ledger)"
-              : wl == &wl_ceiling_backoff
-                  ? "CAS loop, bounded exponential backoff + slot (no ledger)"
-              : wl == &wl_ceiling_load
-                  ? "3 loads of the line, fetch_add + slot (no ledger)"
-              : wl == &wl_ceiling_pfw
-                  ? "prefetchw, 3 loads, fetch_add + slot (no ledger)"
-              : wl == &wl_ceiling_rmw
-                  ? "fetch_add 0, 3 loads, fetch_add + slot (no ledger)"
-                  : "ceiling + release: claim, read back, empty (no ledger)");
-    if (wl == &wl_ceiling_release &&
+    if (f == &ceiling_forms[0]) ceiling_ops[ti] = r.ops_per_s;
+    print_row(wl->name, t, &r, NULL, f->note);
+    if (wl->run == ceiling_release_run &&
         atomic_exchange(&ceiling_release_lapped, 0) != 0)
       printf("  (ceiling_release: a releaser switched out for a lap of the ring\n"
              "   skipped slots already reused)\n");
@@ -2367,17 +2361,11 @@ int main(int argc, char **argv) {
 
   if (want("private")) run_threaded(&wl_private, false);
   if (want("private_si")) run_threaded(&wl_private_si, false);
-  if ((want("shared") && opt.ceiling) || (opt.workload != NULL && want("ceiling")))
-    run_ceiling_rows(&wl_ceiling);
-  /* Only when named: comparison rows (issue 11, sixth session). */
-  if (opt.workload != NULL && want("ceiling_cas")) run_ceiling_rows(&wl_ceiling_cas);
-  if (opt.workload != NULL && want("ceiling_backoff"))
-    run_ceiling_rows(&wl_ceiling_backoff);
-  if (opt.workload != NULL && want("ceiling_load")) run_ceiling_rows(&wl_ceiling_load);
-  if (opt.workload != NULL && want("ceiling_pfw")) run_ceiling_rows(&wl_ceiling_pfw);
-  if (opt.workload != NULL && want("ceiling_rmw")) run_ceiling_rows(&wl_ceiling_rmw);
-  if (opt.workload != NULL && want("ceiling_release"))
-    run_ceiling_rows(&wl_ceiling_release);
+  if (want("shared") && opt.ceiling) run_ceiling_rows(&ceiling_forms[0]);
+  /* Named: the ceiling alone, or a comparison form (issue 11, sixth and
+   * tenth sessions). */
+  if (opt.workload != NULL && ceiling_form_named(opt.workload) != NULL)
+    run_ceiling_rows(ceiling_form_named(opt.workload));
   if (want("shared")) run_threaded(&wl_shared, false);
   if (want("serving")) run_threaded(&wl_serving, opt.reader);
   if (want("serving_si")) run_threaded(&wl_serving_si, false);

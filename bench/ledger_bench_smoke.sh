@@ -1,7 +1,8 @@
 #!/bin/sh
 # Smoke test of ledger_bench: runs every workload tiny (--smoke) and checks
 # that it exits 0, printed the table header and a row per workload, confirmed
-# every keep ran exactly once and wrote its JSON; then the slices mode, the
+# every keep ran exactly once and wrote its JSON; then the ceiling's named
+# comparison forms, the slices mode, the
 # serving+paired rows (--reader-windows), the null reader (--reader-null),
 # and that bad values are refused.
 # No timing is asserted.
@@ -39,6 +40,21 @@ if ! grep -q '"rows"' "$json" || ! grep -q '"workload": "backlog"' "$json"; then
   echo "FAIL: JSON incomplete" >&2
   fail=1
 fi
+# The ceiling's comparison forms, each only when named: a row per thread
+# count with its own name (a wrong table entry would print another's).
+for f in ceiling_cas ceiling_backoff ceiling_load ceiling_pfw ceiling_rmw ceiling_release; do
+  fo=$tmp/$f.txt
+  if ! "$bench" --workload "$f" --threads 1,2 --ops 2000 >"$fo" 2>&1; then
+    echo "FAIL: ledger_bench --workload $f exited non-zero" >&2
+    cat "$fo" >&2
+    fail=1
+  fi
+  if [ "$(grep -c "^$f  *[12] |" "$fo")" -ne 2 ] || grep -q '^ceiling  ' "$fo"; then
+    echo "FAIL: --workload $f: not its two rows alone" >&2
+    cat "$fo" >&2
+    fail=1
+  fi
+done
 # The slices mode (one thread, both designs and two probes in turn).
 sl=$tmp/slices.txt
 if ! "$bench" --workload slices --seconds 0.05 --slice-ms 0.2 \
