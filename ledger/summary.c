@@ -126,9 +126,11 @@
  *   segments in O(log^2), where the filters would cost a line a segment:
  *   a segment's published filters admit everything it ever held, and own,
  *   built from the slots still pending, need not.
- *   On for a life: enqueuers pay for the filters (about 30 instructions an
- *   operation: its bounds gathered while its ids are copied, four loads
- *   and compares) only in ledgers that are queried. The linker turns them
+ *   On for a life: enqueuers pay for the filters (about 54 instructions an
+ *   operation, callgrind: the out-of-line call, its bounds gathered from
+ *   its ids and ranges, four loads and compares; ring.c,
+ *   ldg__pubf_note_entry) only in ledgers that are queried, and one load
+ *   and branch elsewhere. The linker turns them
  *   on for the segment's life, in ldg__summary_reset (pubf_on, on the
  *   header's line for enqueuers and on the summary's for queries), once
  *   the ledger's queried flag is set: by the first query that walked a
