@@ -560,8 +560,8 @@ struct ceil_slot {
 struct ceil_ring {
   _Alignas(64) _Atomic uint64_t next; /* the one shared line */
   /* On next's line, as the ledger's tail_end and grow_at are on tail's: read
-   * by the ceiling_load / ceiling_pfw forms only (never written after setup,
-   * so the check below always passes). */
+   * by the ceiling_load, _pfw and _rmw forms only (never written after
+   * setup, so their check always passes). */
   _Atomic uint64_t end, grow;
   char pad[40];
   /* ceiling_release only: every seq up to it has been read back. */
@@ -585,8 +585,19 @@ static void ceiling_row_teardown(row_ctx *rc) { free(rc->shared); }
  * comparison (issue 11, sixth session), the CAS loop the ledger's CAS path
  * makes (load, CAS t -> t + 1, again on failure), and that loop with bounded
  * exponential backoff after a failed CAS (1, 2, 4 .. 64 pause instructions,
- * then a fresh load). Same slot write in all three. */
-enum { CEIL_FAA, CEIL_CAS, CEIL_CAS_BACKOFF, CEIL_LOAD_FAA, CEIL_PFW_FAA, CEIL_RMW_FAA };
+ * then a fresh load); or (tenth session) loads of the line before the
+ * fetch_add, alone or after a prefetch for write or an RMW adding 0; or the
+ * fetch_add with the least a release does every --release-every ops
+ * (CEIL_RELEASE). Same slot write in all. */
+enum {
+  CEIL_FAA,
+  CEIL_CAS,
+  CEIL_CAS_BACKOFF,
+  CEIL_LOAD_FAA,
+  CEIL_PFW_FAA,
+  CEIL_RMW_FAA,
+  CEIL_RELEASE
+};
 
 /* A prefetch for write of p's line: ledger/atomics.h's
  * ldg__prefetch_for_write, which is the ledger's own (not exported). */
@@ -598,12 +609,13 @@ enum { CEIL_FAA, CEIL_CAS, CEIL_CAS_BACKOFF, CEIL_LOAD_FAA, CEIL_PFW_FAA, CEIL_R
 #endif
 
 static inline uint64_t ceiling_reserve(struct ceil_ring *r, int how) {
-  if (how == CEIL_FAA)
+  if (how == CEIL_FAA || how == CEIL_RELEASE)
     return atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed) + 1;
-  /* The ledger's shared fast path before issue 11's tenth session (ring.c,
-   * ldg__ring_reserve): grow point, end and tail loaded, checked, then the
-   * fetch_add, all on one line; and the same after a prefetch for write of
-   * that line (the tenth session's change). */
+  /* The shape of the ledger's shared fast path (ring.c, ldg__ring_reserve):
+   * grow point, end and tail loaded, checked, then the fetch_add, all on
+   * one line; and the same after a prefetch for write of that line, or
+   * after an RMW adding 0 (both tried in the ledger, neither kept: issue
+   * 11, tenth session). */
   if (how == CEIL_LOAD_FAA || how == CEIL_PFW_FAA || how == CEIL_RMW_FAA) {
     if (how == CEIL_PFW_FAA) ceil_prefetch_for_write(&r->next);
     /* An RMW that adds 0: takes the line writable, reads nothing used. */
@@ -647,25 +659,6 @@ static inline void ceiling_one(struct ceil_ring *r, uint64_t vec, uint64_t addr,
   atomic_store_explicit(&slot->state, seq, memory_order_release);
 }
 
-static inline void ceiling_loop(worker *w, int how) {
-  struct ceil_ring *r = w->rc->shared;
-  while (phase_going(w)) {
-    uint64_t i = w->ops;
-    uint64_t vec = VEC_BASE(w->tid) + (i & 255);
-    uint64_t addr = HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096;
-    if (--w->sample_countdown == 0) { /* timed like an enqueue */
-      w->sample_countdown = opt.sample_every;
-      uint64_t t0 = tick_begin();
-      ceiling_one(r, vec, addr, i, how);
-      uint64_t t1 = tick_end();
-      if (w->rc->timed) push_sample(w, t1 - t0);
-    } else {
-      ceiling_one(r, vec, addr, i, how);
-    }
-    w->ops++;
-  }
-}
-
 /* ceiling_release: the ceiling, and every K ops (--release-every) the least
  * a release of one shared stream must do: read the mark, claim (released,
  * mark] with a CAS on a second shared line, and for each seq of it read the
@@ -705,27 +698,28 @@ static uint64_t ceiling_release_upto(struct ceil_ring *r) {
   return sink;
 }
 
-static void ceiling_release_run(worker *w) {
+static inline __attribute__((always_inline)) void ceiling_loop(worker *w,
+                                                             int how) {
   struct ceil_ring *r = w->rc->shared;
   const unsigned k = opt.release_every;
-  uint64_t sink = 0;
+  uint64_t sink = 0; /* CEIL_RELEASE: what the read-backs read */
   while (phase_going(w)) {
     uint64_t i = w->ops;
     uint64_t vec = VEC_BASE(w->tid) + (i & 255);
     uint64_t addr = HOST_BASE(w->tid) + (uintptr_t)(i & 255) * 4096;
-    if (--w->sample_countdown == 0) {
+    if (--w->sample_countdown == 0) { /* timed like an enqueue */
       w->sample_countdown = opt.sample_every;
       uint64_t t0 = tick_begin();
-      ceiling_one(r, vec, addr, i, CEIL_FAA);
+      ceiling_one(r, vec, addr, i, how);
       uint64_t t1 = tick_end();
       if (w->rc->timed) push_sample(w, t1 - t0);
     } else {
-      ceiling_one(r, vec, addr, i, CEIL_FAA);
+      ceiling_one(r, vec, addr, i, how);
     }
     w->ops++;
-    if (w->ops % k == 0) sink += ceiling_release_upto(r);
+    if (how == CEIL_RELEASE && w->ops % k == 0) sink += ceiling_release_upto(r);
   }
-  __asm__ volatile("" : : "r"(sink));
+  if (how == CEIL_RELEASE) __asm__ volatile("" : : "r"(sink));
 }
 
 static void ceiling_run(worker *w) { ceiling_loop(w, CEIL_FAA); }
@@ -734,6 +728,7 @@ static void ceiling_backoff_run(worker *w) { ceiling_loop(w, CEIL_CAS_BACKOFF); 
 static void ceiling_load_run(worker *w) { ceiling_loop(w, CEIL_LOAD_FAA); }
 static void ceiling_pfw_run(worker *w) { ceiling_loop(w, CEIL_PFW_FAA); }
 static void ceiling_rmw_run(worker *w) { ceiling_loop(w, CEIL_RMW_FAA); }
+static void ceiling_release_run(worker *w) { ceiling_loop(w, CEIL_RELEASE); }
 
 /* The ceiling and its comparison forms, one row each. The first is the
  * issue's ceiling (with the shared rows); the others run only when named
