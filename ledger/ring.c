@@ -403,7 +403,7 @@
  *   other streams' steps between them are on other words.
  *   Cost (bench/RESULTS.md, "Issue 11, eighth session", and "(pub9)"):
  *   the single-issuer reservation plus two loads of owner (on the
- *   enqueuers' line) and one TLS load, and (pub9) the one-publisher
+ *   read-mostly line, which every enqueue reads) and one TLS load, and (pub9) the one-publisher
  *   publication; no locked instruction in either. ldg_enqueue and ldg_add_wait may call
  *   membarrier once per stream (the revocation), the destroy of an owned
  *   stream once, ldg_ledger_destroy once per batch (ledger.h, table note

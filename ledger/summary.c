@@ -173,8 +173,10 @@
  *   A segment never linked (a loser's) keeps a reset it never needed.
  *
  * WHAT A QUERY TOUCHES
- *   Per stream: head and tailseg (the read-mostly line, moved once per
- *   segment), tail (the enqueuers' line) only when a segment's slots are
+ *   Per stream: head, tailseg and owner (the read-mostly line, moved once
+ *   per segment; owner is read by ldg__visit_begin, which then counts the
+ *   query in visitors, a line of its own, on a stream another thread
+ *   owns), tail (the enqueuers' line) only when a segment's slots are
  *   read, the published filters' lines of the newest segments when their
  *   lives keep them (their enqueuers write them only while those filters
  *   grow), and per segment visited its two summary lines, which hold
