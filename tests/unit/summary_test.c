@@ -552,16 +552,23 @@ static ldg_ledger *queried_ledger(void) {
   return l;
 }
 
+/* A stream of each kind of publisher (kind 0: owned, its owner widening
+ * one; 1: single-issuer, one; 2: shared, any). */
+static ldg_stream *pf_stream(ldg_ledger *l, int kind) {
+  const unsigned flags[3] = {0, LDG_STREAM_SINGLE_ISSUER, LDG_STREAM_SHARED};
+  ldg_stream *s = NULL;
+  CHECK_OK(ldg_stream_create(l, 0, flags[kind], NULL, NULL, &s));
+  return s;
+}
+
 static void test_published_filters(void) {
   enum { K = 12 };
   /* Each kind of publisher: an owned stream's owner and a single-issuer
    * stream's caller widen one with plain stores, a shared stream's
    * enqueuers widen any. */
-  const unsigned flags[3] = {0, LDG_STREAM_SINGLE_ISSUER, LDG_STREAM_SHARED};
   for (int f = 0; f < 3; f++) {
     ldg_ledger *l = queried_ledger();
-    ldg_stream *s = NULL;
-    CHECK_OK(ldg_stream_create(l, 0, flags[f], NULL, NULL, &s));
+    ldg_stream *s = pf_stream(l, f);
     long n = 0;
     for (uint64_t i = 0; i < K; i++) {
       pf_put(s, &n, i);
@@ -644,11 +651,9 @@ static void pi_put(ldg_stream *s, long *n, const uint64_t *ids, size_t n_ids,
 }
 
 static void test_published_inside(void) {
-  const unsigned flags[3] = {0, LDG_STREAM_SINGLE_ISSUER, LDG_STREAM_SHARED};
   for (int f = 0; f < 3; f++) {
     ldg_ledger *l = queried_ledger();
-    ldg_stream *s = NULL;
-    CHECK_OK(ldg_stream_create(l, 0, flags[f], NULL, NULL, &s));
+    ldg_stream *s = pf_stream(l, f);
     long n = 0;
     const uint64_t a[1] = {PI_ID + 1};
     pi_put(s, &n, a, 1, PI_ADDR + 4096, 4096); /* widens from empty */
