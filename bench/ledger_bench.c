@@ -588,7 +588,9 @@ static void ceiling_row_teardown(row_ctx *rc) { free(rc->shared); }
  * then a fresh load); or (tenth session) loads of the line before the
  * fetch_add, alone or after a prefetch for write or an RMW adding 0; or the
  * fetch_add with the least a release does every --release-every ops
- * (CEIL_RELEASE). Same slot write in all. */
+ * (CEIL_RELEASE); or (eleventh session) the loads' shape published by a CAS
+ * of the slot's state, as a shared stream's enqueue publishes
+ * (CEIL_LOAD_PUBCAS). Same slot write in all. */
 enum {
   CEIL_FAA,
   CEIL_CAS,
@@ -596,7 +598,8 @@ enum {
   CEIL_LOAD_FAA,
   CEIL_PFW_FAA,
   CEIL_RMW_FAA,
-  CEIL_RELEASE
+  CEIL_RELEASE,
+  CEIL_LOAD_PUBCAS
 };
 
 /* A prefetch for write of p's line: ledger/atomics.h's
@@ -616,7 +619,8 @@ static inline uint64_t ceiling_reserve(struct ceil_ring *r, int how) {
    * one line; and the same after a prefetch for write of that line, or
    * after an RMW adding 0 (both tried in the ledger, neither kept: issue
    * 11, tenth session). */
-  if (how == CEIL_LOAD_FAA || how == CEIL_PFW_FAA || how == CEIL_RMW_FAA) {
+  if (how == CEIL_LOAD_FAA || how == CEIL_PFW_FAA || how == CEIL_RMW_FAA ||
+      how == CEIL_LOAD_PUBCAS) {
     if (how == CEIL_PFW_FAA) ceil_prefetch_for_write(&r->next);
     /* An RMW that adds 0: takes the line writable, reads nothing used. */
     if (how == CEIL_RMW_FAA)
@@ -656,6 +660,17 @@ static inline void ceiling_one(struct ceil_ring *r, uint64_t vec, uint64_t addr,
   slot->vec = vec;
   slot->addr = addr;
   slot->bytes = 4096;
+  if (how == CEIL_LOAD_PUBCAS) {
+    /* The publication a shared stream's enqueue makes (ring.c: a CAS of
+     * the slot's state, acq_rel), on the line just written; the value it
+     * replaces is the slot's last lap's (nothing releases here). */
+    uint64_t was = atomic_load_explicit(&slot->state, memory_order_relaxed);
+    if (!atomic_compare_exchange_strong_explicit(&slot->state, &was, seq,
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+      abort(); /* never: only this op writes the slot in its lap */
+    return;
+  }
   atomic_store_explicit(&slot->state, seq, memory_order_release);
 }
 
@@ -729,6 +744,7 @@ static void ceiling_load_run(worker *w) { ceiling_loop(w, CEIL_LOAD_FAA); }
 static void ceiling_pfw_run(worker *w) { ceiling_loop(w, CEIL_PFW_FAA); }
 static void ceiling_rmw_run(worker *w) { ceiling_loop(w, CEIL_RMW_FAA); }
 static void ceiling_release_run(worker *w) { ceiling_loop(w, CEIL_RELEASE); }
+static void ceiling_pubcas_run(worker *w) { ceiling_loop(w, CEIL_LOAD_PUBCAS); }
 
 /* The ceiling and its comparison forms, one row each. The first is the
  * issue's ceiling (with the shared rows); the others run only when named
@@ -759,6 +775,9 @@ static const struct ceiling_form ceiling_forms[] = {
     {{"ceiling_release", ceiling_row_setup, ceiling_row_teardown, noop_worker,
       ceiling_release_run, noop_worker},
      "ceiling + release: claim, read back, empty (no ledger)"},
+    {{"ceiling_pubcas", ceiling_row_setup, ceiling_row_teardown, noop_worker,
+      ceiling_pubcas_run, noop_worker},
+     "ceiling_load, published by a CAS of the slot's state (no ledger)"},
 };
 enum { N_CEILING_FORMS = sizeof ceiling_forms / sizeof ceiling_forms[0] };
 
@@ -1904,7 +1923,9 @@ static void usage(FILE *f) {
           "                    line before the fetch_add, without and with a\n"
           "                    prefetch for write or an RMW adding 0 first;\n"
           "                    ceiling_release: the ceiling with the least\n"
-          "                    a release does every --release-every ops)\n"
+          "                    a release does every --release-every ops;\n"
+          "                    ceiling_pubcas: ceiling_load published by a\n"
+          "                    CAS of the slot's state)\n"
           "  --max-threads N   cap of the thread counts 1,2,4,8,16 (default: online CPUs)\n"
           "  --threads LIST    comma-separated thread counts instead (e.g. 1,2,4)\n"
           "  --seconds S       timed phase per row (default 1.0; warm-up 0.2 s)\n"
