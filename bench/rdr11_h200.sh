@@ -83,7 +83,8 @@ for r in $(seq 1 "$one_rounds"); do
   done
 done
 
-PYTHONPATH="$here" python3 - "$out" "$rounds" "$two_rounds" "$one_rounds" "$rate" "$win" >> "$sum" 2>&1 <<'EOF'
+# The summary; a failure of its own fails the run.
+if ! PYTHONPATH="$here" python3 - "$out" "$rounds" "$two_rounds" "$one_rounds" "$rate" "$win" >> "$sum" 2>&1 <<'EOF'
 import statistics, sys
 import ledger_json
 from ledger_json import f, pct
@@ -171,7 +172,9 @@ for v in ("after", "before"):
         med(u[0], "%.2f"), " ".join("%.1f" % x for x in u[0]), med(u[1]),
         med(q[0], "%.2f"), " ".join("%.1f" % x for x in q[0]), med(q[1]), ratio))
 EOF
-[ $? -eq 0 ] || rc=1 # the summary failed
+then
+  rc=1
+fi
 echo "done in $(($(date +%s) - start)) s, rc $rc" >> "$sum"
 cat "$sum"
 exit $rc
