@@ -118,3 +118,19 @@ ab_order() {
     printf '%s\n' "${words[@]}"
   fi
 }
+
+# ab_reader9 VARIANT ROUND DIR: one bench/reader9_h200.sh call on DIR's
+# ledger_bench (unpaced and paced, no null control) into OUT/VARIANT_rROUND,
+# as a step; VARIANT before runs the ledger only (--impl ledger: its mutex
+# design is BIN's code). Reads the caller's secs, threads, win, rate and
+# here. reader9's two steps are each limited to n * 6 * (0.2 + S) * 1.4 + 8 s
+# for n thread counts (bench/rdr10_h200.sh, bench/rdr11_h200.sh).
+ab_reader9() {
+  local v=$1 r=$2 dir=$3 lim n args=''
+  n=$(echo "$threads" | tr ',' '\n' | grep -c .)
+  lim=$(awk -v n="$n" -v s="$secs" 'BEGIN { printf "%d", 2 * (n * 6 * (0.2 + s) * 1.4 + 8) + 5 }')
+  [ "$v" = before ] && args='--impl ledger'
+  step "${v}_r$r" "$lim" env READER9_ROUNDS=1 READER9_SECONDS="$secs" READER9_THREADS="$threads" \
+    READER9_WINDOW_MS="$win" READER9_RATE="$rate" READER9_NULL=0 READER9_ARGS="$args" \
+    READER9_BUDGET_S="$lim" "$here/reader9_h200.sh" "$dir" "$out/${v}_r$r"
+}

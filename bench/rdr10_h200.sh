@@ -57,20 +57,9 @@ done
 ab_init "issue 11, tenth session (rdr10): the reader's lines, BIN against BEFORE" \
   "reader: bench/reader9_h200.sh per binary and round (READER9_ROUNDS=1 READER9_SECONDS=$secs READER9_THREADS=$threads READER9_WINDOW_MS=$win READER9_RATE=$rate READER9_NULL=0; BEFORE with READER9_ARGS='--impl ledger'), $rounds round(s), order alternating; one: ledger_bench --workload private|serving --impl ledger --threads 1 --no-reader --seconds $one_secs --repeat 1, $one_rounds round(s)"
 
-n_thr=$(echo "$threads" | tr ',' '\n' | grep -c .)
 dir_of() { if [ "$1" = before ]; then echo "$before"; else echo "$bin"; fi; }
-# reader VARIANT ROUND: one reader9 call, into OUT/VARIANT_rROUND. Its own
-# steps are each limited to n * 6 * (0.2 + S) * 1.4 + 8 s; two of them.
-reader() {
-  local v=$1 r=$2 lim args=''
-  lim=$(awk -v n="$n_thr" -v s="$secs" 'BEGIN { printf "%d", 2 * (n * 6 * (0.2 + s) * 1.4 + 8) + 5 }')
-  [ "$v" = before ] && args='--impl ledger'
-  step "${v}_r$r" "$lim" env READER9_ROUNDS=1 READER9_SECONDS="$secs" READER9_THREADS="$threads" \
-    READER9_WINDOW_MS="$win" READER9_RATE="$rate" READER9_NULL=0 READER9_ARGS="$args" \
-    READER9_BUDGET_S="$lim" "$here/reader9_h200.sh" "$(dir_of "$v")" "$out/${v}_r$r"
-}
 for r in $(seq 1 "$rounds"); do
-  for v in $(ab_order "$r" after before); do reader "$v" "$r"; done
+  for v in $(ab_order "$r" after before); do ab_reader9 "$v" "$r" "$(dir_of "$v")"; done
 done
 for r in $(seq 1 "$one_rounds"); do
   for v in $(ab_order "$r" after before queried); do

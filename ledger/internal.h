@@ -231,8 +231,8 @@ _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
 
 struct ldg_stream {
   /* Read-mostly lines: immutable after creation, or written rarely. What
-   * an enqueue reads of them (ledger, flags, destroyed, tailseg, vindex)
-   * is on the first, the rest (id, drain, finalizer) after it (issue 11,
+   * an enqueue reads of them (ledger, flags, destroyed, tailseg, vindex,
+   * owner) is on the first, the rest (id, drain, finalizer) after it (issue 11,
    * tenth session: one line per enqueue, not two). */
   ldg_ledger *ledger;
   unsigned flags;
@@ -247,6 +247,18 @@ struct ldg_stream {
    * (ldg__registry_link): read by every enqueue and taken chunk, beside
    * tailseg rather than on the ledger's line that l->refs shares. */
   struct ldg__vindex *vindex;
+  /* Owned streams (ring.c, OWNED STREAMS): LDG__OWN_UNCLAIMED, a thread's
+   * token (its owner reserves on otail without a locked RMW),
+   * LDG__OWN_PENDING (a revocation began) or LDG__OWN_SHARED (for good;
+   * streams start so without membarrier, or with LDG_STREAM_SHARED).
+   * Written once per claim and per revocation. Here, on the read-mostly
+   * line every enqueue reads anyway, not on the enqueuers' line: every
+   * query loads it on every stream it visits (ldg__visit_begin), and there
+   * each load took the line from the owner, whose next store of otail
+   * missed, on streams the query then skipped by their published filters
+   * (issue 11, eleventh session: ~1 miss per serving request at 2 threads,
+   * bench/RESULTS.md, "the unpaced reader (rdr11)"). */
+  _Atomic uint64_t owner;
   uint64_t id;
   ldg_drain_fn drain;
   void *drain_ctx;
@@ -279,15 +291,11 @@ struct ldg_stream {
    * a call records on s, to catch a second one overlapping it (ring.c,
    * SINGLE-ISSUER STREAMS). Unused otherwise. */
   _Atomic uint32_t issuing;
-  /* Owned streams (ring.c, OWNED STREAMS): LDG__OWN_UNCLAIMED, a thread's
-   * token (its owner reserves on otail without a locked RMW),
-   * LDG__OWN_PENDING (a revocation began) or LDG__OWN_SHARED (for good;
-   * streams start so without membarrier, or with LDG_STREAM_SHARED). otail:
-   * the last seq the owner handed itself (written by the owner only).
-   * contest: who got the seq after the last one the installing revoker saw
-   * (0 undecided; LDG__CONTEST_* of that seq). Here, on the line every
-   * enqueue reads anyway. */
-  _Atomic uint64_t owner;
+  /* Owned streams (ring.c, OWNED STREAMS; owner is on the read-mostly
+   * line): otail, the last seq the owner handed itself (written by the
+   * owner only); contest, who got the seq after the last one the
+   * installing revoker saw (0 undecided; LDG__CONTEST_* of that seq). Here,
+   * on the line every enqueue writes anyway. */
   _Atomic ldg_seq otail;
   _Atomic uint64_t contest;
   /* Streams with one publisher (ldg__one_publisher): the seq a release that
@@ -332,8 +340,11 @@ struct ldg_stream {
 };
 
 _Static_assert(offsetof(struct ldg_stream, vindex) + sizeof(void *) <=
-                   LDG__CACHE_LINE,
-               "what an enqueue reads of the read-mostly part is one line");
+                       LDG__CACHE_LINE &&
+                   offsetof(struct ldg_stream, owner) + sizeof(uint64_t) <=
+                       LDG__CACHE_LINE,
+               "what an enqueue reads of the read-mostly part, and owner, "
+               "which every query reads, are one line");
 _Static_assert(offsetof(struct ldg_stream, released) ==
                    offsetof(struct ldg_stream, tail) + LDG__CACHE_LINE,
                "the enqueuers' line (tail .. asked) is one cache line");
@@ -766,7 +777,7 @@ void ldg__pubf_widen(struct ldg__pubf *f, bool one, uint64_t vlo,
 
 /* What one operation names, for the published filters: its ids lie in
  * [vlo, vhi] and its bytes in [alo, ahi]. Empty: lo > hi. Gathered by
- * ring.c's ldg__pubf_note_entry, a second pass over the entry's ids and
+ * ring.c's ldg__pubf_note_slow, a second pass over the entry's ids and
  * ranges, out of line (only segments whose life keeps the filters). */
 struct ldg__pubf_span {
   uint64_t vlo, vhi, alo, ahi;

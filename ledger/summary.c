@@ -126,10 +126,12 @@
  *   segments in O(log^2), where the filters would cost a line a segment:
  *   a segment's published filters admit everything it ever held, and own,
  *   built from the slots still pending, need not.
- *   On for a life: enqueuers pay for the filters (about 54 instructions an
- *   operation, callgrind: the out-of-line call, its bounds gathered from
- *   its ids and ranges, four loads and compares; ring.c,
- *   ldg__pubf_note_entry) only in ledgers that are queried, and one load
+ *   On for a life: enqueuers pay for the filters (about 31 instructions a
+ *   serving operation, 41 a private one, callgrind: an inline check, loads and
+ *   compares, for an operation of at most two ids and one range that the
+ *   filter admits already, else an out-of-line pass that gathers its
+ *   bounds; ring.c, ldg__pubf_note_entry; 54 before the eleventh
+ *   session's inline check) only in ledgers that are queried, and one load
  *   and branch elsewhere. The linker turns them
  *   on for the segment's life, in ldg__summary_reset (pubf_on, on the
  *   header's line for enqueuers and on the summary's for queries), once
@@ -173,8 +175,10 @@
  *   A segment never linked (a loser's) keeps a reset it never needed.
  *
  * WHAT A QUERY TOUCHES
- *   Per stream: head and tailseg (the read-mostly line, moved once per
- *   segment), tail (the enqueuers' line) only when a segment's slots are
+ *   Per stream: head, tailseg and owner (the read-mostly line, moved once
+ *   per segment; owner is read by ldg__visit_begin, which then counts the
+ *   query in visitors, a line of its own, on a stream another thread
+ *   owns), tail (the enqueuers' line) only when a segment's slots are
  *   read, the published filters' lines of the newest segments when their
  *   lives keep them (their enqueuers write them only while those filters
  *   grow), and per segment visited its two summary lines, which hold

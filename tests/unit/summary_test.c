@@ -552,16 +552,23 @@ static ldg_ledger *queried_ledger(void) {
   return l;
 }
 
+/* A stream of each kind of publisher (kind 0: owned, its owner widening
+ * one; 1: single-issuer, one; 2: shared, any). */
+static ldg_stream *pf_stream(ldg_ledger *l, int kind) {
+  const unsigned flags[3] = {0, LDG_STREAM_SINGLE_ISSUER, LDG_STREAM_SHARED};
+  ldg_stream *s = NULL;
+  CHECK_OK(ldg_stream_create(l, 0, flags[kind], NULL, NULL, &s));
+  return s;
+}
+
 static void test_published_filters(void) {
   enum { K = 12 };
   /* Each kind of publisher: an owned stream's owner and a single-issuer
    * stream's caller widen one with plain stores, a shared stream's
    * enqueuers widen any. */
-  const unsigned flags[3] = {0, LDG_STREAM_SINGLE_ISSUER, LDG_STREAM_SHARED};
   for (int f = 0; f < 3; f++) {
     ldg_ledger *l = queried_ledger();
-    ldg_stream *s = NULL;
-    CHECK_OK(ldg_stream_create(l, 0, flags[f], NULL, NULL, &s));
+    ldg_stream *s = pf_stream(l, f);
     long n = 0;
     for (uint64_t i = 0; i < K; i++) {
       pf_put(s, &n, i);
@@ -628,6 +635,71 @@ static void test_published_filters(void) {
        "a miss they rule out reads only tail");
 }
 
+/* The enqueuer's inline check (ring.c, ldg__pubf_note_entry: at most two
+ * ids and one range, nothing written when the filter admits the entry):
+ * entries whose first id, or the start of whose range, lies inside the
+ * filter while the rest does not must still widen it; and entries the
+ * filter admits write nothing. Each is looked for at once, before any query
+ * summarised it (a probe the filters rule out skips the segment). For each
+ * kind of publisher (one: owned, single-issuer; any: shared). */
+#define PI_ID 0x50000040ull             /* block [0x50000040, 0x5000007f] */
+#define PI_ADDR ((uintptr_t)0x700000000u) /* block [PI_ADDR, + 1 MiB) */
+static void pi_put(ldg_stream *s, long *n, const uint64_t *ids, size_t n_ids,
+                   uintptr_t addr, size_t bytes) {
+  ldg_range r = {addr, bytes};
+  CHECK_OK(ldg_enqueue(s, count_keep(n), ids, n_ids, &r, bytes != 0, NULL));
+}
+
+static void test_published_inside(void) {
+  for (int f = 0; f < 3; f++) {
+    ldg_ledger *l = queried_ledger();
+    ldg_stream *s = pf_stream(l, f);
+    long n = 0;
+    const uint64_t a[1] = {PI_ID + 1};
+    pi_put(s, &n, a, 1, PI_ADDR + 4096, 4096); /* widens from empty */
+    CHECK(ldg_holds_vector(l, PI_ID + 1));
+    /* Inside both: admitted as it is, a probe outside still ruled out. */
+    const uint64_t b[1] = {PI_ID + 2};
+    pi_put(s, &n, b, 1, PI_ADDR + 65536, 4096);
+    CHECK(ldg_holds_vector(l, PI_ID + 2));
+    CHECK(ldg_holds_host_range(l, PI_ADDR + 65536 + 4095, 1));
+    pf_check_miss_lines(l);
+    /* Two ids, the first inside, the last five blocks up. */
+    const uint64_t c[2] = {PI_ID + 3, PI_ID + 5 * 64};
+    pi_put(s, &n, c, 2, 0, 0);
+    CHECK(ldg_holds_vector(l, PI_ID + 5 * 64));
+    /* Two ids, the last inside, the first three blocks down. */
+    const uint64_t d[2] = {PI_ID - 3 * 64, PI_ID + 4};
+    pi_put(s, &n, d, 2, 0, 0);
+    CHECK(ldg_holds_vector(l, PI_ID - 3 * 64));
+    /* A range that starts inside the block and ends in the next. */
+    const uint64_t e[1] = {PI_ID + 5};
+    pi_put(s, &n, e, 1, PI_ADDR + (1u << 20) - 2048, 4096);
+    CHECK(ldg_holds_host_range(l, PI_ADDR + (1u << 20) + 2047, 1));
+    /* An id inside, its range in a block far below. */
+    const uint64_t g[1] = {PI_ID + 6};
+    pi_put(s, &n, g, 1, PI_ADDR - 8 * (1u << 20), 4096);
+    CHECK(ldg_holds_host_range(l, PI_ADDR - 8 * (1u << 20), 1));
+    /* No id, a range above everything. */
+    pi_put(s, &n, NULL, 0, PI_ADDR + 64 * (1u << 20), 4096);
+    CHECK(ldg_holds_host_range(l, PI_ADDR + 64 * (1u << 20) + 4095, 1));
+    /* Three ids (the slow path), the middle one outside. */
+    const uint64_t h[3] = {PI_ID + 7, PI_ID + 100 * 64, PI_ID + 8};
+    pi_put(s, &n, h, 3, PI_ADDR + 8192, 64);
+    CHECK(ldg_holds_vector(l, PI_ID + 100 * 64));
+    pf_check_miss_lines(l);
+    CHECK_OK(ldg_release(s, ldg_mark(s)));
+    CHECK_EQ(n, 8);
+    CHECK(!ldg_holds_vector(l, PI_ID + 5 * 64));
+    CHECK_OK(ldg_stream_destroy(s));
+    ldg_stream_unref(s);
+    ldg_ledger_destroy(l);
+  }
+  PASS("the enqueuer's inline check of the published filters: an entry with "
+       "an id, the top of its range or a second id outside the filter widens "
+       "it, for every kind of publisher");
+}
+
 /* Several enqueuers widening one shared stream's any filter at once, each
  * checking its entry found as soon as its enqueue returned. */
 enum { PF_THREADS = 3 };
@@ -691,6 +763,7 @@ int main(void) {
   test_lowered();
   test_concurrent();
   test_published_filters();
+  test_published_inside();
   test_published_concurrent();
   return 0;
 }
