@@ -11,7 +11,7 @@
 #include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
-#include "ledger/thread_ops.h" /* the keeps frame's counter, inline */
+#include "ledger/thread_ops.h" /* the keeps frame's counter; ldg__enqueue_checked */
 
 /* Named atomic operations (as ledger/atomics.h): every shared access of the
  * layer goes through one of these; none is implicitly seq_cst. */

@@ -756,7 +756,8 @@ static inline __attribute__((always_inline)) int slc__run_op(
   }
   struct slc__keeps_frame kf;
   slc__keeps_begin(&kf);
-  rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
+  /* Checked: slc__check_hold above applied ldg_enqueue's rules. */
+  rc = ldg__enqueue_checked(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (rc != LDG_OK) return slc__record_failed(s, op->kind, keep, rc);
   slc__engine_after_issue(s);
@@ -825,9 +826,11 @@ static inline __attribute__((always_inline)) int slc__record_checked(
   slc__stream_exit(s);
   struct slc__keeps_frame kf;
   slc__keeps_begin(&kf);
-  rc = ldg_enqueue(s->ls, hold->keep, hold->vec_ids, hold->n_vec,
-                   ranges ? hold->ranges : NULL, ranges ? hold->n_ranges : 0,
-                   NULL);
+  /* Checked: both callers applied ldg_enqueue's rules (slc__check_hold, or
+   * slc__record_ids's one test). */
+  rc = ldg__enqueue_checked(s->ls, hold->keep, hold->vec_ids, hold->n_vec,
+                            ranges ? hold->ranges : NULL,
+                            ranges ? hold->n_ranges : 0, NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (__builtin_expect(rc != LDG_OK, 0))
     return slc__record_external_failed(s, hold->keep, rc);
