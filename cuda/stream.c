@@ -610,20 +610,20 @@ static const char *const slc__op_call[] = {
 };
 
 static inline CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
-  const slc_driver *d = &s->c->drv;
+  const struct slc__hot *d = &s->c->hot; /* drv's entries, one line */
   switch (op->kind) {
     case SLC__HTOD:
-      return d->pfn_cuMemcpyHtoDAsync(op->dptr, op->hsrc, op->bytes, s->cu);
+      return d->cuMemcpyHtoDAsync(op->dptr, op->hsrc, op->bytes, s->cu);
     case SLC__DTOH:
-      return d->pfn_cuMemcpyDtoHAsync(op->hdst, op->sptr, op->bytes, s->cu);
+      return d->cuMemcpyDtoHAsync(op->hdst, op->sptr, op->bytes, s->cu);
     case SLC__DTOD:
-      return d->pfn_cuMemcpyDtoDAsync(op->dptr, op->sptr, op->bytes, s->cu);
+      return d->cuMemcpyDtoDAsync(op->dptr, op->sptr, op->bytes, s->cu);
     case SLC__MEMSET:
-      return d->pfn_cuMemsetD8Async(op->dptr, op->value, op->bytes, s->cu);
+      return d->cuMemsetD8Async(op->dptr, op->value, op->bytes, s->cu);
     case SLC__LAUNCH:
-      return d->pfn_cuLaunchKernel(op->f, op->grid.x, op->grid.y, op->grid.z,
-                                   op->block.x, op->block.y, op->block.z,
-                                   op->shared, s->cu, op->params, NULL);
+      return d->cuLaunchKernel(op->f, op->grid.x, op->grid.y, op->grid.z,
+                               op->block.x, op->block.y, op->block.z,
+                               op->shared, s->cu, op->params, NULL);
   }
   return CUDA_ERROR_INVALID_VALUE;
 }
