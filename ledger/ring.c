@@ -1043,25 +1043,44 @@ static void ldg__issuing_end(ldg_stream *s) {
 #define ldg__issuing_end(s) ((void)0)
 #endif
 
-/* The segment of a seq this thread reserved and has not resolved: it and all
- * later segments are pinned (ENQUEUE WITHOUT A READ-SIDE SECTION). */
-static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
+/* The segment of a seq this thread reserved and has not resolved, its base
+ * (*base) and pubf_on (*pubf): it and all later segments are pinned
+ * (ENQUEUE WITHOUT A READ-SIDE SECTION). */
+static inline __attribute__((always_inline)) struct ldg__seg *
+ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq, ldg_seq *base, bool *pubf) {
   /* Acquire: pairs with the seq_cst CAS that swung tailseg (release half),
    * made after the segment's header was written; that swing
    * happens-before the tail_end we reserved against (see above), so the
    * tailseg read here covers seq or is later. head and next: as in
    * ldg__take_chunk. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
-  if (g->base <= seq) return g;
+  ldg_seq b = g->base;
+  if (b <= seq) {
+    *base = b;
+    *pubf = g->pubf_on;
+    return g;
+  }
   /* The ring grew ahead (segment.c, GROWING AHEAD): seq is most often in
-   * the segment tailseg was linked after. g->prev: written before the CAS
-   * that linked g, which happens-before the swing we read; g is later than
-   * seq's segment, so it and prev (seq's segment or later) are pinned. */
-  g = g->prev;
-  if (g->base <= seq) return g;
+   * the segment tailseg was linked after. g->prev and g->prev_size:
+   * written before the CAS that linked g, which happens-before the swing
+   * we read; g is later than seq's segment, so it and prev (seq's segment
+   * or later) are pinned: prev is in the life it had when g was linked
+   * after it, whose base was g->base - g->prev_size and whose pubf_on was
+   * g->prev_pubf_on, the values reads of prev's header would return
+   * (ring_common.pml's PROBE_PREV reads prev's base) — without a read of
+   * prev's header line (about one launch in two through cuda/:
+   * bench/RESULTS.md, "Issue 11, eleventh session"). */
+  b -= g->prev_size;
+  if (b <= seq) {
+    *base = b;
+    *pubf = g->prev_pubf_on;
+    return g->prev;
+  }
   bool v = ldg__ring_read_lock(s); /* segment.c, HOT REUSE */
   g = ldg__seg_from_head(s, seq);
   ldg__ring_read_unlock(s, v);
+  *base = g->base;
+  *pubf = g->pubf_on;
   return g;
 }
 
@@ -1215,8 +1234,10 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     ldg__ext_free_now(ext);
     return rc;
   }
-  struct ldg__seg *g = ldg__seg_of_reserved(s, seq);
-  struct ldg__slot *slot = &g->slots[seq - g->base];
+  ldg_seq gbase;
+  bool pubf_on;
+  struct ldg__seg *g = ldg__seg_of_reserved(s, seq, &gbase, &pubf_on);
+  struct ldg__slot *slot = &g->slots[seq - gbase];
   LDG__HOOK(LDG__HOOK_ENQUEUE_RESERVED, s);
 
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
@@ -1267,9 +1288,11 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   ldg__fill_slot(slot, e, ext);
   /* The published filters (summary.c), where g's life keeps them: widened
    * before the publication, the filter of seq's kind of publisher. A wait
-   * names nothing. pubf_on: fixed for g's life, written before the CAS
-   * that linked g, which our reach of g (ldg__seg_of_reserved) read after. */
-  if (e->kind == LDG__KIND_OP && g->pubf_on)
+   * names nothing. pubf_on (g's, or its copy on the next segment's header:
+   * ldg__seg_of_reserved): fixed for g's life, written before the CAS
+   * that linked g (and the copy before the one that linked the next),
+   * which our reach of g read after. */
+  if (e->kind == LDG__KIND_OP && pubf_on)
     ldg__pubf_note_entry(g, e->vec_ids, e->n_vec, e->ranges, e->n_rng,
                          pub == LDG__PUB_STORE); /* e's fields, not &e: they stay in registers */
   if (__builtin_expect(pub == LDG__PUB_STORE, 1)) {
