@@ -269,7 +269,9 @@ int slc__set_current(slc_context *c, int device, CUresult r, const char *call);
  * else by asking the driver (*r: its answer, for slc__set_current). */
 static inline bool slc__ctx_is_current(slc_context *c, CUcontext ctx,
                                        CUresult *r) {
-  if (slc__tls_ctx == ctx && slc__load_relaxed(&c->hot.cache_current))
+  /* The flag first: off (the default), one load of the line the query's
+   * entry is read from anyway, and no read of the cache. */
+  if (slc__load_relaxed(&c->hot.cache_current) && slc__tls_ctx == ctx)
     return true;
   CUcontext cur = NULL;
   *r = c->hot.cuCtxGetCurrent(&cur);
