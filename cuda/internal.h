@@ -275,7 +275,9 @@ static inline bool slc__ctx_is_current(slc_context *c, CUcontext ctx,
     return true;
   CUcontext cur = NULL;
   *r = c->hot.cuCtxGetCurrent(&cur);
-  if (*r != CUDA_SUCCESS || cur != ctx) return false;
+  /* Expected current (the hints here and in the gate lay the common path
+   * out straight: bench/RESULTS.md, "Issue 11, eleventh session"). */
+  if (__builtin_expect(*r != CUDA_SUCCESS || cur != ctx, 0)) return false;
   slc__tls_ctx = cur;
   return true;
 }
@@ -361,9 +363,10 @@ int slc__stream_refused(slc_stream *s, const char *call); /* stream.c */
 static inline int slc__stream_enter(slc_stream *s, const char *call) {
   struct slc__inside *me = slc__tls_inside;
   if (__builtin_expect(me == NULL, 0)) me = slc__inside_get();
-  if (slc__load_relaxed(&me->s) == NULL) {
+  if (__builtin_expect(slc__load_relaxed(&me->s) == NULL, 1)) {
     uint64_t g;
-    if (me->mode == SLC__GATE_MEMBARRIER) {
+    /* Expected: membarrier where the kernel has it (slc__inside_get). */
+    if (__builtin_expect(me->mode == SLC__GATE_MEMBARRIER, 1)) {
       /* Store, then load, in program order (the compiler barrier); the
        * destroy's membarrier orders them on the CPU: either it sees this
        * word, or this load sees its "destroying". */
@@ -394,7 +397,7 @@ static inline void slc__stream_exit(slc_stream *s) {
   /* Release, either way: this call's driver work happens-before the
    * destroy that waits for the word or the count (its acquire loads in
    * slc__wait_users). */
-  if (me != NULL && slc__load_relaxed(&me->s) == s)
+  if (__builtin_expect(me != NULL && slc__load_relaxed(&me->s) == s, 1))
     slc__store_release(&me->s, NULL);
   else
     slc__fetch_sub_release(&s->gate, 1);

@@ -941,31 +941,30 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
   return LDG_OK;
 }
 
-/* How an enqueue's destroy handshake is made (DESTROY; SINGLE-ISSUER
- * STREAMS; OWNED STREAMS): a seq_cst load after a seq_cst RMW of tail, or
- * the asymmetric fence's light side after a store. ASYM_MB: the seq is an
- * owner's, and a stream is owned only where membarrier is in use (OWNED
- * STREAMS), so the light side is its membarrier branch, a compiler barrier,
- * without the load of ldg__asym_membarrier that ldg__asym_light tests (a
- * global's line per enqueue, twice per enqueue). */
-enum { LDG__HS_SEQ_CST = 0, LDG__HS_ASYM = 1, LDG__HS_ASYM_MB = 2 };
-
-/* ldg__asym_light, for a handshake of kind hs (not LDG__HS_SEQ_CST). */
-static inline __attribute__((always_inline)) void ldg__hs_light(int hs) {
-  if (hs == LDG__HS_ASYM_MB)
-    atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
-  else
+/* ldg__asym_light for an enqueue whose destroy handshake (or publication)
+ * is the asymmetric one: on a single-issuer stream (`single`), whatever the
+ * mode, its test; otherwise the seq is an owner's, and a stream is owned
+ * only where membarrier is in use (OWNED STREAMS), so the membarrier
+ * branch, a compiler barrier, without the load of ldg__asym_membarrier that
+ * ldg__asym_light tests (a global's line, twice per enqueue:
+ * bench/RESULTS.md, "Issue 11, eleventh session: the launch row
+ * (launch11)"). */
+static inline __attribute__((always_inline)) void ldg__enqueue_light(
+    bool single) {
+  if (single)
     ldg__asym_light();
+  else
+    atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
 }
 
 /* Reserves the next seq of a default stream: the owner's way, or the
- * revocation's, or the shared path (OWNED STREAMS). *hs: how the destroy
- * handshake is made (LDG__HS_*; the caller set it to LDG__HS_SEQ_CST):
- * LDG__HS_ASYM_MB when the seq was reserved by a store of otail, not a
- * seq_cst RMW of tail. *pub: how the seq is published (LDG__PUB_*; OWNED
- * STREAMS, "Publication"); the caller set it to LDG__PUB_CAS. */
+ * revocation's, or the shared path (OWNED STREAMS). *asym: whether the
+ * destroy handshake is the asymmetric one (the seq was reserved by a
+ * store of otail, not a seq_cst RMW of tail). *pub: how the seq is
+ * published (LDG__PUB_*; OWNED STREAMS, "Publication"); the caller set it
+ * to LDG__PUB_CAS. */
 static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
-                                            int *hs, int *pub) {
+                                            bool *asym, int *pub) {
   for (;;) {
     /* R1. Acquire: pairs with the release store of SHARED (tail installed:
      * the shared path's load of tail then reads it or later) and with the
@@ -974,12 +973,12 @@ static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
     if (__builtin_expect(o == ldg__own_tok, 1)) {
       int rc = ldg__ring_reserve_owned(s, o, seq);
       if (__builtin_expect(rc == LDG_OK, 1)) {
-        *hs = LDG__HS_ASYM_MB;
+        *asym = true;
         *pub = LDG__PUB_STORE;
         return LDG_OK;
       }
       if (rc == LDG__OWN_KEPT) {
-        *hs = LDG__HS_ASYM_MB;
+        *asym = true;
         *pub = LDG__PUB_BOTH;
         return LDG_OK;
       }
@@ -1097,7 +1096,10 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
   }
   slot->u.op.keep = e->keep;
   uint64_t *w;
-  if (ext != NULL) {
+  /* Expected inline (at most LDG__INLINE_WORDS words): without the hint
+   * gcc laid the inline case out of line, two jumps and a code line more
+   * per enqueue (bench/RESULTS.md, "Issue 11, eleventh session"). */
+  if (__builtin_expect(ext != NULL, 0)) {
     slot->aux = LDG__OP_EXT;
     slot->u.op.d.ext = ext;
     w = ext->w;
@@ -1162,11 +1164,10 @@ static __attribute__((noinline)) bool ldg__publish_asked(ldg_stream *s,
 
 /* Publishes a filled slot of a one-publisher stream with a plain store.
  * True if published (a release takes it); false if a release that asked
- * about seq gave it back to us: the slot is FULL, ours, unresolved. hs:
- * the enqueue's handshake kind (LDG__HS_ASYM or _ASYM_MB), which says
- * whether membarrier is known to be in use. */
+ * about seq gave it back to us: the slot is FULL, ours, unresolved. single:
+ * s is a single-issuer stream (else seq is an owner's: ldg__enqueue_light). */
 static inline __attribute__((always_inline)) bool ldg__publish_one(
-    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq, int hs) {
+    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq, bool single) {
   /* Release: publishes the payload (acquire in the release walk and the
    * queries). A store: before it only this enqueuer writes the slot's
    * state (releases ask through s->asked instead). */
@@ -1176,7 +1177,7 @@ static inline __attribute__((always_inline)) bool ldg__publish_one(
    * heavy side an asking release runs between its ask and its second
    * read of state (rcu.h). Acquire: pairs with the asking CAS (see
    * ldg__publish_asked). */
-  ldg__hs_light(hs);
+  ldg__enqueue_light(single);
   ldg_seq w = ldg__load_acquire(&s->asked);
   if (__builtin_expect(w != seq, 1)) return true;
   return !ldg__publish_asked(s, seq);
@@ -1218,17 +1219,16 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
    * needed rather than kept in a register across the enqueue. */
   ldg__issuing_begin(s);
   ldg_seq seq = 0;
-  /* How the destroy handshake is made (LDG__HS_*): asymmetric on a
-   * single-issuer stream (membarrier or not), or for a seq the owner of an
-   * owned stream reserved (OWNED STREAMS: membarrier). */
-  bool single = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
-  int hs = single ? LDG__HS_ASYM : LDG__HS_SEQ_CST;
+  /* Whether the destroy handshake is asymmetric: a single-issuer stream,
+   * or a seq the owner of an owned stream reserved (OWNED STREAMS). */
+  const bool single = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+  bool asym = single;
   /* How seq is published, fixed with its reservation: the release that
    * finds its slot EMPTY makes the matching choice (ldg__seq_asks). */
   int pub = single ? LDG__PUB_STORE : LDG__PUB_CAS;
   int rc = __builtin_expect(single, 0)
                ? ldg__ring_reserve_single(s, &seq)
-               : ldg__ring_reserve_default(s, &seq, &hs, &pub);
+               : ldg__ring_reserve_default(s, &seq, &asym, &pub);
   if (rc != LDG_OK) {
     ldg__issuing_end(s);
     ldg__ext_free_now(ext);
@@ -1246,8 +1246,8 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
    * heavy side the destroyer runs between its CAS and its load of tail;
    * likewise after an owner's store of otail (OWNED STREAMS). */
   bool gone;
-  if (hs != LDG__HS_SEQ_CST) {
-    ldg__hs_light(hs);
+  if (asym) {
+    ldg__enqueue_light(single);
     /* Relaxed would do for the handshake (the fences order it); acquire
      * pairs with the destroyer's CAS, as the early refusal's. */
     gone = ldg__load_acquire(&s->destroyed);
@@ -1297,7 +1297,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
                          pub == LDG__PUB_STORE); /* e's fields, not &e: they stay in registers */
   if (__builtin_expect(pub == LDG__PUB_STORE, 1)) {
     /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
-    bool published = ldg__publish_one(s, slot, seq, hs);
+    bool published = ldg__publish_one(s, slot, seq, single);
     ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
     if (seq_out != NULL) *seq_out = seq;
     if (__builtin_expect(published, 1)) {
@@ -1388,13 +1388,14 @@ static bool ldg__enqueue_args_ok(const ldg_stream *s, const uint64_t *vec_ids,
   return true;
 }
 
-/* ldg_enqueue once its arguments passed ldg__enqueue_args_ok: the
- * reservation and the slot fill in one function, no entry built in memory
- * (flatten: as ldg__ring_enqueue). Also cuda/'s entry (thread_ops.h), which
- * checks the hold with the same rules before its driver call and would
- * otherwise check it twice (bench/RESULTS.md, "Issue 11, eleventh session:
- * the launch row (launch11)"). */
-__attribute__((flatten, noinline)) int ldg__enqueue_checked(
+/* ldg_enqueue once its arguments passed ldg__enqueue_args_ok: cuda/'s entry
+ * (thread_ops.h), which checks a hold with the same rules before its driver
+ * call and would otherwise check it twice (bench/RESULTS.md, "Issue 11,
+ * eleventh session: the launch row (launch11)"). Its own flattened copy of
+ * the enqueue, as ldg_enqueue's below: ldg_enqueue as its checks and a tail
+ * call to this one cost every direct caller ~16 instructions more (two
+ * frames; ledger_bench's private row, bench/instr_per_op.sh). */
+__attribute__((flatten)) int ldg__enqueue_checked(
     ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids, size_t n_vec,
     const ldg_range *ranges, size_t n_ranges, ldg_seq *seq_out) {
   const struct ldg__entry e = {
@@ -1409,15 +1410,24 @@ __attribute__((flatten, noinline)) int ldg__enqueue_checked(
 }
 
 /* The public entry point lives here rather than in ledger.c with the other
- * entry points' checks: the checks, then a tail call with the same
- * arguments. */
-int ldg_enqueue(ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids,
-                size_t n_vec, const ldg_range *ranges, size_t n_ranges,
-                ldg_seq *seq_out) {
+ * entry points' checks so that the checks, the reservation and the slot
+ * fill are one function: no call, no entry built in memory (flatten: as
+ * ldg__ring_enqueue). */
+__attribute__((flatten)) int ldg_enqueue(ldg_stream *s, ldg_keep keep,
+                                         const uint64_t *vec_ids, size_t n_vec,
+                                         const ldg_range *ranges,
+                                         size_t n_ranges, ldg_seq *seq_out) {
   if (!ldg__enqueue_args_ok(s, vec_ids, n_vec, ranges, n_ranges))
     return LDG_EINVAL;
-  return ldg__enqueue_checked(s, keep, vec_ids, n_vec, ranges, n_ranges,
-                              seq_out);
+  const struct ldg__entry e = {
+      .kind = LDG__KIND_OP,
+      .keep = keep,
+      .vec_ids = vec_ids,
+      .n_vec = n_vec,
+      .ranges = ranges,
+      .n_rng = n_ranges,
+  };
+  return ldg__enqueue_entry(s, &e, seq_out);
 }
 
 /* ---- Inspection (ledger_testing.h) ------------------------------------------------- */
