@@ -87,7 +87,7 @@ args="--ops launch,record --threads 1 --calls $calls --repeat $repeat --sync-eve
   [ -n "$have_before" ] || echo "no $before/cuda_bench: before not run"
 } > "$sum"
 rc=0
-start=$SECONDS
+start=0 # the budget counts from the script's start (SECONDS), header included
 last=4 # seconds the slowest step took so far (the budget's estimate)
 step() { # variant round command...
   local v=$1 r=$2 t0=$SECONDS
