@@ -8,7 +8,8 @@ L1 misses, the lines of what it inlines included.
       calls), every inlined line under its own file (cuda/internal.h, ...).
   cg_lines.py miss PROFILE CALLS FUNCTION[,FUNCTION...]
       a cachegrind profile (--cache-sim=yes): D1 read and write misses per
-      file:line of those functions, per call, and their totals.
+      file:line of those functions, per call, and their totals, with their
+      I1 misses (code lines fetched) per call.
 
 Lines under 0.05 per call are left out of the list (not of the totals).
 bench/launch10_counts.sh runs both on cuda_bench's launch.
@@ -87,6 +88,7 @@ def cachegrind_lines(path, targets):
             if fn in targets and len(p) >= 10 and p[0].isdigit():
                 cost[(fn, fl, int(p[0]), "r")] += int(p[5])
                 cost[(fn, fl, int(p[0]), "w")] += int(p[8])
+                cost[(fn, fl, int(p[0]), "i")] += int(p[2])
     return cost
 
 
@@ -106,11 +108,12 @@ def main():
     tot = collections.Counter()
     for (fn, f, ln, rw), c in sorted(cost.items()):
         tot[(fn, rw)] += c
-        if c / calls >= 0.05:
+        if rw != "i" and c / calls >= 0.05:
             print(f"  {fn} {f}:{ln} D1 {rw} miss {c / calls:.2f}")
     for fn in sorted(targets):
         print(f"  {fn}: D1 misses per call, read {tot[(fn, 'r')] / calls:.2f}"
-              f", write {tot[(fn, 'w')] / calls:.2f}")
+              f", write {tot[(fn, 'w')] / calls:.2f}; I1 misses "
+              f"{tot[(fn, 'i')] / calls:.2f}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@
 # 32-line L1 (2 KiB, fully associative), a model of a driver whose launch
 # evicts the L1: every line the layer reads before the driver calls and
 # again after them then counts once per launch. 21 000 launches each.
+# The same sizes for the I1 (launch11): its misses in the 32-line model are
+# the code lines a launch runs, which such a driver would evict as well.
+# The ledger's enqueue is ldg_enqueue (before launch11) or
+# ldg__enqueue_checked (after): both are counted, one of them is 0.
 set -eu
 bin=${1:-bazel-bin/bench/cuda_bench}
 here=$(dirname "$0")
@@ -29,12 +33,18 @@ valgrind --tool=callgrind --dump-instr=yes --dump-line=yes \
   --callgrind-out-file="$tmp/cg" $run > "$tmp/out" 2>&1 ||
   { cat "$tmp/out" >&2; exit 1; }
 python3 "$here/cg_lines.py" ir "$tmp/cg" 21000 slc_launch
+# The ledger's enqueue: ldg_enqueue until launch11, ldg__enqueue_checked
+# (ldg_enqueue's body without its checks, which cuda/ calls) after.
+for fn in ldg_enqueue ldg__enqueue_checked; do
+  echo "== $fn: instructions per source line"
+  python3 "$here/cg_lines.py" ir "$tmp/cg" 21000 $fn | tail -1
+done
 for d1 in 49152,12,64 2048,32,64; do
-  echo "== D1 misses per launch, D1 = $d1 (size, ways, line)"
+  echo "== D1 and I1 misses per launch, D1 = I1 = $d1 (size, ways, line)"
   # shellcheck disable=SC2086
-  valgrind --tool=cachegrind --cache-sim=yes --D1=$d1 \
+  valgrind --tool=cachegrind --cache-sim=yes --D1=$d1 --I1=$d1 \
     --cachegrind-out-file="$tmp/cm" $run > "$tmp/out" 2>&1 ||
     { cat "$tmp/out" >&2; exit 1; }
   python3 "$here/cg_lines.py" miss "$tmp/cm" 21000 \
-    slc_launch,ldg_enqueue,ldg_thread_ops_released
+    slc_launch,ldg_enqueue,ldg__enqueue_checked
 done

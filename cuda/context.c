@@ -18,9 +18,18 @@ int slc_context_create(const slc_driver *driver, slc_context **out) {
     return slc__fail(
         SLC_ENODRIVER, fn, "%s",
         driver->load_error[0] ? driver->load_error : "driver table not loaded");
-  slc_context *c = calloc(1, sizeof(*c));
+  /* Aligned: c->hot is one cache line (sizeof is a multiple of 64). */
+  slc_context *c = aligned_alloc(_Alignof(slc_context), sizeof(*c));
   if (c == NULL) return slc__fail(LDG_ENOMEM, fn, "context");
+  memset(c, 0, sizeof(*c));
   c->drv = *driver;
+  c->hot.cuCtxGetCurrent = driver->pfn_cuCtxGetCurrent;
+  c->hot.cuLaunchKernel = driver->pfn_cuLaunchKernel;
+  c->hot.cuEventRecord = driver->pfn_cuEventRecord;
+  c->hot.cuMemcpyHtoDAsync = driver->pfn_cuMemcpyHtoDAsync;
+  c->hot.cuMemcpyDtoHAsync = driver->pfn_cuMemcpyDtoHAsync;
+  c->hot.cuMemcpyDtoDAsync = driver->pfn_cuMemcpyDtoDAsync;
+  c->hot.cuMemsetD8Async = driver->pfn_cuMemsetD8Async;
   const slc_driver *d = &c->drv;
   int rc;
   CUresult r = d->pfn_cuInit(0);
@@ -70,7 +79,7 @@ int slc_context_create(const slc_driver *driver, slc_context **out) {
   c->limbo = NULL;
   pthread_mutex_init(&c->streams_mu, NULL);
   c->streams = NULL;
-  atomic_init(&c->cache_current, false);
+  atomic_init(&c->hot.cache_current, false);
   *out = c;
   return LDG_OK;
 fail:
@@ -217,7 +226,7 @@ int slc_device_make_current(slc_context *c, int device) {
 int slc_context_cache_current(slc_context *c, bool on) {
   if (c == NULL)
     return slc__fail(LDG_EINVAL, "slc_context_cache_current", "context is NULL");
-  atomic_store_explicit(&c->cache_current, on, memory_order_relaxed);
+  atomic_store_explicit(&c->hot.cache_current, on, memory_order_relaxed);
   return LDG_OK;
 }
 

@@ -91,7 +91,7 @@ int slc_event_record(slc_event *e, slc_stream *s) {
   /* Mark, then record: every entry up to m was issued before the record. */
   ldg_seq m = ldg_mark(s->ls);
   CUresult r = CUDA_SUCCESS;
-  if (rc == LDG_OK) r = e->c->drv.pfn_cuEventRecord(e->cu, s->cu);
+  if (rc == LDG_OK) r = e->c->hot.cuEventRecord(e->cu, s->cu);
   slc__stream_exit(s);
   slc_stream *old = NULL;
   if (rc == LDG_OK && r == CUDA_SUCCESS) {

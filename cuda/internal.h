@@ -11,7 +11,7 @@
 #include "cuda/cuda_testing.h"
 #include "cuda/sl_cuda.h"
 #include "cuda/sl_engine.h"
-#include "ledger/thread_ops.h" /* the keeps frame's counter, inline */
+#include "ledger/thread_ops.h" /* the keeps frame's counter; ldg__enqueue_checked */
 
 /* Named atomic operations (as ledger/atomics.h): every shared access of the
  * layer goes through one of these; none is implicitly seq_cst. */
@@ -43,7 +43,33 @@ struct slc__device {
   atomic_uint_fast64_t peers_on;
 };
 
+/* What an issue reads of its context, on one cache line: a launch read
+ * three (the flag below drv, and the table's cuCtxGetCurrent and
+ * cuLaunchKernel entries, 0x260 bytes apart: bench/RESULTS.md, "Issue 11,
+ * eleventh session: the launch row (launch11)"). The entries are copies of
+ * drv's, made by slc_context_create with the copy of the table, which is
+ * never written after: they stay equal to it. */
+#define SLC__HOT_ENTRY(name) __typeof__(((slc_driver *)0)->pfn_##name) name
+struct slc__hot {
+  /* slc_context_cache_current: trust this thread's slc__tls_ctx instead of
+   * asking the driver. Relaxed: a flag of the caller's choosing, no data
+   * hangs on it. */
+  _Alignas(64) atomic_bool cache_current;
+  SLC__HOT_ENTRY(cuCtxGetCurrent);
+  SLC__HOT_ENTRY(cuLaunchKernel);
+  SLC__HOT_ENTRY(cuEventRecord);
+  SLC__HOT_ENTRY(cuMemcpyHtoDAsync);
+  SLC__HOT_ENTRY(cuMemcpyDtoHAsync);
+  SLC__HOT_ENTRY(cuMemcpyDtoDAsync);
+  SLC__HOT_ENTRY(cuMemsetD8Async);
+};
+#undef SLC__HOT_ENTRY
+_Static_assert(sizeof(struct slc__hot) == 64,
+               "what an issue reads of its context is one cache line");
+
 struct slc_context {
+  /* First: the context is allocated aligned (slc_context_create). */
+  struct slc__hot hot;
   slc_driver drv; /* copy of the caller's table; read-only */
   ldg_ledger *ledger;
   int n_devices;
@@ -72,10 +98,6 @@ struct slc_context {
    * unref and slc_engine_enable, never on an issuing or release path. */
   pthread_mutex_t streams_mu;
   slc_stream *streams;
-  /* slc_context_cache_current: trust this thread's slc__tls_ctx instead of
-   * asking the driver. Relaxed: a flag of the caller's choosing, no data
-   * hangs on it. */
-  atomic_bool cache_current;
 };
 
 /* The stream's gate word: bit 63 "destroying" (no new calls), bit 62
@@ -247,11 +269,15 @@ int slc__set_current(slc_context *c, int device, CUresult r, const char *call);
  * else by asking the driver (*r: its answer, for slc__set_current). */
 static inline bool slc__ctx_is_current(slc_context *c, CUcontext ctx,
                                        CUresult *r) {
-  if (slc__tls_ctx == ctx && slc__load_relaxed(&c->cache_current))
+  /* The flag first: off (the default), one load of the line the query's
+   * entry is read from anyway, and no read of the cache. */
+  if (slc__load_relaxed(&c->hot.cache_current) && slc__tls_ctx == ctx)
     return true;
   CUcontext cur = NULL;
-  *r = c->drv.pfn_cuCtxGetCurrent(&cur);
-  if (*r != CUDA_SUCCESS || cur != ctx) return false;
+  *r = c->hot.cuCtxGetCurrent(&cur);
+  /* Expected current (the hints here and in the gate lay the common path
+   * out straight: bench/RESULTS.md, "Issue 11, eleventh session"). */
+  if (__builtin_expect(*r != CUDA_SUCCESS || cur != ctx, 0)) return false;
   slc__tls_ctx = cur;
   return true;
 }
@@ -337,9 +363,10 @@ int slc__stream_refused(slc_stream *s, const char *call); /* stream.c */
 static inline int slc__stream_enter(slc_stream *s, const char *call) {
   struct slc__inside *me = slc__tls_inside;
   if (__builtin_expect(me == NULL, 0)) me = slc__inside_get();
-  if (slc__load_relaxed(&me->s) == NULL) {
+  if (__builtin_expect(slc__load_relaxed(&me->s) == NULL, 1)) {
     uint64_t g;
-    if (me->mode == SLC__GATE_MEMBARRIER) {
+    /* Expected: membarrier where the kernel has it (slc__inside_get). */
+    if (__builtin_expect(me->mode == SLC__GATE_MEMBARRIER, 1)) {
       /* Store, then load, in program order (the compiler barrier); the
        * destroy's membarrier orders them on the CPU: either it sees this
        * word, or this load sees its "destroying". */
@@ -370,7 +397,7 @@ static inline void slc__stream_exit(slc_stream *s) {
   /* Release, either way: this call's driver work happens-before the
    * destroy that waits for the word or the count (its acquire loads in
    * slc__wait_users). */
-  if (me != NULL && slc__load_relaxed(&me->s) == s)
+  if (__builtin_expect(me != NULL && slc__load_relaxed(&me->s) == s, 1))
     slc__store_release(&me->s, NULL);
   else
     slc__fetch_sub_release(&s->gate, 1);

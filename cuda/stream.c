@@ -610,20 +610,20 @@ static const char *const slc__op_call[] = {
 };
 
 static inline CUresult slc__issue(slc_stream *s, const struct slc__op *op) {
-  const slc_driver *d = &s->c->drv;
+  const struct slc__hot *d = &s->c->hot; /* drv's entries, one line */
   switch (op->kind) {
     case SLC__HTOD:
-      return d->pfn_cuMemcpyHtoDAsync(op->dptr, op->hsrc, op->bytes, s->cu);
+      return d->cuMemcpyHtoDAsync(op->dptr, op->hsrc, op->bytes, s->cu);
     case SLC__DTOH:
-      return d->pfn_cuMemcpyDtoHAsync(op->hdst, op->sptr, op->bytes, s->cu);
+      return d->cuMemcpyDtoHAsync(op->hdst, op->sptr, op->bytes, s->cu);
     case SLC__DTOD:
-      return d->pfn_cuMemcpyDtoDAsync(op->dptr, op->sptr, op->bytes, s->cu);
+      return d->cuMemcpyDtoDAsync(op->dptr, op->sptr, op->bytes, s->cu);
     case SLC__MEMSET:
-      return d->pfn_cuMemsetD8Async(op->dptr, op->value, op->bytes, s->cu);
+      return d->cuMemsetD8Async(op->dptr, op->value, op->bytes, s->cu);
     case SLC__LAUNCH:
-      return d->pfn_cuLaunchKernel(op->f, op->grid.x, op->grid.y, op->grid.z,
-                                   op->block.x, op->block.y, op->block.z,
-                                   op->shared, s->cu, op->params, NULL);
+      return d->cuLaunchKernel(op->f, op->grid.x, op->grid.y, op->grid.z,
+                               op->block.x, op->block.y, op->block.z,
+                               op->shared, s->cu, op->params, NULL);
   }
   return CUDA_ERROR_INVALID_VALUE;
 }
@@ -756,7 +756,8 @@ static inline __attribute__((always_inline)) int slc__run_op(
   }
   struct slc__keeps_frame kf;
   slc__keeps_begin(&kf);
-  rc = ldg_enqueue(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
+  /* Checked: slc__check_hold above applied ldg_enqueue's rules. */
+  rc = ldg__enqueue_checked(s->ls, keep, ids, n_ids, ranges, n_ranges, NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (rc != LDG_OK) return slc__record_failed(s, op->kind, keep, rc);
   slc__engine_after_issue(s);
@@ -825,9 +826,11 @@ static inline __attribute__((always_inline)) int slc__record_checked(
   slc__stream_exit(s);
   struct slc__keeps_frame kf;
   slc__keeps_begin(&kf);
-  rc = ldg_enqueue(s->ls, hold->keep, hold->vec_ids, hold->n_vec,
-                   ranges ? hold->ranges : NULL, ranges ? hold->n_ranges : 0,
-                   NULL);
+  /* Checked: both callers applied ldg_enqueue's rules (slc__check_hold, or
+   * slc__record_ids's one test). */
+  rc = ldg__enqueue_checked(s->ls, hold->keep, hold->vec_ids, hold->n_vec,
+                            ranges ? hold->ranges : NULL,
+                            ranges ? hold->n_ranges : 0, NULL);
   slc__keeps_end(s->c, &kf, SLC_CAUSE_ENQUEUE); /* overtaken: ran it */
   if (__builtin_expect(rc != LDG_OK, 0))
     return slc__record_external_failed(s, hold->keep, rc);

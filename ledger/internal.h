@@ -181,6 +181,14 @@ struct ldg__summary {
 struct ldg__seg {
   ldg_seq base;
   uint32_t size;
+  /* prev's size (0 for a stream's first), written with prev: prev's base
+   * is base - prev_size (a segment is linked at the end of the one before:
+   * segment.c, ldg__ring_extend), so an enqueuer whose seq is in prev
+   * finds its slot without reading prev's header (ring.c,
+   * ldg__seg_of_reserved; bench/RESULTS.md, "Issue 11, eleventh session:
+   * the launch row (launch11)"); prev_pubf_on below, likewise. In the
+   * padding after size. */
+  uint32_t prev_size;
   _Atomic(struct ldg__seg *) next;
   ldg_ledger *ledger; /* a reference, for accounting when freed */
   /* The segment this one was linked after (NULL for a stream's first),
@@ -196,6 +204,8 @@ struct ldg__seg {
    * linking CAS (ldg__summary_reset), fixed for the life. Here, on the line
    * the enqueuer reads base from anyway. */
   bool pubf_on;
+  /* prev's pubf_on (false for a stream's first), written with prev. */
+  bool prev_pubf_on;
   /* A retired segment goes through one of two ways to its grace period:
    * call_rcu (rcu), or the reclaimer's list (reclaim.c: retired_next, the
    * list's link, and retired_ns, when, CLOCK_MONOTONIC, for the pool's

@@ -941,6 +941,22 @@ static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
   return LDG_OK;
 }
 
+/* ldg__asym_light for an enqueue whose destroy handshake (or publication)
+ * is the asymmetric one: on a single-issuer stream (`single`), whatever the
+ * mode, its test; otherwise the seq is an owner's, and a stream is owned
+ * only where membarrier is in use (OWNED STREAMS), so the membarrier
+ * branch, a compiler barrier, without the load of ldg__asym_membarrier that
+ * ldg__asym_light tests (a global's line, twice per enqueue:
+ * bench/RESULTS.md, "Issue 11, eleventh session: the launch row
+ * (launch11)"). */
+static inline __attribute__((always_inline)) void ldg__enqueue_light(
+    bool single) {
+  if (single)
+    ldg__asym_light();
+  else
+    atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
+}
+
 /* Reserves the next seq of a default stream: the owner's way, or the
  * revocation's, or the shared path (OWNED STREAMS). *asym: whether the
  * destroy handshake is the asymmetric one (the seq was reserved by a
@@ -1026,25 +1042,44 @@ static void ldg__issuing_end(ldg_stream *s) {
 #define ldg__issuing_end(s) ((void)0)
 #endif
 
-/* The segment of a seq this thread reserved and has not resolved: it and all
- * later segments are pinned (ENQUEUE WITHOUT A READ-SIDE SECTION). */
-static struct ldg__seg *ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq) {
+/* The segment of a seq this thread reserved and has not resolved, its base
+ * (*base) and pubf_on (*pubf): it and all later segments are pinned
+ * (ENQUEUE WITHOUT A READ-SIDE SECTION). */
+static inline __attribute__((always_inline)) struct ldg__seg *
+ldg__seg_of_reserved(ldg_stream *s, ldg_seq seq, ldg_seq *base, bool *pubf) {
   /* Acquire: pairs with the seq_cst CAS that swung tailseg (release half),
    * made after the segment's header was written; that swing
    * happens-before the tail_end we reserved against (see above), so the
    * tailseg read here covers seq or is later. head and next: as in
    * ldg__take_chunk. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
-  if (g->base <= seq) return g;
+  ldg_seq b = g->base;
+  if (b <= seq) {
+    *base = b;
+    *pubf = g->pubf_on;
+    return g;
+  }
   /* The ring grew ahead (segment.c, GROWING AHEAD): seq is most often in
-   * the segment tailseg was linked after. g->prev: written before the CAS
-   * that linked g, which happens-before the swing we read; g is later than
-   * seq's segment, so it and prev (seq's segment or later) are pinned. */
-  g = g->prev;
-  if (g->base <= seq) return g;
+   * the segment tailseg was linked after. g->prev and g->prev_size:
+   * written before the CAS that linked g, which happens-before the swing
+   * we read; g is later than seq's segment, so it and prev (seq's segment
+   * or later) are pinned: prev is in the life it had when g was linked
+   * after it, whose base was g->base - g->prev_size and whose pubf_on was
+   * g->prev_pubf_on, the values reads of prev's header would return
+   * (ring_common.pml's PROBE_PREV reads prev's base) — without a read of
+   * prev's header line (about one launch in two through cuda/:
+   * bench/RESULTS.md, "Issue 11, eleventh session"). */
+  b -= g->prev_size;
+  if (b <= seq) {
+    *base = b;
+    *pubf = g->prev_pubf_on;
+    return g->prev;
+  }
   bool v = ldg__ring_read_lock(s); /* segment.c, HOT REUSE */
   g = ldg__seg_from_head(s, seq);
   ldg__ring_read_unlock(s, v);
+  *base = g->base;
+  *pubf = g->pubf_on;
   return g;
 }
 
@@ -1061,7 +1096,10 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
   }
   slot->u.op.keep = e->keep;
   uint64_t *w;
-  if (ext != NULL) {
+  /* Expected inline (at most LDG__INLINE_WORDS words): without the hint
+   * gcc laid the inline case out of line, two jumps and a code line more
+   * per enqueue (bench/RESULTS.md, "Issue 11, eleventh session"). */
+  if (__builtin_expect(ext != NULL, 0)) {
     slot->aux = LDG__OP_EXT;
     slot->u.op.d.ext = ext;
     w = ext->w;
@@ -1159,9 +1197,10 @@ static __attribute__((noinline)) bool ldg__publish_asked(ldg_stream *s,
 
 /* Publishes a filled slot of a one-publisher stream with a plain store.
  * True if published (a release takes it); false if a release that asked
- * about seq gave it back to us: the slot is FULL, ours, unresolved. */
+ * about seq gave it back to us: the slot is FULL, ours, unresolved. single:
+ * s is a single-issuer stream (else seq is an owner's: ldg__enqueue_light). */
 static inline __attribute__((always_inline)) bool ldg__publish_one(
-    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq) {
+    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq, bool single) {
   /* Release: publishes the payload (acquire in the release walk and the
    * queries). A store: before it only this enqueuer writes the slot's
    * state (releases ask through s->asked instead). */
@@ -1171,7 +1210,7 @@ static inline __attribute__((always_inline)) bool ldg__publish_one(
    * heavy side an asking release runs between its ask and its second
    * read of state (rcu.h). Acquire: pairs with the asking CAS (see
    * ldg__publish_asked). */
-  ldg__asym_light();
+  ldg__enqueue_light(single);
   ldg_seq w = ldg__load_acquire(&s->asked);
   if (__builtin_expect(w != seq, 1)) return true;
   return !ldg__publish_asked(s, seq);
@@ -1215,11 +1254,12 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   ldg_seq seq = 0;
   /* Whether the destroy handshake is asymmetric: a single-issuer stream,
    * or a seq the owner of an owned stream reserved (OWNED STREAMS). */
-  bool asym = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+  const bool single = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
+  bool asym = single;
   /* How seq is published, fixed with its reservation: the release that
    * finds its slot EMPTY makes the matching choice (ldg__seq_asks). */
-  int pub = asym ? LDG__PUB_STORE : LDG__PUB_CAS;
-  int rc = __builtin_expect(asym, 0)
+  int pub = single ? LDG__PUB_STORE : LDG__PUB_CAS;
+  int rc = __builtin_expect(single, 0)
                ? ldg__ring_reserve_single(s, &seq)
                : ldg__ring_reserve_default(s, &seq, &asym, &pub);
   if (rc != LDG_OK) {
@@ -1227,8 +1267,10 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     ldg__ext_free_now(ext);
     return rc;
   }
-  struct ldg__seg *g = ldg__seg_of_reserved(s, seq);
-  struct ldg__slot *slot = &g->slots[seq - g->base];
+  ldg_seq gbase;
+  bool pubf_on;
+  struct ldg__seg *g = ldg__seg_of_reserved(s, seq, &gbase, &pubf_on);
+  struct ldg__slot *slot = &g->slots[seq - gbase];
   LDG__HOOK(LDG__HOOK_ENQUEUE_RESERVED, s);
 
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
@@ -1238,7 +1280,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
    * likewise after an owner's store of otail (OWNED STREAMS). */
   bool gone;
   if (asym) {
-    ldg__asym_light();
+    ldg__enqueue_light(single);
     /* Relaxed would do for the handshake (the fences order it); acquire
      * pairs with the destroyer's CAS, as the early refusal's. */
     gone = ldg__load_acquire(&s->destroyed);
@@ -1279,14 +1321,16 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   ldg__fill_slot(slot, e, ext);
   /* The published filters (summary.c), where g's life keeps them: widened
    * before the publication, the filter of seq's kind of publisher. A wait
-   * names nothing. pubf_on: fixed for g's life, written before the CAS
-   * that linked g, which our reach of g (ldg__seg_of_reserved) read after. */
-  if (e->kind == LDG__KIND_OP && g->pubf_on)
+   * names nothing. pubf_on (g's, or its copy on the next segment's header:
+   * ldg__seg_of_reserved): fixed for g's life, written before the CAS
+   * that linked g (and the copy before the one that linked the next),
+   * which our reach of g read after. */
+  if (e->kind == LDG__KIND_OP && pubf_on)
     ldg__pubf_note_entry(g, e->vec_ids, e->n_vec, e->ranges, e->n_rng,
                          pub == LDG__PUB_STORE); /* e's fields, not &e: they stay in registers */
   if (__builtin_expect(pub == LDG__PUB_STORE, 1)) {
     /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
-    bool published = ldg__publish_one(s, slot, seq);
+    bool published = ldg__publish_one(s, slot, seq, single);
     ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
     if (seq_out != NULL) *seq_out = seq;
     if (__builtin_expect(published, 1)) {
@@ -1375,6 +1419,27 @@ static bool ldg__enqueue_args_ok(const ldg_stream *s, const uint64_t *vec_ids,
     if (!ldg__range_ok(&ranges[i])) return false;
   }
   return true;
+}
+
+/* ldg_enqueue once its arguments passed ldg__enqueue_args_ok: cuda/'s entry
+ * (thread_ops.h), which checks a hold with the same rules before its driver
+ * call and would otherwise check it twice (bench/RESULTS.md, "Issue 11,
+ * eleventh session: the launch row (launch11)"). Its own flattened copy of
+ * the enqueue, as ldg_enqueue's below: ldg_enqueue as its checks and a tail
+ * call to this one cost every direct caller ~16 instructions more (two
+ * frames; ledger_bench's private row, bench/instr_per_op.sh). */
+__attribute__((flatten)) int ldg__enqueue_checked(
+    ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids, size_t n_vec,
+    const ldg_range *ranges, size_t n_ranges, ldg_seq *seq_out) {
+  const struct ldg__entry e = {
+      .kind = LDG__KIND_OP,
+      .keep = keep,
+      .vec_ids = vec_ids,
+      .n_vec = n_vec,
+      .ranges = ranges,
+      .n_rng = n_ranges,
+  };
+  return ldg__enqueue_entry(s, &e, seq_out);
 }
 
 /* The public entry point lives here rather than in ledger.c with the other

@@ -421,6 +421,8 @@ int ldg__ring_init(ldg_stream *s) {
   if (g == NULL) return LDG_ENOMEM;
   g->sum.born_ns = ldg__now_ns();
   g->prev = NULL;
+  g->prev_size = 0;
+  g->prev_pubf_on = false;
   ldg__summary_reset(g, 0); /* published with the stream (registry.c) */
   atomic_init(&s->head, g);
   atomic_init(&s->tailseg, g);
@@ -703,6 +705,8 @@ int ldg__ring_extend(ldg_stream *s, ldg_seq end) {
     }
     fresh->sum.born_ns = now;
     fresh->prev = g; /* published by the linking CAS below */
+    fresh->prev_size = g->size; /* with prev: fresh->base - g->base */
+    fresh->prev_pubf_on = g->pubf_on; /* fixed for g's life (linked) */
     /* A new life for the queries' summaries (summary.c, REUSE AND
      * RETIREMENT): published by the linking CAS below. g's index was
      * written before g was linked (acquire of tailseg above). */
