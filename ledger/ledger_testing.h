@@ -67,9 +67,7 @@ enum ldg__hook_point {
                                      about to empty the pools (s: NULL) */
   LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
                                      enqueuer has not published), before
-                                     the CAS that abandons it (on a
-                                     one-publisher stream: before its spin
-                                     and ask) */
+                                     its spin and ask */
   LDG__HOOK_RESERVE_RETRY,        /* an enqueue's reserving CAS on tail
                                      failed (another enqueuer took the
                                      seq); it tries again */
@@ -86,18 +84,20 @@ enum ldg__hook_point {
                                      early growth; nothing linked yet, no
                                      read lock held (segment.c, GROWING
                                      AHEAD) */
-  LDG__HOOK_ENQUEUE_STORED,       /* one-publisher stream: the enqueuer
-                                     stored FULL and has not read s->asked
-                                     (ring.c, PUBLICATION ON A STREAM WITH
-                                     ONE PUBLISHER) */
-  LDG__HOOK_RELEASE_ASKING,       /* (rcu) one-publisher stream: a release
-                                     still found its slot EMPTY after its
-                                     spin, nothing asked yet */
+  LDG__HOOK_ENQUEUE_STORED,       /* the enqueuer stored FULL and has not
+                                     read s->asked (ring.c, PUBLICATION ON
+                                     A STREAM WITH ONE PUBLISHER) or, (rcu)
+                                     on a shared seq, its slot's ask
+                                     (PUBLICATION) */
+  LDG__HOOK_RELEASE_ASKING,       /* (rcu) a release still found its slot
+                                     EMPTY after its spin, nothing asked
+                                     yet */
   LDG__HOOK_RELEASE_ASK_BUSY,     /* (rcu) its ask found s->asked naming
                                      an earlier seq (another release's
                                      ask): it adopts that ask next */
-  LDG__HOOK_RELEASE_ASKED,        /* (rcu) its ask is installed, the heavy
-                                     fence not yet made */
+  LDG__HOOK_RELEASE_ASKED,        /* (rcu) its ask is installed (in
+                                     s->asked, or a shared seq's in its
+                                     slot), the heavy fence not yet made */
   LDG__HOOK_OWNED_CHECKED,        /* the owner of an owned stream passed
                                      R1 (it still owns s) and its check
                                      against tail_end, before its store of

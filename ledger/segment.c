@@ -5,7 +5,8 @@
  *
  * WHO MAY RECLAIM A SLOT, AND WHEN
  *   A slot is resolved once, by whoever took its entry: the release that took
- *   a FULL slot, or the enqueuer of an ABANDONED or RETRACTED one. A wait's
+ *   a FULL slot, the enqueuer of a RETRACTED one or of one a release that
+ *   asked gave back (ring.c, PUBLICATION). A wait's
  *   slot is resolved only when its firing has finished (see below). The
  *   resolver also puts the slot's state back to EMPTY — before counting it
  *   resolved, since after that the segment may be retired — (nobody else
