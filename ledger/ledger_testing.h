@@ -121,6 +121,12 @@ enum ldg__hook_point {
                                      s->visitors (or need not) and loaded
                                      s's head, before reading that
                                      segment */
+  LDG__HOOK_ENQUEUE_ASK_SEEN,     /* (rcu) a shared seq's enqueuer read its
+                                     slot's ask set, before its CAS that
+                                     takes it off (ring.c, PUBLICATION) */
+  LDG__HOOK_ENQUEUE_GIVEN_BACK,   /* the enqueuer took an ask off (its
+                                     entry is its own again: the slot FULL,
+                                     unresolved), before ldg__take_one */
 };
 
 struct ldg_stream;
@@ -135,6 +141,11 @@ bool ldg__set_hook(ldg__hook_fn fn, void *arg);
  * summaries then say less, never hide an entry. Returns false if this
  * build has no hooks. */
 bool ldg__summary_lower_upto(struct ldg_stream *s, uint32_t to);
+
+/* The number of slots of s's segments (head to the newest) whose ask is
+ * set (ring.c, PUBLICATION): 0 once every enqueue returned and every
+ * release asking finished. For tests, at a quiet moment. */
+unsigned ldg__testing_slot_asks(struct ldg_stream *s);
 
 /* The seq s->asked names, 0 if none (ring.c, PUBLICATION ON A STREAM WITH
  * ONE PUBLISHER); for tests, at a quiet moment. */

@@ -1261,7 +1261,9 @@ static __attribute__((noinline)) void ldg__retract_asked(ldg_stream *s,
  * one CAS against the asking release's; true if the entry is ours again.
  * The CAS writes NONE: the slot's next life starts with no ask. */
 static __attribute__((noinline)) bool ldg__publish_slot_asked(
-    struct ldg__slot *slot) {
+    ldg_stream *s, struct ldg__slot *slot) {
+  (void)s; /* the hook's */
+  LDG__HOOK(LDG__HOOK_ENQUEUE_ASK_SEEN, s);
   uint8_t a = LDG__ASK_ASKED;
   /* acq_rel: the CAS alone decides against the release's CAS ASKED ->
    * NONE (one modification order of ask); its acquire half pairs with the
@@ -1292,7 +1294,7 @@ static inline __attribute__((always_inline)) bool ldg__publish_shared(
   ldg__asym_light();
   bool mine = false;
   if (__builtin_expect(ldg__load_acquire(&slot->ask) != LDG__ASK_NONE, 0))
-    mine = ldg__publish_slot_asked(slot);
+    mine = ldg__publish_slot_asked(s, slot);
   ldg__ring_read_unlock(s, v);
   /* Both ways: a release of seq asks in one place only (ldg__seq_asks);
    * the light barrier above orders this load after the store too.
@@ -1308,10 +1310,10 @@ static inline __attribute__((always_inline)) bool ldg__publish_shared(
  * asker, reading RETRACTED, may race us to it: nothing to take either
  * way). The slot is ours until we resolve it. */
 static __attribute__((noinline)) void ldg__retract_slot_asked(
-    struct ldg__slot *slot) {
+    ldg_stream *s, struct ldg__slot *slot) {
   /* Acquire: as ldg__publish_shared's load (nothing is read after it). */
   if (ldg__load_acquire(&slot->ask) != LDG__ASK_NONE)
-    (void)ldg__publish_slot_asked(slot);
+    (void)ldg__publish_slot_asked(s, slot);
 }
 
 /* The enqueue, for both kinds. Always inlined into its two callers below,
@@ -1380,7 +1382,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
      * without touching it. */
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
     /* A release that asked about seq and read EMPTY left the ask to us. */
-    if (pub != LDG__PUB_STORE) ldg__retract_slot_asked(slot);
+    if (pub != LDG__PUB_STORE) ldg__retract_slot_asked(s, slot);
     if (pub != LDG__PUB_SLOT) ldg__retract_asked(s, seq);
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
@@ -1427,6 +1429,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     return LDG_OK;
   }
   /* Given back by the release that asked: ours to release. */
+  LDG__HOOK(LDG__HOOK_ENQUEUE_GIVEN_BACK, s);
   ldg__take_one(s, g, slot);
   return LDG_OK;
 }
@@ -1492,6 +1495,19 @@ unsigned ldg__fast_reserve(void) { return LDG__FAST_R; }
 uint64_t ldg__testing_asked(ldg_stream *s) {
   /* Acquire: a test reads it at a quiet moment. */
   return ldg__load_acquire(&s->asked);
+}
+
+unsigned ldg__testing_slot_asks(ldg_stream *s) {
+  unsigned n = 0;
+  bool v = ldg__ring_read_lock(s);
+  /* Acquire: as in ldg__take_chunk (a test reads them at a quiet moment). */
+  for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
+       g = ldg__load_acquire(&g->next)) {
+    for (uint32_t i = 0; i < g->size; i++)
+      n += ldg__load_acquire(&g->slots[i].ask) != LDG__ASK_NONE;
+  }
+  ldg__ring_read_unlock(s, v);
+  return n;
 }
 
 uint64_t ldg__ring_tail_end(ldg_stream *s) {

@@ -401,9 +401,10 @@ static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
                                      uint32_t size) {
   struct ldg__seg *g = ldg__pool_pop(s, size);
   if (g == NULL) return ldg__seg_alloc(s->ledger, base, size);
-  /* Every slot of a pooled segment is EMPTY already: whoever resolved it
-   * reset it (WHO MAY RECLAIM A SLOT), and segments with a retracted slot
-   * are never pooled. So no memset: that was 64 KiB at 1024 slots. */
+  /* Every slot of a pooled segment is EMPTY already, its ask NONE:
+   * whoever resolved it reset them (WHO MAY RECLAIM A SLOT; the ask: the
+   * CAS that took it off, ring.c, PUBLICATION), and segments with a
+   * retracted slot are never pooled. So no memset: that was 64 KiB at 1024 slots. */
   g->base = base;
   /* Relaxed: g is ours until the seq_cst CAS that links it (or, for a
    * first segment, the registry's release store) publishes it. */
