@@ -136,4 +136,73 @@ static void ot_teardown(ldg_ledger *l, ldg_stream *s, uint32_t n) {
   printf("ok - %s\n", g_case);
 }
 
+/* ---- Cases run on both kinds of stream ------------------------------------
+ * asks(s): what is asked on s, 0 when nothing (a one-publisher stream: the
+ * seq s->asked names; a shared one: the slots asked, ldg__testing_slot_asks). */
+
+/* The enqueuer parked between its reservation and its publication: a
+ * release owning the seq asks, leaves, and returns without it (the stall:
+ * it never waits for the enqueuer; asks(s) reads `asked` then); the
+ * enqueuer then finds the ask and releases its entry itself. The slot's
+ * next life is published and taken as any. */
+static void ot_overtake_parked(unsigned flags, uint64_t (*asks)(ldg_stream *),
+                               uint64_t asked) {
+  g_case = "overtake-parked";
+  ldg_stream *s;
+  ldg_ledger *l = ot_setup(&s, 3, flags);
+  my_tag = T_ISSUER;
+  CHECK_RC(ldg_enqueue(s, keep_of(1), &(uint64_t){1}, 1, NULL, 0, NULL),
+           LDG_OK);
+  ot_arm(0, LDG__HOOK_ENQUEUE_RESERVED, T_ISSUER);
+  struct ot_call e = OT_CALL(T_ISSUER, s, 2, 0), r = OT_CALL(T_R1, s, 0, 2);
+  pthread_t te, tr;
+  ot_start(&e, &te);
+  ot_wait_parked(0);
+  CHECK_EQ_U(ldg_mark(s), 2);
+  ot_start(&r, &tr);
+  ot_join(&r, tr, "overtake-parked: the release returns, enqueuer parked");
+  CHECK_RC(r.rc, LDG_OK);
+  ran_once_by(1, T_R1);
+  CHECK_EQ_U(ran_of(2), 0);
+  CHECK_EQ_U(asks(s), asked); /* left to the enqueuer */
+  ot_go(0);
+  ot_join(&e, te, "overtake-parked: the enqueuer returns");
+  CHECK_RC(e.rc, LDG_OK);
+  CHECK_EQ_U(e.seq, 2);
+  ran_once_by(2, T_ISSUER);
+  CHECK_RC(ldg_enqueue(s, keep_of(3), &(uint64_t){3}, 1, NULL, 0, NULL),
+           LDG_OK);
+  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
+  ot_teardown(l, s, 3);
+}
+
+/* Destroy racing the publication: the enqueuer parked after its
+ * reservation (the destroyer asks, leaves; the enqueuer reads destroyed,
+ * retracts and takes the ask off: refused, keep kept), or after its store
+ * of FULL (the destroyer takes it: accepted, released once). */
+static void ot_destroy_publication(bool stored, unsigned flags,
+                                   uint64_t (*asks)(ldg_stream *)) {
+  g_case = stored ? "destroy-stored" : "destroy-reserved";
+  ldg_stream *s;
+  ldg_ledger *l = ot_setup(&s, 1, flags);
+  ot_arm(0, stored ? LDG__HOOK_ENQUEUE_STORED : LDG__HOOK_ENQUEUE_RESERVED,
+         T_ISSUER);
+  struct ot_call e = OT_CALL(T_ISSUER, s, 1, 0),
+                 d = OT_CALL(T_DESTROYER, s, 0, 1);
+  pthread_t te, td;
+  ot_start(&e, &te);
+  ot_wait_parked(0);
+  ot_start(&d, &td);
+  ot_join(&d, td, "destroy-publication: destroy returns, enqueuer parked");
+  CHECK_RC(d.rc, LDG_OK);
+  CHECK_EQ_U(asks(s), stored ? 0 : 1);
+  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
+  ot_go(0);
+  ot_join(&e, te, "destroy-publication: the enqueuer returns");
+  CHECK_RC(e.rc, stored ? LDG_OK : LDG_EDESTROYED);
+  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
+  if (!stored) atomic_store(&ran[1], 1); /* refused: kept, as it should */
+  ot_teardown(l, s, 1);
+}
+
 #endif /* STREAMLEDGER_TESTS_TORTURE_OVERTAKE_H */

@@ -52,37 +52,8 @@
 
 static const unsigned SH = LDG_STREAM_SHARED;
 
-static void test_overtake_parked(void) {
-  g_case = "overtake-parked";
-  ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 2, SH);
-  my_tag = T_ISSUER;
-  CHECK_RC(ldg_enqueue(s, keep_of(1), &(uint64_t){1}, 1, NULL, 0, NULL),
-           LDG_OK);
-  ot_arm(0, LDG__HOOK_ENQUEUE_RESERVED, T_ISSUER);
-  struct ot_call e = OT_CALL(T_ISSUER, s, 2, 0), r = OT_CALL(T_R1, s, 0, 2);
-  pthread_t te, tr;
-  ot_start(&e, &te);
-  ot_wait_parked(0);
-  CHECK_EQ_U(ldg_mark(s), 2);
-  ot_start(&r, &tr);
-  ot_join(&r, tr, "overtake-parked: the release returns, enqueuer parked");
-  CHECK_RC(r.rc, LDG_OK);
-  ran_once_by(1, T_R1);
-  CHECK_EQ_U(ran_of(2), 0);
-  CHECK_EQ_U(ldg__testing_slot_asks(s), 1); /* left to the enqueuer */
-  CHECK_EQ_U(ldg__testing_asked(s), 0);     /* not on the stream's word */
-  ot_go(0);
-  ot_join(&e, te, "overtake-parked: the enqueuer returns");
-  CHECK_RC(e.rc, LDG_OK);
-  CHECK_EQ_U(e.seq, 2);
-  ran_once_by(2, T_ISSUER);
-  /* The slot's next life: published and taken as any. */
-  CHECK_RC(ldg_enqueue(s, keep_of(3), &(uint64_t){3}, 1, NULL, 0, NULL),
-           LDG_OK);
-  CHECK_RC(ldg_release(s, ldg_mark(s)), LDG_OK);
-  ot_teardown(l, s, 3);
-}
+/* The asks on s as overtake.h's cases count them: 1 per slot asked. */
+static uint64_t slot_asks(ldg_stream *s) { return ldg__testing_slot_asks(s); }
 
 static void test_overtake_stored(void) {
   g_case = "overtake-stored";
@@ -200,34 +171,6 @@ static void test_two_asked(bool two_releases) {
   ot_teardown(l, s, 2);
 }
 
-/* Destroy racing the publication: the enqueuer parked after its
- * reservation (the destroyer asks, leaves; the enqueuer reads destroyed,
- * retracts and takes the ask off: refused, keep kept), or after its store
- * of FULL (the destroyer takes it: accepted, released once). */
-static void test_destroy_publication(bool stored) {
-  g_case = stored ? "destroy-stored" : "destroy-reserved";
-  ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 1, SH);
-  ot_arm(0, stored ? LDG__HOOK_ENQUEUE_STORED : LDG__HOOK_ENQUEUE_RESERVED,
-         T_ISSUER);
-  struct ot_call e = OT_CALL(T_ISSUER, s, 1, 0),
-                 d = OT_CALL(T_DESTROYER, s, 0, 1);
-  pthread_t te, td;
-  ot_start(&e, &te);
-  ot_wait_parked(0);
-  ot_start(&d, &td);
-  ot_join(&d, td, "destroy-publication: destroy returns, enqueuer parked");
-  CHECK_RC(d.rc, LDG_OK);
-  CHECK_EQ_U(ldg__testing_slot_asks(s), stored ? 0 : 1);
-  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
-  ot_go(0);
-  ot_join(&e, te, "destroy-publication: the enqueuer returns");
-  CHECK_RC(e.rc, stored ? LDG_OK : LDG_EDESTROYED);
-  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
-  if (!stored) atomic_store(&ran[1], 1); /* refused: kept, as it should */
-  ot_teardown(l, s, 1);
-}
-
 /* ---- race: two enqueuers, two releasers, racing freely ----------------------- */
 
 static struct {
@@ -289,14 +232,14 @@ int main(void) {
     fprintf(stderr, "shared_pub_test: built without LDG_TEST_HOOKS\n");
     return 1;
   }
-  test_overtake_parked();
+  ot_overtake_parked(SH, slot_asks, 1);
   test_overtake_stored();
   test_both(true);
   test_both(false);
   test_two_asked(true);
   test_two_asked(false);
-  test_destroy_publication(false);
-  test_destroy_publication(true);
+  ot_destroy_publication(false, SH, slot_asks);
+  ot_destroy_publication(true, SH, slot_asks);
   test_race();
   return 0;
 }

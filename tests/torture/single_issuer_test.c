@@ -250,37 +250,6 @@ static void test_destroy_race(void) {
 
 #include "tests/torture/overtake.h"
 
-/* The issuer parked between its reservation and its publication: a release
- * owning the seq asks, leaves, and returns without it (the stall: it never
- * waits for the issuer); the issuer then finds the ask and releases its
- * entry itself. */
-static void test_overtake_parked(void) {
-  g_case = "overtake-parked";
-  ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 2, SI);
-  my_tag = T_ISSUER;
-  CHECK_RC(ldg_enqueue(s, keep_of(1), &(uint64_t){1}, 1, NULL, 0, NULL),
-           LDG_OK);
-  ot_arm(0, LDG__HOOK_ENQUEUE_RESERVED, T_ISSUER);
-  struct ot_call e = OT_CALL(T_ISSUER, s, 2, 0), r = OT_CALL(T_R1, s, 0, 2);
-  pthread_t te, tr;
-  ot_start(&e, &te);
-  ot_wait_parked(0);
-  CHECK_EQ_U(ldg_mark(s), 2);
-  ot_start(&r, &tr);
-  ot_join(&r, tr, "overtake-parked: the release returns, issuer parked");
-  CHECK_RC(r.rc, LDG_OK);
-  ran_once_by(1, T_R1);
-  CHECK_EQ_U(ran_of(2), 0);
-  CHECK_EQ_U(ldg__testing_asked(s), 2); /* left to the issuer */
-  ot_go(0);
-  ot_join(&e, te, "overtake-parked: the issuer returns");
-  CHECK_RC(e.rc, LDG_OK);
-  CHECK_EQ_U(e.seq, 2);
-  ran_once_by(2, T_ISSUER);
-  ot_teardown(l, s, 2);
-}
-
 /* Both sides see each other: the release asked before the issuer's store
  * and reads FULL after its fence, the issuer reads the ask. Variant
  * `release_first`: the release's CAS comes first (it takes the entry);
@@ -376,34 +345,6 @@ static void test_two_asks(bool adopt) {
   CHECK_RC(r1.rc, LDG_OK);
   CHECK_RC(r2.rc, LDG_OK);
   ot_teardown(l, s, 2);
-}
-
-/* Destroy racing the publication: the issuer parked after its reservation
- * (the destroyer asks, leaves; the issuer reads destroyed, retracts and
- * takes the ask off: refused, keep kept), or after its store of FULL (the
- * destroyer takes it: accepted, released once). */
-static void test_destroy_publication(bool stored) {
-  g_case = stored ? "destroy-stored" : "destroy-reserved";
-  ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 1, SI);
-  ot_arm(0, stored ? LDG__HOOK_ENQUEUE_STORED : LDG__HOOK_ENQUEUE_RESERVED,
-         T_ISSUER);
-  struct ot_call e = OT_CALL(T_ISSUER, s, 1, 0),
-                 d = OT_CALL(T_DESTROYER, s, 0, 1);
-  pthread_t te, td;
-  ot_start(&e, &te);
-  ot_wait_parked(0);
-  ot_start(&d, &td);
-  ot_join(&d, td, "destroy-publication: destroy returns, issuer parked");
-  CHECK_RC(d.rc, LDG_OK);
-  CHECK_EQ_U(ldg__testing_asked(s), stored ? 0 : 1);
-  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
-  ot_go(0);
-  ot_join(&e, te, "destroy-publication: the issuer returns");
-  CHECK_RC(e.rc, stored ? LDG_OK : LDG_EDESTROYED);
-  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
-  if (!stored) atomic_store(&ran[1], 1); /* refused: kept, as it should */
-  ot_teardown(l, s, 1);
 }
 
 /* ---- race-asks: one issuer, two releasers racing freely -------------------- */
@@ -521,13 +462,13 @@ int main(void) {
   test_handoff();
   test_destroy_parked();
   test_destroy_race();
-  test_overtake_parked();
+  ot_overtake_parked(SI, ldg__testing_asked, 2);
   test_overtake_both(true);
   test_overtake_both(false);
   test_two_asks(true);
   test_two_asks(false);
-  test_destroy_publication(false);
-  test_destroy_publication(true);
+  ot_destroy_publication(false, SI, ldg__testing_asked);
+  ot_destroy_publication(true, SI, ldg__testing_asked);
   test_race_asks();
   test_overlap_aborts();
   return 0;
