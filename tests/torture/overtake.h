@@ -159,9 +159,12 @@ static void ot_overtake_parked(unsigned flags, uint64_t (*asks)(ldg_stream *),
   ot_start(&e, &te);
   ot_wait_parked(0);
   CHECK_EQ_U(ldg_mark(s), 2);
+  uint64_t heavy = ldg__testing_asym_heavy_calls();
   ot_start(&r, &tr);
   ot_join(&r, tr, "overtake-parked: the release returns, enqueuer parked");
   CHECK_RC(r.rc, LDG_OK);
+  /* ledger.h, table note (j): one membarrier for the slot it asked about. */
+  CHECK_EQ_U(ldg__testing_asym_heavy_calls() - heavy, 1);
   ran_once_by(1, T_R1);
   CHECK_EQ_U(ran_of(2), 0);
   CHECK_EQ_U(asks(s), asked); /* left to the enqueuer */

@@ -64,9 +64,12 @@ static void test_overtake_stored(void) {
   pthread_t te, tr;
   ot_start(&e, &te);
   ot_wait_parked(0); /* FULL stored, the ask not read: in a read section */
+  uint64_t heavy = ldg__testing_asym_heavy_calls();
   ot_start(&r, &tr);
   ot_join(&r, tr, "overtake-stored: the release returns");
   CHECK_RC(r.rc, LDG_OK);
+  /* Read FULL: no ask, no membarrier (ledger.h, table note (j)). */
+  CHECK_EQ_U(ldg__testing_asym_heavy_calls() - heavy, 0);
   ran_once_by(1, T_R1);
   CHECK_EQ_U(ldg__testing_slot_asks(s), 0); /* FULL read: nothing asked */
   ot_go(0);
