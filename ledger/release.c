@@ -245,7 +245,8 @@ static __attribute__((noinline)) uint32_t ldg__overtake_slot(
    * FULL is visible to the read, or its read of the ask (after the store)
    * sees our ask (rcu.h). */
   ldg__asym_heavy();
-  /* Acquire: pairs with the publishing store (the payload). */
+  /* Acquire: pairs with the publishing store (the payload), as in
+   * ldg__take_chunk. */
   st = ldg__load_acquire(&slot->state);
   /* EMPTY: not published before the fence, so its enqueuer will read our
    * ask and take it off: it releases the entry. */
