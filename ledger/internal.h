@@ -33,14 +33,21 @@
 enum {
   LDG__SLOT_EMPTY = 0,     /* reserved, not yet published */
   LDG__SLOT_FULL = 1,      /* published; the covering release takes it */
-  LDG__SLOT_ABANDONED = 2, /* a release covered it before publication:
-                              the enqueuer takes it back and releases it */
+  LDG__SLOT_ABANDONED = 2, /* never stored since pub11 (ring.c,
+                              PUBLICATION): what ldg__overtake_* return
+                              for "someone else takes the entry" */
   LDG__SLOT_RETRACTED = 3, /* its stream was destroyed before publication:
                               the enqueue was refused */
 };
 
 /* slot.kind */
 enum { LDG__KIND_OP = 0, LDG__KIND_WAIT = 1 };
+
+/* slot.ask: a release that owns the slot's seq and found it EMPTY asks its
+ * enqueuer to take the entry (ring.c, PUBLICATION). Taking the ask off
+ * (CAS ASKED -> NONE) takes the entry, and leaves the slot's next life
+ * with none. */
+enum { LDG__ASK_NONE = 0, LDG__ASK_ASKED = 1 };
 
 /* slot.aux for an operation: where its ids and ranges are. */
 enum { LDG__OP_INLINE = 0, LDG__OP_EXT = 1 };
@@ -69,10 +76,12 @@ struct ldg__seg;
  * different lines. kind, aux and the payload are written before the slot is
  * published and never change afterwards, except the payload of a wait that is
  * being fired, which becomes the release's stack frame (no reader looks at a
- * wait's payload). */
+ * wait's payload). ask: LDG__ASK_*, NONE whenever the slot is resolved
+ * (ring.c, PUBLICATION). */
 struct ldg__slot {
   alignas(LDG__CACHE_LINE) _Atomic uint32_t state;
-  uint16_t kind;
+  uint8_t kind;
+  _Atomic uint8_t ask;
   uint16_t aux;
   union {
     struct {
@@ -429,31 +438,31 @@ struct ldg_marks {
  * single-issuer streams; the condition lives here alone so that another
  * one-publisher mode can reuse the protocol. flags: immutable. A mode whose
  * condition changes over a stream's life must keep, for every seq, the
- * enqueuer's choice (store, or CAS EMPTY -> FULL) and the owning release's
- * (ask, or CAS EMPTY -> ABANDONED) the same: a plain store of FULL over
- * ABANDONED would let both take the entry. */
+ * enqueuer's choice (read s->asked, or its slot's ask) and the owning
+ * release's (ask through s->asked, or through the slot) the same: an ask
+ * where its enqueuer does not look is answered by nobody. */
 static inline bool ldg__one_publisher(const ldg_stream *s) {
   return (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
 }
 
 /* How an enqueue publishes its seq, fixed when the seq is reserved (ring.c,
- * OWNED STREAMS, "Publication"): CAS EMPTY -> FULL (a release that finds
- * the slot EMPTY abandons it); a plain store (it asks: a one-publisher
- * seq); or both, the CAS and then the load of s->asked (whatever the
- * release does: the contested seq of a revocation, and the owner's seq
- * whose R2 saw one). */
-enum { LDG__PUB_CAS, LDG__PUB_STORE, LDG__PUB_BOTH };
+ * OWNED STREAMS, "Publication"; PUBLICATION): every way stores FULL, then
+ * reads where a release that found the slot EMPTY asks. SLOT: the slot's
+ * ask, in a read-side section (a release asks there: a shared seq); STORE:
+ * s->asked (a one-publisher seq); BOTH: both (whatever the release does:
+ * the contested seq of a revocation, and the owner's seq whose R2 saw
+ * one). */
+enum { LDG__PUB_SLOT, LDG__PUB_STORE, LDG__PUB_BOTH };
 
 /* The release that owns seq of s and found its slot EMPTY: whether it asks
- * (through s->asked) rather than abandoning the slot (CAS EMPTY ->
- * ABANDONED). The same choice as seq's enqueuer made, for every seq
+ * through s->asked rather than through the slot's ask. The same choice as seq's enqueuer made, for every seq
  * (ring.c, OWNED STREAMS, "Publication"): a single-issuer stream's seqs; on
  * a default stream, with tail not installed every seq (each is the
  * owner's, or the contested one, published both ways); once installed,
  * the seqs below the installed base (the owner's). Acquire, both: tail
  * installed (seq_cst CAS) after obase was agreed, so a tail read nonzero
  * comes with obase. A stream never owned (SHARED from the start, or made
- * so while unclaimed) has obase 0: nothing asks. */
+ * so while unclaimed) has obase 0: every ask goes to the slot. */
 static inline bool ldg__seq_asks(const ldg_stream *s, ldg_seq seq) {
   if (ldg__one_publisher(s)) return true;
   return ldg__load_acquire(&s->tail) == 0 ||

@@ -88,12 +88,12 @@
  *       first ledger, or the first in a forked child): takes its mutex,
  *       which may wait for a batch in progress (one grace period).
  *   (i) Waits for grace periods (and the reclaimer's batch in progress).
- *   (j) A release that overtakes a publication on a single-issuer stream,
- *       or an owner's publication on an owned default stream
- *       (finds its seq's slot reserved, not yet published, after a short
- *       bounded spin) calls membarrier once for that slot (ledger/ring.c,
- *       PUBLICATION ON A STREAM WITH ONE PUBLISHER; as ldg_stream_destroy
- *       of such a stream always does): a system call that waits for
+ *   (j) A release that overtakes a publication on any stream (finds its
+ *       seq's slot reserved, not yet published, after a short bounded
+ *       spin) calls membarrier once for that slot (ledger/ring.c,
+ *       PUBLICATION, and PUBLICATION ON A STREAM WITH ONE PUBLISHER; as
+ *       ldg_stream_destroy of a single-issuer or owned stream always
+ *       does): a system call that waits for
  *       inter-processor interrupts, not for another thread's progress.
  *       Not a block in this table's sense; it never waits for the
  *       enqueuer or another release. These calls release entries, so
@@ -274,7 +274,8 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * default stream is shared from the start.
  * LDG_STREAM_SHARED: never owned (every enqueue a locked read-modify-write
  * of the stream's tail, which a caller may rely on as a full barrier; and
- * no membarrier at revocation or destroy).
+ * no membarrier at revocation or destroy, but where a release or destroy
+ * overtakes a publication: table note (j)).
  * LDG_EINVAL: l or out NULL, device < 0, unknown flag bits, a non-blocking
  * stream without a drain, SINGLE_ISSUER with SHARED. LDG_ENOMEM. */
 int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,

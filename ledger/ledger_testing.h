@@ -67,9 +67,7 @@ enum ldg__hook_point {
                                      about to empty the pools (s: NULL) */
   LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
                                      enqueuer has not published), before
-                                     the CAS that abandons it (on a
-                                     one-publisher stream: before its spin
-                                     and ask) */
+                                     its spin and ask */
   LDG__HOOK_RESERVE_RETRY,        /* an enqueue's reserving CAS on tail
                                      failed (another enqueuer took the
                                      seq); it tries again */
@@ -86,18 +84,20 @@ enum ldg__hook_point {
                                      early growth; nothing linked yet, no
                                      read lock held (segment.c, GROWING
                                      AHEAD) */
-  LDG__HOOK_ENQUEUE_STORED,       /* one-publisher stream: the enqueuer
-                                     stored FULL and has not read s->asked
-                                     (ring.c, PUBLICATION ON A STREAM WITH
-                                     ONE PUBLISHER) */
-  LDG__HOOK_RELEASE_ASKING,       /* (rcu) one-publisher stream: a release
-                                     still found its slot EMPTY after its
-                                     spin, nothing asked yet */
+  LDG__HOOK_ENQUEUE_STORED,       /* the enqueuer stored FULL and has not
+                                     read s->asked (ring.c, PUBLICATION ON
+                                     A STREAM WITH ONE PUBLISHER) or, (rcu)
+                                     on a shared seq, its slot's ask
+                                     (PUBLICATION) */
+  LDG__HOOK_RELEASE_ASKING,       /* (rcu) a release still found its slot
+                                     EMPTY after its spin, nothing asked
+                                     yet */
   LDG__HOOK_RELEASE_ASK_BUSY,     /* (rcu) its ask found s->asked naming
                                      an earlier seq (another release's
                                      ask): it adopts that ask next */
-  LDG__HOOK_RELEASE_ASKED,        /* (rcu) its ask is installed, the heavy
-                                     fence not yet made */
+  LDG__HOOK_RELEASE_ASKED,        /* (rcu) its ask is installed (in
+                                     s->asked, or a shared seq's in its
+                                     slot), the heavy fence not yet made */
   LDG__HOOK_OWNED_CHECKED,        /* the owner of an owned stream passed
                                      R1 (it still owns s) and its check
                                      against tail_end, before its store of
@@ -121,6 +121,12 @@ enum ldg__hook_point {
                                      s->visitors (or need not) and loaded
                                      s's head, before reading that
                                      segment */
+  LDG__HOOK_ENQUEUE_ASK_SEEN,     /* (rcu) a shared seq's enqueuer read its
+                                     slot's ask set, before its CAS that
+                                     takes it off (ring.c, PUBLICATION) */
+  LDG__HOOK_ENQUEUE_GIVEN_BACK,   /* the enqueuer took an ask off (its
+                                     entry is its own again: the slot FULL,
+                                     unresolved), before ldg__take_one */
 };
 
 struct ldg_stream;
@@ -135,6 +141,11 @@ bool ldg__set_hook(ldg__hook_fn fn, void *arg);
  * summaries then say less, never hide an entry. Returns false if this
  * build has no hooks. */
 bool ldg__summary_lower_upto(struct ldg_stream *s, uint32_t to);
+
+/* The number of slots of s's segments (head to the newest) whose ask is
+ * set (ring.c, PUBLICATION): 0 once every enqueue returned and every
+ * release asking finished. For tests, at a quiet moment. */
+unsigned ldg__testing_slot_asks(struct ldg_stream *s);
 
 /* The seq s->asked names, 0 if none (ring.c, PUBLICATION ON A STREAM WITH
  * ONE PUBLISHER); for tests, at a quiet moment. */

@@ -19,17 +19,18 @@
  *   destruction cascades stay iterative.
  *
  * A SLOT FOUND EMPTY
- *   The walk owns the seq, but its enqueuer has not published. On most
- *   streams the walk CASes the slot EMPTY -> ABANDONED and the enqueuer's
- *   failing publication CAS releases the entry (ring.c, PUBLICATION). On a
- *   stream with one publisher (ldg__one_publisher), and for the seqs an
- *   owned stream's owner reserved, the enqueuer publishes with a plain
- *   store, so the walk asks through s->asked instead (ldg__overtake_one:
+ *   The walk owns the seq, but its enqueuer has not published. Every
+ *   enqueuer publishes with a plain store, and the walk asks it to take the
+ *   entry itself. For a shared seq, in the slot (ldg__overtake_slot: a
+ *   bounded spin, the ask by a store, membarrier, a second read, a CAS
+ *   deciding; ring.c, PUBLICATION). On a stream with one publisher
+ *   (ldg__one_publisher), and for the seqs an owned stream's owner
+ *   reserved, through s->asked (ldg__overtake_one:
  *   a bounded spin, the ask by CAS, membarrier, a second read, a CAS
  *   deciding; ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER). Which
  *   seqs ask is ldg__seq_asks (internal.h): the choice the seq's enqueuer
  *   made when it reserved it, whatever the stream's mode is now (tail not
- *   installed, or seq below the installed base; the others abandon; ring.c,
+ *   installed, or seq below the installed base; the others ask in the slot; ring.c,
  *   OWNED STREAMS, "Publication"). An ask of another release for an earlier seq that it finds
  *   on the word it adopts, with that entry: the chunk ends at the slot, and
  *   the adopted entry is taken after the chunk's keeps (ldg__take_one: its
@@ -150,17 +151,25 @@ static __attribute__((noreturn, noinline)) void ldg__ask_broken(
  * release that adopted our ask). An ask of another release this one
  * adopted is left in *ad. Never waits for another thread beyond a bounded
  * spin. Under RCU. */
-static __attribute__((noinline)) uint32_t ldg__overtake_one(
-    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq,
-    struct ldg__adopted *ad) {
-  uint32_t st;
+/* The bounded spin before an ask: the state read last (EMPTY: still not
+ * published). */
+static uint32_t ldg__overtake_spin(struct ldg__slot *slot) {
+  uint32_t st = LDG__SLOT_EMPTY;
   for (int i = 0; i < LDG__OVERTAKE_SPINS; i++) {
     ldg__cpu_relax();
     /* Acquire: as the first read of state in ldg__take_chunk. Published
      * before we asked: ours, as always (only we could ask about seq). */
     st = ldg__load_acquire(&slot->state);
-    if (st != LDG__SLOT_EMPTY) return st;
+    if (st != LDG__SLOT_EMPTY) break;
   }
+  return st;
+}
+
+static __attribute__((noinline)) uint32_t ldg__overtake_one(
+    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq,
+    struct ldg__adopted *ad) {
+  uint32_t st = ldg__overtake_spin(slot);
+  if (st != LDG__SLOT_EMPTY) return st;
   LDG__HOOK(LDG__HOOK_RELEASE_ASKING, s);
   ldg_seq w = 0, from;
   for (;;) {
@@ -212,6 +221,41 @@ static __attribute__((noinline)) uint32_t ldg__overtake_one(
    * enqueuer's CAS. */
   ldg_seq mine = seq;
   if (ldg__cas_acq_rel(&s->asked, &mine, 0)) return st;
+  return LDG__SLOT_ABANDONED;
+}
+
+/* The release's side of PUBLICATION (ring.c) for a shared seq: the walk
+ * owns the slot's seq and read it EMPTY. Returns FULL when the walk takes
+ * the entry, RETRACTED when the enqueuer resolved it, ABANDONED when the
+ * enqueuer takes it. Never waits for another thread beyond a bounded spin.
+ * Under RCU (the walk's section pins the slot while we read and CAS it). */
+static __attribute__((noinline)) uint32_t ldg__overtake_slot(
+    ldg_stream *s, struct ldg__slot *slot) {
+  uint32_t st = ldg__overtake_spin(slot);
+  if (st != LDG__SLOT_EMPTY) return st;
+  LDG__HOOK(LDG__HOOK_RELEASE_ASKING, s);
+  /* Only the owner of the slot's seq asks, once, so a store: nobody else
+   * writes the ask until the enqueuer reads it (NONE until now). Release:
+   * pairs with the enqueuer's acquire load and CAS (it runs the keep after
+   * what we knew: the work our release covers complete). */
+  ldg__store_release(&slot->ask, (uint8_t)LDG__ASK_ASKED);
+  LDG__HOOK(LDG__HOOK_RELEASE_ASKED, s);
+  /* Our ask before the read below: every running thread makes a full
+   * barrier here (and the call one on ours), so the enqueuer's store of
+   * FULL is visible to the read, or its read of the ask (after the store)
+   * sees our ask (rcu.h). */
+  ldg__asym_heavy();
+  /* Acquire: pairs with the publishing store (the payload), as in
+   * ldg__take_chunk. */
+  st = ldg__load_acquire(&slot->state);
+  /* EMPTY: not published before the fence, so its enqueuer will read our
+   * ask and take it off: it releases the entry. */
+  if (st == LDG__SLOT_EMPTY) return LDG__SLOT_ABANDONED;
+  /* FULL (or RETRACTED): whoever takes the ask off decides, against the
+   * enqueuer's same CAS. acq_rel: as the enqueuer's CAS. NONE written:
+   * the slot's next life starts with no ask. */
+  uint8_t a = LDG__ASK_ASKED;
+  if (ldg__cas_acq_rel(&slot->ask, &a, (uint8_t)LDG__ASK_NONE)) return st;
   return LDG__SLOT_ABANDONED;
 }
 
@@ -328,33 +372,31 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
     struct ldg__slot *slot = &g->slots[next - base];
     for (; next < stop; slot++) {
       LDG__HOOK(LDG__HOOK_RELEASE_TAKING, s);
-      /* Acquire: pairs with the publishing CAS (EMPTY -> FULL, release half)
-       * in ldg__enqueue_entry, so the payload is read as written. The
-       * abandoning CAS: acq_rel by habit; it publishes nothing (the enqueuer
-       * keeps its entry in hand) and the CAS alone decides the race. */
+      /* Acquire: pairs with the publishing store (release) in
+       * ldg__publish_one / ldg__publish_shared, so the payload is read as
+       * written. */
       uint32_t st = ldg__load_acquire(&slot->state);
       next++;
       if (__builtin_expect(st != LDG__SLOT_FULL, 0)) {
-        if (st == LDG__SLOT_EMPTY) LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
-        if (st == LDG__SLOT_EMPTY && ldg__seq_asks(s, next - 1)) {
-          /* Its enqueuer publishes with a plain store (or both ways):
-           * ask (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER;
-           * OWNED STREAMS, "Publication", for which seqs). */
-          st = ldg__overtake_one(s, slot, next - 1, ad);
-          if (__builtin_expect(ad->slot != NULL, 0)) {
-            /* Taken after the chunk: end the chunk with this slot. */
-            end = next - 1;
-            stop = next;
+        if (st == LDG__SLOT_EMPTY) {
+          LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
+          if (ldg__seq_asks(s, next - 1)) {
+            /* A one-publisher seq (or both ways): ask through s->asked
+             * (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER; OWNED
+             * STREAMS, "Publication", for which seqs). */
+            st = ldg__overtake_one(s, slot, next - 1, ad);
+            if (__builtin_expect(ad->slot != NULL, 0)) {
+              /* Taken after the chunk: end the chunk with this slot. */
+              end = next - 1;
+              stop = next;
+            }
+          } else {
+            /* A shared seq: ask in the slot (ring.c, PUBLICATION). */
+            st = ldg__overtake_slot(s, slot);
           }
-        } else if (st == LDG__SLOT_EMPTY &&
-                   ldg__cas_acq_rel(&slot->state, &st,
-                                    (uint32_t)LDG__SLOT_ABANDONED)) {
-          continue; /* the enqueuer releases it (PUBLICATION above) */
         }
-        /* Retracted (the enqueuer resolved it), or the CAS failed because
-         * the enqueuer published meanwhile (st is now FULL: take it); on a
-         * one-publisher stream, FULL and ours, or ABANDONED: someone else
-         * takes it. */
+        /* FULL: published meanwhile, or ours after our ask; RETRACTED (the
+         * enqueuer resolved it) or ABANDONED: someone else takes it. */
         if (st != LDG__SLOT_FULL) continue;
       }
       if (slot->kind == LDG__KIND_WAIT) {

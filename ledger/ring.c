@@ -61,9 +61,13 @@
  *               SHARED / acquire loads, and the relaxed R2 ordered by
  *               membarrier) who reserves how (OWNED STREAMS).
  *   s->contest  (acq_rel CAS, once per side) who got the contested seq.
- *   slot->state (acq_rel CAS EMPTY->FULL; on a stream with one publisher a
- *               release store) the entry's keep, ids, ranges or wait are
- *               written and readable. Payload is immutable once FULL.
+ *   slot->state (release store of FULL) the entry's keep, ids, ranges or
+ *               wait are written and readable. Payload is immutable once
+ *               FULL.
+ *   slot->ask   (release store of ASKED / acquire load, acq_rel CAS ASKED
+ *               -> NONE; shared seqs) a release that owns the slot's seq
+ *               found it EMPTY; whoever takes the ask off takes the entry
+ *               (PUBLICATION).
  *   s->asked    (acq_rel CASes / acquire load; streams with one publisher)
  *               the seq a release that owns it found EMPTY asks about;
  *               whoever takes an ask off the word takes that entry
@@ -88,20 +92,116 @@
  *   argued in pool.c and registry.c. Each relaxed or acquire/release
  *   access in the code has a comment saying what it pairs with.
  *
- * PUBLICATION, AND A RELEASE THAT OVERTAKES AN ENQUEUE
- *   Enqueue: reserve seq (CAS tail), write the slot, CAS state EMPTY -> FULL.
- *   A release owning seq looks at the slot:
- *     FULL   - published: the release takes the entry. Nobody else touches a
- *              FULL slot's state, so no atomic read-modify-write is needed.
- *     EMPTY  - reserved but not yet published (the enqueuer is between its two
- *              CASes; a mark covering seq was read meanwhile). The release
- *              CASes EMPTY -> ABANDONED and moves on without waiting. The
- *              enqueuer's publishing CAS then fails, and the enqueuer, which
- *              still has the entry in hand, releases it itself (runs the keep,
- *              or fires the wait) before ldg_enqueue returns.
- *   The two CASes on one word decide: exactly one side takes the entry, and
- *   a stalled enqueuer never blocks a release.
- *
+ * PUBLICATION, AND A RELEASE THAT OVERTAKES AN ENQUEUE (pub11)
+ *   Enqueue: reserve seq, write the slot, publish. A release owning seq
+ *   (its claim covers it; no other release does) may find the slot EMPTY:
+ *   the enqueuer is between its reservation and its publication, and a
+ *   mark covering seq was read meanwhile. The release must not wait for it
+ *   (ledger.h: no call waits for another thread's progress), yet exactly
+ *   one side must take the entry. Until pub11 a shared seq was published by
+ *   a CAS EMPTY -> FULL, and the release CASed EMPTY -> ABANDONED: two CASes
+ *   on one word decided. That CAS was the one locked instruction of a
+ *   shared enqueue after its reservation (the lead's run 11a on the H200: a
+ *   plain store instead ran the shared row 17 % faster at 2 threads, 21 %
+ *   at 16). Now every seq is published by a plain store and the release
+ *   that overtakes it asks: a one-publisher seq through the stream (next
+ *   section), a shared seq through its own slot (one word cannot hold the
+ *   asks of many publishers), in slot->ask:
+ *     enqueuer: fill the slot; enter a read-side section (the pin, below);
+ *               store state = FULL (release); ldg__asym_light (a compiler
+ *               barrier); a = load ask (acquire). NONE: done, a release
+ *               takes the entry. ASKED: CAS ask ASKED -> NONE; won: the
+ *               entry is ours again (leave the section, then ldg__take_one:
+ *               resolve the slot, run the keep or fire the wait, before
+ *               ldg_enqueue returns); lost: the release took it. Leave the
+ *               section. (ldg__publish_shared)
+ *     release:  reads the slot (acquire). FULL: takes it; it asked nothing,
+ *               so the enqueuer reads NONE and is done. EMPTY: re-read it a
+ *               bounded number of times (64 pauses); still EMPTY: store ask
+ *               = ASKED (release: an enqueuer that takes its entry back
+ *               acquires what the release knew, the work complete, before
+ *               its keep runs; a store, not a CAS: only seq's owner asks,
+ *               once, and nobody else writes the ask until the enqueuer
+ *               reads it), ldg__asym_heavy (membarrier: every running
+ *               thread makes a full barrier, this one too), read state
+ *               again. EMPTY: not published before the barrier, so the
+ *               enqueuer's load of the ask, after its store, sees ASKED:
+ *               the release leaves the entry to it and moves on. FULL (or
+ *               RETRACTED): CAS ask ASKED -> NONE; won: it takes the entry
+ *               (skips a retracted slot); lost: the enqueuer took the ask
+ *               off, and with it the entry. (release.c, ldg__overtake_slot)
+ *   Exactly one side takes the entry. The store->load pair is the
+ *   asymmetric fence's (rcu.h): the barrier falls after the enqueuer's
+ *   store of FULL (the release's second read sees FULL) or before its load
+ *   of the ask (which sees ASKED). A release that reads EMPTY after the
+ *   barrier makes no CAS, so the enqueuer, which sees its ask, wins its
+ *   CAS and takes the entry; an enqueuer that reads NONE makes no CAS, so
+ *   the release, which reads FULL, wins its CAS and takes it; when both
+ *   see each other the one CAS that takes ASKED off decides. A release that
+ *   read FULL before asking asked nothing, and nobody else asks about seq.
+ *   The reset. An ask is made at most once per life of a slot (by seq's one
+ *   owner), and the CAS that takes it off writes NONE: that CAS is the
+ *   taker's reset, made before either side resolves the slot, so the
+ *   slot's next life starts with NONE, as a new segment's (zeroed) does.
+ *   A retracted slot (below) may end its life either way; its segment is
+ *   dirty, never reused (segment.c).
+ *   The pin. Once FULL the entry may be taken at once, the slot resolved,
+ *   its segment retired and, after a grace period, reused for other seqs or
+ *   freed, all before the enqueuer's load of the ask: a load that then read
+ *   a later life's ASKED would take another seq's entry (whose own enqueuer
+ *   takes it too, or, reading NONE after the CAS, leaves it to nobody), and
+ *   a freed segment is no memory at all. So the enqueuer's store of FULL,
+ *   its load of the ask and its CAS are inside a read-side section entered
+ *   before the store (ldg__ring_read_lock: the RCU read lock, and the
+ *   visitor count of HOT REUSE ON OWNED STREAMS, segment.c, where the stream
+ *   is owned or being revoked and the owner may reuse a segment without a
+ *   grace period). Any retirement of the slot's segment follows a take of
+ *   this slot, which follows our store, so its grace period (or the owner's
+ *   check of visitors) waits for our section. Only the shared path pays
+ *   for it; a one-publisher seq's ask is on the stream, which the
+ *   enqueuer's reference pins. The release reads and CASes the slot inside
+ *   its walk's section. The cost against the CAS it replaces: the read
+ *   lock and unlock (no locked instruction, no shared line written),
+ *   instructions measured in bench/RESULTS.md, "(pub11)".
+ *   Destroy. The destroyer's walk is a release and asks as above. A
+ *   retracting enqueuer (DESTROY below) exchanges its state to RETRACTED (a
+ *   locked RMW: its store before its next load), then takes an ASKED off
+ *   its slot by the same CAS; the asker, reading RETRACTED after its
+ *   barrier, CASes likewise: nothing to take either way, and by the
+ *   store->load argument (RETRACTED for FULL) an ask the enqueuer missed is
+ *   answered RETRACTED to its asker, which skips the slot. The enqueuer
+ *   still holds the slot (unresolved) while it reads the ask: no pin needed.
+ *   Queries read state alone (FULL: the payload), never the ask. ABANDONED
+ *   is no longer stored in a slot: the value names what ldg__overtake_*
+ *   return for "someone else takes the entry".
+ *   Owned streams' seqs published both ways (OWNED STREAMS, "Publication",
+ *   LDG__PUB_BOTH) store FULL as above and read both asks, the slot's in
+ *   the section and then s->asked (the light barrier orders both loads after
+ *   the store); their release asks in one place, chosen by ldg__seq_asks,
+ *   so the argument for that place holds unchanged. For every other seq the
+ *   enqueuer reads one place and the release must ask there (an ask where
+ *   the enqueuer does not look is answered by nobody): ldg__seq_asks makes
+ *   the release's choice match the enqueuer's LDG__PUB_* (internal.h).
+ *   No release waits for another thread (the spin is bounded), so ledger.h's
+ *   promise holds; a release that asks pays one membarrier (it waits for
+ *   IPIs, not for a thread's progress; ledger.h, (j)), on shared streams
+ *   too since pub11. ThreadSanitizer sees no membarrier; it needs none,
+ *   as for the one-publisher handshake below: the fence decides who takes
+ *   the entry, and what one side reads of the other's writes comes through
+ *   an acquire/release pair it sees (the payload through state's release
+ *   store and the taker's acquire load; what the asking release knew
+ *   through its release store of the ask and the enqueuer's acquire load).
+ *   Model: ledger/model/pub_shared.pml (two publishers of one stream with
+ *   store buffers, two releases whose asks are buffered too, membarrier
+ *   drains every buffer, a slot's second life once its first is resolved
+ *   and unpinned); mutants BUG_PUB11_NO_MEMBARRIER (an entry taken by
+ *   nobody), BUG_PUB11_NO_CAS (the asker takes a FULL slot without its CAS:
+ *   twice), BUG_PUB11_ENQ_NO_CAS (the enqueuer takes an ASKED entry back
+ *   without its CAS: twice), BUG_PUB11_NO_RESET (the taking CAS leaves ASKED
+ *   on the slot: its next life's enqueuer takes that entry too),
+ *   BUG_PUB11_NO_PIN (the section ends before the load of the ask: a later
+ *   life's ask read). Tests: tests/torture/shared_pub_test.c.
+
  * PUBLICATION ON A STREAM WITH ONE PUBLISHER (the single-issuer streams,
  * ldg__one_publisher, and the seqs an owned stream's owner reserved:
  * OWNED STREAMS, "Publication", says how the two meet; ldg__publish_one
@@ -174,8 +274,8 @@
  *   exchange to RETRACTED, takes an ask about its seq off the word (the
  *   asker, reading RETRACTED, may race it: nothing to take either way); no
  *   seq after a retracted one is reserved, so no release can adopt it.
- *   The slot's state before publication is written by its enqueuer alone
- *   (FULL, RETRACTED); ABANDONED is not used on these streams.
+ *   The slot's state is written by its enqueuer alone before publication
+ *   (FULL, RETRACTED), here as on shared seqs.
  *   The destroy handshake's light barrier (SINGLE-ISSUER STREAMS) is not
  *   folded into this one: the enqueuer must read destroyed before it
  *   publishes (a publication cannot be taken back once a release may have
@@ -202,11 +302,11 @@
  *   releases up to it. An enqueuer reads destroyed (seq_cst) after its
  *   reserving CAS (seq_cst). In the single order of seq_cst operations either
  *   the destroyer's read of tail comes after the reservation — the seq is in
- *   the destroyer's interval and is taken or abandoned as above — or the
+ *   the destroyer's interval and is taken or asked about as above — or the
  *   enqueuer's read of destroyed comes after the flag — the enqueuer retracts
  *   the slot (RETRACTED), counts it resolved and refuses with LDG_EDESTROYED,
  *   keeping its keep. (Both can happen: then a destroyer that finds EMPTY
- *   abandons it and the enqueuer still retracts; the seq is simply dropped.)
+ *   asks, and the enqueuer still retracts; the seq is simply dropped.)
  *
  * SINGLE-ISSUER STREAMS (LDG_STREAM_SINGLE_ISSUER, opt-in)
  *   The caller promises that the calls recording on s (enqueues, and waits
@@ -229,7 +329,7 @@
  *   membarrier, which runs a full barrier on every thread of the process
  *   that is running (a thread switched out has passed one). That barrier
  *   falls either after the enqueuer's store of tail — the destroyer's load
- *   then sees the seq, and its walk takes or abandons the slot as above —
+ *   then sees the seq, and its walk takes the slot or asks as above —
  *   or before the enqueuer's load of destroyed, which then sees the flag,
  *   and the enqueuer retracts. The two outcomes of DESTROY, and nothing
  *   else. Without membarrier both sides use seq_cst fences (C11's form of
@@ -318,29 +418,32 @@
  *   queries (summary.c), ldg_pending_count (registry.c; the owner's add to
  *   waits_enqueued is a release after its release store of otail, as after
  *   the CAS before) and segment.c's heuristics (relaxed, hints) read it so.
- *   Publication (pub9). The owner publishes as a one-publisher stream
- *   does (a plain store of FULL, the load of asked), so the one locked
- *   instruction left per op goes; the shared path's seqs keep the CAS.
- *   A store of FULL over ABANDONED would let both sides take the entry, so
- *   the enqueuer's choice and that of the release finding the slot EMPTY
- *   (ask, or CAS to ABANDONED) must agree for every seq, and the mode
- *   changes during the stream's life. The choice is fixed per seq when it
- *   is reserved (ldg__enqueue_entry's pub):
+ *   Publication (pub9; pub11). The owner publishes as a one-publisher
+ *   stream does (a plain store of FULL, the load of asked), so the one
+ *   locked instruction left per op goes; the shared path's seqs are
+ *   published as PUBLICATION says (a store, then the slot's ask). An ask
+ *   where the enqueuer does not look is answered by nobody, so the
+ *   enqueuer's choice and that of the release finding the slot EMPTY (ask
+ *   through s->asked, or through the slot) must agree for every seq, and
+ *   the mode changes during the stream's life. The choice is fixed per seq
+ *   when it is reserved (ldg__enqueue_entry's pub):
  *     STORE  a seq whose R2 read the owner's token (the owner's, and
  *            below the installed base B = T + 1: R2 before the barrier,
  *            so the store before it, so T covers it);
  *     BOTH   the contested seq B, whoever holds it (the installer, or the
  *            owner whose R2 saw the revocation and kept it), and the owner
- *            seq q = T kept by an R2 that saw the revocation: the CAS
- *            EMPTY -> FULL, then (light barrier) the load of asked and, if
- *            it names seq, the CAS that takes the ask off (as
- *            ldg__publish_one). Against an abandoning release the CAS
- *            decides (PUBLICATION); against an asking one the load after
- *            the CAS is the store->load pair of the one-publisher
- *            handshake (the CAS is its store of FULL). So either choice of
- *            the release is right for these seqs;
- *     CAS    the shared path's seqs, all above B.
- *   The release (ldg__seq_asks) asks iff tail reads 0, or seq < s->obase.
+ *            seq q = T kept by an R2 that saw the revocation: the store
+ *            of FULL, then (light barrier) the load of the slot's ask in
+ *            the read-side section and the load of asked, each followed,
+ *            if it asks about seq, by the CAS that takes it off
+ *            (ldg__publish_shared). Against a release asking in the slot
+ *            this is PUBLICATION; against one asking through s->asked the
+ *            load of asked after the store is the one-publisher
+ *            handshake's store->load pair. So either choice of the release
+ *            is right for these seqs;
+ *     SLOT   the shared path's seqs, all above B.
+ *   The release (ldg__seq_asks) asks through s->asked iff tail reads 0, or
+ *   seq < s->obase, and through the slot otherwise.
  *   obase is B, agreed by CAS from 0 by the helpers before any installs
  *   tail (each installs tail = the agreed B: a valid base for all, since
  *   the first's T was read after a barrier that follows the PENDING CAS;
@@ -350,16 +453,17 @@
  *   seq <= the owner's last otail <= B: a STORE or BOTH seq. Tail read
  *   nonzero: obase (acquire after the acquire of tail, which reads the
  *   installing seq_cst CAS or an RMW after it, sequenced after the obase
- *   CAS) is B; seq < B is STORE or BOTH, seq >= B is BOTH or CAS. A stream
- *   never owned has obase 0: nothing asks. Each seq thus gets a release
- *   choice its enqueuer handles.
+ *   CAS) is B; seq < B is STORE or BOTH, seq >= B is BOTH or SLOT. A
+ *   stream never owned has obase 0: every ask is in the slot. Each seq
+ *   thus gets a release choice its enqueuer handles.
  *   Invariants of the one-publisher argument, for the seqs that are asked
  *   about: (a) at most one mid-publication: the owner's calls never
- *   overlap, shared seqs never ask; the installer's B may be reserved
+ *   overlap, shared seqs never ask through s->asked; the installer's B may be reserved
  *   while the owner still publishes its last seq T, but a release asks
  *   about B only if it read tail 0, i.e. owns B through the owner's store
  *   of otail = B, made after the owner's enqueue of T returned (so it is
- *   not then in flight); with tail read nonzero B's release abandons. (b)
+ *   not then in flight); with tail read nonzero B's release asks in the
+ *   slot. (b)
  *   The adoption rule (an ask for w < Y on the word means w's enqueue
  *   returned before Y was reserved): among owner seqs as before; for Y =
  *   B asked, "reserved" is the owner's store of otail = B (its enqueues of
@@ -962,7 +1066,7 @@ static inline __attribute__((always_inline)) void ldg__enqueue_light(
  * destroy handshake is the asymmetric one (the seq was reserved by a
  * store of otail, not a seq_cst RMW of tail). *pub: how the seq is
  * published (LDG__PUB_*; OWNED STREAMS, "Publication"); the caller set it
- * to LDG__PUB_CAS. */
+ * to LDG__PUB_SLOT. */
 static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
                                             bool *asym, int *pub) {
   for (;;) {
@@ -1225,6 +1329,65 @@ static __attribute__((noinline)) void ldg__retract_asked(ldg_stream *s,
   if (ldg__load_acquire(&s->asked) == seq) (void)ldg__publish_asked(s, seq);
 }
 
+/* The enqueuer's side of PUBLICATION once it read its slot's ask ASKED:
+ * one CAS against the asking release's; true if the entry is ours again.
+ * The CAS writes NONE: the slot's next life starts with no ask. */
+static __attribute__((noinline)) bool ldg__publish_slot_asked(
+    ldg_stream *s, struct ldg__slot *slot) {
+  (void)s; /* the hook's */
+  LDG__HOOK(LDG__HOOK_ENQUEUE_ASK_SEEN, s);
+  uint8_t a = LDG__ASK_ASKED;
+  /* acq_rel: the CAS alone decides against the release's CAS ASKED ->
+   * NONE (one modification order of ask); its acquire half pairs with the
+   * release store of the ask, so the keep we run happens after what that
+   * release knew (the work it covered complete). */
+  return ldg__cas_acq_rel(&slot->ask, &a, (uint8_t)LDG__ASK_NONE);
+}
+
+/* Publishes a filled slot of a shared seq (LDG__PUB_SLOT) with a plain
+ * store, or a seq published both ways (LDG__PUB_BOTH, which also reads
+ * s->asked). True if published (a release takes it); false if the release
+ * that asked gave it back to us: FULL, ours, unresolved (PUBLICATION). */
+static inline __attribute__((always_inline)) bool ldg__publish_shared(
+    ldg_stream *s, struct ldg__slot *slot, ldg_seq seq, bool both) {
+  /* The pin: once FULL, the slot may be taken, resolved and its segment
+   * retired before our load of its ask below; the read-side section (with
+   * the visitor count where hot reuse needs it) keeps the segment from
+   * being reused or freed until we have read it (PUBLICATION, "The pin"). */
+  bool v = ldg__ring_read_lock(s);
+  /* Release: publishes the payload (acquire in the release walk and the
+   * queries). A store: before it only this enqueuer writes the slot's
+   * state (a release that finds it EMPTY asks instead). */
+  ldg__store_release(&slot->state, (uint32_t)LDG__SLOT_FULL);
+  LDG__HOOK(LDG__HOOK_ENQUEUE_STORED, s);
+  /* The store above before the load below: a compiler barrier, whose
+   * heavy side an asking release runs between its ask and its second read
+   * of state (rcu.h). Acquire: pairs with the release store of the ask. */
+  ldg__asym_light();
+  bool mine = false;
+  if (__builtin_expect(ldg__load_acquire(&slot->ask) != LDG__ASK_NONE, 0))
+    mine = ldg__publish_slot_asked(s, slot);
+  ldg__ring_read_unlock(s, v);
+  /* Both ways: a release of seq asks in one place only (ldg__seq_asks);
+   * the light barrier above orders this load after the store too.
+   * Acquire: as ldg__publish_one's. */
+  if (__builtin_expect(both, 0) && !mine &&
+      ldg__load_acquire(&s->asked) == seq)
+    mine = ldg__publish_asked(s, seq);
+  return !mine;
+}
+
+/* A retracting enqueuer of a shared seq, after its exchange to RETRACTED:
+ * a release that asked and read EMPTY left its ask to us; take it off (the
+ * asker, reading RETRACTED, may race us to it: nothing to take either
+ * way). The slot is ours until we resolve it. */
+static __attribute__((noinline)) void ldg__retract_slot_asked(
+    ldg_stream *s, struct ldg__slot *slot) {
+  /* Acquire: as ldg__publish_shared's load (nothing is read after it). */
+  if (ldg__load_acquire(&slot->ask) != LDG__ASK_NONE)
+    (void)ldg__publish_slot_asked(s, slot);
+}
+
 /* The enqueue, for both kinds. Always inlined into its two callers below,
  * each of which builds e on its own stack with a constant kind: the
  * compiler then keeps e's fields in registers and drops the other kind's
@@ -1258,7 +1421,7 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   bool asym = single;
   /* How seq is published, fixed with its reservation: the release that
    * finds its slot EMPTY makes the matching choice (ldg__seq_asks). */
-  int pub = single ? LDG__PUB_STORE : LDG__PUB_CAS;
+  int pub = single ? LDG__PUB_STORE : LDG__PUB_SLOT;
   int rc = __builtin_expect(single, 0)
                ? ldg__ring_reserve_single(s, &seq)
                : ldg__ring_reserve_default(s, &seq, &asym, &pub);
@@ -1288,12 +1451,14 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
     gone = ldg__load_seq_cst(&s->destroyed);
   }
   if (gone) {
-    /* An exchange, whatever the destroyer left (EMPTY or ABANDONED); it
-     * publishes nothing: a destroyer that reads RETRACTED (acquire) skips
-     * the slot without touching it. */
+    /* An exchange (a locked RMW: its store before the loads of the asks
+     * below, as the light barrier orders a publication's); it publishes
+     * nothing: a destroyer that reads RETRACTED (acquire) skips the slot
+     * without touching it. */
     ldg__exchange_acq_rel(&slot->state, (uint32_t)LDG__SLOT_RETRACTED);
     /* A release that asked about seq and read EMPTY left the ask to us. */
-    if (pub != LDG__PUB_CAS) ldg__retract_asked(s, seq);
+    if (pub != LDG__PUB_STORE) ldg__retract_slot_asked(s, slot);
+    if (pub != LDG__PUB_SLOT) ldg__retract_asked(s, seq);
     /* The destroyer may still be walking to this slot, so its state cannot
      * be reset: the segment will not be reused. Relaxed: sequenced before
      * our seq_cst add to g->resolved, which the retirer reads (ldg__seg_
@@ -1328,63 +1493,21 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   if (e->kind == LDG__KIND_OP && pubf_on)
     ldg__pubf_note_entry(g, e->vec_ids, e->n_vec, e->ranges, e->n_rng,
                          pub == LDG__PUB_STORE); /* e's fields, not &e: they stay in registers */
-  if (__builtin_expect(pub == LDG__PUB_STORE, 1)) {
-    /* No locked operation (PUBLICATION ON A STREAM WITH ONE PUBLISHER). */
-    bool published = ldg__publish_one(s, slot, seq, single);
-    ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
-    if (seq_out != NULL) *seq_out = seq;
-    if (__builtin_expect(published, 1)) {
-      LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
-      return LDG_OK;
-    }
-    /* Given back by the release that asked: ours to release. */
-    ldg__take_one(s, g, slot);
-    return LDG_OK;
-  }
-  uint32_t expected = LDG__SLOT_EMPTY;
-  /* Publishes the payload written above (release half; acquire in the
-   * release walk and in the queries). Fails only if a release abandoned the
-   * slot to us (the failure's acquire pairs with that CAS). */
-  if (ldg__cas_acq_rel(&slot->state, &expected, (uint32_t)LDG__SLOT_FULL)) {
-    ldg__issuing_end(s);
-    if (seq_out != NULL) *seq_out = seq;
-    /* Published both ways (the contested seq of a revocation, or the
-     * owner's seq whose R2 saw one: OWNED STREAMS, "Publication"): its
-     * release may have asked instead of abandoning. The CAS is our store
-     * of FULL; the load of asked after it, as in ldg__publish_one. */
-    if (__builtin_expect(pub == LDG__PUB_BOTH, 0)) {
-      ldg__asym_light();
-      /* Acquire: as ldg__publish_one's. */
-      if (ldg__load_acquire(&s->asked) == seq && ldg__publish_asked(s, seq)) {
-        ldg__take_one(s, g, slot); /* given back: ours to release */
-        return LDG_OK;
-      }
-    }
+  /* No locked operation either way (PUBLICATION ON A STREAM WITH ONE
+   * PUBLISHER; PUBLICATION). */
+  bool published = __builtin_expect(pub == LDG__PUB_STORE, 1)
+                       ? ldg__publish_one(s, slot, seq, single)
+                       : ldg__publish_shared(s, slot, seq,
+                                             pub == LDG__PUB_BOTH);
+  ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
+  if (seq_out != NULL) *seq_out = seq;
+  if (__builtin_expect(published, 1)) {
     LDG__HOOK(LDG__HOOK_ENQUEUE_PUBLISHED, s);
     return LDG_OK;
   }
-
-  /* A release covering seq passed while we were publishing: the entry is
-   * ours to release. The slot was never FULL, so no query read its
-   * payload: it can be freed at once. The release that abandoned it is done
-   * with it: back to EMPTY for the segment's next life. Relaxed: ordered
-   * by the resolve below, as in ldg__take_chunk. */
-  ldg__issuing_end(s); /* done with s's tail: the keep may record on s */
-  ldg__store_relaxed(&slot->state, (uint32_t)LDG__SLOT_EMPTY);
-  ldg__resolve_one(s, g);
-  ldg__ext_free_now(ext);
-  if (seq_out != NULL) *seq_out = seq;
-  /* Taken by us: out of the index before the keep runs. */
-  if (vx != NULL) ldg__vindex_remove(vx, e->vec_ids, e->n_vec);
-  if (e->kind == LDG__KIND_OP) {
-    /* Release: pairs with the acquire load in ldg_pending_count; our own
-     * reservation on tail is sequenced before. */
-    ldg__fetch_add_release(&s->ops_released, 1);
-    ldg__thread_ops++;
-    if (e->keep.release != NULL) e->keep.release(e->keep.ctx);
-  } else {
-    ldg__fire_wait(e->target, e->upto);
-  }
+  /* Given back by the release that asked: ours to release. */
+  LDG__HOOK(LDG__HOOK_ENQUEUE_GIVEN_BACK, s);
+  ldg__take_one(s, g, slot);
   return LDG_OK;
 }
 
@@ -1470,6 +1593,19 @@ unsigned ldg__fast_reserve(void) { return LDG__FAST_R; }
 uint64_t ldg__testing_asked(ldg_stream *s) {
   /* Acquire: a test reads it at a quiet moment. */
   return ldg__load_acquire(&s->asked);
+}
+
+unsigned ldg__testing_slot_asks(ldg_stream *s) {
+  unsigned n = 0;
+  bool v = ldg__ring_read_lock(s);
+  /* Acquire: as in ldg__take_chunk (a test reads them at a quiet moment). */
+  for (struct ldg__seg *g = ldg__load_seq_cst(&s->head); g != NULL;
+       g = ldg__load_acquire(&g->next)) {
+    for (uint32_t i = 0; i < g->size; i++)
+      n += ldg__load_acquire(&g->slots[i].ask) != LDG__ASK_NONE;
+  }
+  ldg__ring_read_unlock(s, v);
+  return n;
 }
 
 uint64_t ldg__ring_tail_end(ldg_stream *s) {

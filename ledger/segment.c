@@ -5,7 +5,8 @@
  *
  * WHO MAY RECLAIM A SLOT, AND WHEN
  *   A slot is resolved once, by whoever took its entry: the release that took
- *   a FULL slot, or the enqueuer of an ABANDONED or RETRACTED one. A wait's
+ *   a FULL slot, the enqueuer of a RETRACTED one or of one a release that
+ *   asked gave back (ring.c, PUBLICATION). A wait's
  *   slot is resolved only when its firing has finished (see below). The
  *   resolver also puts the slot's state back to EMPTY — before counting it
  *   resolved, since after that the segment may be retired — (nobody else
@@ -400,9 +401,10 @@ static struct ldg__seg *ldg__seg_get(ldg_stream *s, ldg_seq base,
                                      uint32_t size) {
   struct ldg__seg *g = ldg__pool_pop(s, size);
   if (g == NULL) return ldg__seg_alloc(s->ledger, base, size);
-  /* Every slot of a pooled segment is EMPTY already: whoever resolved it
-   * reset it (WHO MAY RECLAIM A SLOT), and segments with a retracted slot
-   * are never pooled. So no memset: that was 64 KiB at 1024 slots. */
+  /* Every slot of a pooled segment is EMPTY already, its ask NONE:
+   * whoever resolved it reset them (WHO MAY RECLAIM A SLOT; the ask: the
+   * CAS that took it off, ring.c, PUBLICATION), and segments with a
+   * retracted slot are never pooled. So no memset: that was 64 KiB at 1024 slots. */
   g->base = base;
   /* Relaxed: g is ours until the seq_cst CAS that links it (or, for a
    * first segment, the registry's release store) publishes it. */

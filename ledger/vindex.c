@@ -29,11 +29,11 @@
  *   bucket says "maybe" for good, which is always allowed.
  *
  * WHEN AN ENTRY IS ADDED AND REMOVED (ring.c, release.c)
- *   Added by its enqueuer before the publishing CAS (and after the destroy
+ *   Added by its enqueuer before the publishing store (and after the destroy
  *   handshake: a refused enqueue adds nothing); removed by whoever takes
  *   the entry: the release that took a FULL slot (ldg__take_chunk, before
- *   its keep runs), or the enqueuer whose slot a release abandoned (it
- *   never became FULL, so no query found it; removed before the keep runs).
+ *   its keep runs), or the enqueuer whose entry a release that asked gave
+ *   back (ldg__take_one, before the keep runs; ring.c, PUBLICATION).
  *   The add is sequenced before the publication, which happens-before the
  *   take (acquire of FULL), which is sequenced before the remove: every
  *   entry's add precedes its remove in the word's modification order. A

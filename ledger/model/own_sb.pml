@@ -68,6 +68,12 @@
  * reached): the owner takes an ask off before it reserves again, and the
  * installer's seq is asked about only with tail 0 (ring.c, invariant (a)).
  * Adoption between two releases is pub_sb.pml's.
+ * Since pub11 the C publishes shared seqs, and BOTH seqs' slot side, with a
+ * store of FULL, and a release that finds such a slot EMPTY asks in the
+ * slot (ring.c, PUBLICATION): the CAS EMPTY -> FULL and the walk's CAS
+ * EMPTY -> ABANDONED here stand for that handshake, whose outcomes
+ * pub_shared.pml checks under store buffers (a FULL slot taken by its
+ * release, an EMPTY one left to its enqueuer, which takes the entry).
  *
  * Mutants (each must fail):
  *   BUG_PUB9_BY_MODE             (OWN_PUB) a release asks by the stream's

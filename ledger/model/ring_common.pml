@@ -93,6 +93,14 @@
  *   acq_rel:  CAS slot->state EMPTY->FULL and EMPTY->ABANDONED, exchange
  *             slot->state RETRACTED, weak CAS released, weak CAS and
  *             exchange of a pool's top;
+ *             (since pub11 the C publishes a shared seq with a store and
+ *             a release that finds it EMPTY asks in the slot, ring.c,
+ *             PUBLICATION; its outcomes are this model's two CASes': the
+ *             release takes a FULL slot, or leaves an EMPTY one to its
+ *             enqueuer, which takes the entry before it returns, and a
+ *             slot's life starts EMPTY. pub_shared.pml checks that the
+ *             handshake gives exactly these, under store buffers; here the
+ *             CASes stand for it, as atomic decisions on the slot;)
  *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
  *             wait target/upto, frame fields): written before publication
  *             or by their one owner.

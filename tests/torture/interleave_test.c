@@ -52,7 +52,7 @@
  *                        settle, stream destroy, a last unref.
  *   retracted-not-pooled an enqueue parked after reserving the first
  *                        segment's last seq while another links a second
- *                        segment and destroy abandons the seq: the enqueuer
+ *                        segment and destroy asks about the seq: the enqueuer
  *                        retracts it and retires the segment, which must not
  *                        be pooled (its slot is RETRACTED, not reset); a new
  *                        stream's first segment is clean (a mutant that did
@@ -80,9 +80,10 @@
  *                        the extension comes, is set aside: through a grace
  *                        period, into the pool (gp-spare-aside).
  *   abandon-vs-publish   a release reads a slot EMPTY and is parked before its
- *                        abandoning CAS; the enqueuer publishes; the CAS
- *                        fails and the release takes the entry (a plain
- *                        store, mutant slot-abandon-store, lost it).
+ *                        spin and ask; the enqueuer publishes (a store: no
+ *                        ask read); the release's spin reads FULL and takes
+ *                        the entry (before pub11: its abandoning CAS failed;
+ *                        a plain store, mutant slot-abandon-store, lost it).
  * Exit 0: every case passed. `interleave_test CASE` runs one.
  */
 #include <errno.h>
@@ -664,7 +665,7 @@ static void spare_aside_vs_pop(void) {
   finish(l, (ldg_stream *[]){s, y, w}, 3);
 }
 
-/* ---- abandon-vs-publish (mutation sweep: slot-abandon-store) -------------- */
+/* ---- abandon-vs-publish (mutation sweep: slot-abandon-store, before pub11) - */
 
 static void abandon_vs_publish(void) {
   begin("a release that saw a slot EMPTY races its enqueuer's publication");
@@ -680,16 +681,16 @@ static void abandon_vs_publish(void) {
   worker_reached(&e);
   CHECK_EQ_U(ldg_mark(s), 2);
   /* R releases to 2: takes seq 1, reads seq 2's slot EMPTY, is parked
-   * before abandoning it (in RCU). */
+   * before its spin and ask (in RCU). */
   worker_start(&r, "R releasing to 2", LDG__HOOK_RELEASE_SAW_EMPTY, s, false,
                do_release_mark, s);
   worker_reached(&r);
-  /* E publishes: its CAS EMPTY -> FULL wins; it returns, the entry held. */
+  /* E publishes: it stores FULL, reads no ask; it returns, the entry held. */
   worker_go(&e);
   worker_join(&e);
   expect_runs(k1, k1 + 1, 0, "seq 2's keep, published, before R goes on");
-  /* R's abandoning CAS must fail and take the FULL slot: its keep runs
-   * once, now (a plain store of ABANDONED lost it: nobody ran it). */
+  /* R's spin reads FULL and takes the slot, asking nothing: its keep runs
+   * once, now (ring.c, PUBLICATION). */
   worker_go(&r);
   worker_join(&r);
   expect_runs(k0, k1 + 1, 1, "seq 1's and seq 2's keeps, taken by R");
@@ -991,7 +992,7 @@ static void retracted_not_pooled(void) {
                do_enqueue_refused, s);
   worker_reached(&e);
   (void)enq(s); /* seq 9: a second segment follows the first */
-  /* Destroy abandons seq 8 to E, which then finds s destroyed: it retracts
+  /* Destroy asks E about seq 8 and leaves it; E then finds s destroyed: it retracts
    * the slot and completes the first segment, which is retired. */
   CHECK_RC(ldg_stream_destroy(s), LDG_OK);
   worker_go(&e);

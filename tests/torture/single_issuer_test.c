@@ -246,155 +246,9 @@ static void test_destroy_race(void) {
 }
 
 /* ---- overtaking: releases and a parked publication (ring.c, PUBLICATION ON
- * A STREAM WITH ONE PUBLISHER) ------------------------------------------------
- * Parks: a thread tagged `who` passing `point` on the target stream parks
- * once (armed), posts `parked` and waits for `go`. Thread tags: 1 the
- * issuer, 2 and 3 releases, 4 the destroyer. */
+ * A STREAM WITH ONE PUBLISHER): the parks and calls of overtake.h -------- */
 
-enum { T_ISSUER = 1, T_R1 = 2, T_R2 = 3, T_DESTROYER = 4, N_PARKS = 4 };
-
-static struct {
-  ldg_stream *target;
-  struct {
-    int point, who;
-    atomic_bool armed;
-    sem_t parked, go;
-  } p[N_PARKS];
-} ot;
-
-static void ot_hook(enum ldg__hook_point point, struct ldg_stream *s,
-                    void *arg) {
-  (void)arg;
-  if (s != ot.target) return;
-  for (int i = 0; i < N_PARKS; i++) {
-    if (ot.p[i].point != (int)point || ot.p[i].who != my_tag) continue;
-    if (!atomic_exchange(&ot.p[i].armed, false)) continue;
-    sem_post(&ot.p[i].parked);
-    sem_wait_or_fail(&ot.p[i].go, "overtaking: a parked thread let go");
-  }
-}
-
-/* Arms park i: thread `who` at `point`. */
-static void ot_arm(int i, int point, int who) {
-  ot.p[i].point = point;
-  ot.p[i].who = who;
-  atomic_store(&ot.p[i].armed, true);
-}
-static void ot_wait_parked(int i) {
-  sem_wait_or_fail(&ot.p[i].parked, "overtaking: thread reached its park");
-}
-static void ot_go(int i) { sem_post(&ot.p[i].go); }
-
-struct ot_call {
-  int tag;
-  ldg_stream *s;
-  uint32_t id;  /* enqueue: the keep's id; release: unused */
-  ldg_seq upto; /* release: upto; 0 = enqueue */
-  int rc;
-  ldg_seq seq;
-  sem_t done;
-};
-
-#define OT_CALL(tag_, s_, id_, upto_) \
-  {.tag = (tag_), .s = (s_), .id = (id_), .upto = (upto_), .rc = 1}
-
-static void *ot_thread(void *p) {
-  struct ot_call *c = p;
-  my_tag = c->tag;
-  if (c->upto == 0)
-    c->rc = ldg_enqueue(c->s, keep_of(c->id), &(uint64_t){c->id}, 1, NULL,
-                        0, &c->seq);
-  else if (c->tag == T_DESTROYER)
-    c->rc = ldg_stream_destroy(c->s);
-  else
-    c->rc = ldg_release(c->s, c->upto);
-  sem_post(&c->done);
-  return NULL;
-}
-
-static void ot_start(struct ot_call *c, pthread_t *th) {
-  sem_init(&c->done, 0, 0);
-  CHECK(pthread_create(th, NULL, ot_thread, c) == 0);
-}
-
-/* Waits for c's call to return (a watchdog, not a timing assertion). */
-static void ot_join(struct ot_call *c, pthread_t th, const char *what) {
-  sem_wait_or_fail(&c->done, what);
-  pthread_join(th, NULL);
-  sem_destroy(&c->done);
-}
-
-/* Keep id ran exactly once so far, on the thread tagged tag. */
-#define ran_once_by(id, tag)                           \
-  do {                                                 \
-    CHECK_EQ_U(ran_of(id), 1);                         \
-    CHECK_EQ_U(atomic_load(&ran_by[(id)]), (tag));     \
-  } while (0)
-
-static ldg_ledger *ot_setup(ldg_stream **s, uint32_t n_keeps) {
-  reset(n_keeps + 1);
-  for (int i = 0; i < MAX_BY; i++) atomic_store(&ran_by[i], 0);
-  ldg_ledger *l;
-  CHECK_RC(ldg_ledger_create(&l), LDG_OK);
-  CHECK_RC(ldg_ledger_index_vectors(l, 64), LDG_OK);
-  CHECK_RC(ldg_stream_create(l, 0, SI, NULL, NULL, s), LDG_OK);
-  ot.target = *s;
-  for (int i = 0; i < N_PARKS; i++) {
-    atomic_store(&ot.p[i].armed, false);
-    sem_init(&ot.p[i].parked, 0, 0);
-    sem_init(&ot.p[i].go, 0, 0);
-  }
-  CHECK(ldg__set_hook(ot_hook, NULL));
-  return l;
-}
-
-static void ot_teardown(ldg_ledger *l, ldg_stream *s, uint32_t n) {
-  ldg__set_hook(NULL, NULL);
-  CHECK_EQ_U(ldg__testing_asked(s), 0);
-  CHECK_EQ_U(ldg_pending_count(s), 0);
-  for (uint32_t i = 1; i <= n; i++) {
-    if (ran_of(i) != 1) FAIL("keep %u ran %u times", i, ran_of(i));
-    CHECK(!ldg_holds_vector(l, i));
-  }
-  ldg_stream_unref(s);
-  ldg_ledger_destroy(l);
-  for (int i = 0; i < N_PARKS; i++) {
-    sem_destroy(&ot.p[i].parked);
-    sem_destroy(&ot.p[i].go);
-  }
-  printf("ok - %s\n", g_case);
-}
-
-/* The issuer parked between its reservation and its publication: a release
- * owning the seq asks, leaves, and returns without it (the stall: it never
- * waits for the issuer); the issuer then finds the ask and releases its
- * entry itself. */
-static void test_overtake_parked(void) {
-  g_case = "overtake-parked";
-  ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 2);
-  my_tag = T_ISSUER;
-  CHECK_RC(ldg_enqueue(s, keep_of(1), &(uint64_t){1}, 1, NULL, 0, NULL),
-           LDG_OK);
-  ot_arm(0, LDG__HOOK_ENQUEUE_RESERVED, T_ISSUER);
-  struct ot_call e = OT_CALL(T_ISSUER, s, 2, 0), r = OT_CALL(T_R1, s, 0, 2);
-  pthread_t te, tr;
-  ot_start(&e, &te);
-  ot_wait_parked(0);
-  CHECK_EQ_U(ldg_mark(s), 2);
-  ot_start(&r, &tr);
-  ot_join(&r, tr, "overtake-parked: the release returns, issuer parked");
-  CHECK_RC(r.rc, LDG_OK);
-  ran_once_by(1, T_R1);
-  CHECK_EQ_U(ran_of(2), 0);
-  CHECK_EQ_U(ldg__testing_asked(s), 2); /* left to the issuer */
-  ot_go(0);
-  ot_join(&e, te, "overtake-parked: the issuer returns");
-  CHECK_RC(e.rc, LDG_OK);
-  CHECK_EQ_U(e.seq, 2);
-  ran_once_by(2, T_ISSUER);
-  ot_teardown(l, s, 2);
-}
+#include "tests/torture/overtake.h"
 
 /* Both sides see each other: the release asked before the issuer's store
  * and reads FULL after its fence, the issuer reads the ask. Variant
@@ -403,7 +257,7 @@ static void test_overtake_parked(void) {
 static void test_overtake_both(bool release_first) {
   g_case = release_first ? "overtake-both-release" : "overtake-both-issuer";
   ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 1);
+  ldg_ledger *l = ot_setup(&s, 1, SI);
   ot_arm(0, LDG__HOOK_ENQUEUE_RESERVED, T_ISSUER);
   ot_arm(1, LDG__HOOK_RELEASE_ASKED, T_R1);
   if (release_first) ot_arm(2, LDG__HOOK_ENQUEUE_STORED, T_ISSUER);
@@ -444,7 +298,7 @@ static void test_overtake_both(bool release_first) {
 static void test_two_asks(bool adopt) {
   g_case = adopt ? "two-asks-adopt" : "two-asks-later";
   ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 2);
+  ldg_ledger *l = ot_setup(&s, 2, SI);
   ot_arm(0, LDG__HOOK_ENQUEUE_RESERVED, T_ISSUER);
   ot_arm(1, LDG__HOOK_RELEASE_ASKING, T_R1);
   struct ot_call e1 = OT_CALL(T_ISSUER, s, 1, 0), r1 = OT_CALL(T_R1, s, 0, 1);
@@ -491,34 +345,6 @@ static void test_two_asks(bool adopt) {
   CHECK_RC(r1.rc, LDG_OK);
   CHECK_RC(r2.rc, LDG_OK);
   ot_teardown(l, s, 2);
-}
-
-/* Destroy racing the publication: the issuer parked after its reservation
- * (the destroyer asks, leaves; the issuer reads destroyed, retracts and
- * takes the ask off: refused, keep kept), or after its store of FULL (the
- * destroyer takes it: accepted, released once). */
-static void test_destroy_publication(bool stored) {
-  g_case = stored ? "destroy-stored" : "destroy-reserved";
-  ldg_stream *s;
-  ldg_ledger *l = ot_setup(&s, 1);
-  ot_arm(0, stored ? LDG__HOOK_ENQUEUE_STORED : LDG__HOOK_ENQUEUE_RESERVED,
-         T_ISSUER);
-  struct ot_call e = OT_CALL(T_ISSUER, s, 1, 0),
-                 d = OT_CALL(T_DESTROYER, s, 0, 1);
-  pthread_t te, td;
-  ot_start(&e, &te);
-  ot_wait_parked(0);
-  ot_start(&d, &td);
-  ot_join(&d, td, "destroy-publication: destroy returns, issuer parked");
-  CHECK_RC(d.rc, LDG_OK);
-  CHECK_EQ_U(ldg__testing_asked(s), stored ? 0 : 1);
-  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
-  ot_go(0);
-  ot_join(&e, te, "destroy-publication: the issuer returns");
-  CHECK_RC(e.rc, stored ? LDG_OK : LDG_EDESTROYED);
-  CHECK_EQ_U(ran_of(1), stored ? 1 : 0);
-  if (!stored) atomic_store(&ran[1], 1); /* refused: kept, as it should */
-  ot_teardown(l, s, 1);
 }
 
 /* ---- race-asks: one issuer, two releasers racing freely -------------------- */
@@ -636,13 +462,13 @@ int main(void) {
   test_handoff();
   test_destroy_parked();
   test_destroy_race();
-  test_overtake_parked();
+  ot_overtake_parked(SI, ldg__testing_asked, 2);
   test_overtake_both(true);
   test_overtake_both(false);
   test_two_asks(true);
   test_two_asks(false);
-  test_destroy_publication(false);
-  test_destroy_publication(true);
+  ot_destroy_publication(false, SI, ldg__testing_asked);
+  ot_destroy_publication(true, SI, ldg__testing_asked);
   test_race_asks();
   test_overlap_aborts();
   return 0;
