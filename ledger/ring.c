@@ -1544,14 +1544,10 @@ static bool ldg__enqueue_args_ok(const ldg_stream *s, const uint64_t *vec_ids,
   return true;
 }
 
-/* ldg_enqueue once its arguments passed ldg__enqueue_args_ok: cuda/'s entry
- * (thread_ops.h), which checks a hold with the same rules before its driver
- * call and would otherwise check it twice (bench/RESULTS.md, "Issue 11,
- * eleventh session: the launch row (launch11)"). Its own flattened copy of
- * the enqueue, as ldg_enqueue's below: ldg_enqueue as its checks and a tail
- * call to this one cost every direct caller ~16 instructions more (two
- * frames; ledger_bench's private row, bench/instr_per_op.sh). */
-__attribute__((flatten)) int ldg__enqueue_checked(
+/* The enqueue of an operation, its entry built on this frame with a
+ * constant kind (ldg__enqueue_entry says why): the body of both entry
+ * points below, each its own flattened copy. */
+static inline __attribute__((always_inline)) int ldg__enqueue_op(
     ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids, size_t n_vec,
     const ldg_range *ranges, size_t n_ranges, ldg_seq *seq_out) {
   const struct ldg__entry e = {
@@ -1565,6 +1561,19 @@ __attribute__((flatten)) int ldg__enqueue_checked(
   return ldg__enqueue_entry(s, &e, seq_out);
 }
 
+/* ldg_enqueue once its arguments passed ldg__enqueue_args_ok: cuda/'s entry
+ * (thread_ops.h), which checks a hold with the same rules before its driver
+ * call and would otherwise check it twice (bench/RESULTS.md, "Issue 11,
+ * eleventh session: the launch row (launch11)"). Its own flattened copy of
+ * the enqueue, as ldg_enqueue's below: ldg_enqueue as its checks and a tail
+ * call to this one cost every direct caller ~16 instructions more (two
+ * frames; ledger_bench's private row, bench/instr_per_op.sh). */
+__attribute__((flatten)) int ldg__enqueue_checked(
+    ldg_stream *s, ldg_keep keep, const uint64_t *vec_ids, size_t n_vec,
+    const ldg_range *ranges, size_t n_ranges, ldg_seq *seq_out) {
+  return ldg__enqueue_op(s, keep, vec_ids, n_vec, ranges, n_ranges, seq_out);
+}
+
 /* The public entry point lives here rather than in ledger.c with the other
  * entry points' checks so that the checks, the reservation and the slot
  * fill are one function: no call, no entry built in memory (flatten: as
@@ -1575,15 +1584,7 @@ __attribute__((flatten)) int ldg_enqueue(ldg_stream *s, ldg_keep keep,
                                          size_t n_ranges, ldg_seq *seq_out) {
   if (!ldg__enqueue_args_ok(s, vec_ids, n_vec, ranges, n_ranges))
     return LDG_EINVAL;
-  const struct ldg__entry e = {
-      .kind = LDG__KIND_OP,
-      .keep = keep,
-      .vec_ids = vec_ids,
-      .n_vec = n_vec,
-      .ranges = ranges,
-      .n_rng = n_ranges,
-  };
-  return ldg__enqueue_entry(s, &e, seq_out);
+  return ldg__enqueue_op(s, keep, vec_ids, n_vec, ranges, n_ranges, seq_out);
 }
 
 /* ---- Inspection (ledger_testing.h) ------------------------------------------------- */
