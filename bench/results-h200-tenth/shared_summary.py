@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises runs 10a-10c (issue 11, tenth session) from the rows the runs
+"""Summarises runs 10a-10c and 11a (issue 11, tenth and eleventh sessions) from the rows the runs
 printed: per thread count, the median over rounds of each ceiling shape and of
 the shared rows of each binary, with every round. Usage:
   shared_summary.py DIR SHAPES VARIANTS   e.g.
@@ -22,6 +22,7 @@ def rows(path):
     return out
 
 def med(xs):
+    xs = [x for x in xs if x is not None]  # no mutex column with --impl ledger
     return st.median(xs) if xs else float('nan')
 
 d, shapes, variants = sys.argv[1], sys.argv[2].split(','), sys.argv[3].split(',')
