@@ -32,9 +32,10 @@
  * WHY (S) HOLDS FOR own
  *   A query extends own over a run of slots from upto: slot q is "decided"
  *   when it is FULL (published: its payload is immutable until the segment's
- *   next life; the query adds its ids and ranges), ABANDONED or RETRACTED
- *   (never pending), or q <= released as the query read it (released only
- *   grows: a release covered q and no query reports q again). The run stops
+ *   next life; the query adds its ids and ranges), RETRACTED (never
+ *   pending; no slot holds ABANDONED since pub11), or q <= released as
+ *   the query read it (released only grows: a release covered q and no
+ *   query reports q again). The run stops
  *   at the first slot not decided (EMPTY above released: reserved or not,
  *   not yet published; it may become pending). The query then ORs and
  *   widens its findings into own (each word on its own: every field only

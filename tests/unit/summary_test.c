@@ -202,7 +202,7 @@ static void test_abandoned(void) {
   struct parked_enqueue e = {s, 8999, {0x3f0000, 64}, &na, -99, 0};
   pthread_t t;
   park_enqueue(&t, &e); /* seq 51 */
-  CHECK_OK(ldg_release(s, ldg_mark(s))); /* covers 51: abandons it */
+  CHECK_OK(ldg_release(s, ldg_mark(s))); /* covers 51: asks, leaves it */
   CHECK_EQ(n, 50);
   fill(s, &n, 9000, 0x400000, 50, 120); /* seqs 52.. */
   for (int k = 0; k < 3; k++) miss(l);
