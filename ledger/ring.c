@@ -1222,68 +1222,55 @@ static void ldg__fill_slot(struct ldg__slot *slot, const struct ldg__entry *e,
 
 /* The published filters (summary.c) of an operation at a seq of g, whose
  * life keeps them: its bounds, then the widening of the filter of that
- * seq's kind (one: published with LDG__PUB_STORE). Out of line, a second
- * pass over e's ids and ranges: an enqueue in a segment without published
- * filters pays a load and a branch, nothing else (bench/RESULTS.md, "Issue
- * 11, tenth session: the reader's lines (rdr10)"); ldg__pubf_note_entry
- * below calls it only where its own check could not say "admitted". */
+ * seq's kind (one: published with LDG__PUB_STORE), by ldg__pubf_note.
+ * Out of line, a second pass over e's ids and ranges, for operations of
+ * more than two ids or one range: an enqueue in a segment without
+ * published filters pays a load and a branch, nothing else (bench/
+ * RESULTS.md, "Issue 11, tenth session: the reader's lines (rdr10)"). */
 static __attribute__((noinline)) void ldg__pubf_note_slow(
     struct ldg__seg *g, const uint64_t *vec_ids, size_t n_vec,
     const ldg_range *ranges, size_t n_rng, bool one) {
   struct ldg__pubf_span x = {UINT64_MAX, 0, UINT64_MAX, 0};
-  if (n_vec == 1) { /* the common shapes without a loop */
-    x.vlo = x.vhi = vec_ids[0];
-  } else {
-    for (size_t i = 0; i < n_vec; i++) {
-      uint64_t v = vec_ids[i];
-      x.vlo = v < x.vlo ? v : x.vlo;
-      x.vhi = v > x.vhi ? v : x.vhi;
-    }
+  for (size_t i = 0; i < n_vec; i++) {
+    uint64_t v = vec_ids[i];
+    x.vlo = v < x.vlo ? v : x.vlo;
+    x.vhi = v > x.vhi ? v : x.vhi;
   }
-  if (n_rng == 1) {
-    x.alo = (uint64_t)ranges[0].addr;
-    x.ahi = x.alo + ((uint64_t)ranges[0].bytes - 1); /* checked: no wrap */
-  } else {
-    for (size_t i = 0; i < n_rng; i++) {
-      uint64_t a = (uint64_t)ranges[i].addr;
-      uint64_t last = a + ((uint64_t)ranges[i].bytes - 1); /* checked: no wrap */
-      x.alo = a < x.alo ? a : x.alo;
-      x.ahi = last > x.ahi ? last : x.ahi;
-    }
+  for (size_t i = 0; i < n_rng; i++) {
+    uint64_t a = (uint64_t)ranges[i].addr;
+    uint64_t last = a + ((uint64_t)ranges[i].bytes - 1); /* checked: no wrap */
+    x.alo = a < x.alo ? a : x.alo;
+    x.ahi = last > x.ahi ? last : x.ahi;
   }
   ldg__pubf_note(g, &x, one);
 }
 
-/* The same, with the common case inline (issue 11, eleventh session,
+/* The same, with the common shapes inline (issue 11, eleventh session,
  * rdr11: the call and the second pass cost a queried ledger's enqueue ~54
  * instructions): an operation naming at most two ids and one range (a
- * copy names one of each, a kernel two ids) that the filter admits already, as it does once a segment's ids
- * and ranges repeat, is checked here with the loads and compares of
- * ldg__pubf_note's no-store path, and nothing is written; anything else
- * (more ids or ranges, or a filter to widen) goes to ldg__pubf_note_slow.
- * Relaxed loads: a value that admits the entry stays so (every word only
- * grows in a life), as in ldg__pubf_note. */
+ * copy names one of each, a kernel two ids) has its bounds taken here
+ * without a loop, and ldg__pubf_note's check (loads and compares, nothing
+ * written while the filter admits them, as it does once a segment's ids
+ * and ranges repeat) runs inline; anything else goes to
+ * ldg__pubf_note_slow. */
 static inline __attribute__((always_inline)) void ldg__pubf_note_entry(
     struct ldg__seg *g, const uint64_t *vec_ids, size_t n_vec,
     const ldg_range *ranges, size_t n_rng, bool one) {
-  if (__builtin_expect(n_vec <= 2 && n_rng <= 1, 1)) {
-    const struct ldg__pubf *f = one ? &g->sum.one : &g->sum.any;
-    bool in = true;
-    if (n_vec != 0) { /* its ids: the first and the last */
-      uint64_t lo = ldg__load_relaxed(&f->vec_lo);
-      uint64_t hi = ldg__load_relaxed(&f->vec_hi);
-      uint64_t v0 = vec_ids[0], v1 = vec_ids[n_vec - 1];
-      in = (v0 >= lo) & (v0 <= hi) & (v1 >= lo) & (v1 <= hi);
-    }
-    if (n_rng == 1) {
-      uint64_t a = (uint64_t)ranges[0].addr;
-      in = in && a >= ldg__load_relaxed(&f->addr_lo) &&
-           a + ((uint64_t)ranges[0].bytes - 1) <= /* checked: no wrap */
-               ldg__load_relaxed(&f->addr_hi);
-    }
-    if (__builtin_expect(in, 1)) return;
+  if (__builtin_expect(n_vec > 2 || n_rng > 1, 0)) {
+    ldg__pubf_note_slow(g, vec_ids, n_vec, ranges, n_rng, one);
+    return;
   }
-  ldg__pubf_note_slow(g, vec_ids, n_vec, ranges, n_rng, one);
+  struct ldg__pubf_span x = {UINT64_MAX, 0, UINT64_MAX, 0};
+  if (n_vec != 0) { /* its ids: the first and the last */
+    uint64_t v0 = vec_ids[0], v1 = vec_ids[n_vec - 1];
+    x.vlo = v0 < v1 ? v0 : v1;
+    x.vhi = v0 < v1 ? v1 : v0;
+  }
+  if (n_rng == 1) {
+    x.alo = (uint64_t)ranges[0].addr;
+    x.ahi = x.alo + ((uint64_t)ranges[0].bytes - 1); /* checked: no wrap */
+  }
+  ldg__pubf_note(g, &x, one);
 }
 
 /* The enqueuer's side of PUBLICATION ON A STREAM WITH ONE PUBLISHER, once

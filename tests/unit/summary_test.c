@@ -687,9 +687,16 @@ static void test_published_inside(void) {
     const uint64_t h[3] = {PI_ID + 7, PI_ID + 100 * 64, PI_ID + 8};
     pi_put(s, &n, h, 3, PI_ADDR + 8192, 64);
     CHECK(ldg_holds_vector(l, PI_ID + 100 * 64));
+    /* Two ranges (the slow path), the second ending in the block after
+     * the one it starts in: its top byte is admitted. */
+    const uint64_t k[1] = {PI_ID + 9};
+    const ldg_range two[2] = {{PI_ADDR + 4096, 64},
+                              {PI_ADDR + 128 * (1u << 20) - 2048, 4096}};
+    CHECK_OK(ldg_enqueue(s, count_keep(&n), k, 1, two, 2, NULL));
+    CHECK(ldg_holds_host_range(l, PI_ADDR + 128 * (1u << 20) + 2047, 1));
     pf_check_miss_lines(l);
     CHECK_OK(ldg_release(s, ldg_mark(s)));
-    CHECK_EQ(n, 8);
+    CHECK_EQ(n, 9);
     CHECK(!ldg_holds_vector(l, PI_ID + 5 * 64));
     CHECK_OK(ldg_stream_destroy(s));
     ldg_stream_unref(s);
@@ -697,7 +704,8 @@ static void test_published_inside(void) {
   }
   PASS("the enqueuer's inline check of the published filters: an entry with "
        "an id, the top of its range or a second id outside the filter widens "
-       "it, for every kind of publisher");
+       "it, and an entry of three ids or two ranges the out-of-line pass, for "
+       "every kind of publisher");
 }
 
 /* Several enqueuers widening one shared stream's any filter at once, each
