@@ -796,8 +796,9 @@ void ldg__pubf_widen(struct ldg__pubf *f, bool one, uint64_t vlo,
 
 /* What one operation names, for the published filters: its ids lie in
  * [vlo, vhi] and its bytes in [alo, ahi]. Empty: lo > hi. Gathered by
- * ring.c's ldg__pubf_note_slow, a second pass over the entry's ids and
- * ranges, out of line (only segments whose life keeps the filters). */
+ * ring.c's ldg__pubf_note_entry (inline, up to two ids and one range) or
+ * ldg__pubf_note_slow (a second pass, out of line), only in segments whose
+ * life keeps the filters. */
 struct ldg__pubf_span {
   uint64_t vlo, vhi, alo, ahi;
 };
