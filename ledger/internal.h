@@ -812,13 +812,15 @@ struct ldg__pubf_span {
 static inline __attribute__((always_inline)) void ldg__pubf_note(
     struct ldg__seg *g, const struct ldg__pubf_span *x, bool one) {
   struct ldg__pubf *f = one ? &g->sum.one : &g->sum.any;
-  /* One branch for the four words: nothing to store on the common path.
-   * The raw bounds: the filter's are block edges, so a value inside them
-   * has its whole block inside. */
-  if ((x->vlo < ldg__load_relaxed(&f->vec_lo)) |
-      (x->vhi > ldg__load_relaxed(&f->vec_hi)) |
-      (x->alo < ldg__load_relaxed(&f->addr_lo)) |
-      (x->ahi > ldg__load_relaxed(&f->addr_hi)))
+  /* One branch for the four words: nothing to store on the common path
+   * (a bitwise or of the compares, on purpose: ints, so that clang's
+   * -Wbitwise-instead-of-logical sees no boolean operand). The raw bounds:
+   * the filter's are block edges, so a value inside them has its whole
+   * block inside. */
+  if ((int)(x->vlo < ldg__load_relaxed(&f->vec_lo)) |
+      (int)(x->vhi > ldg__load_relaxed(&f->vec_hi)) |
+      (int)(x->alo < ldg__load_relaxed(&f->addr_lo)) |
+      (int)(x->ahi > ldg__load_relaxed(&f->addr_hi)))
     ldg__pubf_widen(f, one, x->vlo, x->vhi, x->alo, x->ahi);
 }
 
