@@ -753,11 +753,10 @@ void ldg__ext_free_cb(struct rcu_head *head) {
  * ldg__fast_tickets is taken by the thread holding ticket i. */
 static _Atomic uint32_t ldg__fast_tickets;
 _Static_assert(LDG__FAST_R == 32, "one bit of ldg__fast_tickets per ticket");
-/* The margin of this thread's fast-path check: LDG__FAST_R while it holds a
- * ticket, else so large that no check passes (tail stays far below 2^62).
- * One thread-local word, so that the check is one add. */
-#define LDG__NO_TICKET ((ldg_seq)1 << 62)
-static _Thread_local ldg_seq ldg__fast_margin = LDG__NO_TICKET;
+/* This thread's mask on s->fast_gen (RESERVING ON A SHARED STREAM): 1
+ * while it holds a ticket, else 0, so that "armed and a holder" is one
+ * AND of the loaded generation. */
+static _Thread_local uint64_t ldg__fast_mask;
 enum {
   LDG__TICKET_UNTRIED,
   LDG__TICKET_HELD,
@@ -773,7 +772,7 @@ enum { LDG__KEY_NONE, LDG__KEY_MAKING, LDG__KEY_MADE, LDG__KEY_FAILED };
 static _Atomic int ldg__ticket_key_state;
 
 static void ldg__ticket_give_back(void) {
-  ldg__fast_margin = LDG__NO_TICKET;
+  ldg__fast_mask = 0;
   /* Release: the next claimer of the bit (acq_rel CAS) sees this thread's
    * last add made: it is not pending any more. */
   ldg__fetch_and_release(&ldg__fast_tickets, ~(1u << ldg__ticket_bit));
@@ -781,7 +780,7 @@ static void ldg__ticket_give_back(void) {
 
 static void ldg__ticket_exit(void *unused) {
   (void)unused;
-  /* The thread exits: not inside ldg_enqueue, so no add pending. A later
+  /* The thread exits: not inside ldg_enqueue, so no add in flight. A later
    * enqueue from another key's destructor takes the CAS path. */
   if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
   ldg__ticket_state = LDG__TICKET_GONE;
@@ -826,7 +825,7 @@ static void ldg__fast_ticket_claim(void) {
         break;
       }
       ldg__ticket_state = LDG__TICKET_HELD;
-      ldg__fast_margin = LDG__FAST_R;
+      ldg__fast_mask = 1;
       return;
     }
   }
@@ -856,46 +855,93 @@ static int ldg__ring_extend_outside(ldg_stream *s, ldg_seq end) {
   return rc;
 }
 
-/* A fast-path seq at or past the grow_at its reservation read (GROWING
- * AHEAD, segment.c): the seq where the ring grows ahead, or one at or past
- * the end its check read (grow_at <= that end: see ldg__ring_reserve).
- * Seq_cst: after the add in S, so it reads a raise past seq, and (its
- * release half) the segment's publication with it. Then the early growth,
- * if this seq is the first to reach the newest segment's grow point. */
+/* DISARM (RESERVING ON A SHARED STREAM): a CAS of fast_gen from w (the
+ * value the lander loaded, then what each failed CAS read) to (w | 1) + 1,
+ * retried until it lands. */
+static void ldg__disarm(ldg_stream *s, uint64_t w) {
+  /* Seq_cst: a step of S, after the lander's add (the argument's D); a
+   * failed CAS reads the current value (seq_cst too) and retries:
+   * lock-free, it fails only when another thread wrote fast_gen. */
+  while (!ldg__cas_seq_cst(&s->fast_gen, &w, (w | 1) + 1)) {
+  }
+}
+
+void ldg__testing_disarm(ldg_stream *s, uint64_t loaded) {
+  ldg__disarm(s, loaded);
+}
+
+/* An add-first seq at or past the grow_at its reservation read (GROWING
+ * AHEAD, segment.c): the seq where the ring grows ahead, or one in the zone
+ * (the last LDG__FAST_R seqs below tail_end: grow_at <= tail_end -
+ * LDG__FAST_R, RESERVING ON A SHARED STREAM's fact (3)), or past a claim.
+ * gen: the odd fast_gen the reservation loaded. Seq_cst reload of tail_end:
+ * after the add in S (so E' >= tail_end at the add, the argument's E'),
+ * and (its acquire half) the segment's publication with it. */
 static __attribute__((noinline)) void ldg__reserve_past(ldg_stream *s,
                                                          ldg_seq seq,
-                                                         ldg_seq grow) {
-  if (ldg__load_seq_cst(&s->tail_end) <= seq) {
+                                                         ldg_seq grow,
+                                                         uint64_t gen) {
+  ldg_seq end = ldg__load_seq_cst(&s->tail_end);
+  if (end <= seq) {
     fprintf(stderr,
             "streamledger: stream %llu: seq %llu handed out past tail_end "
             "(the reservation's invariant is broken)\n",
             (unsigned long long)s->id, (unsigned long long)seq);
     abort();
   }
+  if (seq + LDG__FAST_R >= end) {
+    /* In the zone: DISARM before returning. A CAS from what we last read
+     * to (w | 1) + 1: odd to the next even, even (another lander was
+     * first) two on, so that this lander's write always lands; a plain
+     * store could write back a value fast_gen held before, and writing
+     * nothing when it is even lets an ARM that loaded that even value
+     * before our landing succeed after it (RESERVING ON A SHARED STREAM,
+     * "Why each piece"). */
+    ldg__disarm(s, gen);
+    LDG__HOOK(LDG__HOOK_RESERVE_DISARMED, s);
+  }
   ldg__ring_grow_early(s, seq, grow);
 }
 
 /* The CAS path (RESERVING ON A SHARED STREAM): a thread without a ticket
- * (it tries to take one here), a holder whose check failed, the first
- * segment. Returns the seq, or 0 if the ring could not grow (LDG_ENOMEM,
- * nothing reserved). Takes no read lock unless it grows the ring. */
-static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
+ * (it tries to take one here), a holder while the stream is disarmed, the
+ * first segment. gen: the fast_gen this reservation loaded first (even
+ * for a holder). Returns the seq, or 0 if the ring could not grow
+ * (LDG_ENOMEM, nothing reserved, nothing armed). Takes no read lock unless
+ * it grows the ring. */
+static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s,
+                                                               uint64_t gen) {
   if (__builtin_expect(ldg__ticket_state != LDG__TICKET_HELD, 0))
     ldg__fast_ticket_claim();
   for (;;) {
     /* tail: relaxed, the CAS below checks it (and with it the reserve's
-     * choice, which depends on t only). tail_end: acquire, as in
-     * ldg__ring_reserve. */
+     * choice, which depends on t only). tail_end: acquire pairs with the
+     * seq_cst (release half) CAS in ldg__raise_tail_end, made after
+     * tailseg reached the segment of every seq below end
+     * (ldg__seg_of_reserved reads it); it reads a raise that happens
+     * before our CAS, so it is at most tail_end at the CAS in S. */
     ldg_seq t = ldg__load_relaxed(&s->tail);
     ldg_seq end = ldg__load_acquire(&s->tail_end);
     ldg_seq reserve = t + 1 < LDG__FIRST_END ? 0 : LDG__FAST_R;
     if (t + 1 + reserve < end) {
-      /* seq_cst: a step of S; the destroy handshake reads destroyed after
-       * this (and cuda/engine.c's slc__engine_kick_enqueued orders its
-       * wake-up by it, in place of a fence). */
+      /* seq_cst: a step of S (after our load of gen); the destroy
+       * handshake reads destroyed after this (and cuda/engine.c's
+       * slc__engine_kick_enqueued orders its wake-up by it, in place of a
+       * fence). */
       if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
+        /* ARM: a holder whose reservation had the reserve (t + 1 +
+         * LDG__FAST_R < end, past the first segment) and whose gen was
+         * even. Seq_cst CAS from that gen, loaded before this look at
+         * tail: it fails if any disarm (or arm) came since, so the
+         * headroom seen is newer than every disarm it succeeds over
+         * (the argument's A). */
+        if (reserve != 0 && (gen & 1) == 0 &&
+            ldg__ticket_state == LDG__TICKET_HELD) {
+          LDG__HOOK(LDG__HOOK_RESERVE_ARMING, s);
+          ldg__cas_seq_cst(&s->fast_gen, &gen, gen + 1);
+        }
         /* The grow point (GROWING AHEAD, segment.c) for ticketless
-         * threads and the first seqs of a holder. Acquire, as in
+         * threads and the holders' CAS-path seqs. Acquire, as in
          * ldg__ring_reserve: a grow point read is one whose segment is
          * linked and whose end tail_end has reached. */
         ldg_seq grow = ldg__load_acquire(&s->grow_at);
@@ -911,35 +957,34 @@ static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
   }
 }
 
-/* Reserves the next seq of s (RESERVING ON A SHARED STREAM): by fetch_add if
- * this thread holds a ticket and the ring has headroom past the reserve,
- * else by the CAS path. Takes no read lock on the common path. */
+/* Reserves the next seq of s (RESERVING ON A SHARED STREAM): a ticket
+ * holder adds first while fast_gen is armed; else the CAS path. Takes no
+ * read lock on the common path. */
 static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
-  /* grow_at: acquire pairs with its raises and its claim (segment.c,
-   * ldg__raise_grow_at, ldg__ring_grow_early), each made after tail_end
-   * was at least the value stored; loaded before tail_end, so grow <= end
-   * (coherence), and a seq below grow is below end: covered by the end
-   * read. One load on the line the next one reads anyway. */
-  ldg_seq grow = ldg__load_acquire(&s->grow_at);
-  /* tail_end: acquire pairs with the seq_cst (release half) CAS in
-   * ldg__raise_tail_end, made after tailseg reached the segment of every
-   * seq below end (ldg__seg_of_reserved reads it); the raise it reads
-   * precedes, in S, the load of tail below (the argument above). tail:
-   * seq_cst, a step of S (it reads the current tail there). */
-  ldg_seq end = ldg__load_acquire(&s->tail_end);
-  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  /* fast_gen: seq_cst, a step of S: an odd value read comes after the ARM
+   * that wrote it (so after that ARM's look at tail, past the first
+   * segment), an even one is what the CAS path's ARM CASes from, loaded
+   * before its look at tail. On the read-mostly line (a plain load on
+   * x86). */
+  uint64_t gen = ldg__load_seq_cst(&s->fast_gen);
   ldg_seq got;
-  if (__builtin_expect(t + 1 + ldg__fast_margin < end, 1)) {
+  if (__builtin_expect(gen & ldg__fast_mask, 1)) {
+    /* grow_at: acquire pairs with its raises and its claim (segment.c,
+     * ldg__raise_grow_at, ldg__ring_grow_early), each made after tail_end
+     * was at least the value stored + LDG__FAST_R (once the first segment
+     * is outgrown, as it is when armed): a seq below grow is outside the
+     * zone (fact (3)). The one load of the enqueuers' line. */
+    ldg_seq grow = ldg__load_acquire(&s->grow_at);
     LDG__HOOK(LDG__HOOK_RESERVE_CHECKED, s);
-    /* seq_cst: a step of S; and, as the CAS, the destroy handshake reads
-     * destroyed after it (and cuda/engine.c's slc__engine_kick_enqueued
-     * orders its wake-up by it). */
+    /* seq_cst: a step of S, with no look at tail first; and, as the CAS,
+     * the destroy handshake reads destroyed after it (and cuda/engine.c's
+     * slc__engine_kick_enqueued orders its wake-up by it). */
     got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
-    /* Past the grow point, or past the end the check read (grow <= end):
-     * the one compare covers both. */
-    if (__builtin_expect(got >= grow, 0)) ldg__reserve_past(s, got, grow);
+    /* Past the grow point, in the zone, or past the claim: the one
+     * compare covers all three. */
+    if (__builtin_expect(got >= grow, 0)) ldg__reserve_past(s, got, grow, gen);
   } else {
-    got = ldg__ring_reserve_cas(s);
+    got = ldg__ring_reserve_cas(s, gen);
     if (got == 0) return LDG_ENOMEM;
   }
   *seq = got;
@@ -1681,4 +1726,8 @@ unsigned ldg__testing_slot_asks(ldg_stream *s) {
 uint64_t ldg__ring_tail_end(ldg_stream *s) {
   /* Acquire: as in ldg__ring_reserve (a test reads it at a quiet moment). */
   return ldg__load_acquire(&s->tail_end);
+}
+
+uint64_t ldg__ring_fast_gen(ldg_stream *s) {
+  return ldg__load_seq_cst(&s->fast_gen); /* as in ldg__ring_reserve */
 }
