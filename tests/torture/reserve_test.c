@@ -15,7 +15,9 @@
  *                   tail_end, and the stream ends disarmed; the next
  *                   holder takes the CAS path, grows the ring at its end
  *                   itself and re-arms; every seq dense, every keep once.
- *   edge-enomem     The same edge with allocations failing: the parked
+ *   edge-enomem     The same edge with allocations failing: a ticketless
+ *                   enqueue there is refused (the CAS path keeps out of the
+ *                   zone, and cannot grow), the parked
  *                   adds land below the end (they need no memory), then a
  *                   holder's and a ticketless enqueue are refused with
  *                   LDG_ENOMEM, nothing reserved, the stream disarmed; with
@@ -316,6 +318,11 @@ static void test_edge_enomem(void) {
   /* Allocations fail from here: the parked adds need none (they land below
    * end), the next reservation cannot grow the ring. */
   ldg__fault_fail_all_allocs(true);
+  /* The CAS path keeps out of the zone: at end - R - 1 it must grow the
+   * ring first, and cannot. */
+  struct parked_arg cas = one_thread(s, id, true, true);
+  CHECK_RC(cas.rc, LDG_ENOMEM);
+  CHECK_EQ_U(ldg_mark(s), end - ldg__fast_reserve() - 1);
   edge_land(s, &id, end, args, th);
   const uint64_t gen = ldg__ring_fast_gen(s);
   const uint32_t refused = id++;
