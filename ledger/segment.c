@@ -178,8 +178,8 @@
  *   them). The invariant of RESERVING ON A SHARED STREAM is untouched: the
  *   growth only raises tail_end (and the claim's value is the one fact (3)
  *   there needs).
- *   Model: ledger/model/ring.pml, CFG_FFA, CFG_FFAR, CFG_FFAD (and, for
- *   the check-then-add design before faa12, CFG_FF, CFG_FFR, CFG_FFD)
+ *   Model: ledger/model/ring.pml, CFG_FFA (and, for the check-then-add
+ *   design before faa12, CFG_FF, CFG_FFR, CFG_FFD)
  *   (GROWAHEAD: the early growth racing fetch_adds, the CAS path's extension at the end and
  *   releases), asserting one claim per grow point, grow_at <= tail_end and,
  *   at every link, the next seq in the extended segment or later; the
