@@ -683,11 +683,15 @@
  *   arming and the grow-ahead claim at end - R) and CFG_FF2 (two tickets:
  *   lander and re-armer racing), asserting the invariant at every
  *   reservation; mutants BUG_NO_DISARM, BUG_ARM_NO_CHECK (arming from a
- *   first-segment reservation), BUG_DISARM_STORE, BUG_CLAIM_AT_END fail
- *   (ledger/model/runs.txt says which configuration catches which). The
- *   old check-then-add fast path's configurations (CFG_FF, FFR, FFD, FFF)
- *   and mutants stay, as the model of the design this replaced. Tests:
- *   tests/torture/reserve_test.c.
+ *   first-segment reservation), BUG_CLAIM_AT_END and BUG_ARM_GEN_LATE fail
+ *   (ledger/model/runs.txt says which configuration catches which).
+ *   BUG_DISARM_STORE and BUG_DISARM_READ need a third holder (a stale
+ *   armer beside two landers), beyond the bounds the model runs in: the
+ *   tests' rearm-race stages that race deterministically and kills their
+ *   C mutants. The old check-then-add fast path's configurations (CFG_FF,
+ *   FFR, FFD, FFF) and mutants stay, as the model of the design this
+ *   replaced. Tests: tests/torture/reserve_test.c (edge-parked,
+ *   edge-enomem, rearm-race).
  *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
