@@ -250,13 +250,20 @@ _Static_assert(offsetof(struct ldg__seg, sum) == LDG__CACHE_LINE &&
 
 struct ldg_stream {
   /* Read-mostly lines: immutable after creation, or written rarely. What
-   * an enqueue reads of them (ledger, flags, destroyed, tailseg, vindex,
-   * owner) is on the first, the rest (id, drain, finalizer) after it (issue 11,
-   * tenth session: one line per enqueue, not two). */
+   * an enqueue reads of them (ledger, flags, fast_gen, tailseg, vindex,
+   * owner, destroyed) is on the first, the rest (id, drain, finalizer)
+   * after it (issue 11, tenth session: one line per enqueue, not two). */
   ldg_ledger *ledger;
   unsigned flags;
   int device;
-  _Atomic bool destroyed;
+  /* Shared streams (ring.c, RESERVING ON A SHARED STREAM: ADD FIRST WHILE
+   * ARMED): odd while ticket holders may reserve by fetch_add without
+   * looking at tail, even while they take the CAS path; a generation (each
+   * write adds 1 or 2 to what it read), so that a CAS from a value loaded
+   * earlier fails once anything was written since. Written about once per
+   * stalled growth (disarm, re-arm), read by every shared enqueue: here,
+   * on the line every enqueue reads anyway. */
+  _Atomic uint64_t fast_gen;
   _Atomic(struct ldg__seg *) tailseg; /* newest segment; once per segment */
   /* The oldest segment not retired; moved once per segment, as tailseg.
    * Here, not on the releasers' line, so that a query starts its walk
@@ -278,6 +285,7 @@ struct ldg_stream {
    * (issue 11, eleventh session: ~1 miss per serving request at 2 threads,
    * bench/RESULTS.md, "the unpaced reader (rdr11)"). */
   _Atomic uint64_t owner;
+  _Atomic bool destroyed;
   uint64_t id;
   ldg_drain_fn drain;
   void *drain_ctx;
@@ -296,15 +304,28 @@ struct ldg_stream {
   _Atomic uint32_t life;
   struct rcu_head rcu;
 
-  /* Enqueuers' line: the enqueue high-water mark (= ldg_mark), and the end
-   * of the seqs that have a segment (tailseg's end, raised after tailseg). */
+  /* The enqueue high-water mark (= ldg_mark), alone on its line (faa12):
+   * the add-first reservation of a shared stream (ring.c, RESERVING ON A
+   * SHARED STREAM) takes this line once per op and reads nothing else on
+   * it, so that the adds of other threads are the only traffic it sees
+   * (runs 11c-11f, bench/RESULTS.md: the add without the load of tail and
+   * tail alone on its line, together 84 % of the ceiling at 16 threads,
+   * each alone 61-66 %). A single-issuer stream's enqueue now touches two
+   * lines (its store of tail, its load of tail_end); an owned stream's
+   * one (otail and tail_end, below). */
   alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail;
-  _Atomic ldg_seq tail_end;
+
+  /* Enqueuers' line: the end of the seqs that have a segment (tailseg's
+   * end, raised after tailseg). */
+  alignas(LDG__CACHE_LINE) _Atomic ldg_seq tail_end;
   /* Where the ring grows ahead (segment.c, GROWING AHEAD): the enqueuer
    * whose seq reaches it claims the growth (a CAS to tail_end) and links
    * the next segment; raised to the new segment's grow point after the
-   * link. Never above tail_end. On this line: the fast path loads it with
-   * tail_end, and it is written twice per segment. */
+   * link. At most tail_end - LDG__FAST_R once the first segment is
+   * outgrown (the claim stores the segment's end - LDG__FAST_R: RESERVING
+   * ON A SHARED STREAM, ring.c). On this line: the add-first path loads it
+   * (and nothing else here), the CAS path with tail_end; written twice per
+   * segment. */
   _Atomic ldg_seq grow_at;
   /* LDG_STREAM_SINGLE_ISSUER streams, in builds without NDEBUG: 1 while
    * a call records on s, to catch a second one overlapping it (ring.c,
@@ -360,13 +381,21 @@ struct ldg_stream {
 
 _Static_assert(offsetof(struct ldg_stream, vindex) + sizeof(void *) <=
                        LDG__CACHE_LINE &&
+                   offsetof(struct ldg_stream, fast_gen) + sizeof(uint64_t) <=
+                       LDG__CACHE_LINE &&
                    offsetof(struct ldg_stream, owner) + sizeof(uint64_t) <=
+                       LDG__CACHE_LINE &&
+                   offsetof(struct ldg_stream, destroyed) + sizeof(bool) <=
                        LDG__CACHE_LINE,
-               "what an enqueue reads of the read-mostly part, and owner, "
-               "which every query reads, are one line");
-_Static_assert(offsetof(struct ldg_stream, released) ==
+               "what an enqueue reads of the read-mostly part (fast_gen and "
+               "destroyed included), and owner, which every query reads, "
+               "are one line");
+_Static_assert(offsetof(struct ldg_stream, tail_end) ==
                    offsetof(struct ldg_stream, tail) + LDG__CACHE_LINE,
-               "the enqueuers' line (tail .. asked) is one cache line");
+               "tail is alone on its line (faa12)");
+_Static_assert(offsetof(struct ldg_stream, released) ==
+                   offsetof(struct ldg_stream, tail_end) + LDG__CACHE_LINE,
+               "the enqueuers' line (tail_end .. asked) is one cache line");
 
 /* ldg_stream.life */
 enum {
@@ -490,12 +519,12 @@ void ldg__free(void *p);
  * SHARED STREAM). */
 #define LDG__SEG_FIRST 8u
 #define LDG__FIRST_END ((ldg_seq)1 + LDG__SEG_FIRST)
-/* The fast path's tickets, and the reserve the CAS path leaves them: at
- * least LDG__FIRST_END - 1, so that a fast-path check cannot pass in the
- * first segment (ring.c). */
+/* The fast path's tickets, the reserve the CAS path leaves past the first
+ * segment, and the zone below tail_end where an add disarms (ring.c,
+ * RESERVING ON A SHARED STREAM): one number, so that the tickets' adds
+ * fit in the zone. Growth segments have at least 2 x LDG__FAST_R slots
+ * (LDG__SEG_MIN, segment.c), so that a grow point is below the zone. */
 #define LDG__FAST_R 32u
-_Static_assert(LDG__FAST_R + 1 >= LDG__FIRST_END,
-               "the fast path's check must imply tail past the first segment");
 
 /* ---- ring.c: layout, enqueue ------------------------------------------------------- */
 

@@ -72,8 +72,10 @@ enum ldg__hook_point {
                                      failed (another enqueuer took the
                                      seq); it tries again */
   LDG__HOOK_RESERVE_CHECKED,      /* an enqueue holding a fast-path ticket
-                                     saw headroom past the reserve and has
-                                     not yet made its fetch_add on tail */
+                                     read s->fast_gen armed (and grow_at)
+                                     and has not yet made its fetch_add on
+                                     tail (ring.c, RESERVING ON A SHARED
+                                     STREAM: the add-first path) */
   LDG__HOOK_RECLAIM_TAKEN,        /* a batch of retired segments was taken
                                      off the reclaimer's list, its grace
                                      period not begun (reclaim.c; on the
@@ -127,6 +129,15 @@ enum ldg__hook_point {
   LDG__HOOK_ENQUEUE_GIVEN_BACK,   /* the enqueuer took an ask off (its
                                      entry is its own again: the slot FULL,
                                      unresolved), before ldg__take_one */
+  LDG__HOOK_RESERVE_ARMING,       /* a holder's CAS-path reservation had
+                                     the reserve and the gen it loaded
+                                     first was even: before its CAS that
+                                     arms s->fast_gen (ring.c, RESERVING ON
+                                     A SHARED STREAM) */
+  LDG__HOOK_RESERVE_DISARMED,     /* an add landed in the zone (the last
+                                     LDG__FAST_R seqs below tail_end) and
+                                     its CAS disarmed s->fast_gen, before
+                                     the early growth */
 };
 
 struct ldg_stream;
@@ -201,6 +212,13 @@ bool ldg__ring_tailseg_reachable(struct ldg_stream *s);
  * tail_end; s's tail_end (seqs below it have a slot). */
 unsigned ldg__fast_reserve(void);
 uint64_t ldg__ring_tail_end(struct ldg_stream *s);
+/* s's fast_gen: odd while ticket holders reserve by fetch_add (armed),
+ * even while they take the CAS path; each arm or disarm raises it. */
+uint64_t ldg__ring_fast_gen(struct ldg_stream *s);
+/* What a holder whose add landed in the zone does, with `loaded` the
+ * fast_gen it loaded before its add: the disarming CAS loop, as
+ * ldg__reserve_past makes it (a test stands in for a lander with it). */
+void ldg__testing_disarm(struct ldg_stream *s, uint64_t loaded);
 /* Owned streams (ring.c, OWNED STREAMS): s's owner word, with every token
  * reported as 16 (0 unclaimed, 1 revocation pending, 2 shared, 16 owned
  * by some thread). */
@@ -217,8 +235,9 @@ void ldg__testing_fast_ticket(bool want);
 bool ldg__testing_has_fast_ticket(void);
 
 /* Growing ahead (segment.c, GROWING AHEAD): s's grow_at (the seq whose
- * enqueuer links the next segment, or the end of the newest segment while
- * that growth is claimed or not due), and how many of s's linked segments
+ * enqueuer links the next segment, or the newest segment's end -
+ * ldg__fast_reserve() while that growth is claimed; the first segment's
+ * end until the first extension), and how many of s's linked segments
  * start past its mark (tail): at most 1 (the segment linked ahead). Read
  * the segments first, then the mark, so that racing enqueuers only make
  * the count smaller. */

@@ -44,17 +44,31 @@
  *               segment; seq_cst where ldg__ring_advance_head checks that
  *               tailseg no longer names the segment it retires.
  *   g->next     (seq_cst CAS) the successor segment, initialised.
- *   s->tail_end (seq_cst CAS / acquire load) segments up to it are linked
- *               and tailseg reaches them (seq_cst: a step of the order S of
- *               RESERVING ON A SHARED STREAM below).
+ *   s->tail_end (seq_cst CAS / acquire or seq_cst load) segments up to it
+ *               are linked and tailseg reaches them (seq_cst: a step of the
+ *               order S of RESERVING ON A SHARED STREAM below, and the
+ *               add-first path's reload after its add is a seq_cst load).
  *   s->tail     (seq_cst CAS, or seq_cst fetch_add) a seq is reserved. It is
  *               handed out only if its slot exists (seq < tail_end: the
- *               CAS checks it, the fetch_add is kept inside a reserve:
- *               RESERVING ON A SHARED STREAM below), so reserving never
- *               fails after the fact and a refused enqueue leaves no hole.
+ *               CAS checks it, the fetch_add is made only while the stream
+ *               is armed and the zone below tail_end is kept for at most
+ *               one add per ticket: RESERVING ON A SHARED STREAM below), so
+ *               reserving never fails after the fact and a refused enqueue
+ *               leaves no hole. Alone on its cache line (faa12): the adds
+ *               take that line once per op.
  *               On a single-issuer stream, a release store (SINGLE-ISSUER
  *               STREAMS below). On an owned stream 0 until a revoker
  *               installs it (seq_cst CAS from 0: OWNED STREAMS).
+ *   s->fast_gen (seq_cst load / seq_cst CAS, +1 or +2) odd: ticket holders
+ *               may reserve by fetch_add without looking at tail (armed by
+ *               a holder whose CAS-path reservation had the reserve's
+ *               headroom, with a CAS from the even value it loaded before
+ *               its look at tail); even: they take the CAS path (disarmed
+ *               by a holder whose seq landed within LDG__FAST_R of
+ *               tail_end). A generation, never repeating a value
+ *               (RESERVING ON A SHARED STREAM below). On the read-mostly
+ *               line: written about once per stalled growth, read by every
+ *               shared enqueue.
  *   s->otail    (release store / acquire load) the owner of an owned stream
  *               reserved every seq up to it; written by the owner only.
  *   s->owner    (acq_rel CAS claim, seq_cst CAS to PENDING, release store of
@@ -72,9 +86,12 @@
  *               the seq a release that owns it found EMPTY asks about;
  *               whoever takes an ask off the word takes that entry
  *               (PUBLICATION ON A STREAM WITH ONE PUBLISHER).
- *   s->grow_at  (release CAS / acquire load) tail_end is at least it; the
- *               newest segment's grow point, or its end while claimed
- *               (segment.c, GROWING AHEAD).
+ *   s->grow_at  (release CAS / acquire load) tail_end is at least it +
+ *               LDG__FAST_R (once the first segment is outgrown): the
+ *               newest segment's grow point, or its end - LDG__FAST_R while
+ *               claimed (segment.c, GROWING AHEAD). An add whose seq is
+ *               below it is outside the zone (RESERVING ON A SHARED
+ *               STREAM): the add-first path's one compare.
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
  *               over: intervals (old, new] of concurrent releases are
  *               disjoint, so each seq is claimed by exactly one release.
@@ -476,15 +493,11 @@
  *   seq takes an ask about it off the word after its exchange, as a
  *   one-publisher retraction does (no seq after it is reserved by the
  *   owner, and B's later seqs never ask, so nobody adopts it).
- *   The first segment. The fast path's argument (RESERVING ON A SHARED
- *   STREAM) needs: a raise of tail_end that a check reads comes with tail
- *   >= F - 1. The owner extends at t + 1 >= tail_end with otail = t stored
- *   before (the previous reservation's store, before its R1), and a
- *   revoker extends at T + 1 >= E; the revoker reads tail_end before otail
- *   (acquire both), so an owner's raise it sees comes with the otail that
- *   caused it: an install after any extension of the first segment has T
- *   >= F - 1, tail = T + 1 >= F. So tail >= F - 1 whenever a check can
- *   read a raised tail_end, as before.
+ *   The first segment. Until faa12 the fast path's argument needed every
+ *   raise of tail_end a check read to come with tail >= F - 1 (argued here
+ *   for the owner's and the revoker's extensions). The add-first path
+ *   (RESERVING ON A SHARED STREAM) needs no such thing: it adds only after
+ *   an ARM, whose own CAS on tail read t >= F - 1, after the install.
  *   Destroy. An owner's seq is reserved by a store, so the DESTROY
  *   handshake is the asymmetric one of SINGLE-ISSUER STREAMS: the owner
  *   loads destroyed (acquire) after its store and light barrier, and the
@@ -527,85 +540,158 @@
  *   installer's seq B while tail is 0, the installer parked between its
  *   read of otail and its install, LDG__HOOK_REVOKE_READ).
  *
- * RESERVING ON A SHARED STREAM: FETCH_ADD INSIDE A RESERVE
+ * RESERVING ON A SHARED STREAM: ADD FIRST WHILE ARMED (faa12)
  *   The CAS loop costs a failed CAS per op and more under contention (issue
- *   11: 0.71 per op at 16 threads on the H200). A fetch_add never fails, but
- *   it checks nothing: more enqueuers between their look at tail_end and
- *   their add than the headroom would take seqs past the last segment,
- *   handed out for good (the mark covers them) with no slot to fill and,
- *   if growing fails, a seq never resolved. So a fetch_add is made only
- *   where a bounded number of pending adds cannot reach tail_end:
- *   - Tickets. LDG__FAST_R (32) process-wide tickets, bits of
+ *   11: 0.71 per op at 16 threads on the H200). A fetch_add never fails,
+ *   but it checks nothing, and a check before it (load tail, compare with
+ *   tail_end, then add: the design until faa12) takes the contended line
+ *   twice per op. Runs 11c-11f (bench/RESULTS.md) measured what closes the
+ *   shared row: an add made without first loading tail, with tail alone on
+ *   its line. So a ticket holder adds first and looks after, and a word on
+ *   the read-mostly line says when that is allowed:
+ *   - Tickets. LDG__FAST_R = R (32) process-wide tickets, bits of
  *     ldg__fast_tickets. A thread takes one at a reservation by the CAS
  *     path if one is free (ldg__fast_ticket_claim: a CAS on the word, no
  *     lock, no wait) and gives it back when it exits (a pthread key's
- *     destructor); a thread without one uses the CAS path. Only a holder
- *     makes a fetch_add, and between its check and its add a thread is
- *     inside ldg_enqueue, so it holds its ticket: at any moment at most
- *     LDG__FAST_R adds are pending (checked, not yet made) — one per
- *     holder, since a thread checks again only after its last add
- *     (ldg_enqueue returns first). A ticket given back (release) and taken
- *     by another thread (acq_rel CAS) orders the old holder's last add
- *     before the new holder's first check. (A fixed count, not the number
- *     of threads seen so far: a count read at the check may be older than
- *     threads that registered and checked since.)
- *   - The check (fast path, holders): load tail_end (acquire) as E, load
- *     tail (seq_cst) as t, and add only if t + 1 + LDG__FAST_R < E (the
- *     thread-local margin is LDG__FAST_R for a holder, 2^62 otherwise).
- *     The first segment (seqs below F = 1 + LDG__SEG_FIRST) is handed out
- *     by the CAS path alone: a check that passes read E > LDG__FAST_R + 1
- *     >= F, a tail_end raised by an extension, which only a CAS-path check
- *     that failed with r = LDG__FAST_R starts, i.e. one that read tail >=
- *     F - 1 before the raise; the raise happens before our load of tail
- *     (acquire of E), so by coherence we read tail >= F - 1 too.
- *   - The reserve (CAS path, ldg__ring_reserve_cas: a thread without a
- *     ticket, a holder whose check failed): reserve t + 1 only if
- *     t + 1 + r < E, where r = 0 while t + 1 < F and LDG__FAST_R after;
- *     else extend the ring (only this path extends). The CAS validates t,
- *     so r is decided on the current tail. Both paths need the same
- *     headroom past F, so a holder falls back to the CAS path only where
- *     the ring must grow.
- *   Invariant: tail + P < tail_end, P the adds pending. Take the seq_cst
- *   total order S of the operations on tail (every RMW, every fast-path
- *   load) and of the raises of tail_end (seq_cst CAS, ldg__raise_tail_end):
- *   a seq_cst load reads the last of them before it in S, and an acquire
- *   load of tail_end reads a raise that happens before, so precedes in S,
- *   everything the thread does next. So an E read is at most tail_end at
- *   the thread's next step in S, and each step below sees the current
- *   tail. tail_end only grows (that only helps). A check that passes at
- *   tail t (P pending before it, P + 1 <= LDG__FAST_R after): t + 1 +
- *   LDG__FAST_R < E <= tail_end, so t + P + 1 < tail_end. An add: tail + 1,
- *   P - 1. A CAS with r = LDG__FAST_R: t + 1 + LDG__FAST_R < tail_end and
- *   P <= LDG__FAST_R. A CAS with r = 0 happens at tail = t < F - 1, while
- *   every pending add's check read tail >= F - 1 (above), earlier in S:
- *   tail only grows, so P = 0 there, and t + 1 < tail_end. So every seq
- *   handed out, by either path, is below tail_end in S when it is handed
- *   out: no hole,
- *   no seq without a segment; ldg_mark, the release walk and the segments'
- *   retirement are unchanged. A fast-path seq may be at or past the end
- *   its own check read (tail_end grew and other adds used it meanwhile):
- *   then the adder loads tail_end again (seq_cst, after its add in S, so
- *   past the seq), which also makes the segment's publication visible
- *   (ldg__seg_of_reserved reads tailseg after it).
- *   Seqs stay dense: the reserve only makes the ring grow LDG__FAST_R seqs
- *   before its last segment is used up (segments after the first have at
- *   least 64 = 2 x LDG__FAST_R slots, so one extension restores the
- *   headroom; nothing above needs that, it only bounds the memory held
- *   ahead: one more segment). The destroy handshake is unchanged: the
- *   fetch_add is a seq_cst RMW of tail like the CAS, before the seq_cst
- *   load of destroyed. Single-issuer streams keep their own path.
- *   The ring grows well before the reserve is reached, by one enqueuer
- *   (segment.c, GROWING AHEAD): the fast path's compare after its add is
- *   against grow_at, which is at most tail_end, so it also catches a seq
- *   at or past the end the check read (ldg__reserve_past reloads tail_end,
- *   seq_cst, as said above). The growth only raises tail_end: nothing
- *   above changes.
- *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (and CFG_FFF
- *   with two adds pending, with and without the first-segment test of the
- *   check: --deep), asserting the invariant at every reservation; mutants
- *   BUG_RESERVE_SHORT (the reserve one seq short) and BUG_FAST_FIRST_SEG
- *   (fetch_add in the first segment, where r = 0) fail. Tests:
- *   tests/torture/reserve_test.c.
+ *     destructor). Only a holder adds. A thread adds at most once per
+ *     ldg_enqueue and holds its ticket inside it, so the adds of one ticket
+ *     are ordered by happens-before (one thread's, or given back with a
+ *     release and taken with an acq_rel CAS): at most R adders at a time,
+ *     and two adds of one ticket are never concurrent.
+ *   - s->fast_gen, a generation: odd = armed, even = disarmed; starts at 0.
+ *     Every write is a seq_cst CAS that adds 1 or 2 to the value it read,
+ *     so values are never repeated (no ABA: a CAS from a value read
+ *     earlier succeeds only if nothing was written since).
+ *   - The zone: the last R seqs below tail_end, [tail_end - R, tail_end).
+ *     A seq "lands in the zone" if it is at least tail_end - R when handed
+ *     out.
+ *   The reservation of a holder (ldg__ring_reserve):
+ *     v = load fast_gen (seq_cst). Odd: g = load grow_at (acquire); seq =
+ *     fetch_add(tail, 1) + 1 (seq_cst), with no check of tail; seq < g:
+ *     done (the common path: one load of the read-mostly line, one of the
+ *     enqueuers' line, the add). Else (ldg__reserve_past): E' = load
+ *     tail_end (seq_cst); seq >= E' would break the invariant (abort); seq
+ *     >= E' - R: DISARM, i.e. CAS fast_gen from w to (w | 1) + 1 starting
+ *     at w = v, retrying from what the CAS read until it succeeds: an odd
+ *     value goes to the next even one, an even one (someone disarmed
+ *     first) two on, so the lander's own write always lands; then the
+ *     early growth if seq is the grow point (segment.c, GROWING AHEAD).
+ *     Even, or no ticket: the CAS path (ldg__ring_reserve_cas, unchanged):
+ *     t = load tail, E = load tail_end (acquire), r = 0 while t + 1 <
+ *     F = LDG__FIRST_END (the first segment) and R after; reserve t + 1 by
+ *     a seq_cst CAS only if t + 1 + r < E, else extend the ring (only this
+ *     path extends at the end; LDG_ENOMEM there reserves nothing). Then
+ *     ARM: a holder whose v was even and whose reservation had r = R CASes
+ *     fast_gen from v to v + 1 (seq_cst). It fails if fast_gen changed
+ *     since v, which is the point: the headroom it saw must be newer than
+ *     every disarm.
+ *   The order S: the seq_cst total order of every access to tail (the
+ *   adds, the CASes) and to fast_gen, of the raises of tail_end (seq_cst
+ *   CAS, ldg__raise_tail_end) and of the seq_cst reload E'. It is
+ *   consistent with happens-before and with each word's modification
+ *   order; tail and tail_end only grow. Write tail_end(X) for tail_end at
+ *   step X of S.
+ *   Facts.
+ *   (1) The CAS path hands out y = t + 1 < tail_end, and for y >= F with
+ *       y + R < tail_end: a CAS-path seq past the first segment never lands
+ *       in the zone (E read before the CAS, tail_end only grows).
+ *   (2) Every add follows in S an ARM (its load of fast_gen read an odd
+ *       value, written by an ARM CAS, which precedes the load in S). That
+ *       ARM's CAS on tail read t >= F - 1 with t + 1 + R < E, and E was a
+ *       raise that happens before the ARM: so tail_end > F + R at every
+ *       add, past the first extension (the first segment is CAS-path only,
+ *       as before, without the old argument about its raise).
+ *   (3) grow_at <= tail_end - R whenever tail_end > F: every write of
+ *       grow_at follows, in its writer, a tail_end at least R above it (a
+ *       raise to a segment's grow point g->base + (g->size - R) / 2 <=
+ *       g's end - R, made after tail_end reached g's end, since growth
+ *       segments have at least 64 = 2R slots; the grow-ahead claim stores
+ *       g's end - R, not g's end, with tail_end at g's end), and its
+ *       initial value F <= tail_end - R by (2) once anyone adds. The add
+ *       happens after the grow_at its adder read (acquire), so an add's g
+ *       <= tail_end(add) - R.
+ *   (4) So an add's seq below its g is below tail_end(add) - R: outside
+ *       the zone, below tail_end. A seq at or past g takes the slow path;
+ *       its E' is read after the add, so E' >= tail_end(add).
+ *   Invariant: every seq handed out is below tail_end when it is handed
+ *   out. By (1) for the CAS path; suppose an add a hands out x >= E =
+ *   tail_end(a). The R + 1 seqs E - R .. E are at most x, so handed out at
+ *   or before a, each at a step where tail_end <= E: each landed in the
+ *   zone, and each is >= F (E > F + R by (2)), so by (1) none is a CAS
+ *   seq: R + 1 adds, at most R tickets, so one ticket made two of them,
+ *   y1 < y2, y1's add before y2's in happens-before. y1 >= E - R >=
+ *   tail_end(y1) - R >= its g (3): slow path, and E'1, read between the
+ *   two adds, is <= tail_end(y2) <= E, so y1 >= E'1 - R: the adder of y1
+ *   DISARMed, its CAS D writing an even value, before returning; then the
+ *   add of y2 loaded fast_gen odd: written by an ARM A after D in fast_gen's
+ *   modification order (the load comes after D, and reads D's value or a
+ *   later one, odd). A's CAS read a value at or after D's (values are not
+ *   repeated), the v its thread loaded: that load followed D in S, so its
+ *   CAS on tail, later in that thread, read t >= y1 >= E - R, and its E
+ *   was raised before A, before the add of y2: E <= tail_end(y2) <= E.
+ *   Then t + 1 + R < E is false: A did not ARM. Contradiction: no seq is
+ *   handed out at or past tail_end, by either path. So: no hole, no seq
+ *   without a segment; ldg_mark, the release walk and the segments'
+ *   retirement are unchanged.
+ *   Why each piece (the model's mutants, below):
+ *   - The lander's DISARM is a CAS that always writes. A plain store of
+ *     v + 1 could write back a value fast_gen had held before (another
+ *     lander disarmed, a holder re-armed): an ARM that loaded that even
+ *     value before the re-arm, with headroom since used up, then succeeds
+ *     (ABA). A lander that finds fast_gen even and writes nothing lets an
+ *     ARM that loaded that value before the landing (its headroom older
+ *     than the landing) succeed after it: with the lander's ticket that
+ *     makes R + 1 adds in the zone. Hence the generation, not a flag, and
+ *     (w | 1) + 1.
+ *   - ARM loads fast_gen before its look at tail (the CAS path), not
+ *     after: the argument needs the look to follow every disarm the ARM
+ *     CAS can succeed over. (Loaded after the look, a disarm between the
+ *     look and the load is missed: the ARM succeeds on stale headroom.)
+ *   - ARM only with r = R: in the first segment the CAS path leaves no
+ *     zone, and grow_at is F = tail_end there, so an add would pass the
+ *     end without taking the slow path.
+ *   - The claim at g's end - R: at g's end, a seq in the zone of g below
+ *     the claim would take the common path and never disarm.
+ *   At most R seqs land in the zone per arming (one per ticket: a lander
+ *   returns only disarmed, and re-arms need fresh headroom), the others
+ *   take the CAS path until one of them re-arms past the edge, which is
+ *   once per growth at most: the grow-ahead claimer links the next segment
+ *   while the seqs are half way to the zone, and then no add reaches it
+ *   (grow_at moves to the new segment's grow point before the zone is
+ *   reached). Only a stalled or failed growth disarms. Out of memory: the
+ *   CAS path returns LDG_ENOMEM with nothing reserved, the stream stays
+ *   disarmed (no ARM without a reservation), and no seq was handed out at
+ *   or past the end.
+ *   Progress: the DISARM loop retries only when another thread wrote
+ *   fast_gen (lock-free), ARM is one CAS, nobody waits for anybody: the
+ *   promise of ledger.h holds.
+ *   Seqs stay dense (every add and CAS hands out tail + 1). The destroy
+ *   handshake is unchanged: the add is a seq_cst RMW of tail like the
+ *   CAS, before the seq_cst load of destroyed (and cuda/engine.c's
+ *   slc__engine_kick_enqueued orders its wake-up by that RMW).
+ *   Single-issuer and owned streams keep their own reservations (an owned
+ *   stream reaches this one only once SHARED, after the installer's CAS
+ *   of tail: every seq of (2)'s ARM is past the owner's seqs).
+ *   Cost: the common add-first path loads fast_gen (the read-mostly line,
+ *   which every enqueue reads anyway) and grow_at (the line after tail's),
+ *   and adds: tail's line is taken once per op, and nothing else on it is
+ *   read or written by the enqueuers, so the adds of other threads are the
+ *   only traffic it sees. Single-issuer streams now touch two lines (the
+ *   store of tail, the load of tail_end), owned streams one (otail with
+ *   tail_end).
+ *   Model: ledger/model/ring.pml, CFG_FFA (one ticket, add-first with
+ *   arming and the grow-ahead claim at end - R) and CFG_FF2 (two tickets:
+ *   lander and re-armer racing), asserting the invariant at every
+ *   reservation; mutants BUG_NO_DISARM, BUG_ARM_NO_CHECK (arming from a
+ *   first-segment reservation), BUG_CLAIM_AT_END and BUG_ARM_GEN_LATE fail
+ *   (ledger/model/runs.txt says which configuration catches which).
+ *   BUG_DISARM_STORE and BUG_DISARM_READ need a third holder (a stale
+ *   armer beside two landers), beyond the bounds the model runs in: the
+ *   tests' rearm-race stages that race deterministically and kills their
+ *   C mutants. The old check-then-add fast path's configurations (CFG_FF,
+ *   FFR, FFD, FFF) and mutants stay, as the model of the design this
+ *   replaced. Tests: tests/torture/reserve_test.c (edge-parked,
+ *   edge-enomem, rearm-race).
  *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
@@ -671,11 +757,10 @@ void ldg__ext_free_cb(struct rcu_head *head) {
  * ldg__fast_tickets is taken by the thread holding ticket i. */
 static _Atomic uint32_t ldg__fast_tickets;
 _Static_assert(LDG__FAST_R == 32, "one bit of ldg__fast_tickets per ticket");
-/* The margin of this thread's fast-path check: LDG__FAST_R while it holds a
- * ticket, else so large that no check passes (tail stays far below 2^62).
- * One thread-local word, so that the check is one add. */
-#define LDG__NO_TICKET ((ldg_seq)1 << 62)
-static _Thread_local ldg_seq ldg__fast_margin = LDG__NO_TICKET;
+/* This thread's mask on s->fast_gen (RESERVING ON A SHARED STREAM): 1
+ * while it holds a ticket, else 0, so that "armed and a holder" is one
+ * AND of the loaded generation. */
+static _Thread_local uint64_t ldg__fast_mask;
 enum {
   LDG__TICKET_UNTRIED,
   LDG__TICKET_HELD,
@@ -691,7 +776,7 @@ enum { LDG__KEY_NONE, LDG__KEY_MAKING, LDG__KEY_MADE, LDG__KEY_FAILED };
 static _Atomic int ldg__ticket_key_state;
 
 static void ldg__ticket_give_back(void) {
-  ldg__fast_margin = LDG__NO_TICKET;
+  ldg__fast_mask = 0;
   /* Release: the next claimer of the bit (acq_rel CAS) sees this thread's
    * last add made: it is not pending any more. */
   ldg__fetch_and_release(&ldg__fast_tickets, ~(1u << ldg__ticket_bit));
@@ -699,7 +784,7 @@ static void ldg__ticket_give_back(void) {
 
 static void ldg__ticket_exit(void *unused) {
   (void)unused;
-  /* The thread exits: not inside ldg_enqueue, so no add pending. A later
+  /* The thread exits: not inside ldg_enqueue, so no add in flight. A later
    * enqueue from another key's destructor takes the CAS path. */
   if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
   ldg__ticket_state = LDG__TICKET_GONE;
@@ -744,7 +829,7 @@ static void ldg__fast_ticket_claim(void) {
         break;
       }
       ldg__ticket_state = LDG__TICKET_HELD;
-      ldg__fast_margin = LDG__FAST_R;
+      ldg__fast_mask = 1;
       return;
     }
   }
@@ -774,46 +859,93 @@ static int ldg__ring_extend_outside(ldg_stream *s, ldg_seq end) {
   return rc;
 }
 
-/* A fast-path seq at or past the grow_at its reservation read (GROWING
- * AHEAD, segment.c): the seq where the ring grows ahead, or one at or past
- * the end its check read (grow_at <= that end: see ldg__ring_reserve).
- * Seq_cst: after the add in S, so it reads a raise past seq, and (its
- * release half) the segment's publication with it. Then the early growth,
- * if this seq is the first to reach the newest segment's grow point. */
+/* DISARM (RESERVING ON A SHARED STREAM): a CAS of fast_gen from w (the
+ * value the lander loaded, then what each failed CAS read) to (w | 1) + 1,
+ * retried until it lands. */
+static void ldg__disarm(ldg_stream *s, uint64_t w) {
+  /* Seq_cst: a step of S, after the lander's add (the argument's D); a
+   * failed CAS reads the current value (seq_cst too) and retries:
+   * lock-free, it fails only when another thread wrote fast_gen. */
+  while (!ldg__cas_seq_cst(&s->fast_gen, &w, (w | 1) + 1)) {
+  }
+}
+
+void ldg__testing_disarm(ldg_stream *s, uint64_t loaded) {
+  ldg__disarm(s, loaded);
+}
+
+/* An add-first seq at or past the grow_at its reservation read (GROWING
+ * AHEAD, segment.c): the seq where the ring grows ahead, or one in the zone
+ * (the last LDG__FAST_R seqs below tail_end: grow_at <= tail_end -
+ * LDG__FAST_R, RESERVING ON A SHARED STREAM's fact (3)), or past a claim.
+ * gen: the odd fast_gen the reservation loaded. Seq_cst reload of tail_end:
+ * after the add in S (so E' >= tail_end at the add, the argument's E'),
+ * and (its acquire half) the segment's publication with it. */
 static __attribute__((noinline)) void ldg__reserve_past(ldg_stream *s,
                                                          ldg_seq seq,
-                                                         ldg_seq grow) {
-  if (ldg__load_seq_cst(&s->tail_end) <= seq) {
+                                                         ldg_seq grow,
+                                                         uint64_t gen) {
+  ldg_seq end = ldg__load_seq_cst(&s->tail_end);
+  if (end <= seq) {
     fprintf(stderr,
             "streamledger: stream %llu: seq %llu handed out past tail_end "
             "(the reservation's invariant is broken)\n",
             (unsigned long long)s->id, (unsigned long long)seq);
     abort();
   }
+  if (seq + LDG__FAST_R >= end) {
+    /* In the zone: DISARM before returning. A CAS from what we last read
+     * to (w | 1) + 1: odd to the next even, even (another lander was
+     * first) two on, so that this lander's write always lands; a plain
+     * store could write back a value fast_gen held before, and writing
+     * nothing when it is even lets an ARM that loaded that even value
+     * before our landing succeed after it (RESERVING ON A SHARED STREAM,
+     * "Why each piece"). */
+    ldg__disarm(s, gen);
+    LDG__HOOK(LDG__HOOK_RESERVE_DISARMED, s);
+  }
   ldg__ring_grow_early(s, seq, grow);
 }
 
 /* The CAS path (RESERVING ON A SHARED STREAM): a thread without a ticket
- * (it tries to take one here), a holder whose check failed, the first
- * segment. Returns the seq, or 0 if the ring could not grow (LDG_ENOMEM,
- * nothing reserved). Takes no read lock unless it grows the ring. */
-static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
+ * (it tries to take one here), a holder while the stream is disarmed, the
+ * first segment. gen: the fast_gen this reservation loaded first (even
+ * for a holder). Returns the seq, or 0 if the ring could not grow
+ * (LDG_ENOMEM, nothing reserved, nothing armed). Takes no read lock unless
+ * it grows the ring. */
+static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s,
+                                                               uint64_t gen) {
   if (__builtin_expect(ldg__ticket_state != LDG__TICKET_HELD, 0))
     ldg__fast_ticket_claim();
   for (;;) {
     /* tail: relaxed, the CAS below checks it (and with it the reserve's
-     * choice, which depends on t only). tail_end: acquire, as in
-     * ldg__ring_reserve. */
+     * choice, which depends on t only). tail_end: acquire pairs with the
+     * seq_cst (release half) CAS in ldg__raise_tail_end, made after
+     * tailseg reached the segment of every seq below end
+     * (ldg__seg_of_reserved reads it); it reads a raise that happens
+     * before our CAS, so it is at most tail_end at the CAS in S. */
     ldg_seq t = ldg__load_relaxed(&s->tail);
     ldg_seq end = ldg__load_acquire(&s->tail_end);
     ldg_seq reserve = t + 1 < LDG__FIRST_END ? 0 : LDG__FAST_R;
     if (t + 1 + reserve < end) {
-      /* seq_cst: a step of S; the destroy handshake reads destroyed after
-       * this (and cuda/engine.c's slc__engine_kick_enqueued orders its
-       * wake-up by it, in place of a fence). */
+      /* seq_cst: a step of S (after our load of gen); the destroy
+       * handshake reads destroyed after this (and cuda/engine.c's
+       * slc__engine_kick_enqueued orders its wake-up by it, in place of a
+       * fence). */
       if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
+        /* ARM: a holder whose reservation had the reserve (t + 1 +
+         * LDG__FAST_R < end, past the first segment) and whose gen was
+         * even. Seq_cst CAS from that gen, loaded before this look at
+         * tail: it fails if any disarm (or arm) came since, so the
+         * headroom seen is newer than every disarm it succeeds over
+         * (the argument's A). */
+        if (reserve != 0 && (gen & 1) == 0 &&
+            ldg__ticket_state == LDG__TICKET_HELD) {
+          LDG__HOOK(LDG__HOOK_RESERVE_ARMING, s);
+          ldg__cas_seq_cst(&s->fast_gen, &gen, gen + 1);
+        }
         /* The grow point (GROWING AHEAD, segment.c) for ticketless
-         * threads and the first seqs of a holder. Acquire, as in
+         * threads and the holders' CAS-path seqs. Acquire, as in
          * ldg__ring_reserve: a grow point read is one whose segment is
          * linked and whose end tail_end has reached. */
         ldg_seq grow = ldg__load_acquire(&s->grow_at);
@@ -829,35 +961,34 @@ static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s) {
   }
 }
 
-/* Reserves the next seq of s (RESERVING ON A SHARED STREAM): by fetch_add if
- * this thread holds a ticket and the ring has headroom past the reserve,
- * else by the CAS path. Takes no read lock on the common path. */
+/* Reserves the next seq of s (RESERVING ON A SHARED STREAM): a ticket
+ * holder adds first while fast_gen is armed; else the CAS path. Takes no
+ * read lock on the common path. */
 static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
-  /* grow_at: acquire pairs with its raises and its claim (segment.c,
-   * ldg__raise_grow_at, ldg__ring_grow_early), each made after tail_end
-   * was at least the value stored; loaded before tail_end, so grow <= end
-   * (coherence), and a seq below grow is below end: covered by the end
-   * read. One load on the line the next one reads anyway. */
-  ldg_seq grow = ldg__load_acquire(&s->grow_at);
-  /* tail_end: acquire pairs with the seq_cst (release half) CAS in
-   * ldg__raise_tail_end, made after tailseg reached the segment of every
-   * seq below end (ldg__seg_of_reserved reads it); the raise it reads
-   * precedes, in S, the load of tail below (the argument above). tail:
-   * seq_cst, a step of S (it reads the current tail there). */
-  ldg_seq end = ldg__load_acquire(&s->tail_end);
-  ldg_seq t = ldg__load_seq_cst(&s->tail);
+  /* fast_gen: seq_cst, a step of S: an odd value read comes after the ARM
+   * that wrote it (so after that ARM's look at tail, past the first
+   * segment), an even one is what the CAS path's ARM CASes from, loaded
+   * before its look at tail. On the read-mostly line (a plain load on
+   * x86). */
+  uint64_t gen = ldg__load_seq_cst(&s->fast_gen);
   ldg_seq got;
-  if (__builtin_expect(t + 1 + ldg__fast_margin < end, 1)) {
+  if (__builtin_expect(gen & ldg__fast_mask, 1)) {
+    /* grow_at: acquire pairs with its raises and its claim (segment.c,
+     * ldg__raise_grow_at, ldg__ring_grow_early), each made after tail_end
+     * was at least the value stored + LDG__FAST_R (once the first segment
+     * is outgrown, as it is when armed): a seq below grow is outside the
+     * zone (fact (3)). The one load of the enqueuers' line. */
+    ldg_seq grow = ldg__load_acquire(&s->grow_at);
     LDG__HOOK(LDG__HOOK_RESERVE_CHECKED, s);
-    /* seq_cst: a step of S; and, as the CAS, the destroy handshake reads
-     * destroyed after it (and cuda/engine.c's slc__engine_kick_enqueued
-     * orders its wake-up by it). */
+    /* seq_cst: a step of S, with no look at tail first; and, as the CAS,
+     * the destroy handshake reads destroyed after it (and cuda/engine.c's
+     * slc__engine_kick_enqueued orders its wake-up by it). */
     got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
-    /* Past the grow point, or past the end the check read (grow <= end):
-     * the one compare covers both. */
-    if (__builtin_expect(got >= grow, 0)) ldg__reserve_past(s, got, grow);
+    /* Past the grow point, in the zone, or past the claim: the one
+     * compare covers all three. */
+    if (__builtin_expect(got >= grow, 0)) ldg__reserve_past(s, got, grow, gen);
   } else {
-    got = ldg__ring_reserve_cas(s);
+    got = ldg__ring_reserve_cas(s, gen);
     if (got == 0) return LDG_ENOMEM;
   }
   *seq = got;
@@ -1599,4 +1730,8 @@ unsigned ldg__testing_slot_asks(ldg_stream *s) {
 uint64_t ldg__ring_tail_end(ldg_stream *s) {
   /* Acquire: as in ldg__ring_reserve (a test reads it at a quiet moment). */
   return ldg__load_acquire(&s->tail_end);
+}
+
+uint64_t ldg__ring_fast_gen(ldg_stream *s) {
+  return ldg__load_seq_cst(&s->fast_gen); /* as in ldg__ring_reserve */
 }

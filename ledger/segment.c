@@ -117,39 +117,41 @@
  *   Now the ring grows before its end, by one enqueuer, while the others go
  *   on reserving. s->grow_at, on the enqueuers' line beside tail_end, is
  *   the newest segment's grow point, g->base + (g->size - LDG__FAST_R) / 2
- *   (half way to where the reserve begins; growth segments only, at least
+ *   (half way to where the zone begins; growth segments only, at least
  *   2 x LDG__FAST_R slots: the first segment has none, grow_at stays at
- *   its end, which no seq reaches, so the first extension is still the CAS
- *   path's, as ring.c's first-segment argument needs).
- *   - The trigger. The fast path loads grow_at (acquire) before tail_end
- *     and, after its fetch_add, compares its seq with it: one load and the
- *     compare that used to test the seq against the end read. It covers
- *     that test: grow_at never passes tail_end (every write of grow_at
- *     follows, in its writer, a tail_end at least that high, and the
- *     release/acquire pair with the later load of tail_end makes that
- *     load read it or more), so a seq below grow_at is below the end
- *     read. At or past grow_at: ring.c's ldg__reserve_past reloads
- *     tail_end (seq_cst, as the late path did) and calls
- *     ldg__ring_grow_early. The CAS path makes the same test after its CAS.
+ *   its end, which no add reaches, so the first extension is the CAS
+ *   path's, as ring.c's argument needs).
+ *   - The trigger. The add-first path loads grow_at (acquire) before its
+ *     fetch_add and compares its seq with it: one load and one compare.
+ *     It also covers the zone (faa12): grow_at is at most tail_end -
+ *     LDG__FAST_R once the first segment is outgrown (every write of
+ *     grow_at follows, in its writer, a tail_end at least LDG__FAST_R
+ *     higher, and the add follows the load), so a seq below grow_at is
+ *     outside the zone. At or past grow_at: ring.c's ldg__reserve_past
+ *     reloads tail_end (seq_cst), disarms if the seq is in the zone, and
+ *     calls ldg__ring_grow_early. The CAS path makes the same test after
+ *     its CAS.
  *   - The claim. ldg__ring_grow_early reads tailseg g (pinned by the
  *     caller's unresolved seq: below the tail_end it read, so g is its
  *     segment or later) and goes on only if grow is g's grow point; then a
- *     CAS of grow_at from it to g's end (tail_end is there already) claims
- *     the growth. grow_at only grows (the claim, and raises by CAS to the
- *     next grow point), so it holds each grow point once: one claimer per
- *     grow point; the threads that read it before the claim lose the CAS
- *     or fail the test, and every later enqueue reads g's end and takes
- *     the fast path. No lock and no wait: nobody waits for the claimer.
+ *     CAS of grow_at from it to g's end - LDG__FAST_R (faa12: the start of
+ *     g's zone, above the grow point; tail_end is at g's end already)
+ *     claims the growth. grow_at only grows (the claim, and raises by CAS
+ *     to the next grow point), so it holds each grow point once: one
+ *     claimer per grow point; the threads that read it before the claim
+ *     lose the CAS or fail the test, and every later enqueue reads the
+ *     claimed value and takes the common path until its seq reaches g's
+ *     zone (where, if the ring has not grown yet, it disarms).
  *   - The growth. The claimer calls ldg__ring_extend(s, g's end) under RCU:
  *     the spare, else the pool, else a fresh segment, linked after g by
  *     the CAS on g->next (or it helps an extender that was first), tailseg
  *     swung, tail_end raised, then grow_at raised to the new segment's grow
  *     point (ldg__raise_grow_at, also done by every extension and every
  *     helper: the claim is given back by whoever links). Out of memory:
- *     nothing linked, grow_at stays at g's end.
+ *     nothing linked, grow_at stays at g's end - LDG__FAST_R.
  *   - A stalled claimer stops nobody. The others reserve on in the
- *     headroom; if they reach the reserve, the CAS path extends at the
- *     end as before, and its raise of grow_at opens the new segment's
+ *     headroom; if they reach the zone, the first to land there disarms,
+ *     the CAS path extends at the end as before (and re-arms), and its raise of grow_at opens the new segment's
  *     grow point. The claimer, resumed, finds tailseg past g's end and
  *     only helps (raises). Only then can two threads build a segment for
  *     one end (one loses the link, retired as before).
@@ -174,13 +176,16 @@
  *   Private streams pay the one load per enqueue and, once per segment, the
  *   claim CAS; single-issuer streams keep growing at the end (nobody races
  *   them). The invariant of RESERVING ON A SHARED STREAM is untouched: the
- *   growth only raises tail_end.
- *   Model: ledger/model/ring.pml, CFG_FF, CFG_FFR, CFG_FFD (GROWAHEAD: the
- *   early growth racing fetch_adds, the CAS path's extension at the end and
+ *   growth only raises tail_end (and the claim's value is the one fact (3)
+ *   there needs).
+ *   Model: ledger/model/ring.pml, CFG_FFA (and, for the check-then-add
+ *   design before faa12, CFG_FF, CFG_FFR, CFG_FFD)
+ *   (GROWAHEAD: the early growth racing fetch_adds, the CAS path's extension at the end and
  *   releases), asserting one claim per grow point, grow_at <= tail_end and,
  *   at every link, the next seq in the extended segment or later; the
- *   mutant BUG_GROW_NO_CLAIM (no claim: two early growers for one point)
- *   fails; ring_common.pml's seg_of_reserved reads tailseg's prev as the C
+ *   mutants BUG_GROW_NO_CLAIM (no claim: two early growers for one point)
+ *   and BUG_CLAIM_AT_END (the claim at g's end: a seq in the zone takes
+ *   the common path) fail; ring_common.pml's seg_of_reserved reads tailseg's prev as the C
  *   does (PROBE_PREV), pinned (TOUCH_PINNED). Tests: tests/torture/reserve_test.c (reserve-parked: a parked
  *   claimer and the extension at the end; grow-ahead; dense).
  *
@@ -334,6 +339,9 @@
 
 #define LDG__SEG_MIN 64u
 #define LDG__SEG_MAX 1024u
+_Static_assert(LDG__SEG_MIN >= 2 * LDG__FAST_R,
+               "a growth segment's grow point is below its zone (GROWING "
+               "AHEAD; ring.c, RESERVING ON A SHARED STREAM)");
 
 /* s->spare while a release prepares one: claimed, nothing parked yet. Only
  * its claimer changes it; takers leave it alone. Never dereferenced. */
@@ -434,8 +442,11 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->obase, 0);
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
   /* No early growth in the first segment (no seq reaches its end): the
-   * first extension sets the first grow point. */
+   * first extension sets the first grow point. No add is made before that
+   * extension (ring.c, RESERVING ON A SHARED STREAM, fact (2)), so this
+   * value is at most tail_end - LDG__FAST_R whenever an add reads it. */
   atomic_init(&s->grow_at, (ldg_seq)1 + LDG__SEG_FIRST);
+  atomic_init(&s->fast_gen, 0); /* disarmed: the first segment is the CAS path's */
   atomic_init(&s->released, 0);
   atomic_init(&s->ops_released, 0);
   atomic_init(&s->waits_enqueued, 0);
@@ -621,14 +632,16 @@ static ldg_seq ldg__grow_point(const struct ldg__seg *g) {
 }
 
 /* Raises grow_at to g's grow point; g is tailseg (or was) and tail_end is
- * already at g's end, so grow_at stays at or below tail_end. Not for the
+ * already at g's end, so grow_at stays at or below tail_end - LDG__FAST_R
+ * (the grow point is at most g's end - LDG__FAST_R). Not for the
  * first segment, which the ring outgrows at its end (RESERVING ON A SHARED
  * STREAM, ring.c: the first extension is the CAS path's). */
 static void ldg__raise_grow_at(ldg_stream *s, const struct ldg__seg *g) {
   if (g->size < 2 * LDG__FAST_R) return;
-  /* Release: pairs with the fast path's acquire of grow_at, which then
-   * reads a tail_end at least g's end (raised before this, ring.c's
-   * ldg__ring_reserve). */
+  /* Release: pairs with the acquire of grow_at in ldg__ring_reserve and
+   * ldg__ring_reserve_cas: a reader of the grow point then has tail_end at
+   * least g's end, LDG__FAST_R above it (raised before this), before its
+   * next step (fact (3) of RESERVING ON A SHARED STREAM, ring.c). */
   ldg__raise_mark(&s->grow_at, ldg__grow_point(g), memory_order_release);
 }
 
@@ -644,11 +657,16 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
   if (g->size < 2 * LDG__FAST_R || grow != ldg__grow_point(g)) return;
   ldg_seq end = g->base + g->size;
   /* The claim: one early extender per grow point, no lock: a loser (and
-   * every enqueue after the claim, which reads g's end) goes on reserving.
-   * g's end: tail_end is at it already (grow_at was raised after it), so
-   * grow_at stays <= tail_end. acq_rel: the release half publishes that,
-   * as ldg__raise_grow_at; the acquire half orders nothing we rely on. */
-  if (!ldg__cas_acq_rel(&s->grow_at, &grow, end)) return;
+   * every enqueue after the claim, which reads the claimed value) goes on
+   * reserving. g's end - LDG__FAST_R, the start of g's zone, not g's end
+   * (faa12): an add landing in the zone must take the slow path, by the
+   * add-first path's one compare, to disarm (ring.c, RESERVING ON A SHARED
+   * STREAM, fact (3)); and it is above the grow point (g->size >= 2 x
+   * LDG__FAST_R), so grow_at still holds each grow point once. tail_end is
+   * at g's end already (grow_at was raised after it), so grow_at stays <=
+   * tail_end - LDG__FAST_R. acq_rel: the release half publishes that, as
+   * ldg__raise_grow_at; the acquire half orders nothing we rely on. */
+  if (!ldg__cas_acq_rel(&s->grow_at, &grow, end - LDG__FAST_R)) return;
   /* A pool limit of 0 keeps nothing ahead of need (ledger.h, "Memory"):
    * the claim stays (no enqueue comes back here for this segment) and the
    * ring grows at its end. Relaxed: a setting, read as a hint as in

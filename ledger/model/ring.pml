@@ -63,6 +63,22 @@
  *             at once; 21M states, 1 GB, ~90 s: check.sh --deep only); with
  *             -DFAST_AS_C, the fast check as the C makes it, without the
  *             first-segment test (implied once RES_R + 1 >= FIRST_END)
+ * With ARMING (faa12: ring.c, RESERVING ON A SHARED STREAM: ADD FIRST WHILE
+ * ARMED; ring_common.pml's ring_reserve): a holder adds without looking at
+ * tail while fast_gen is odd, disarms when its seq lands in the last RES_R
+ * seqs below tail_end, and re-arms after a CAS-path reservation past the
+ * first segment; the grow-ahead claim stores g's end - RES_R:
+ *   CFG_FFA   RES_R 1: 2 enqueuers x FFA_A (3) + FFA_B (2) ops, one of
+ *             them a holder (its adds racing the other's claim and
+ *             extension at the end: it lands in the zone and disarms; with
+ *             -DFFA_A=4 -DFFA_B=3, for the mutants, it adds again after)
+ *   (With a releaser or a destroyer beside them, 2 x 2 ops, the search
+ *   passed 34M states without ending in 2 minutes: not run. The destroy
+ *   handshake is the same seq_cst RMW of tail as CFG_FFD's fetch_add.)
+ *   CFG_FF2   RES_R 2: two holders x FF2_OPS (4) ops, no grow-ahead (SZ 2
+ *             has no grow point below a zone of 2: grow_at sits at the
+ *             zone's start, as the C's claim leaves it with a pool limit of
+ *             0): a lander's disarm races the other's add and re-arm
  * With FASTPATH also GROWAHEAD (segment.c, GROWING AHEAD; ring_common.pml's
  * grow_early): an enqueuer whose seq (by either path) reaches grow_at, the
  * newest segment's grow point (its base here: SZ 2), claims the growth with
@@ -125,6 +141,16 @@
  *                          tail_end
  *   BUG_FAST_FIRST_SEG     the fetch_add path also in the first segment,
  *                          where the CAS path keeps no reserve
+ *   BUG_NO_DISARM          (ARMING) a lander in the zone does not disarm
+ *   BUG_ARM_NO_CHECK       (ARMING) re-arm after any CAS-path reservation,
+ *                          also in the first segment (no reserve there)
+ *   BUG_DISARM_STORE       (ARMING) disarm by a plain store of v + 1
+ *   BUG_DISARM_READ        (ARMING) a lander finding fast_gen even writes
+ *                          nothing
+ *   BUG_ARM_GEN_LATE       (ARMING) the armer loads fast_gen after its look
+ *                          at tail
+ *   BUG_CLAIM_AT_END       (ARMING) the grow claim (or, in CFG_FF2, grow_at)
+ *                          at the segment's end, not end - RES_R
  *   BUG_GROW_NO_CLAIM      grow_early extends without claiming grow_at:
  *                          two early growers for one grow point (the herd
  *                          the claim prevents)
@@ -150,6 +176,15 @@
 #elif defined(CFG_FFF)
 #define FASTPATH
 #define RES_R 2
+#elif defined(CFG_FFA)
+#define FASTPATH
+#define ARMING
+#define RES_R 1
+#elif defined(CFG_FF2)
+#define FASTPATH
+#define ARMING
+#define RES_R 2
+#define NO_GROWAHEAD   /* SZ 2 < 2 x RES_R: no grow point below the zone */
 #endif
 
 #if defined(CFG_EEC)
@@ -211,6 +246,25 @@
 #elif defined(CFG_FFD)
 #define NENT 3
 #define NSEG 5
+#elif defined(CFG_FFA)
+#ifndef FFA_A
+#define FFA_A 3
+#endif
+#ifndef FFA_B
+#define FFA_B 2
+#endif
+#define NENT (FFA_A + FFA_B)
+#define NSEG 7
+#elif defined(CFG_FF2)
+#ifndef FF2_OPS
+#define FF2_OPS 4
+#endif
+#ifndef FF2_THIRD
+#define NENT (2 * FF2_OPS)
+#else
+#define NENT (2 * FF2_OPS + FF2_THIRD)
+#endif
+#define NSEG 9
 #else
 #ifndef CFG_EER
 #define CFG_EER
@@ -316,6 +370,13 @@ init {
     run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 1); run Releaser(0, 1)
 #elif defined(CFG_FFD)
     run Enqueuer(0, 1, 2); run Enqueuer(0, 3, 1); run Destroyer(0)
+#elif defined(CFG_FFA)
+    run Enqueuer(0, 1, FFA_A); run Enqueuer(0, 1 + FFA_A, FFA_B)
+#elif defined(CFG_FF2)
+    run Enqueuer(0, 1, FF2_OPS); run Enqueuer(0, 1 + FF2_OPS, FF2_OPS)
+#ifdef FF2_THIRD
+    ; run Enqueuer(0, 1 + 2 * FF2_OPS, FF2_THIRD)
+#endif
 #endif
   }
   (_nr_pr == 1);

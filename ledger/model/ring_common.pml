@@ -407,6 +407,16 @@ byte inrcu;              /* ghost: processes inside a read-side section */
 #else
 #define P_FAST_FULL(c) skip
 #endif
+#ifdef PROBE_ZONE                /* (ARMING) an add lands in the zone: the last RES_R seqs */
+#define P_ZONE(c) PROBE_AT(c)
+#else
+#define P_ZONE(c) skip
+#endif
+#ifdef PROBE_REARM               /* (ARMING) a re-arm after a disarm */
+#define P_REARM(c) PROBE_AT(c)
+#else
+#define P_REARM(c) skip
+#endif
 #ifdef PROBE_RESERVE_EXTEND      /* the CAS path extends with seqs left in the reserve */
 #define P_RESERVE_EXTEND(c) PROBE_AT(c)
 #else
@@ -437,7 +447,7 @@ byte inrcu;              /* ghost: processes inside a read-side section */
   byte rt_cur; bit rt_ok; \
   byte ex_g, ex_end, ex_next, ex_fresh; bit ex_pooled; \
   byte pp_g, pp_n; bit pp_ok; \
-  byte rs_t, rs_end, rs_seq, rs_g, rs_b, rs_tk, rs_grow; bit rs_ok; \
+  byte rs_t, rs_end, rs_seq, rs_g, rs_b, rs_tk, rs_grow, rs_gen; bit rs_ok, rs_dis; \
   byte ge_g, ge_end; bit ge_ok; \
   byte en_idx; bit en_ok; \
   byte cl_r, cl_from; bit cl_ok; \
@@ -772,6 +782,11 @@ inline raise_tail_end(s, end) {
 #define GROWAHEAD                  /* NO_GROWAHEAD: the reserve alone (see check.sh) */
 #endif
 #define GROW_POINT(b) ((b) + (SZ - RES_R) / 2)
+#ifdef BUG_CLAIM_AT_END
+#define ZONE_START(b) ((b) + SZ)                       /* mutant */
+#else
+#define ZONE_START(b) ((b) + SZ - RES_R)
+#endif
 byte grown[16];
 
 /* ---- ldg__raise_grow_at(s, g): after tail_end reached g's end ---- */
@@ -785,6 +800,20 @@ inline raise_grow_at(s, g) {
         * covers the end: ring.c's ldg__ring_reserve) */
        assert(GROW_POINT(sbase[g]) <= tail_end[s]);
        grow_at[s] = GROW_POINT(sbase[g])
+    :: else
+    fi
+  }
+#elif defined(ARMING)
+  /* ARMING without GROWAHEAD (CFG_FF2: SZ 2 < 2 x RES_R has no grow point
+   * below the zone): grow_at at the zone's start of every segment past the
+   * first, as the C's claim leaves it when the ring grows at its end (a
+   * pool limit of 0); BUG_CLAIM_AT_END: at the end. */
+  d_step {
+    TOUCH(g);
+    if
+    :: sbase[g] != 1 && grow_at[s] < ZONE_START(sbase[g]) ->
+       assert(sbase[g] + SZ <= tail_end[s]);
+       grow_at[s] = ZONE_START(sbase[g])
     :: else
     fi
   }
@@ -871,12 +900,16 @@ inline grow_early(s, seq, grow) {
   }
   if
   :: ge_ok ->
-     d_step {                                      /* acq_rel CAS grow_at grow -> g's end */
+     d_step {                                      /* acq_rel CAS grow_at grow -> g's end - R */
 #ifndef BUG_GROW_NO_CLAIM
        if
        :: grow_at[s] == grow ->
-          assert(ge_end <= tail_end[s]);           /* grow_at <= tail_end */
-          grow_at[s] = ge_end
+          assert(ge_end <= tail_end[s]);           /* grow_at <= tail_end - R */
+#if defined(ARMING) && !defined(BUG_CLAIM_AT_END)
+          grow_at[s] = ge_end - RES_R              /* the zone's start (faa12) */
+#else
+          grow_at[s] = ge_end                      /* before faa12; mutant BUG_CLAIM_AT_END */
+#endif
        :: else -> ge_ok = 0
        fi;
 #endif
@@ -943,6 +976,33 @@ inline grow_early(s, seq, grow) {
 #endif
 byte ntk;                /* tickets taken (ldg__fast_tickets' bits) */
 byte npend;              /* ghost: fetch_adds checked and not yet made */
+/* ARMING (faa12, ring.c's RESERVING ON A SHARED STREAM: ADD FIRST WHILE
+ * ARMED): a holder loads fast_gen; odd: it adds with no check of tail,
+ * compares its seq with the grow_at it loaded and, at or past it, reloads
+ * tail_end and disarms if its seq is within RES_R of it (a CAS from w to
+ * (w | 1) + 1, retried from what it read). Even (or no ticket): the CAS
+ * path, and a holder whose reservation there had the reserve (past the
+ * first segment) re-arms by a CAS from the even value it loaded first.
+ * Mutants: BUG_NO_DISARM, BUG_DISARM_STORE (a plain store of v + 1),
+ * BUG_DISARM_READ (a lander that finds fast_gen even writes nothing),
+ * BUG_ARM_NO_CHECK (re-arm after any CAS-path reservation, the first
+ * segment's included), BUG_ARM_GEN_LATE (the armer loads fast_gen again
+ * after its look at tail, and CASes from that), BUG_CLAIM_AT_END (above). */
+#ifdef ARMING
+byte fgen[NS];           /* s->fast_gen */
+#if defined(BUG_ARM_NO_CHECK)
+#define ARM_OK(seq) true
+#else
+#define ARM_OK(seq) ((seq) >= FIRST_END)          /* the reserve was RES_R */
+#endif
+/* ARM_ANY: a process without a ticket arms too (the C's holders only: a
+ * non-holder here stands for a holder that arms and then adds no more) */
+#ifdef ARM_ANY
+#define ARM_WHO true
+#else
+#define ARM_WHO (rs_tk == 1)
+#endif
+#endif
 inline ring_reserve(s, e) {
 #ifdef FASTPATH
   if                                               /* ldg__fast_ticket_claim */
@@ -955,6 +1015,65 @@ inline ring_reserve(s, e) {
      }
   :: else
   fi;
+#ifdef ARMING
+  rs_gen = fgen[s];                                /* seq_cst load fast_gen */
+  if
+  :: rs_tk == 1 && (rs_gen & 1) ->
+     rs_grow = grow_at[s];                         /* acquire load grow_at */
+     d_step {                                      /* seq_cst fetch_add tail */
+       rs_seq = tail[s] + 1; tail[s] = rs_seq; rs_ok = 1;
+       /* the invariant: no seq handed out at or past tail_end */
+       assert(rs_seq < tail_end[s]);
+       /* below the grow_at read: outside the zone */
+       assert(rs_seq >= rs_grow || rs_seq + RES_R < tail_end[s]);
+       P_ZONE(rs_seq + RES_R >= tail_end[s]);
+       eseq[e] = rs_seq
+     };
+     if
+     :: rs_seq >= rs_grow ->                       /* ldg__reserve_past */
+        rs_end = tail_end[s];                      /* seq_cst load tail_end */
+        assert(rs_seq < rs_end);
+        if
+        :: rs_seq + RES_R >= rs_end ->             /* in the zone: disarm */
+#if defined(BUG_NO_DISARM)
+           skip
+#elif defined(BUG_DISARM_STORE)
+           fgen[s] = rs_gen + 1                    /* mutant: a plain store */
+#else
+           rs_dis = 1;
+           do
+           :: rs_dis ->
+              d_step {                             /* seq_cst CAS w -> (w | 1) + 1 */
+                if
+                :: fgen[s] == rs_gen ->
+#ifdef BUG_DISARM_READ
+                   if
+                   :: rs_gen & 1 -> fgen[s] = rs_gen + 1
+                   :: else                         /* mutant: even, nothing written */
+                   fi;
+#else
+                   fgen[s] = (rs_gen | 1) + 1;
+#endif
+                   rs_dis = 0
+                :: else -> rs_gen = fgen[s]
+                fi
+              }
+           :: else -> break
+           od
+#endif
+        :: else
+        fi;
+#ifdef GROWAHEAD
+        grow_early(s, rs_seq, rs_grow)
+#else
+        skip
+#endif
+     :: else
+     fi;
+     rs_end = 0; rs_grow = 0
+  :: else
+  fi;
+#else
   if
   :: rs_tk == 1 ->                                 /* ldg__ring_reserve */
      rs_grow = grow_at[s];                         /* acquire load grow_at */
@@ -987,6 +1106,7 @@ inline ring_reserve(s, e) {
      rs_t = 0; rs_end = 0; rs_grow = 0
   :: else
   fi;
+#endif /* ARMING */
 #endif
   do                                               /* ldg__ring_reserve_cas */
   :: rs_ok -> break
@@ -1000,12 +1120,38 @@ inline ring_reserve(s, e) {
           :: tail[s] == rs_t ->
              assert(rs_t + 1 < tail_end[s]);       /* its slot exists */
              tail[s] = rs_t + 1; rs_ok = 1; rs_seq = rs_t + 1;
+#ifdef ARMING
+             /* past the first segment, never in the zone */
+             assert(rs_seq < FIRST_END || rs_seq + RES_R < tail_end[s]);
+#else
              assert(tail[s] + npend < tail_end[s]);   /* (FASTPATH's invariant) */
+#endif
              eseq[e] = rs_seq
           :: else -> rs_ok = 0
           fi;
           rs_t = 0; rs_end = 0
         };
+#ifdef ARMING
+        if                                         /* re-arm */
+        :: rs_ok && ARM_WHO && !(rs_gen & 1) && ARM_OK(rs_seq) ->
+#ifdef BUG_ARM_GEN_LATE
+           rs_gen = fgen[s];                       /* mutant: loaded after the look */
+           if
+           :: !(rs_gen & 1) ->
+#endif
+           d_step {                                /* seq_cst CAS fast_gen v -> v + 1 */
+             if
+             :: fgen[s] == rs_gen -> P_REARM(rs_gen > 0); fgen[s] = rs_gen + 1
+             :: else
+             fi
+           }
+#ifdef BUG_ARM_GEN_LATE
+           :: else
+           fi
+#endif
+        :: else
+        fi;
+#endif
 #ifdef GROWAHEAD
         if
         :: rs_ok ->
@@ -1028,7 +1174,7 @@ inline ring_reserve(s, e) {
         rs_t = 0; rs_end = 0
      fi
   od;
-  rs_ok = 0
+  rs_ok = 0; rs_gen = 0
 }
 
 /* ---- ldg__seg_of_reserved(s, seq) + &g->slots[seq - g->base]:
