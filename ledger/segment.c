@@ -651,8 +651,8 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
    * segment or a later one, pinned by seq (unresolved): no read lock. */
   struct ldg__seg *g = ldg__load_acquire(&s->tailseg);
   /* Still the newest segment's grow point, not claimed (a claim stores
-   * g's end, a later raise the next grow point: grow_at only grows, so it
-   * holds each grow point once). seq >= grow >= g->base: seq is in g, the
+   * g's end - LDG__FAST_R, a later raise the next grow point: grow_at only
+   * grows, so it holds each grow point once). seq >= grow >= g->base: seq is in g, the
    * newest segment, so what is linked now is the one segment ahead. */
   if (g->size < 2 * LDG__FAST_R || grow != ldg__grow_point(g)) return;
   ldg_seq end = g->base + g->size;
@@ -677,7 +677,7 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
   /* Links the spare, a pooled or a fresh segment after g (or helps an
    * extender at the end that was first), swings tailseg, raises tail_end
    * and then grow_at to the new segment's grow point: that raise gives the
-   * claim back. Out of memory: nothing linked, grow_at left at g's end;
+   * claim back. Out of memory: nothing linked, grow_at left at the claim;
    * the extension at the end tries again and reports it. */
   (void)ldg__ring_extend(s, end);
   ldg__ring_read_unlock(s, v);
