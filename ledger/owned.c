@@ -2,7 +2,9 @@
  * The per-stream ring, part 3 of 7: owned streams — the default stream's
  * reservation by its owning thread, the claim, the revocation and the
  * contested seq. The inline paths that ldg__ring_enqueue (ring.c) runs on
- * every op are in owned.h; the slow paths are here.
+ * every op are in owned.h; the slow paths are here. PUBLICATION,
+ * PUBLICATION ON A STREAM WITH ONE PUBLISHER and DESTROY are ring.c's;
+ * SINGLE-ISSUER STREAMS and RESERVING ON A SHARED STREAM are reserve.c's.
  *
  * OWNED STREAMS (default streams; issue 11's one-thread row)
  *   A default stream is mostly recorded on by one thread. Its reservation
@@ -250,7 +252,8 @@ __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
   for (;;) {
     /* tail_end, then otail (both acquire): an extension by the owner that
      * we see comes with the otail that made it extend (the first-segment
-     * argument of RESERVING ON A SHARED STREAM). otail pairs with the
+     * argument of OWNED STREAMS; RESERVING ON A SHARED STREAM, reserve.c).
+     * otail pairs with the
      * owner's release store. */
     ldg_seq end = ldg__load_acquire(&s->tail_end);
     t = ldg__load_acquire(&s->otail);

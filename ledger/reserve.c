@@ -2,7 +2,9 @@
  * The per-stream ring, part 2 of 7: reserving a seq, on a single-issuer
  * stream (a store) and on a shared stream (add first while armed, else
  * the CAS path). The inline paths that ldg__ring_enqueue (ring.c) runs on
- * every op are in reserve.h; the ticket and the slow paths are here.
+ * every op are in reserve.h; the tickets and the slow paths are here.
+ * PUBLICATION, PUBLICATION ON A STREAM WITH ONE PUBLISHER and DESTROY are
+ * ring.c's; OWNED STREAMS is owned.c's.
  *
  * SINGLE-ISSUER STREAMS (LDG_STREAM_SINGLE_ISSUER, opt-in)
  *   The caller promises that the calls recording on s (enqueues, and waits
@@ -12,10 +14,10 @@
  *   against tail_end, and a release store of t + 1 (pairing with ldg_mark's
  *   acquire as the CAS's release half did): no locked read-modify-write.
  *   The publication, too, is a store (PUBLICATION ON A STREAM WITH ONE
- *   PUBLISHER above); releases, marks and queries still come from any
+ *   PUBLISHER, ring.c); releases, marks and queries still come from any
  *   thread.
  *   What the CAS also gave was the destroy handshake's store->load order
- *   (DESTROY above: the enqueuer's seq_cst RMW of tail before its seq_cst
+ *   (DESTROY, ring.c: the enqueuer's seq_cst RMW of tail before its seq_cst
  *   load of destroyed). A store, even seq_cst, gives that only with a full
  *   fence after it, which costs what the CAS did. So the handshake becomes
  *   asymmetric (rcu.h, ldg__asym_*): the enqueuer orders its store of tail

@@ -1,12 +1,17 @@
 /*
- * The per-stream ring, part 1 of 5: layout, and the enqueue protocol
- * (reserve, publish, overtake, the destroy handshake). A sequence-indexed
+ * The per-stream ring, part 1 of 7: layout, and the enqueue protocol
+ * (publish, overtake, the destroy handshake). A sequence-indexed
  * ring of entries, published and reclaimed under RCU, with atomic high-water
  * marks. The correctness argument is split with the code, one protocol per
  * file, each opening with its part:
  *   ring.c     layout, what each atomic publishes, publication, a release
  *              that overtakes an enqueue, destroy, enqueue without a
  *              read-side section (this file);
+ *   reserve.c  reserving a seq: on a single-issuer stream (a store), and
+ *              on a shared stream (add first while armed, else the CAS
+ *              path: tickets, fast_gen);
+ *   owned.c    owned streams: the claim, the owner's reservation, the
+ *              revocation and the contested seq;
  *   segment.c  who may reclaim a slot and when: segments, growth, head
  *              advance and retirement;
  *   pool.c     the retired-segment pool;
@@ -15,8 +20,10 @@
  *   release.c  claims, taking chunks, the transitive release engine;
  *   summary.c  (not part of the ring's protocol: read-only on it) the
  *              queries' walk and the segment summaries they keep.
- * The Promela model (ledger/model/ring_common.pml) maps its inlines to the
- * C functions of these files.
+ * reserve.h and owned.h hold the inline paths of reserve.c and owned.c
+ * that the enqueue (below) runs on every op. The Promela model
+ * (ledger/model/ring_common.pml) maps its inlines to the C functions of
+ * these files.
  *
  * LAYOUT
  *   Every operation or wait enqueued on a stream gets a sequence number (seq,
@@ -37,7 +44,7 @@
  *                  the mark over it.
  *   Everything in (released, tail] is pending. (On an owned stream the
  *   owner's otail stands for tail until a revocation installs it: OWNED
- *   STREAMS below; readers read both through ldg__tail_*.)
+ *   STREAMS, owned.c; readers read both through ldg__tail_*.)
  *
  * WHAT EACH ATOMIC PUBLISHES
  *   s->tailseg  (seq_cst CAS / acquire or seq_cst load) a fully initialised
@@ -46,19 +53,19 @@
  *   g->next     (seq_cst CAS) the successor segment, initialised.
  *   s->tail_end (seq_cst CAS / acquire or seq_cst load) segments up to it
  *               are linked and tailseg reaches them (seq_cst: a step of the
- *               order S of RESERVING ON A SHARED STREAM below, and the
+ *               order S of RESERVING ON A SHARED STREAM, reserve.c, and the
  *               add-first path's reload after its add is a seq_cst load).
  *   s->tail     (seq_cst CAS, or seq_cst fetch_add) a seq is reserved. It is
  *               handed out only if its slot exists (seq < tail_end: the
  *               CAS checks it, the fetch_add is made only while the stream
  *               is armed and the zone below tail_end is kept for at most
- *               one add per ticket: RESERVING ON A SHARED STREAM below), so
+ *               one add per ticket: RESERVING ON A SHARED STREAM, reserve.c), so
  *               reserving never fails after the fact and a refused enqueue
  *               leaves no hole. Alone on its cache line (faa12): the adds
  *               take that line once per op.
  *               On a single-issuer stream, a release store (SINGLE-ISSUER
- *               STREAMS below). On an owned stream 0 until a revoker
- *               installs it (seq_cst CAS from 0: OWNED STREAMS).
+ *               STREAMS, reserve.c). On an owned stream 0 until a revoker
+ *               installs it (seq_cst CAS from 0: OWNED STREAMS, owned.c).
  *   s->fast_gen (seq_cst load / seq_cst CAS, +1 or +2) odd: ticket holders
  *               may reserve by fetch_add without looking at tail (armed by
  *               a holder whose CAS-path reservation had the reserve's
@@ -66,14 +73,14 @@
  *               its look at tail); even: they take the CAS path (disarmed
  *               by a holder whose seq landed within LDG__FAST_R of
  *               tail_end). A generation, never repeating a value
- *               (RESERVING ON A SHARED STREAM below). On the read-mostly
+ *               (RESERVING ON A SHARED STREAM, reserve.c). On the read-mostly
  *               line: written about once per stalled growth, read by every
  *               shared enqueue.
  *   s->otail    (release store / acquire load) the owner of an owned stream
  *               reserved every seq up to it; written by the owner only.
  *   s->owner    (acq_rel CAS claim, seq_cst CAS to PENDING, release store of
  *               SHARED / acquire loads, and the relaxed R2 ordered by
- *               membarrier) who reserves how (OWNED STREAMS).
+ *               membarrier) who reserves how (OWNED STREAMS, owned.c).
  *   s->contest  (acq_rel CAS, once per side) who got the contested seq.
  *   slot->state (release store of FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once
@@ -91,7 +98,7 @@
  *               newest segment's grow point, or its end - LDG__FAST_R while
  *               claimed (segment.c, GROWING AHEAD). An add whose seq is
  *               below it is outside the zone (RESERVING ON A SHARED
- *               STREAM): the add-first path's one compare.
+ *               STREAM, reserve.c): the add-first path's one compare.
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
  *               over: intervals (old, new] of concurrent releases are
  *               disjoint, so each seq is claimed by exactly one release.
@@ -191,9 +198,9 @@
  *   Queries read state alone (FULL: the payload), never the ask. ABANDONED
  *   is no longer stored in a slot: the value names what ldg__overtake_*
  *   return for "someone else takes the entry".
- *   Owned streams' seqs published both ways (OWNED STREAMS, "Publication",
- *   LDG__PUB_BOTH) store FULL as above and read both asks, the slot's in
- *   the section and then s->asked (the light barrier orders both loads after
+ *   Owned streams' seqs published both ways (owned.c, OWNED STREAMS,
+ *   "Publication", LDG__PUB_BOTH) store FULL as above and read both asks,
+ *   the slot's in the section and then s->asked (the light barrier orders both loads after
  *   the store); their release asks in one place, chosen by ldg__seq_asks,
  *   so the argument for that place holds unchanged. For every other seq the
  *   enqueuer reads one place and the release must ask there (an ask where
@@ -221,12 +228,12 @@
 
  * PUBLICATION ON A STREAM WITH ONE PUBLISHER (the single-issuer streams,
  * ldg__one_publisher, and the seqs an owned stream's owner reserved:
- * OWNED STREAMS, "Publication", says how the two meet; ldg__publish_one
+ * owned.c's OWNED STREAMS, "Publication", says how the two meet; ldg__publish_one
  * here, ldg__overtake_one in release.c, ldg__seq_asks in internal.h)
  *   At most one slot of such a stream is between its reservation and its
  *   publication: the publisher's calls never overlap, and each publishes
  *   (or retracts) before the next reserves. (On an owned stream this holds
- *   of the seqs whose release asks; OWNED STREAMS, "Publication".) So the handshake with a release
+ *   of the seqs whose release asks; owned.c, OWNED STREAMS, "Publication".) So the handshake with a release
  *   that finds a slot EMPTY needs no word in the slot (whose reading after
  *   publication would need a read-side section: the slot may be taken and
  *   its segment retired by then; bench/RESULTS.md, core3) but one word on
@@ -293,12 +300,12 @@
  *   seq after a retracted one is reserved, so no release can adopt it.
  *   The slot's state is written by its enqueuer alone before publication
  *   (FULL, RETRACTED), here as on shared seqs.
- *   The destroy handshake's light barrier (SINGLE-ISSUER STREAMS) is not
- *   folded into this one: the enqueuer must read destroyed before it
+ *   The destroy handshake's light barrier (reserve.c, SINGLE-ISSUER STREAMS)
+ *   is not folded into this one: the enqueuer must read destroyed before it
  *   publishes (a publication cannot be taken back once a release may have
  *   taken it, so a late refusal would need a decision of its own); with
- *   membarrier both are compiler barriers, so there is nothing to save but
- *   in the fallback (two seq_cst fences).
+ *   membarrier both are compiler barriers, so there is nothing to save but in
+ *   the fallback (two seq_cst fences).
  *   ThreadSanitizer sees no membarrier (nor the compiler barrier's pairing
  *   with it), as for the destroy handshake; it needs none: the fence only
  *   decides who takes the entry, and whatever one side reads of the other's
@@ -386,26 +393,30 @@ void ldg__ext_free_cb(struct rcu_head *head) {
       (struct ldg__ext *)((char *)head - offsetof(struct ldg__ext, rcu)));
 }
 
-/* ---- Reserving a seq ------------------------------------------------------------- */
+/* ---- The reservations' thread-locals (reserve.h, owned.h) ---------------------- */
 
+/* Defined here, in the file of the enqueue that reads them on every op: a
+ * thread-local defined in the file that reads it is one instruction there
+ * (%fs:offset), an extern one two (its offset loaded first). */
 
 /* This thread's mask on s->fast_gen (RESERVING ON A SHARED STREAM): 1
  * while it holds a ticket, else 0, so that "armed and a holder" is one
  * AND of the loaded generation. */
 _Thread_local uint64_t ldg__fast_mask; /* reserve.h */
 
-/* ---- Owned streams (OWNED STREAMS) ------------------------------------------------ */
-
+/* This thread's owner token (owned.c, OWNED STREAMS; owned.h). */
 _Thread_local uint64_t ldg__own_tok = LDG__OWN_NO_TOKEN; /* internal.h */
+
+/* ---- The enqueue's handshakes ------------------------------------------------------ */
 
 /* ldg__asym_light for an enqueue whose destroy handshake (or publication)
  * is the asymmetric one: on a single-issuer stream (`single`), whatever the
  * mode, its test; otherwise the seq is an owner's, and a stream is owned
- * only where membarrier is in use (OWNED STREAMS), so the membarrier
- * branch, a compiler barrier, without the load of ldg__asym_membarrier that
- * ldg__asym_light tests (a global's line, twice per enqueue:
- * bench/RESULTS.md, "Issue 11, eleventh session: the launch row
- * (launch11)"). */
+ * only where membarrier is in use (owned.c, OWNED STREAMS), so the
+ * membarrier branch, a compiler barrier, without the load of
+ * ldg__asym_membarrier that ldg__asym_light tests (a global's line, twice
+ * per enqueue: bench/RESULTS.md, "Issue 11, eleventh session: the launch
+ * row (launch11)"). */
 static inline __attribute__((always_inline)) void ldg__enqueue_light(
     bool single) {
   if (single)
@@ -696,7 +707,8 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   ldg__issuing_begin(s);
   ldg_seq seq = 0;
   /* Whether the destroy handshake is asymmetric: a single-issuer stream,
-   * or a seq the owner of an owned stream reserved (OWNED STREAMS). */
+   * or a seq the owner of an owned stream reserved (owned.c, OWNED
+   * STREAMS). */
   const bool single = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
   bool asym = single;
   /* How seq is published, fixed with its reservation: the release that
@@ -718,9 +730,10 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
 
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
    * seq_cst CAS; on a single-issuer stream, after the reserving store and
-   * the light side of the asymmetric fence (SINGLE-ISSUER STREAMS), whose
-   * heavy side the destroyer runs between its CAS and its load of tail;
-   * likewise after an owner's store of otail (OWNED STREAMS). */
+   * the light side of the asymmetric fence (reserve.c, SINGLE-ISSUER
+   * STREAMS), whose heavy side the destroyer runs between its CAS and
+   * its load of tail;
+   * likewise after an owner's store of otail (owned.c, OWNED STREAMS). */
   bool gone;
   if (asym) {
     ldg__enqueue_light(single);
