@@ -3,8 +3,8 @@
  * ring.c, whose ldg__ring_enqueue inlines them, and by owned.c. Internal:
  * not installed.
  */
-#ifndef LEDGER_OWNED_H
-#define LEDGER_OWNED_H
+#ifndef STREAMLEDGER_OWNED_H
+#define STREAMLEDGER_OWNED_H
 
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
@@ -112,4 +112,4 @@ static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
   return ldg__ring_reserve(s, seq);
 }
 
-#endif /* LEDGER_OWNED_H */
+#endif /* STREAMLEDGER_OWNED_H */

@@ -3,8 +3,8 @@
  * ring.c, whose ldg__ring_enqueue inlines them, and by the files of the
  * slow paths they call. Internal: not installed.
  */
-#ifndef LEDGER_RESERVE_H
-#define LEDGER_RESERVE_H
+#ifndef STREAMLEDGER_RESERVE_H
+#define STREAMLEDGER_RESERVE_H
 
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
@@ -81,4 +81,4 @@ static inline int ldg__ring_reserve_single(ldg_stream *s, ldg_seq *seq) {
   }
 }
 
-#endif /* LEDGER_RESERVE_H */
+#endif /* STREAMLEDGER_RESERVE_H */
