@@ -331,8 +331,9 @@
  *   the slot (RETRACTED), counts it resolved and refuses with LDG_EDESTROYED,
  *   keeping its keep. (Both can happen: then a destroyer that finds EMPTY
  *   asks, and the enqueuer still retracts; the seq is simply dropped.)
- *
- *
+ *   Where the reservation is a store (single-issuer and owned streams) the
+ *   handshake is asymmetric: reserve.c, SINGLE-ISSUER STREAMS; owned.c,
+ *   OWNED STREAMS, "Destroy".
  *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
