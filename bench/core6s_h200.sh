@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 11, sixth session (core6s: the shared stream's reservation by
-# fetch_add inside a reserve, ledger/ring.c RESERVING ON A SHARED STREAM), on
+# fetch_add inside a reserve, ledger/reserve.c RESERVING ON A SHARED STREAM), on
 # the GPU host (1 x H200, 16 vCPUs): BIN against BEFORE side by side in one
 # run (bench/RESULTS.md, "Issue 11, sixth session: the shared-stream
 # reservation").

@@ -697,7 +697,7 @@ void ev_row_report(const char *label, uint64_t enqueues, double seconds,
   printf("    reserving CAS on tail: %" PRIu64 " failures (%.3f per op; each "
          "failure is one more locked RMW and one more transfer of tail's line)\n",
          delta(C_RESERVE_RETRY), (double)delta(C_RESERVE_RETRY) / e);
-  printf("    reserved by fetch_add (ring.c, RESERVING ON A SHARED STREAM): %" PRIu64
+  printf("    reserved by fetch_add (reserve.c, RESERVING ON A SHARED STREAM): %" PRIu64
          " (%.3f per op; the rest by the CAS)\n",
          delta(C_RESERVE_FAST), (double)delta(C_RESERVE_FAST) / e);
   uint64_t mbo = delta(C_MEMBAR_OTHER), mbw = delta(C_MEMBAR_WORKER);

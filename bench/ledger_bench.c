@@ -614,7 +614,7 @@ enum {
 static inline uint64_t ceiling_reserve(struct ceil_ring *r, int how) {
   if (how == CEIL_FAA || how == CEIL_RELEASE)
     return atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed) + 1;
-  /* The shape of the ledger's shared fast path (ring.c, ldg__ring_reserve):
+  /* The shape of the ledger's shared fast path (reserve.h, ldg__ring_reserve):
    * grow point, end and tail loaded, checked, then the fetch_add, all on
    * one line; and the same after a prefetch for write of that line, or
    * after an RMW adding 0 (both tried in the ledger, neither kept: issue

@@ -103,7 +103,7 @@
  *   the same either-or. So either the final poll sees the new work or the
  *   issuer sees the parked thread and its bump makes the futex wait
  *   return. The issuer pays no fence and no locked instruction: the
- *   layer's ledger streams are owned (ledger/ring.c, OWNED STREAMS: the
+ *   layer's ledger streams are owned (ledger/owned.c, OWNED STREAMS: the
  *   issuing thread reserves by a store of otail, no RMW), and the wake-up
  *   costs the thread one membarrier per park (it parks only after
  *   linger_us idle). Which store the final poll must see: slc__mq_consume
@@ -482,7 +482,7 @@ static void slc__engine_kick(struct slc__dev_engine *e) {
  * WAKING THE ENGINE THREAD). Where membarrier is in use this is
  * slc__engine_kick: a compiler barrier, then the load (the reservation is
  * a store, of otail on an owned stream, before it). Where it is not, every
- * ledger stream is shared (ring.c, OWNED STREAMS) and the enqueue reserved
+ * ledger stream is shared (owned.c, OWNED STREAMS) and the enqueue reserved
  * by a seq_cst RMW of tail (CAS or fetch_add), which takes the fence's
  * place: no fence here, and the load of parked is seq_cst. C11 7.17.3:
  * suppose the final poll, which reads ldg_mark (an acquire load of tail)

@@ -127,7 +127,7 @@
  *     the kernel has it: stream.c, THE GATE). A stream's ledger stream is
  *     a default one, owned by the one thread that issues on it (no locked
  *     RMW to record an operation, where the kernel has membarrier:
- *     ledger/ring.c, OWNED STREAMS); the first call to record on it from a
+ *     ledger/owned.c, OWNED STREAMS); the first call to record on it from a
  *     second thread (an adopted stream shared by several threads, say)
  *     revokes that for good with one membarrier(2) call, and destroying a
  *     stream still owned makes one (ledger/ledger.h, table note (k)): a

@@ -331,7 +331,7 @@ int slc__stream_init(slc_context *c, slc_stream *s, int device, unsigned flags,
   atomic_init(&s->destroyed, 0);
   s->limbo_next = NULL;
   /* A default ledger stream: owned by its one issuing thread, which then
-   * reserves by a store, no locked RMW (ledger/ring.c, OWNED STREAMS);
+   * reserves by a store, no locked RMW (ledger/owned.c, OWNED STREAMS);
    * revoked for good, one membarrier, when a second thread records on it.
    * The engine's wake-up pairs with either store (engine.c, WAKING THE
    * ENGINE THREAD: the thread's park runs membarrier). */

@@ -2,11 +2,11 @@
  * Named atomic operations. Every shared access in the ledger goes through one
  * of these, so `grep ldg__.*acquire` lists every acquire in the code base and
  * no access is implicitly seq_cst: where a seq_cst operation is needed (the
- * store/load handshakes described in ring.c, segment.c, registry.c and
- * pool.c) it says so in its name. Every relaxed, acquire, release or
- * acq_rel use in the ledger's .c files has a comment next to it saying what
- * it pairs with under the C11 model (or why it needs nothing: a statistic, a
- * value a CAS checks).
+ * store/load handshakes described in ring.c, reserve.c, owned.c, segment.c,
+ * registry.c and pool.c) it says so in its name. Every relaxed, acquire,
+ * release or acq_rel use in the ledger's .c files has a comment next to it
+ * saying what it pairs with under the C11 model (or why it needs nothing: a
+ * statistic, a value a CAS checks).
  */
 #ifndef STREAMLEDGER_ATOMICS_H
 #define STREAMLEDGER_ATOMICS_H

@@ -1,7 +1,8 @@
 /*
  * Internal structures of the ledger. Names with `ldg__` are internal.
  * ring.c opens with the design of the per-stream ring (continued in
- * segment.c, pool.c, reclaim.c and release.c, one protocol each); registry.c with the
+ * reserve.c, owned.c, segment.c, pool.c, reclaim.c and release.c, one
+ * protocol each); registry.c with the
  * registry and stream lifetimes.
  */
 #ifndef STREAMLEDGER_INTERNAL_H
@@ -256,7 +257,7 @@ struct ldg_stream {
   ldg_ledger *ledger;
   unsigned flags;
   int device;
-  /* Shared streams (ring.c, RESERVING ON A SHARED STREAM: ADD FIRST WHILE
+  /* Shared streams (reserve.c, RESERVING ON A SHARED STREAM: ADD FIRST WHILE
    * ARMED): odd while ticket holders may reserve by fetch_add without
    * looking at tail, even while they take the CAS path; a generation (each
    * write adds 1 or 2 to what it read), so that a CAS from a value loaded
@@ -273,7 +274,7 @@ struct ldg_stream {
    * (ldg__registry_link): read by every enqueue and taken chunk, beside
    * tailseg rather than on the ledger's line that l->refs shares. */
   struct ldg__vindex *vindex;
-  /* Owned streams (ring.c, OWNED STREAMS): LDG__OWN_UNCLAIMED, a thread's
+  /* Owned streams (owned.c, OWNED STREAMS): LDG__OWN_UNCLAIMED, a thread's
    * token (its owner reserves on otail without a locked RMW),
    * LDG__OWN_PENDING (a revocation began) or LDG__OWN_SHARED (for good;
    * streams start so without membarrier, or with LDG_STREAM_SHARED).
@@ -305,7 +306,7 @@ struct ldg_stream {
   struct rcu_head rcu;
 
   /* The enqueue high-water mark (= ldg_mark), alone on its line (faa12):
-   * the add-first reservation of a shared stream (ring.c, RESERVING ON A
+   * the add-first reservation of a shared stream (reserve.c, RESERVING ON A
    * SHARED STREAM) takes this line once per op and reads nothing else on
    * it, so that the adds of other threads are the only traffic it sees
    * (runs 11c-11f, bench/RESULTS.md: the add without the load of tail and
@@ -323,15 +324,15 @@ struct ldg_stream {
    * the next segment; raised to the new segment's grow point after the
    * link. At most tail_end - LDG__FAST_R once the first segment is
    * outgrown (the claim stores the segment's end - LDG__FAST_R: RESERVING
-   * ON A SHARED STREAM, ring.c). On this line: the add-first path loads it
+   * ON A SHARED STREAM, reserve.c). On this line: the add-first path loads it
    * (and nothing else here), the CAS path with tail_end; written twice per
    * segment. */
   _Atomic ldg_seq grow_at;
   /* LDG_STREAM_SINGLE_ISSUER streams, in builds without NDEBUG: 1 while
-   * a call records on s, to catch a second one overlapping it (ring.c,
+   * a call records on s, to catch a second one overlapping it (reserve.c,
    * SINGLE-ISSUER STREAMS). Unused otherwise. */
   _Atomic uint32_t issuing;
-  /* Owned streams (ring.c, OWNED STREAMS; owner is on the read-mostly
+  /* Owned streams (owned.c, OWNED STREAMS; owner is on the read-mostly
    * line): otail, the last seq the owner handed itself (written by the
    * owner only); contest, who got the seq after the last one the
    * installing revoker saw (0 undecided; LDG__CONTEST_* of that seq). Here,
@@ -357,7 +358,7 @@ struct ldg_stream {
    * and taken by the extender with a CAS (segment.c, THE SPARE). */
   _Atomic(struct ldg__seg *) spare;
   _Atomic ldg_seq spare_at;
-  /* Owned streams (ring.c, OWNED STREAMS, "Publication"): the tail a
+  /* Owned streams (owned.c, OWNED STREAMS, "Publication"): the tail a
    * revocation installs (T + 1), agreed by CAS from 0 before any helper
    * installs it; 0 on a stream never revoked. Read by a release that finds
    * a slot EMPTY (ldg__seq_asks); off the enqueuers' line (full). */
@@ -474,8 +475,8 @@ static inline bool ldg__one_publisher(const ldg_stream *s) {
   return (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
 }
 
-/* How an enqueue publishes its seq, fixed when the seq is reserved (ring.c,
- * OWNED STREAMS, "Publication"; PUBLICATION): every way stores FULL, then
+/* How an enqueue publishes its seq, fixed when the seq is reserved (owned.c,
+ * OWNED STREAMS, "Publication"; ring.c, PUBLICATION): every way stores FULL, then
  * reads where a release that found the slot EMPTY asks. SLOT: the slot's
  * ask, in a read-side section (a release asks there: a shared seq); STORE:
  * s->asked (a one-publisher seq); BOTH: both (whatever the release does:
@@ -485,7 +486,7 @@ enum { LDG__PUB_SLOT, LDG__PUB_STORE, LDG__PUB_BOTH };
 
 /* The release that owns seq of s and found its slot EMPTY: whether it asks
  * through s->asked rather than through the slot's ask. The same choice as seq's enqueuer made, for every seq
- * (ring.c, OWNED STREAMS, "Publication"): a single-issuer stream's seqs; on
+ * (owned.c, OWNED STREAMS, "Publication"): a single-issuer stream's seqs; on
  * a default stream, with tail not installed every seq (each is the
  * owner's, or the contested one, published both ways); once installed,
  * the seqs below the installed base (the owner's). Acquire, both: tail
@@ -515,20 +516,20 @@ void *ldg__aligned_alloc(size_t align, size_t bytes);
 void ldg__free(void *p);
 
 /* A new stream's first segment (segment.c), and its end: seqs below
- * LDG__FIRST_END are reserved by the CAS path alone (ring.c, RESERVING ON A
+ * LDG__FIRST_END are reserved by the CAS path alone (reserve.c, RESERVING ON A
  * SHARED STREAM). */
 #define LDG__SEG_FIRST 8u
 #define LDG__FIRST_END ((ldg_seq)1 + LDG__SEG_FIRST)
 /* The fast path's tickets, the reserve the CAS path leaves past the first
- * segment, and the zone below tail_end where an add disarms (ring.c,
+ * segment, and the zone below tail_end where an add disarms (reserve.c,
  * RESERVING ON A SHARED STREAM): one number, so that the tickets' adds
  * fit in the zone. Growth segments have at least 2 x LDG__FAST_R slots
  * (LDG__SEG_MIN, segment.c), so that a grow point is below the zone. */
 #define LDG__FAST_R 32u
 
-/* ---- ring.c: layout, enqueue ------------------------------------------------------- */
+/* ---- ring.c: layout, enqueue; owned.c: owned streams ------------------------------ */
 
-/* s->owner (ring.c, OWNED STREAMS): below LDG__OWN_FIRST_TOKEN, a state;
+/* s->owner (owned.c, OWNED STREAMS): below LDG__OWN_FIRST_TOKEN, a state;
  * from it on, the token of the owning thread (unique per thread, never
  * reused). */
 enum {
@@ -541,7 +542,7 @@ enum {
 #define LDG__CONTEST_OWNER(q) (((uint64_t)(q) << 1) | 1u)
 #define LDG__CONTEST_INSTALLER(q) ((uint64_t)(q) << 1)
 
-/* This thread's owner token (ring.c, OWNED STREAMS): LDG__OWN_NO_TOKEN
+/* This thread's owner token (owned.c, OWNED STREAMS): LDG__OWN_NO_TOKEN
  * until it first claims a stream. */
 extern _Thread_local uint64_t ldg__own_tok;
 
@@ -587,7 +588,7 @@ static inline void ldg__ring_read_unlock(ldg_stream *s, bool counted) {
 /* The stream's tail as its readers see it (ldg_mark, releases, destroy,
  * queries, heuristics): the last seq handed out. On an owned stream tail
  * stays 0 and the owner's otail counts; once installed (revocation), tail
- * is nonzero and at least every otail the owner stored (ring.c, OWNED
+ * is nonzero and at least every otail the owner stored (owned.c, OWNED
  * STREAMS, "Readers of the tail"). One helper per memory order: tail
  * first, then otail with the same order. */
 static inline ldg_seq ldg__tail_relaxed(const ldg_stream *s) {
@@ -617,7 +618,7 @@ struct ldg__entry {
 
 /* The destroyer, after its CAS of destroyed: whether an owner's
  * reservation may be in flight on s, so that it must run the heavy barrier
- * before it reads the tail (ring.c, OWNED STREAMS). */
+ * before it reads the tail (owned.c, OWNED STREAMS). */
 bool ldg__ring_owner_may_reserve(ldg_stream *s);
 
 /* Records e on s. See ldg_enqueue. */
@@ -774,7 +775,7 @@ void ldg__finalize(ldg_stream *s);
 bool ldg__destroy(ldg_stream *s);
 
 /* Destroys each of ss[0 .. n) not destroyed yet, as ldg__destroy, with one
- * heavy barrier for all of them (ring.c, OWNED STREAMS, "Destroy"): for
+ * heavy barrier for all of them (owned.c, OWNED STREAMS, "Destroy"): for
  * ldg_ledger_destroy, which holds a reference to each. n <=
  * LDG__DESTROY_BATCH. */
 #define LDG__DESTROY_BATCH 256

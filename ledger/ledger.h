@@ -103,7 +103,7 @@
  *       (MEMBARRIER_CMD_PRIVATE_EXPEDITED): ldg_enqueue and ldg_add_wait
  *       at most once per stream, when they revoke the stream's owner (the
  *       first call to record on a default stream from a thread other than
- *       the one that recorded on it until then: ledger/ring.c, OWNED
+ *       the one that recorded on it until then: ledger/owned.c, OWNED
  *       STREAMS); a destroy (ldg_stream_destroy, the last unref, a fired
  *       wait's) of a stream that is owned or single-issuer;
  *       ldg_ledger_destroy, one for up to 256 such streams (it destroys
@@ -249,7 +249,7 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * count); in
  * exchange, destroying s (ldg_stream_destroy, a last unref,
  * ldg_ledger_destroy) makes one membarrier(2) system call, which interrupts
- * the process's other running threads for a full barrier (ledger/ring.c,
+ * the process's other running threads for a full barrier (ledger/reserve.c,
  * SINGLE-ISSUER STREAMS), and so does a release of s that finds an entry
  * reserved but not yet published, once per such entry (CONCURRENCY, (j)).
  * Breaking the promise is undefined behaviour: two enqueues may take the
@@ -270,7 +270,7 @@ void ldg_ledger_destroy(ldg_ledger *l);
  * good (one membarrier(2) call, table note (k)), and s then works as a
  * shared stream (a locked read-modify-write per enqueue). Destroying an
  * owned stream makes one membarrier(2) call, as for a single-issuer one
- * (ledger/ring.c, OWNED STREAMS). Where membarrier is unavailable every
+ * (ledger/owned.c, OWNED STREAMS). Where membarrier is unavailable every
  * default stream is shared from the start.
  * LDG_STREAM_SHARED: never owned (every enqueue a locked read-modify-write
  * of the stream's tail, which a caller may rely on as a full barrier; and

@@ -74,7 +74,7 @@ enum ldg__hook_point {
   LDG__HOOK_RESERVE_CHECKED,      /* an enqueue holding a fast-path ticket
                                      read s->fast_gen armed (and grow_at)
                                      and has not yet made its fetch_add on
-                                     tail (ring.c, RESERVING ON A SHARED
+                                     tail (reserve.c, RESERVING ON A SHARED
                                      STREAM: the add-first path) */
   LDG__HOOK_RECLAIM_TAKEN,        /* a batch of retired segments was taken
                                      off the reclaimer's list, its grace
@@ -103,7 +103,7 @@ enum ldg__hook_point {
   LDG__HOOK_OWNED_CHECKED,        /* the owner of an owned stream passed
                                      R1 (it still owns s) and its check
                                      against tail_end, before its store of
-                                     otail (ring.c, OWNED STREAMS) */
+                                     otail (owned.c, OWNED STREAMS) */
   LDG__HOOK_OWNED_STORED,         /* the owner stored otail, before R2 */
   LDG__HOOK_REVOKE_PENDING,       /* a revoker set s->owner to PENDING (or
                                      found it so) and ran membarrier, before
@@ -132,7 +132,7 @@ enum ldg__hook_point {
   LDG__HOOK_RESERVE_ARMING,       /* a holder's CAS-path reservation had
                                      the reserve and the gen it loaded
                                      first was even: before its CAS that
-                                     arms s->fast_gen (ring.c, RESERVING ON
+                                     arms s->fast_gen (reserve.c, RESERVING ON
                                      A SHARED STREAM) */
   LDG__HOOK_RESERVE_DISARMED,     /* an add landed in the zone (the last
                                      LDG__FAST_R seqs below tail_end) and
@@ -207,7 +207,7 @@ ldg__reclaim_stats ldg__reclaim_inspect(void);
 struct ldg_stream;
 bool ldg__ring_tailseg_reachable(struct ldg_stream *s);
 
-/* The reservation (ring.c, RESERVING ON A SHARED STREAM): the fast path's
+/* The reservation (reserve.c, RESERVING ON A SHARED STREAM): the fast path's
  * ticket count, which is also the reserve the CAS path leaves below
  * tail_end; s's tail_end (seqs below it have a slot). */
 unsigned ldg__fast_reserve(void);
@@ -219,7 +219,7 @@ uint64_t ldg__ring_fast_gen(struct ldg_stream *s);
  * fast_gen it loaded before its add: the disarming CAS loop, as
  * ldg__reserve_past makes it (a test stands in for a lander with it). */
 void ldg__testing_disarm(struct ldg_stream *s, uint64_t loaded);
-/* Owned streams (ring.c, OWNED STREAMS): s's owner word, with every token
+/* Owned streams (owned.c, OWNED STREAMS): s's owner word, with every token
  * reported as 16 (0 unclaimed, 1 revocation pending, 2 shared, 16 owned
  * by some thread). */
 uint64_t ldg__ring_owner_state(struct ldg_stream *s);

@@ -1,5 +1,5 @@
 /*
- * The per-stream ring, part 3 of 5: the retired-segment pool.
+ * The per-stream ring, part 5 of 7: the retired-segment pool.
  *
  * THE POOLS
  *   The pools: a stream that streams work steadily would otherwise allocate,

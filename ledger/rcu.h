@@ -47,7 +47,7 @@ bool ldg__rcu_child_threads(void);
  * read-side section, not from a callback. */
 void ldg__rcu_barrier(void);
 
-/* ---- Asymmetric fences (single-issuer streams, ring.c) --------------------
+/* ---- Asymmetric fences (single-issuer streams, reserve.c) -----------------
  * A store->load (Dekker) handshake whose one side is hot and the other rare,
  * done the way liburcu's memb flavour does its read side: the hot side
  * orders its store before its load with a compiler barrier only
@@ -61,7 +61,7 @@ void ldg__rcu_barrier(void);
  * Without membarrier (an old kernel, a seccomp filter) both sides are
  * seq_cst fences, the C11 form of the same handshake.
  * ldg__asym_init (from every ldg_stream_create, before that stream exists:
- * owned streams use it too, ring.c's OWNED STREAMS) picks the mode once
+ * owned streams use it too, owned.c's OWNED STREAMS) picks the mode once
  * per process. */
 void ldg__asym_init(void);
 void ldg__asym_heavy(void);

@@ -1,5 +1,5 @@
 /*
- * The per-stream ring, part 4 of 5: reclaiming retired segments in batches.
+ * The per-stream ring, part 6 of 7: reclaiming retired segments in batches.
  *
  * WHY NOT ONE call_rcu PER SEGMENT
  *   liburcu's call_rcu thread runs a grace period for what it has queued,

@@ -354,9 +354,10 @@ int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
   if ((flags & LDG_STREAM_SINGLE_ISSUER) && (flags & LDG_STREAM_SHARED))
     return LDG_EINVAL;
   if ((flags & LDG_STREAM_NONBLOCKING) && drain == NULL) return LDG_EINVAL;
-  /* The asymmetric handshakes' fences (ring.c, SINGLE-ISSUER STREAMS,
-   * OWNED STREAMS): the mode is picked (and membarrier registered) before
-   * the first stream exists, hence before any owned reservation. */
+  /* The asymmetric handshakes' fences (reserve.c, SINGLE-ISSUER STREAMS;
+   * owned.c, OWNED STREAMS): the mode is picked (and membarrier
+   * registered) before the first stream exists, hence before any owned
+   * reservation. */
   ldg__asym_init();
   /* Started by ldg_ledger_create; again here in a child forked since (the
    * reclaimer does not survive fork: reclaim.c). One relaxed load when it
@@ -376,7 +377,7 @@ int ldg_stream_create(ldg_ledger *l, int device, unsigned flags,
   atomic_init(&s->refs, 1);
   atomic_init(&s->visitors, 0);
   atomic_init(&s->hot_reused, 0);
-  /* Owned streams (ring.c, OWNED STREAMS) only where membarrier is in use
+  /* Owned streams (owned.c, OWNED STREAMS) only where membarrier is in use
    * (relaxed: set once, before ldg__asym_init returned); a single-issuer
    * stream never reads the word. */
   bool ownable = !(flags & (LDG_STREAM_SHARED | LDG_STREAM_SINGLE_ISSUER)) &&

@@ -1,5 +1,5 @@
 /*
- * The per-stream ring, part 5 of 5: releasing — claims, taking chunks of
+ * The per-stream ring, part 7 of 7: releasing — claims, taking chunks of
  * entries, and the transitive release engine (release, destroy,
  * finalisation). ring.c opens with the layout and the publication
  * handshake a release takes part in.
@@ -30,7 +30,7 @@
  *   deciding; ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER). Which
  *   seqs ask is ldg__seq_asks (internal.h): the choice the seq's enqueuer
  *   made when it reserved it, whatever the stream's mode is now (tail not
- *   installed, or seq below the installed base; the others ask in the slot; ring.c,
+ *   installed, or seq below the installed base; the others ask in the slot; owned.c,
  *   OWNED STREAMS, "Publication"). An ask of another release for an earlier seq that it finds
  *   on the word it adopts, with that entry: the chunk ends at the slot, and
  *   the adopted entry is taken after the chunk's keeps (ldg__take_one: its
@@ -382,8 +382,8 @@ static size_t ldg__take_chunk(struct ldg__cursor *c,
           LDG__HOOK(LDG__HOOK_RELEASE_SAW_EMPTY, s);
           if (ldg__seq_asks(s, next - 1)) {
             /* A one-publisher seq (or both ways): ask through s->asked
-             * (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER; OWNED
-             * STREAMS, "Publication", for which seqs). */
+             * (ring.c, PUBLICATION ON A STREAM WITH ONE PUBLISHER; owned.c,
+             * OWNED STREAMS, "Publication", for which seqs). */
             st = ldg__overtake_one(s, slot, next - 1, ad);
             if (__builtin_expect(ad->slot != NULL, 0)) {
               /* Taken after the chunk: end the chunk with this slot. */
@@ -475,8 +475,8 @@ static bool ldg__mark_destroyed_only(ldg_stream *s, bool *heavy) {
   /* A single-issuer stream's enqueuer, and the owner of an owned stream,
    * order their reserving store before their load of destroyed with a
    * compiler barrier only: the heavy side goes between our CAS and the
-   * caller's load of the tail (ring.c, SINGLE-ISSUER STREAMS, OWNED
-   * STREAMS). flags: immutable. */
+   * caller's load of the tail (reserve.c, SINGLE-ISSUER STREAMS; owned.c,
+   * OWNED STREAMS). flags: immutable. */
   if ((s->flags & LDG_STREAM_SINGLE_ISSUER) || ldg__ring_owner_may_reserve(s))
     *heavy = true;
   return true;
@@ -638,7 +638,7 @@ void ldg__destroy_batch(ldg_stream *const *ss, size_t n) {
     marked[i] = ldg__mark_destroyed_only(ss[i], &heavy);
   /* One barrier after every CAS of destroyed and before every read of a
    * tail below: each stream's handshake in the order ldg__mark_destroyed
-   * gives it (ring.c, OWNED STREAMS, "Destroy"). */
+   * gives it (owned.c, OWNED STREAMS, "Destroy"). */
   if (heavy) ldg__asym_heavy();
   for (size_t i = 0; i < n; i++) {
     if (!marked[i]) continue;

@@ -1,12 +1,17 @@
 /*
- * The per-stream ring, part 1 of 5: layout, and the enqueue protocol
- * (reserve, publish, overtake, the destroy handshake). A sequence-indexed
+ * The per-stream ring, part 1 of 7: layout, and the enqueue protocol
+ * (publish, overtake, the destroy handshake). A sequence-indexed
  * ring of entries, published and reclaimed under RCU, with atomic high-water
  * marks. The correctness argument is split with the code, one protocol per
  * file, each opening with its part:
  *   ring.c     layout, what each atomic publishes, publication, a release
  *              that overtakes an enqueue, destroy, enqueue without a
  *              read-side section (this file);
+ *   reserve.c  reserving a seq: on a single-issuer stream (a store), and
+ *              on a shared stream (add first while armed, else the CAS
+ *              path: tickets, fast_gen);
+ *   owned.c    owned streams: the claim, the owner's reservation, the
+ *              revocation and the contested seq;
  *   segment.c  who may reclaim a slot and when: segments, growth, head
  *              advance and retirement;
  *   pool.c     the retired-segment pool;
@@ -15,8 +20,10 @@
  *   release.c  claims, taking chunks, the transitive release engine;
  *   summary.c  (not part of the ring's protocol: read-only on it) the
  *              queries' walk and the segment summaries they keep.
- * The Promela model (ledger/model/ring_common.pml) maps its inlines to the
- * C functions of these files.
+ * reserve.h and owned.h hold the inline paths of reserve.c and owned.c
+ * that the enqueue (below) runs on every op. The Promela model
+ * (ledger/model/ring_common.pml) maps its inlines to the C functions of
+ * these files.
  *
  * LAYOUT
  *   Every operation or wait enqueued on a stream gets a sequence number (seq,
@@ -37,7 +44,7 @@
  *                  the mark over it.
  *   Everything in (released, tail] is pending. (On an owned stream the
  *   owner's otail stands for tail until a revocation installs it: OWNED
- *   STREAMS below; readers read both through ldg__tail_*.)
+ *   STREAMS, owned.c; readers read both through ldg__tail_*.)
  *
  * WHAT EACH ATOMIC PUBLISHES
  *   s->tailseg  (seq_cst CAS / acquire or seq_cst load) a fully initialised
@@ -46,19 +53,19 @@
  *   g->next     (seq_cst CAS) the successor segment, initialised.
  *   s->tail_end (seq_cst CAS / acquire or seq_cst load) segments up to it
  *               are linked and tailseg reaches them (seq_cst: a step of the
- *               order S of RESERVING ON A SHARED STREAM below, and the
+ *               order S of RESERVING ON A SHARED STREAM, reserve.c, and the
  *               add-first path's reload after its add is a seq_cst load).
  *   s->tail     (seq_cst CAS, or seq_cst fetch_add) a seq is reserved. It is
  *               handed out only if its slot exists (seq < tail_end: the
  *               CAS checks it, the fetch_add is made only while the stream
  *               is armed and the zone below tail_end is kept for at most
- *               one add per ticket: RESERVING ON A SHARED STREAM below), so
+ *               one add per ticket: RESERVING ON A SHARED STREAM, reserve.c), so
  *               reserving never fails after the fact and a refused enqueue
  *               leaves no hole. Alone on its cache line (faa12): the adds
  *               take that line once per op.
  *               On a single-issuer stream, a release store (SINGLE-ISSUER
- *               STREAMS below). On an owned stream 0 until a revoker
- *               installs it (seq_cst CAS from 0: OWNED STREAMS).
+ *               STREAMS, reserve.c). On an owned stream 0 until a revoker
+ *               installs it (seq_cst CAS from 0: OWNED STREAMS, owned.c).
  *   s->fast_gen (seq_cst load / seq_cst CAS, +1 or +2) odd: ticket holders
  *               may reserve by fetch_add without looking at tail (armed by
  *               a holder whose CAS-path reservation had the reserve's
@@ -66,14 +73,14 @@
  *               its look at tail); even: they take the CAS path (disarmed
  *               by a holder whose seq landed within LDG__FAST_R of
  *               tail_end). A generation, never repeating a value
- *               (RESERVING ON A SHARED STREAM below). On the read-mostly
+ *               (RESERVING ON A SHARED STREAM, reserve.c). On the read-mostly
  *               line: written about once per stalled growth, read by every
  *               shared enqueue.
  *   s->otail    (release store / acquire load) the owner of an owned stream
  *               reserved every seq up to it; written by the owner only.
  *   s->owner    (acq_rel CAS claim, seq_cst CAS to PENDING, release store of
  *               SHARED / acquire loads, and the relaxed R2 ordered by
- *               membarrier) who reserves how (OWNED STREAMS).
+ *               membarrier) who reserves how (OWNED STREAMS, owned.c).
  *   s->contest  (acq_rel CAS, once per side) who got the contested seq.
  *   slot->state (release store of FULL) the entry's keep, ids, ranges or
  *               wait are written and readable. Payload is immutable once
@@ -91,7 +98,7 @@
  *               newest segment's grow point, or its end - LDG__FAST_R while
  *               claimed (segment.c, GROWING AHEAD). An add whose seq is
  *               below it is outside the zone (RESERVING ON A SHARED
- *               STREAM): the add-first path's one compare.
+ *               STREAM, reserve.c): the add-first path's one compare.
  *   s->released (acq_rel CAS) the releaser owns every seq it raised the mark
  *               over: intervals (old, new] of concurrent releases are
  *               disjoint, so each seq is claimed by exactly one release.
@@ -191,9 +198,9 @@
  *   Queries read state alone (FULL: the payload), never the ask. ABANDONED
  *   is no longer stored in a slot: the value names what ldg__overtake_*
  *   return for "someone else takes the entry".
- *   Owned streams' seqs published both ways (OWNED STREAMS, "Publication",
- *   LDG__PUB_BOTH) store FULL as above and read both asks, the slot's in
- *   the section and then s->asked (the light barrier orders both loads after
+ *   Owned streams' seqs published both ways (owned.c, OWNED STREAMS,
+ *   "Publication", LDG__PUB_BOTH) store FULL as above and read both asks,
+ *   the slot's in the section and then s->asked (the light barrier orders both loads after
  *   the store); their release asks in one place, chosen by ldg__seq_asks,
  *   so the argument for that place holds unchanged. For every other seq the
  *   enqueuer reads one place and the release must ask there (an ask where
@@ -221,12 +228,12 @@
 
  * PUBLICATION ON A STREAM WITH ONE PUBLISHER (the single-issuer streams,
  * ldg__one_publisher, and the seqs an owned stream's owner reserved:
- * OWNED STREAMS, "Publication", says how the two meet; ldg__publish_one
+ * owned.c's OWNED STREAMS, "Publication", says how the two meet; ldg__publish_one
  * here, ldg__overtake_one in release.c, ldg__seq_asks in internal.h)
  *   At most one slot of such a stream is between its reservation and its
  *   publication: the publisher's calls never overlap, and each publishes
  *   (or retracts) before the next reserves. (On an owned stream this holds
- *   of the seqs whose release asks; OWNED STREAMS, "Publication".) So the handshake with a release
+ *   of the seqs whose release asks; owned.c, OWNED STREAMS, "Publication".) So the handshake with a release
  *   that finds a slot EMPTY needs no word in the slot (whose reading after
  *   publication would need a read-side section: the slot may be taken and
  *   its segment retired by then; bench/RESULTS.md, core3) but one word on
@@ -293,12 +300,12 @@
  *   seq after a retracted one is reserved, so no release can adopt it.
  *   The slot's state is written by its enqueuer alone before publication
  *   (FULL, RETRACTED), here as on shared seqs.
- *   The destroy handshake's light barrier (SINGLE-ISSUER STREAMS) is not
- *   folded into this one: the enqueuer must read destroyed before it
+ *   The destroy handshake's light barrier (reserve.c, SINGLE-ISSUER STREAMS)
+ *   is not folded into this one: the enqueuer must read destroyed before it
  *   publishes (a publication cannot be taken back once a release may have
  *   taken it, so a late refusal would need a decision of its own); with
- *   membarrier both are compiler barriers, so there is nothing to save but
- *   in the fallback (two seq_cst fences).
+ *   membarrier both are compiler barriers, so there is nothing to save but in
+ *   the fallback (two seq_cst fences).
  *   ThreadSanitizer sees no membarrier (nor the compiler barrier's pairing
  *   with it), as for the destroy handshake; it needs none: the fence only
  *   decides who takes the entry, and whatever one side reads of the other's
@@ -324,374 +331,9 @@
  *   the slot (RETRACTED), counts it resolved and refuses with LDG_EDESTROYED,
  *   keeping its keep. (Both can happen: then a destroyer that finds EMPTY
  *   asks, and the enqueuer still retracts; the seq is simply dropped.)
- *
- * SINGLE-ISSUER STREAMS (LDG_STREAM_SINGLE_ISSUER, opt-in)
- *   The caller promises that the calls recording on s (enqueues, and waits
- *   of s on another stream) never overlap and each happens-before the next
- *   (ledger.h). Then the issuer is the only writer of tail and has seen its
- *   own last write, so the reservation is a load of tail, the same check
- *   against tail_end, and a release store of t + 1 (pairing with ldg_mark's
- *   acquire as the CAS's release half did): no locked read-modify-write.
- *   The publication, too, is a store (PUBLICATION ON A STREAM WITH ONE
- *   PUBLISHER above); releases, marks and queries still come from any
- *   thread.
- *   What the CAS also gave was the destroy handshake's store->load order
- *   (DESTROY above: the enqueuer's seq_cst RMW of tail before its seq_cst
- *   load of destroyed). A store, even seq_cst, gives that only with a full
- *   fence after it, which costs what the CAS did. So the handshake becomes
- *   asymmetric (rcu.h, ldg__asym_*): the enqueuer orders its store of tail
- *   before its load of destroyed with a compiler barrier only, and the
- *   destroyer (ldg__mark_destroyed, for single-issuer streams), between its
- *   seq_cst CAS of destroyed and its seq_cst load of tail, calls
- *   membarrier, which runs a full barrier on every thread of the process
- *   that is running (a thread switched out has passed one). That barrier
- *   falls either after the enqueuer's store of tail — the destroyer's load
- *   then sees the seq, and its walk takes the slot or asks as above —
- *   or before the enqueuer's load of destroyed, which then sees the flag,
- *   and the enqueuer retracts. The two outcomes of DESTROY, and nothing
- *   else. Without membarrier both sides use seq_cst fences (C11's form of
- *   the same argument). Model: ledger/model/destroy_sb.pml, SB_SINGLE
- *   (membarrier as "every store buffer drains"; the mutant
- *   BUG_SB_NO_MEMBARRIER leaves an accepted entry unreleased).
- *   A broken promise (two issuers at once) is undefined: both may store
- *   the same t + 1 and fill one slot. Builds without NDEBUG catch two
- *   calls that overlap: each recording call exchanges s->issuing to 1 on
- *   entry and stores 0 before it returns or runs a keep, and aborts if it
- *   found 1.
- *
- * OWNED STREAMS (default streams; issue 11's one-thread row)
- *   A default stream is mostly recorded on by one thread. Its reservation
- *   is then the single-issuer one, without the caller's promise: the first
- *   thread to reserve on s claims it (a CAS of s->owner from UNCLAIMED to
- *   its token: a per-thread 64-bit id from a process-wide counter, never
- *   reused, unlike a TLS address), and while it owns s it reserves on its
- *   own word otail:
- *     R1 load owner == my token (acquire); t = otail (relaxed: its own);
- *     check t + 1 < tail_end (else extend, then R1 again); store-release
- *     otail = t + 1; ldg__asym_light (a compiler barrier); R2 load owner:
- *     still mine -> seq t + 1 is reserved.
- *   tail stays 0 while s is owned, and every reader of the tail reads
- *   tail, or otail while tail is 0 (ldg__tail_relaxed/acquire/seq_cst,
- *   internal.h: one helper per order). Only where membarrier is in use
- *   (ldg__asym_membarrier, registered by ldg_stream_create before the
- *   stream exists); otherwise, and with LDG_STREAM_SHARED (for a caller
- *   that relies on each enqueue making a locked RMW of tail; cuda/ did
- *   until its engine's park paid the heavy fence instead: cuda/engine.c),
- *   streams start SHARED. Single-issuer streams keep their own path.
- *   Revocation. A thread that reserves on s while another owns it (or
- *   after it exited: its token is never reused) revokes, for good:
- *     CAS owner token -> PENDING (seq_cst); ldg__asym_heavy (membarrier);
- *     read tail_end E, then otail T (acquire, pairing with the owner's
- *     release store; in that order, see "The first segment" below); if
- *     T + 1 >= E, extend the ring and read again; CAS tail 0 -> T + 1
- *     (seq_cst); store-release owner = SHARED; decide seq T + 1 (below).
- *   A thread that finds PENDING helps: tail installed -> the shared path;
- *   else the same membarrier, reads and CAS. Several helpers each read
- *   their own T after their own barrier; the first CAS defines tail, the
- *   losers take the shared path. Nobody waits for the owner or for another
- *   helper: the owner may be stalled anywhere in its enqueue.
- *   At most one owner reservation is in flight. membarrier runs a full
- *   barrier on every running thread (a switched-out one passed one). The
- *   owner's R1 after that barrier sees PENDING (the CAS came before the
- *   call); its stores before the barrier are seen by the revoker's reads
- *   after the call. The owner's reservations are sequential, so at most one
- *   passed R1 before the barrier and may store after it: the revoker's T is
- *   either the owner's last seq or one below it. The store-buffering
- *   argument of SINGLE-ISSUER STREAMS, with R2 as the load: a reservation
- *   whose R2 read its token stored before the barrier (T covers it); one
- *   whose store T missed reads PENDING or SHARED at R2.
- *   The contested seq T + 1: either nobody's (no reservation in flight, or
- *   the revoker saw its store) or the in-flight owner reservation's. The
- *   installer and that owner decide it in s->contest with one CAS each
- *   (acq_rel, from 0): the owner, when R2 sees the revocation
- *   (ldg__own_contested), claims its seq q (CONTEST_OWNER(q)); the installer
- *   claims T + 1 (CONTEST_INSTALLER(T + 1)). The owner keeps q unless the
- *   word says INSTALLER(q); the installer takes T + 1 as its own
- *   reservation (the seq its enqueue records, reserved by its seq_cst CAS
- *   of tail like a CAS-path seq) unless the word says OWNER(T + 1). Both
- *   CASes run at most once per stream (the owner's next R1 fails), so the
- *   word is decided once; exactly one side holds T + 1, no seq is left a
- *   hole, no slot is touched by the side that lost. An owner whose q went to
- *   the installer reserves again through the dispatch (tail is installed:
- *   the shared path), keeping its keep.
- *   Why not "T + 1 only if T + 1 < tail_end": the in-flight reservation's
- *   check may read a tail_end raised after the revoker's read (another
- *   revoker's extension, or the shared path's once tail is installed), so
- *   it may store T + 1 whatever the revoker read. The revoker therefore
- *   always treats T + 1 as contested and extends the ring until it has a
- *   slot before installing tail = T + 1 (the shared path's invariant: tail
- *   < tail_end, nothing pending, at the install).
- *   An owner revoked while it extended the ring (R1 again fails) goes back
- *   through the dispatch, never straight to the shared path: tail may not
- *   be installed yet (a revoker between its barrier and its CAS), and the
- *   shared path's CAS from 0 would hand out seq 1 again (own8's bug, found
- *   by ledger_bench's shared row; model mutant BUG_OWN_EXTEND_TO_SHARED).
- *   Readers of the tail. tail != 0 only once installed, at T + 1 >= every
- *   otail the owner stored (T + 1 is at least the in-flight one's), so
- *   max(tail, otail) is "tail if nonzero, else otail", and it only grows.
- *   Every seq up to it is held by exactly one enqueuer (an owner
- *   reservation, the installer's, or a shared one) and has a slot (each was
- *   checked below tail_end): ldg_mark, the release walk, destroy, the
- *   queries (summary.c), ldg_pending_count (registry.c; the owner's add to
- *   waits_enqueued is a release after its release store of otail, as after
- *   the CAS before) and segment.c's heuristics (relaxed, hints) read it so.
- *   Publication (pub9; pub11). The owner publishes as a one-publisher
- *   stream does (a plain store of FULL, the load of asked), so the one
- *   locked instruction left per op goes; the shared path's seqs are
- *   published as PUBLICATION says (a store, then the slot's ask). An ask
- *   where the enqueuer does not look is answered by nobody, so the
- *   enqueuer's choice and that of the release finding the slot EMPTY (ask
- *   through s->asked, or through the slot) must agree for every seq, and
- *   the mode changes during the stream's life. The choice is fixed per seq
- *   when it is reserved (ldg__enqueue_entry's pub):
- *     STORE  a seq whose R2 read the owner's token (the owner's, and
- *            below the installed base B = T + 1: R2 before the barrier,
- *            so the store before it, so T covers it);
- *     BOTH   the contested seq B, whoever holds it (the installer, or the
- *            owner whose R2 saw the revocation and kept it), and the owner
- *            seq q = T kept by an R2 that saw the revocation: the store
- *            of FULL, then (light barrier) the load of the slot's ask in
- *            the read-side section and the load of asked, each followed,
- *            if it asks about seq, by the CAS that takes it off
- *            (ldg__publish_shared). Against a release asking in the slot
- *            this is PUBLICATION; against one asking through s->asked the
- *            load of asked after the store is the one-publisher
- *            handshake's store->load pair. So either choice of the release
- *            is right for these seqs;
- *     SLOT   the shared path's seqs, all above B.
- *   The release (ldg__seq_asks) asks through s->asked iff tail reads 0, or
- *   seq < s->obase, and through the slot otherwise.
- *   obase is B, agreed by CAS from 0 by the helpers before any installs
- *   tail (each installs tail = the agreed B: a valid base for all, since
- *   the first's T was read after a barrier that follows the PENDING CAS;
- *   it has a slot, that helper checked it, tail_end only grows; the
- *   first-segment argument below holds for it as for that helper's T).
- *   Tail read 0: the release owns seq through a mark read from otail, so
- *   seq <= the owner's last otail <= B: a STORE or BOTH seq. Tail read
- *   nonzero: obase (acquire after the acquire of tail, which reads the
- *   installing seq_cst CAS or an RMW after it, sequenced after the obase
- *   CAS) is B; seq < B is STORE or BOTH, seq >= B is BOTH or SLOT. A
- *   stream never owned has obase 0: every ask is in the slot. Each seq
- *   thus gets a release choice its enqueuer handles.
- *   Invariants of the one-publisher argument, for the seqs that are asked
- *   about: (a) at most one mid-publication: the owner's calls never
- *   overlap, shared seqs never ask through s->asked; the installer's B may be reserved
- *   while the owner still publishes its last seq T, but a release asks
- *   about B only if it read tail 0, i.e. owns B through the owner's store
- *   of otail = B, made after the owner's enqueue of T returned (so it is
- *   not then in flight); with tail read nonzero B's release asks in the
- *   slot. (b)
- *   The adoption rule (an ask for w < Y on the word means w's enqueue
- *   returned before Y was reserved): among owner seqs as before; for Y =
- *   B asked, "reserved" is the owner's store of otail = B (its enqueues of
- *   every w < B returned before it, and the release's ownership of B
- *   happens after it: acquire of otail); no seq above B ever asks. So the
- *   cases w > Y and w < Y of ldg__overtake_one are argued as there.
- *   The owner's rare paths: R2 seeing PENDING or SHARED publishes BOTH
- *   (its seq may be B or T: either); a contested seq lost reserves again
- *   on the shared path (CAS); a retraction (DESTROY) of a STORE or BOTH
- *   seq takes an ask about it off the word after its exchange, as a
- *   one-publisher retraction does (no seq after it is reserved by the
- *   owner, and B's later seqs never ask, so nobody adopts it).
- *   The first segment. Until faa12 the fast path's argument needed every
- *   raise of tail_end a check read to come with tail >= F - 1 (argued here
- *   for the owner's and the revoker's extensions). The add-first path
- *   (RESERVING ON A SHARED STREAM) needs no such thing: it adds only after
- *   an ARM, whose own CAS on tail read t >= F - 1, after the install.
- *   Destroy. An owner's seq is reserved by a store, so the DESTROY
- *   handshake is the asymmetric one of SINGLE-ISSUER STREAMS: the owner
- *   loads destroyed (acquire) after its store and light barrier, and the
- *   destroyer (ldg__mark_destroyed) runs ldg__asym_heavy between its CAS of
- *   destroyed and its read of the tail unless s is SHARED
- *   (ldg__ring_owner_may_reserve; an UNCLAIMED stream is made SHARED there
- *   by a CAS, so destroying a stream nobody recorded on costs no barrier).
- *   SHARED read (acquire) means tail installed at T + 1, at least every
- *   owner seq (above): the seq_cst read of tail covers them. The installer's
- *   seq is a seq_cst CAS of tail followed by a seq_cst load of destroyed:
- *   DESTROY's own argument.
- *   ldg_ledger_destroy destroys its streams in batches of up to
- *   LDG__DESTROY_BATCH (ldg__destroy_batch, release.c): the CAS of
- *   destroyed on each, then one heavy barrier if any needs it, then each
- *   one's read of the tail and release. Each stream sees its own CAS, a
- *   barrier, its own read, in that order, as ldg__mark_destroyed gives it:
- *   membarrier orders every running thread's accesses against this
- *   thread's, not against one stream's, so the argument above (and the
- *   models' destroyer) holds for each stream of the batch unchanged; the
- *   other streams' steps between them are on other words.
- *   Cost (bench/RESULTS.md, "Issue 11, eighth session", and "(pub9)"):
- *   the single-issuer reservation plus two loads of owner (on the
- *   read-mostly line, which every enqueue reads) and one TLS load, and (pub9) the one-publisher
- *   publication; no locked instruction in either. ldg_enqueue and ldg_add_wait may call
- *   membarrier once per stream (the revocation), the destroy of an owned
- *   stream once, ldg_ledger_destroy once per batch (ledger.h, table note
- *   (k)).
- *   ThreadSanitizer does not see membarrier (as for single-issuer
- *   streams): nothing plain is ordered by it alone. The owner writes its
- *   slot's payload only once its seq is decided (R2, or s->contest), the
- *   installer only the slot it won, and the destroyer reads slot states
- *   through atomics; so TSan has no race to report, and the runs check the
- *   outcome on the real machine.
- *   Model: ledger/model/own_sb.pml (store buffers, membarrier as "the
- *   buffer drains"; owner, revokers, destroyer or releaser), asserting no
- *   seq handed out twice and every accepted entry released once; mutants
- *   BUG_OWN_NO_MEMBARRIER, _NO_R1, _NO_R2, _CONTESTED_UNDECIDED,
- *   _DESTROY_NO_BARRIER, _EXTEND_TO_SHARED fail. Tests:
- *   tests/torture/owned_test.c (installer-asked: a release asks about the
- *   installer's seq B while tail is 0, the installer parked between its
- *   read of otail and its install, LDG__HOOK_REVOKE_READ).
- *
- * RESERVING ON A SHARED STREAM: ADD FIRST WHILE ARMED (faa12)
- *   The CAS loop costs a failed CAS per op and more under contention (issue
- *   11: 0.71 per op at 16 threads on the H200). A fetch_add never fails,
- *   but it checks nothing, and a check before it (load tail, compare with
- *   tail_end, then add: the design until faa12) takes the contended line
- *   twice per op. Runs 11c-11f (bench/RESULTS.md) measured what closes the
- *   shared row: an add made without first loading tail, with tail alone on
- *   its line. So a ticket holder adds first and looks after, and a word on
- *   the read-mostly line says when that is allowed:
- *   - Tickets. LDG__FAST_R = R (32) process-wide tickets, bits of
- *     ldg__fast_tickets. A thread takes one at a reservation by the CAS
- *     path if one is free (ldg__fast_ticket_claim: a CAS on the word, no
- *     lock, no wait) and gives it back when it exits (a pthread key's
- *     destructor). Only a holder adds. A thread adds at most once per
- *     ldg_enqueue and holds its ticket inside it, so the adds of one ticket
- *     are ordered by happens-before (one thread's, or given back with a
- *     release and taken with an acq_rel CAS): at most R adders at a time,
- *     and two adds of one ticket are never concurrent.
- *   - s->fast_gen, a generation: odd = armed, even = disarmed; starts at 0.
- *     Every write is a seq_cst CAS that adds 1 or 2 to the value it read,
- *     so values are never repeated (no ABA: a CAS from a value read
- *     earlier succeeds only if nothing was written since).
- *   - The zone: the last R seqs below tail_end, [tail_end - R, tail_end).
- *     A seq "lands in the zone" if it is at least tail_end - R when handed
- *     out.
- *   The reservation of a holder (ldg__ring_reserve):
- *     v = load fast_gen (seq_cst). Odd: g = load grow_at (acquire); seq =
- *     fetch_add(tail, 1) + 1 (seq_cst), with no check of tail; seq < g:
- *     done (the common path: one load of the read-mostly line, one of the
- *     enqueuers' line, the add). Else (ldg__reserve_past): E' = load
- *     tail_end (seq_cst); seq >= E' would break the invariant (abort); seq
- *     >= E' - R: DISARM, i.e. CAS fast_gen from w to (w | 1) + 1 starting
- *     at w = v, retrying from what the CAS read until it succeeds: an odd
- *     value goes to the next even one, an even one (someone disarmed
- *     first) two on, so the lander's own write always lands; then the
- *     early growth if seq is the grow point (segment.c, GROWING AHEAD).
- *     Even, or no ticket: the CAS path (ldg__ring_reserve_cas, unchanged):
- *     t = load tail, E = load tail_end (acquire), r = 0 while t + 1 <
- *     F = LDG__FIRST_END (the first segment) and R after; reserve t + 1 by
- *     a seq_cst CAS only if t + 1 + r < E, else extend the ring (only this
- *     path extends at the end; LDG_ENOMEM there reserves nothing). Then
- *     ARM: a holder whose v was even and whose reservation had r = R CASes
- *     fast_gen from v to v + 1 (seq_cst). It fails if fast_gen changed
- *     since v, which is the point: the headroom it saw must be newer than
- *     every disarm.
- *   The order S: the seq_cst total order of every access to tail (the
- *   adds, the CASes) and to fast_gen, of the raises of tail_end (seq_cst
- *   CAS, ldg__raise_tail_end) and of the seq_cst reload E'. It is
- *   consistent with happens-before and with each word's modification
- *   order; tail and tail_end only grow. Write tail_end(X) for tail_end at
- *   step X of S.
- *   Facts.
- *   (1) The CAS path hands out y = t + 1 < tail_end, and for y >= F with
- *       y + R < tail_end: a CAS-path seq past the first segment never lands
- *       in the zone (E read before the CAS, tail_end only grows).
- *   (2) Every add follows in S an ARM (its load of fast_gen read an odd
- *       value, written by an ARM CAS, which precedes the load in S). That
- *       ARM's CAS on tail read t >= F - 1 with t + 1 + R < E, and E was a
- *       raise that happens before the ARM: so tail_end > F + R at every
- *       add, past the first extension (the first segment is CAS-path only,
- *       as before, without the old argument about its raise).
- *   (3) grow_at <= tail_end - R whenever tail_end > F: every write of
- *       grow_at follows, in its writer, a tail_end at least R above it (a
- *       raise to a segment's grow point g->base + (g->size - R) / 2 <=
- *       g's end - R, made after tail_end reached g's end, since growth
- *       segments have at least 64 = 2R slots; the grow-ahead claim stores
- *       g's end - R, not g's end, with tail_end at g's end), and its
- *       initial value F <= tail_end - R by (2) once anyone adds. The add
- *       happens after the grow_at its adder read (acquire), so an add's g
- *       <= tail_end(add) - R.
- *   (4) So an add's seq below its g is below tail_end(add) - R: outside
- *       the zone, below tail_end. A seq at or past g takes the slow path;
- *       its E' is read after the add, so E' >= tail_end(add).
- *   Invariant: every seq handed out is below tail_end when it is handed
- *   out. By (1) for the CAS path; suppose an add a hands out x >= E =
- *   tail_end(a). The R + 1 seqs E - R .. E are at most x, so handed out at
- *   or before a, each at a step where tail_end <= E: each landed in the
- *   zone, and each is >= F (E > F + R by (2)), so by (1) none is a CAS
- *   seq: R + 1 adds, at most R tickets, so one ticket made two of them,
- *   y1 < y2, y1's add before y2's in happens-before. y1 >= E - R >=
- *   tail_end(y1) - R >= its g (3): slow path, and E'1, read between the
- *   two adds, is <= tail_end(y2) <= E, so y1 >= E'1 - R: the adder of y1
- *   DISARMed, its CAS D writing an even value, before returning; then the
- *   add of y2 loaded fast_gen odd: written by an ARM A after D in fast_gen's
- *   modification order (the load comes after D, and reads D's value or a
- *   later one, odd). A's CAS read a value at or after D's (values are not
- *   repeated), the v its thread loaded: that load followed D in S, so its
- *   CAS on tail, later in that thread, read t >= y1 >= E - R, and its E
- *   was raised before A, before the add of y2: E <= tail_end(y2) <= E.
- *   Then t + 1 + R < E is false: A did not ARM. Contradiction: no seq is
- *   handed out at or past tail_end, by either path. So: no hole, no seq
- *   without a segment; ldg_mark, the release walk and the segments'
- *   retirement are unchanged.
- *   Why each piece (the model's mutants, below):
- *   - The lander's DISARM is a CAS that always writes. A plain store of
- *     v + 1 could write back a value fast_gen had held before (another
- *     lander disarmed, a holder re-armed): an ARM that loaded that even
- *     value before the re-arm, with headroom since used up, then succeeds
- *     (ABA). A lander that finds fast_gen even and writes nothing lets an
- *     ARM that loaded that value before the landing (its headroom older
- *     than the landing) succeed after it: with the lander's ticket that
- *     makes R + 1 adds in the zone. Hence the generation, not a flag, and
- *     (w | 1) + 1.
- *   - ARM loads fast_gen before its look at tail (the CAS path), not
- *     after: the argument needs the look to follow every disarm the ARM
- *     CAS can succeed over. (Loaded after the look, a disarm between the
- *     look and the load is missed: the ARM succeeds on stale headroom.)
- *   - ARM only with r = R: in the first segment the CAS path leaves no
- *     zone, and grow_at is F = tail_end there, so an add would pass the
- *     end without taking the slow path.
- *   - The claim at g's end - R: at g's end, a seq in the zone of g below
- *     the claim would take the common path and never disarm.
- *   At most R seqs land in the zone per arming (one per ticket: a lander
- *   returns only disarmed, and re-arms need fresh headroom), the others
- *   take the CAS path until one of them re-arms past the edge, which is
- *   once per growth at most: the grow-ahead claimer links the next segment
- *   while the seqs are half way to the zone, and then no add reaches it
- *   (grow_at moves to the new segment's grow point before the zone is
- *   reached). Only a stalled or failed growth disarms. Out of memory: the
- *   CAS path returns LDG_ENOMEM with nothing reserved, the stream stays
- *   disarmed (no ARM without a reservation), and no seq was handed out at
- *   or past the end.
- *   Progress: the DISARM loop retries only when another thread wrote
- *   fast_gen (lock-free), ARM is one CAS, nobody waits for anybody: the
- *   promise of ledger.h holds.
- *   Seqs stay dense (every add and CAS hands out tail + 1). The destroy
- *   handshake is unchanged: the add is a seq_cst RMW of tail like the
- *   CAS, before the seq_cst load of destroyed (and cuda/engine.c's
- *   slc__engine_kick_enqueued orders its wake-up by that RMW).
- *   Single-issuer and owned streams keep their own reservations (an owned
- *   stream reaches this one only once SHARED, after the installer's CAS
- *   of tail: every seq of (2)'s ARM is past the owner's seqs).
- *   Cost: the common add-first path loads fast_gen (the read-mostly line,
- *   which every enqueue reads anyway) and grow_at (the line after tail's),
- *   and adds: tail's line is taken once per op, and nothing else on it is
- *   read or written by the enqueuers, so the adds of other threads are the
- *   only traffic it sees. Single-issuer streams now touch two lines (the
- *   store of tail, the load of tail_end), owned streams one (otail with
- *   tail_end).
- *   Model: ledger/model/ring.pml, CFG_FFA (one ticket, add-first with
- *   arming and the grow-ahead claim at end - R) and CFG_FF2 (two tickets:
- *   lander and re-armer racing), asserting the invariant at every
- *   reservation; mutants BUG_NO_DISARM, BUG_ARM_NO_CHECK (arming from a
- *   first-segment reservation), BUG_CLAIM_AT_END and BUG_ARM_GEN_LATE fail
- *   (ledger/model/runs.txt says which configuration catches which).
- *   BUG_DISARM_STORE and BUG_DISARM_READ need a third holder (a stale
- *   armer beside two landers), beyond the bounds the model runs in: the
- *   tests' rearm-race stages that race deterministically and kills their
- *   C mutants. The old check-then-add fast path's configurations (CFG_FF,
- *   FFR, FFD, FFF) and mutants stay, as the model of the design this
- *   replaced. Tests: tests/torture/reserve_test.c (edge-parked,
- *   edge-enomem, rearm-race).
+ *   Where the reservation is a store (single-issuer and owned streams) the
+ *   handshake is asymmetric: reserve.c, SINGLE-ISSUER STREAMS; owned.c,
+ *   OWNED STREAMS, "Destroy".
  *
  * ENQUEUE WITHOUT A READ-SIDE SECTION
  *   The common enqueue takes no RCU read lock. It reserves seq against
@@ -714,6 +356,8 @@
 
 #include "ledger/atomics.h"
 #include "ledger/internal.h"
+#include "ledger/reserve.h"
+#include "ledger/owned.h"
 
 /* ---- Out-of-line payloads ------------------------------------------------------- */
 
@@ -750,506 +394,36 @@ void ldg__ext_free_cb(struct rcu_head *head) {
       (struct ldg__ext *)((char *)head - offsetof(struct ldg__ext, rcu)));
 }
 
-/* ---- Reserving a seq ------------------------------------------------------------- */
+/* ---- The reservations' thread-locals (reserve.h, owned.h) ---------------------- */
 
+/* Defined here, in the file of the enqueue that reads them on every op: a
+ * thread-local defined in the file that reads it is one instruction there
+ * (%fs:offset), an extern one two (its offset loaded first). */
 
-/* The fast path's tickets (RESERVING ON A SHARED STREAM): bit i of
- * ldg__fast_tickets is taken by the thread holding ticket i. */
-static _Atomic uint32_t ldg__fast_tickets;
-_Static_assert(LDG__FAST_R == 32, "one bit of ldg__fast_tickets per ticket");
 /* This thread's mask on s->fast_gen (RESERVING ON A SHARED STREAM): 1
  * while it holds a ticket, else 0, so that "armed and a holder" is one
  * AND of the loaded generation. */
-static _Thread_local uint64_t ldg__fast_mask;
-enum {
-  LDG__TICKET_UNTRIED,
-  LDG__TICKET_HELD,
-  LDG__TICKET_NONE,
-  LDG__TICKET_GONE
-};
-static _Thread_local uint8_t ldg__ticket_state; /* LDG__TICKET_* */
-static _Thread_local uint8_t ldg__ticket_bit;
-static pthread_key_t ldg__ticket_key;
-/* The key's making, without waiting for another maker (ldg_enqueue takes no
- * lock: ledger.h): 0 none, 1 being made, 2 made, 3 failed. */
-enum { LDG__KEY_NONE, LDG__KEY_MAKING, LDG__KEY_MADE, LDG__KEY_FAILED };
-static _Atomic int ldg__ticket_key_state;
+_Thread_local uint64_t ldg__fast_mask; /* reserve.h */
 
-static void ldg__ticket_give_back(void) {
-  ldg__fast_mask = 0;
-  /* Release: the next claimer of the bit (acq_rel CAS) sees this thread's
-   * last add made: it is not pending any more. */
-  ldg__fetch_and_release(&ldg__fast_tickets, ~(1u << ldg__ticket_bit));
-}
-
-static void ldg__ticket_exit(void *unused) {
-  (void)unused;
-  /* The thread exits: not inside ldg_enqueue, so no add in flight. A later
-   * enqueue from another key's destructor takes the CAS path. */
-  if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
-  ldg__ticket_state = LDG__TICKET_GONE;
-}
-
-/* Whether the key exists; makes it if nobody has begun to. A thread that
- * finds it being made goes on without a ticket (it tries again later). */
-static bool ldg__ticket_key_ready(void) {
-  /* Acquire: pairs with the maker's release store (the key is written). */
-  int st = ldg__load_acquire(&ldg__ticket_key_state);
-  if (st == LDG__KEY_NONE) {
-    /* acq_rel: one maker; the failure's acquire reads the state as above. */
-    if (!ldg__cas_acq_rel(&ldg__ticket_key_state, &st, LDG__KEY_MAKING))
-      return st == LDG__KEY_MADE;
-    st = pthread_key_create(&ldg__ticket_key, ldg__ticket_exit) == 0
-             ? LDG__KEY_MADE
-             : LDG__KEY_FAILED;
-    /* Release: publishes ldg__ticket_key. */
-    ldg__store_release(&ldg__ticket_key_state, st);
-  }
-  return st == LDG__KEY_MADE;
-}
-
-/* Takes a ticket for this thread if one is free (its next reservations take
- * the fast path). A thread without one tries again at its next reservation
- * by the CAS path. */
-static void ldg__fast_ticket_claim(void) {
-  if (ldg__ticket_state == LDG__TICKET_HELD ||
-      ldg__ticket_state == LDG__TICKET_GONE)
-    return;
-  if (!ldg__ticket_key_ready()) return;
-  /* Relaxed: the CAS checks it. */
-  uint32_t cur = ldg__load_relaxed(&ldg__fast_tickets);
-  while (cur != UINT32_MAX) {
-    uint32_t bit = ~cur & (cur + 1); /* the lowest free one */
-    /* acq_rel: pairs with ldg__ticket_give_back's release (see there). */
-    if (ldg__cas_weak_acq_rel(&ldg__fast_tickets, &cur, cur | bit)) {
-      ldg__ticket_bit = (uint8_t)__builtin_ctz(bit);
-      /* Non-NULL, so that the destructor gives the ticket back. */
-      if (pthread_setspecific(ldg__ticket_key, &ldg__ticket_state) != 0) {
-        ldg__ticket_give_back();
-        break;
-      }
-      ldg__ticket_state = LDG__TICKET_HELD;
-      ldg__fast_mask = 1;
-      return;
-    }
-  }
-  ldg__ticket_state = LDG__TICKET_NONE;
-}
-
-void ldg__testing_fast_ticket(bool want) {
-  if (!want) {
-    if (ldg__ticket_state == LDG__TICKET_HELD) ldg__ticket_give_back();
-    ldg__ticket_state = LDG__TICKET_GONE;
-  } else if (ldg__ticket_state != LDG__TICKET_HELD) {
-    ldg__ticket_state = LDG__TICKET_UNTRIED;
-    ldg__fast_ticket_claim();
-  }
-}
-
-bool ldg__testing_has_fast_ticket(void) {
-  return ldg__ticket_state == LDG__TICKET_HELD;
-}
-
-/* ldg__ring_extend from outside a read-side section: a reservation that
- * found no headroom (extending reads segments that may be retired). */
-static int ldg__ring_extend_outside(ldg_stream *s, ldg_seq end) {
-  bool v = ldg__ring_read_lock(s); /* segment.c, HOT REUSE */
-  int rc = ldg__ring_extend(s, end);
-  ldg__ring_read_unlock(s, v);
-  return rc;
-}
-
-/* DISARM (RESERVING ON A SHARED STREAM): a CAS of fast_gen from w (the
- * value the lander loaded, then what each failed CAS read) to (w | 1) + 1,
- * retried until it lands. */
-static void ldg__disarm(ldg_stream *s, uint64_t w) {
-  /* Seq_cst: a step of S, after the lander's add (the argument's D); a
-   * failed CAS reads the current value (seq_cst too) and retries:
-   * lock-free, it fails only when another thread wrote fast_gen. */
-  while (!ldg__cas_seq_cst(&s->fast_gen, &w, (w | 1) + 1)) {
-  }
-}
-
-void ldg__testing_disarm(ldg_stream *s, uint64_t loaded) {
-  ldg__disarm(s, loaded);
-}
-
-/* An add-first seq at or past the grow_at its reservation read (GROWING
- * AHEAD, segment.c): the seq where the ring grows ahead, or one in the zone
- * (the last LDG__FAST_R seqs below tail_end: grow_at <= tail_end -
- * LDG__FAST_R, RESERVING ON A SHARED STREAM's fact (3)), or past a claim.
- * gen: the odd fast_gen the reservation loaded. Seq_cst reload of tail_end:
- * after the add in S (so E' >= tail_end at the add, the argument's E'),
- * and (its acquire half) the segment's publication with it. */
-static __attribute__((noinline)) void ldg__reserve_past(ldg_stream *s,
-                                                         ldg_seq seq,
-                                                         ldg_seq grow,
-                                                         uint64_t gen) {
-  ldg_seq end = ldg__load_seq_cst(&s->tail_end);
-  if (end <= seq) {
-    fprintf(stderr,
-            "streamledger: stream %llu: seq %llu handed out past tail_end "
-            "(the reservation's invariant is broken)\n",
-            (unsigned long long)s->id, (unsigned long long)seq);
-    abort();
-  }
-  if (seq + LDG__FAST_R >= end) {
-    /* In the zone: DISARM before returning. A CAS from what we last read
-     * to (w | 1) + 1: odd to the next even, even (another lander was
-     * first) two on, so that this lander's write always lands; a plain
-     * store could write back a value fast_gen held before, and writing
-     * nothing when it is even lets an ARM that loaded that even value
-     * before our landing succeed after it (RESERVING ON A SHARED STREAM,
-     * "Why each piece"). */
-    ldg__disarm(s, gen);
-    LDG__HOOK(LDG__HOOK_RESERVE_DISARMED, s);
-  }
-  ldg__ring_grow_early(s, seq, grow);
-}
-
-/* The CAS path (RESERVING ON A SHARED STREAM): a thread without a ticket
- * (it tries to take one here), a holder while the stream is disarmed, the
- * first segment. gen: the fast_gen this reservation loaded first (even
- * for a holder). Returns the seq, or 0 if the ring could not grow
- * (LDG_ENOMEM, nothing reserved, nothing armed). Takes no read lock unless
- * it grows the ring. */
-static __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s,
-                                                               uint64_t gen) {
-  if (__builtin_expect(ldg__ticket_state != LDG__TICKET_HELD, 0))
-    ldg__fast_ticket_claim();
-  for (;;) {
-    /* tail: relaxed, the CAS below checks it (and with it the reserve's
-     * choice, which depends on t only). tail_end: acquire pairs with the
-     * seq_cst (release half) CAS in ldg__raise_tail_end, made after
-     * tailseg reached the segment of every seq below end
-     * (ldg__seg_of_reserved reads it); it reads a raise that happens
-     * before our CAS, so it is at most tail_end at the CAS in S. */
-    ldg_seq t = ldg__load_relaxed(&s->tail);
-    ldg_seq end = ldg__load_acquire(&s->tail_end);
-    ldg_seq reserve = t + 1 < LDG__FIRST_END ? 0 : LDG__FAST_R;
-    if (t + 1 + reserve < end) {
-      /* seq_cst: a step of S (after our load of gen); the destroy
-       * handshake reads destroyed after this (and cuda/engine.c's
-       * slc__engine_kick_enqueued orders its wake-up by it, in place of a
-       * fence). */
-      if (ldg__cas_seq_cst(&s->tail, &t, t + 1)) {
-        /* ARM: a holder whose reservation had the reserve (t + 1 +
-         * LDG__FAST_R < end, past the first segment) and whose gen was
-         * even. Seq_cst CAS from that gen, loaded before this look at
-         * tail: it fails if any disarm (or arm) came since, so the
-         * headroom seen is newer than every disarm it succeeds over
-         * (the argument's A). */
-        if (reserve != 0 && (gen & 1) == 0 &&
-            ldg__ticket_state == LDG__TICKET_HELD) {
-          LDG__HOOK(LDG__HOOK_RESERVE_ARMING, s);
-          ldg__cas_seq_cst(&s->fast_gen, &gen, gen + 1);
-        }
-        /* The grow point (GROWING AHEAD, segment.c) for ticketless
-         * threads and the holders' CAS-path seqs. Acquire, as in
-         * ldg__ring_reserve: a grow point read is one whose segment is
-         * linked and whose end tail_end has reached. */
-        ldg_seq grow = ldg__load_acquire(&s->grow_at);
-        if (__builtin_expect(t + 1 >= grow, 0))
-          ldg__ring_grow_early(s, t + 1, grow);
-        return t + 1;
-      }
-      LDG__HOOK(LDG__HOOK_RESERVE_RETRY, s);
-      continue;
-    }
-    int rc = ldg__ring_extend_outside(s, end);
-    if (rc != LDG_OK) return 0; /* LDG_ENOMEM, its only error */
-  }
-}
-
-/* Reserves the next seq of s (RESERVING ON A SHARED STREAM): a ticket
- * holder adds first while fast_gen is armed; else the CAS path. Takes no
- * read lock on the common path. */
-static inline int ldg__ring_reserve(ldg_stream *s, ldg_seq *seq) {
-  /* fast_gen: seq_cst, a step of S: an odd value read comes after the ARM
-   * that wrote it (so after that ARM's look at tail, past the first
-   * segment), an even one is what the CAS path's ARM CASes from, loaded
-   * before its look at tail. On the read-mostly line (a plain load on
-   * x86). */
-  uint64_t gen = ldg__load_seq_cst(&s->fast_gen);
-  ldg_seq got;
-  if (__builtin_expect(gen & ldg__fast_mask, 1)) {
-    /* grow_at: acquire pairs with its raises and its claim (segment.c,
-     * ldg__raise_grow_at, ldg__ring_grow_early), each made after tail_end
-     * was at least the value stored + LDG__FAST_R (once the first segment
-     * is outgrown, as it is when armed): a seq below grow is outside the
-     * zone (fact (3)). The one load of the enqueuers' line. */
-    ldg_seq grow = ldg__load_acquire(&s->grow_at);
-    LDG__HOOK(LDG__HOOK_RESERVE_CHECKED, s);
-    /* seq_cst: a step of S, with no look at tail first; and, as the CAS,
-     * the destroy handshake reads destroyed after it (and cuda/engine.c's
-     * slc__engine_kick_enqueued orders its wake-up by it). */
-    got = ldg__fetch_add_seq_cst(&s->tail, 1) + 1;
-    /* Past the grow point, in the zone, or past the claim: the one
-     * compare covers all three. */
-    if (__builtin_expect(got >= grow, 0)) ldg__reserve_past(s, got, grow, gen);
-  } else {
-    got = ldg__ring_reserve_cas(s, gen);
-    if (got == 0) return LDG_ENOMEM;
-  }
-  *seq = got;
-  return LDG_OK;
-}
-
-/* Reserves the next seq of a single-issuer stream (SINGLE-ISSUER STREAMS):
- * nobody else writes tail, so a load and a store do what the CAS did. */
-static int ldg__ring_reserve_single(ldg_stream *s, ldg_seq *seq) {
-  for (;;) {
-    /* tail: relaxed, the value this issuer stored last (or one a previous
-     * issuer stored before handing s over: ordered by the caller's
-     * happens-before). tail_end: acquire, as in ldg__ring_reserve. */
-    ldg_seq t = ldg__load_relaxed(&s->tail);
-    ldg_seq end = ldg__load_acquire(&s->tail_end);
-    if (t + 1 < end) {
-      /* Release: pairs with the acquire load in ldg_mark, as the CAS's
-       * release half does (after our acquire of tail_end). The destroy
-       * handshake's order: ldg__ring_enqueue's ldg__asym_light. */
-      ldg__store_release(&s->tail, t + 1);
-      *seq = t + 1;
-      return LDG_OK;
-    }
-    int rc = ldg__ring_extend_outside(s, end);
-    if (rc != LDG_OK) return rc;
-  }
-}
-
-/* ---- Owned streams (OWNED STREAMS) ------------------------------------------------ */
-
-/* Tokens: unique per thread, never reused (a thread's TLS address could be
- * reused by a later thread, which would then pass for the owner). A
- * thread without one yet holds LDG__OWN_NO_TOKEN, which no owner word ever
- * holds, so the owner's compare needs no test of its own. */
-#define LDG__OWN_NO_TOKEN ((uint64_t)3)
-_Static_assert(LDG__OWN_NO_TOKEN > LDG__OWN_SHARED &&
-                   LDG__OWN_NO_TOKEN < LDG__OWN_FIRST_TOKEN,
-               "the no-token value is neither a state nor a token");
-static _Atomic uint64_t ldg__own_next = LDG__OWN_FIRST_TOKEN;
+/* This thread's owner token (owned.c, OWNED STREAMS; owned.h). */
 _Thread_local uint64_t ldg__own_tok = LDG__OWN_NO_TOKEN; /* internal.h */
 
-/* Not the owner any more (or never was): nothing reserved, take the shared
- * path. And: this thread just claimed s, take the owned path. Internal
- * results, apart from LDG_OK and LDG_ENOMEM. */
-enum { LDG__OWN_LOST = 1, LDG__OWN_MINE = 2, LDG__OWN_KEPT = 3 };
-
-/* R2 saw that a revocation began after the owner's store of otail = q: q
- * may be the contested seq (the one after the last the installing revoker
- * saw). The owner claims it in s->contest unless the installer took it
- * first (OWNED STREAMS, "The contested seq"). Runs at most once per
- * stream: the owner's next reservation fails R1. LDG__OWN_KEPT: q is ours,
- * published both ways (OWNED STREAMS, "Publication"). */
-static __attribute__((noinline)) int ldg__own_contested(ldg_stream *s,
-                                                         ldg_seq q,
-                                                         ldg_seq *seq) {
-  uint64_t cur = 0;
-  /* acq_rel: one decision on the word; pairs with the installer's CAS.
-   * The seq is ours unless the installer took exactly q. */
-  if (ldg__cas_acq_rel(&s->contest, &cur, LDG__CONTEST_OWNER(q)) ||
-      cur != LDG__CONTEST_INSTALLER(q)) {
-    *seq = q;
-    return LDG__OWN_KEPT;
-  }
-  return LDG__OWN_LOST;
-}
-
-/* The owner's reservation (OWNED STREAMS): R1 was the caller's load of
- * s->owner, which found tok. No locked instruction: the owner alone writes
- * otail. LDG_OK (a one-publisher seq), LDG__OWN_KEPT (the seq whose R2
- * saw a revocation: published both ways; for both the destroy handshake
- * is asymmetric), LDG__OWN_LOST (revoked before the store: nothing
- * reserved) or LDG_ENOMEM. */
-static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
-                                          ldg_seq *seq) {
-  for (;;) {
-    /* grow_at, tail_end: acquire, as in ldg__ring_reserve. otail:
-     * relaxed, our own last store. */
-    ldg_seq grow = ldg__load_acquire(&s->grow_at);
-    ldg_seq end = ldg__load_acquire(&s->tail_end);
-    ldg_seq t = ldg__load_relaxed(&s->otail);
-    if (__builtin_expect(t + 1 < end, 1)) {
-      LDG__HOOK(LDG__HOOK_OWNED_CHECKED, s);
-      /* Release: pairs with the acquire loads of the tail's readers
-       * (ldg__tail_acquire) and of the revoker, as the CAS's release half
-       * did. Then the light side of the revocation's (and the destroy's)
-       * store->load handshake. */
-      ldg__store_release(&s->otail, t + 1);
-      /* ldg__asym_light's membarrier branch: s is owned only where
-       * membarrier is in use, so no test of the mode is needed. */
-      atomic_signal_fence(memory_order_seq_cst);
-      LDG__HOOK(LDG__HOOK_OWNED_STORED, s);
-      /* R2. Relaxed: the handshake's load (membarrier orders it); what a
-       * revoker published is read through s->contest (acq_rel). */
-      if (__builtin_expect(ldg__load_relaxed(&s->owner) != tok, 0))
-        return ldg__own_contested(s, t + 1, seq);
-      /* The grow point, as the shared path's (segment.c, GROWING AHEAD):
-       * seq is ours and unresolved. */
-      if (__builtin_expect(t + 1 >= grow, 0))
-        ldg__ring_grow_early(s, t + 1, grow);
-      *seq = t + 1;
-      return LDG_OK;
-    }
-    int rc = ldg__ring_extend_outside(s, end);
-    if (rc != LDG_OK) return rc;
-    /* R1 again (acquire, as the caller's): a revocation may have begun
-     * while we extended. */
-    if (ldg__load_acquire(&s->owner) != tok) return LDG__OWN_LOST;
-  }
-}
-
-/* A reservation on a default stream that this thread does not own and
- * that is not SHARED (OWNED STREAMS): claims it if unclaimed
- * (LDG__OWN_MINE), else revokes the owner's reservation (or helps a
- * revocation under way) and installs tail. LDG_OK: this thread installed
- * tail and took the contested seq (*seq; reserved by a seq_cst CAS of
- * tail, as the CAS path's); LDG__OWN_LOST: take the shared path (tail is
- * installed: every LOST below follows a read of SHARED or of tail != 0);
- * LDG_ENOMEM: the ring could not grow to hold the contested seq. Lock-free:
- * never waits for the owner or for another revoker. */
-static __attribute__((noinline)) int ldg__own_slow(ldg_stream *s, uint64_t o,
-                                                   ldg_seq *seq) {
-  if (o == LDG__OWN_UNCLAIMED) {
-    if (ldg__own_tok == LDG__OWN_NO_TOKEN) {
-      /* Relaxed: uniqueness is the counter's modification order. */
-      ldg__own_tok = ldg__fetch_add_relaxed(&ldg__own_next, 1);
-    }
-    /* acq_rel: one claimer; the failure's acquire reads the word as the
-     * dispatch's load did. */
-    if (ldg__cas_acq_rel(&s->owner, &o, ldg__own_tok)) return LDG__OWN_MINE;
-  }
-  if (o >= LDG__OWN_FIRST_TOKEN) {
-    /* Revoke. seq_cst: the store side of the handshake with the owner's R2,
-     * before our barrier (ldg__asym_heavy). A failure read PENDING (another
-     * revoker's) or SHARED. */
-    ldg__cas_seq_cst(&s->owner, &o, (uint64_t)LDG__OWN_PENDING);
-    if (o == LDG__OWN_SHARED) return LDG__OWN_LOST;
-  }
-  if (o == LDG__OWN_SHARED) return LDG__OWN_LOST;
-  /* PENDING. Installed already: the shared path. seq_cst: a step of S. */
-  if (ldg__load_seq_cst(&s->tail) != 0) return LDG__OWN_LOST;
-  /* The heavy side: after it, at most one owner reservation is in flight
-   * (past R1, its store not seen below), and its R2 sees PENDING. */
-  ldg__asym_heavy();
-  LDG__HOOK(LDG__HOOK_REVOKE_PENDING, s);
-  ldg_seq t;
-  for (;;) {
-    /* tail_end, then otail (both acquire): an extension by the owner that
-     * we see comes with the otail that made it extend (the first-segment
-     * argument of RESERVING ON A SHARED STREAM). otail pairs with the
-     * owner's release store. */
-    ldg_seq end = ldg__load_acquire(&s->tail_end);
-    t = ldg__load_acquire(&s->otail);
-    if (t + 1 < end) break;
-    /* The contested seq t + 1 needs a slot before tail may reach it. */
-    int rc = ldg__ring_extend_outside(s, end);
-    if (rc != LDG_OK) return rc;
-  }
-  LDG__HOOK(LDG__HOOK_REVOKE_READ, s);
-  /* The base, agreed before anyone installs it (OWNED STREAMS,
-   * "Publication"): the first helper's T + 1, valid for every helper (its
-   * T was read after a barrier that follows the PENDING CAS, so it covers
-   * every seq whose R2 read the token); it has a slot (that helper checked
-   * T + 1 < tail_end, which only grows). acq_rel: the release half pairs
-   * with a release's acquire load after its load of tail; the failure's
-   * acquire reads the winner's base. */
-  ldg_seq base = 0;
-  if (!ldg__cas_acq_rel(&s->obase, &base, t + 1)) t = base - 1;
-  ldg_seq zero = 0;
-  /* seq_cst: a step of S (the shared path's invariant starts here: t + 1 <
-   * tail_end, nothing pending); the destroy handshake reads destroyed after
-   * it, as after the CAS path's. One installer: tail never returns to 0.
-   * Its release half carries obase to a release that reads tail. */
-  if (!ldg__cas_seq_cst(&s->tail, &zero, t + 1)) return LDG__OWN_LOST;
-  /* Release: a thread that reads SHARED (acquire) sees tail installed. */
-  ldg__store_release(&s->owner, (uint64_t)LDG__OWN_SHARED);
-  uint64_t cur = 0;
-  /* acq_rel: pairs with the owner's CAS in ldg__own_contested. */
-  if (!ldg__cas_acq_rel(&s->contest, &cur, LDG__CONTEST_INSTALLER(t + 1)) &&
-      cur == LDG__CONTEST_OWNER(t + 1))
-    return LDG__OWN_LOST; /* the owner's in-flight reservation got it */
-  /* The grow point: as the CAS path's. */
-  ldg_seq grow = ldg__load_acquire(&s->grow_at);
-  if (__builtin_expect(t + 1 >= grow, 0)) ldg__ring_grow_early(s, t + 1, grow);
-  *seq = t + 1;
-  return LDG_OK;
-}
+/* ---- The enqueue's handshakes ------------------------------------------------------ */
 
 /* ldg__asym_light for an enqueue whose destroy handshake (or publication)
  * is the asymmetric one: on a single-issuer stream (`single`), whatever the
  * mode, its test; otherwise the seq is an owner's, and a stream is owned
- * only where membarrier is in use (OWNED STREAMS), so the membarrier
- * branch, a compiler barrier, without the load of ldg__asym_membarrier that
- * ldg__asym_light tests (a global's line, twice per enqueue:
- * bench/RESULTS.md, "Issue 11, eleventh session: the launch row
- * (launch11)"). */
+ * only where membarrier is in use (owned.c, OWNED STREAMS), so the
+ * membarrier branch, a compiler barrier, without the load of
+ * ldg__asym_membarrier that ldg__asym_light tests (a global's line, twice
+ * per enqueue: bench/RESULTS.md, "Issue 11, eleventh session: the launch
+ * row (launch11)"). */
 static inline __attribute__((always_inline)) void ldg__enqueue_light(
     bool single) {
   if (single)
     ldg__asym_light();
   else
     atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
-}
-
-/* Reserves the next seq of a default stream: the owner's way, or the
- * revocation's, or the shared path (OWNED STREAMS). *asym: whether the
- * destroy handshake is the asymmetric one (the seq was reserved by a
- * store of otail, not a seq_cst RMW of tail). *pub: how the seq is
- * published (LDG__PUB_*; OWNED STREAMS, "Publication"); the caller set it
- * to LDG__PUB_SLOT. */
-static inline int ldg__ring_reserve_default(ldg_stream *s, ldg_seq *seq,
-                                            bool *asym, int *pub) {
-  for (;;) {
-    /* R1. Acquire: pairs with the release store of SHARED (tail installed:
-     * the shared path's load of tail then reads it or later) and with the
-     * claim. */
-    uint64_t o = ldg__load_acquire(&s->owner);
-    if (__builtin_expect(o == ldg__own_tok, 1)) {
-      int rc = ldg__ring_reserve_owned(s, o, seq);
-      if (__builtin_expect(rc == LDG_OK, 1)) {
-        *asym = true;
-        *pub = LDG__PUB_STORE;
-        return LDG_OK;
-      }
-      if (rc == LDG__OWN_KEPT) {
-        *asym = true;
-        *pub = LDG__PUB_BOTH;
-        return LDG_OK;
-      }
-      if (rc != LDG__OWN_LOST) return rc; /* LDG_ENOMEM */
-      /* Revoked while we extended the ring: tail may not be installed
-       * yet, so not straight to the shared path; the next pass helps. */
-      continue;
-    }
-    if (o == LDG__OWN_SHARED) break;
-    int rc = ldg__own_slow(s, o, seq);
-    if (rc == LDG__OWN_MINE) continue; /* claimed: the owner's way */
-    if (rc == LDG_OK) *pub = LDG__PUB_BOTH; /* the contested seq */
-    if (rc != LDG__OWN_LOST) return rc; /* LDG_OK (seq_cst), ENOMEM */
-    break; /* LOST: tail is installed */
-  }
-  return ldg__ring_reserve(s, seq);
-}
-
-/* The destroyer, after its CAS of destroyed (release.c): whether it must
- * run the heavy barrier before reading the tail, i.e. whether an owner's
- * reservation may be in flight. An unclaimed stream is made SHARED here (a
- * CAS: a later first enqueuer takes the shared path), so that destroying
- * a stream nobody enqueued on costs no barrier. */
-bool ldg__ring_owner_may_reserve(ldg_stream *s) {
-  /* Acquire: SHARED read means tail installed (see the dispatch). */
-  uint64_t o = ldg__load_acquire(&s->owner);
-  if (o == LDG__OWN_UNCLAIMED &&
-      ldg__cas_acq_rel(&s->owner, &o, (uint64_t)LDG__OWN_SHARED))
-    return false;
-  return o != LDG__OWN_SHARED;
-}
-
-uint64_t ldg__ring_owner_state(ldg_stream *s) {
-  /* Acquire: a test reads it at a quiet moment. */
-  uint64_t o = ldg__load_acquire(&s->owner);
-  return o >= LDG__OWN_FIRST_TOKEN ? LDG__OWN_FIRST_TOKEN : o;
 }
 
 /* Builds without NDEBUG: catch two calls recording on one single-issuer
@@ -1534,7 +708,8 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
   ldg__issuing_begin(s);
   ldg_seq seq = 0;
   /* Whether the destroy handshake is asymmetric: a single-issuer stream,
-   * or a seq the owner of an owned stream reserved (OWNED STREAMS). */
+   * or a seq the owner of an owned stream reserved (owned.c, OWNED
+   * STREAMS). */
   const bool single = (s->flags & LDG_STREAM_SINGLE_ISSUER) != 0;
   bool asym = single;
   /* How seq is published, fixed with its reservation: the release that
@@ -1556,9 +731,10 @@ static inline __attribute__((always_inline)) int ldg__enqueue_entry(
 
   /* The destroy handshake (see DESTROY above): seq_cst after the reserving
    * seq_cst CAS; on a single-issuer stream, after the reserving store and
-   * the light side of the asymmetric fence (SINGLE-ISSUER STREAMS), whose
-   * heavy side the destroyer runs between its CAS and its load of tail;
-   * likewise after an owner's store of otail (OWNED STREAMS). */
+   * the light side of the asymmetric fence (reserve.c, SINGLE-ISSUER
+   * STREAMS), whose heavy side the destroyer runs between its CAS and
+   * its load of tail;
+   * likewise after an owner's store of otail (owned.c, OWNED STREAMS). */
   bool gone;
   if (asym) {
     ldg__enqueue_light(single);

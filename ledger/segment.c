@@ -1,5 +1,5 @@
 /*
- * The per-stream ring, part 2 of 5: segments — who may reclaim a slot and
+ * The per-stream ring, part 4 of 7: segments — who may reclaim a slot and
  * when, growing the ring, advancing head and retiring segments. ring.c
  * opens with the layout and what each atomic publishes.
  *
@@ -108,7 +108,7 @@
  * GROWING AHEAD: ONE ENQUEUER LINKS THE NEXT SEGMENT, HALF WAY
  *   The herd (issue 11, measured on the H200 at 16 threads on one shared
  *   stream: 26 534 segments built for 4 552 retired). Holders reserve by
- *   fetch_add until the headroom comes down to the reserve (ring.c), then
+ *   fetch_add until the headroom comes down to the reserve (reserve.c), then
  *   all of them take the CAS path at the same moment, and every thread
  *   that finds no room calls ldg__ring_extend: the first takes the spare,
  *   the others pop or allocate and zero a segment each, one links and the
@@ -120,14 +120,14 @@
  *   (half way to where the zone begins; growth segments only, at least
  *   2 x LDG__FAST_R slots: the first segment has none, grow_at stays at
  *   its end, which no add reaches, so the first extension is the CAS
- *   path's, as ring.c's argument needs).
+ *   path's, as reserve.c's argument needs).
  *   - The trigger. The add-first path loads grow_at (acquire) before its
  *     fetch_add and compares its seq with it: one load and one compare.
  *     It also covers the zone (faa12): grow_at is at most tail_end -
  *     LDG__FAST_R once the first segment is outgrown (every write of
  *     grow_at follows, in its writer, a tail_end at least LDG__FAST_R
  *     higher, and the add follows the load), so a seq below grow_at is
- *     outside the zone. At or past grow_at: ring.c's ldg__reserve_past
+ *     outside the zone. At or past grow_at: reserve.c's ldg__reserve_past
  *     reloads tail_end (seq_cst), disarms if the seq is in the zone, and
  *     calls ldg__ring_grow_early. The CAS path makes the same test after
  *     its CAS.
@@ -175,9 +175,9 @@
  *   links nothing: the claim stays, and the ring grows at its end.
  *   Private streams pay the one load per enqueue and, once per segment, the
  *   claim CAS; single-issuer streams keep growing at the end (nobody races
- *   them). The invariant of RESERVING ON A SHARED STREAM is untouched: the
- *   growth only raises tail_end (and the claim's value is the one fact (3)
- *   there needs).
+ *   them). The invariant of RESERVING ON A SHARED STREAM (reserve.c) is
+ *   untouched: the growth only raises tail_end (and the claim's value is
+ *   the one fact (3) there needs).
  *   Model: ledger/model/ring.pml, CFG_FFA (and, for the check-then-add
  *   design before faa12, CFG_FF, CFG_FFR, CFG_FFD)
  *   (GROWAHEAD: the early growth racing fetch_adds, the CAS path's extension at the end and
@@ -197,7 +197,7 @@
  *   at 16 threads, page faults), and each grace period interrupted every
  *   worker (membarrier). An unsafe experiment that reused the segment at
  *   once reached the 16-process figure. This makes that reuse safe where
- *   it is cheap to prove: on an owned stream (ring.c, OWNED STREAMS), by
+ *   it is cheap to prove: on an owned stream (owned.c, OWNED STREAMS), by
  *   its owner, when no other thread may be reading the ring.
  *   The rule. When the thread that wins the CAS of head past g (ldg__ring_
  *   advance_head) reads its own token in s->owner, it then loads
@@ -235,7 +235,8 @@
  *                (tailseg, a size), the inspection functions: counted.
  *                ldg__ring_init: the stream is not yet published, nothing
  *                to count (its section is for the pool's pop).
- *     ring.c     ldg__ring_extend_outside and ldg__seg_of_reserved's walk
+ *     reserve.h  ldg__ring_extend_outside (ring.c, reserve.c and owned.c
+ *                call it) and ring.c's ldg__seg_of_reserved's walk
  *                from head: counted (an enqueuer that is not the owner
  *                reads SHARED, or PENDING and counts).
  *     registry.c ldg_ledger_trim's walk: no segment pointer is loaded but
@@ -274,7 +275,7 @@
  *   unresolved seq is in that prev (pinned, so not g once g is done).
  *   (d) Who need not count. A revoker CASes owner to PENDING (seq_cst),
  *   then runs its heavy fence X (membarrier: a full barrier on every
- *   running thread, the caller's own a seq_cst fence; ring.c, OWNED
+ *   running thread, the caller's own a seq_cst fence; owned.c, OWNED
  *   STREAMS) before it touches a segment, and so does a helper that found
  *   PENDING; the installer stores SHARED (release) after X. An owner that
  *   reused g read its token in its second load (seq_cst), so that load
@@ -341,7 +342,7 @@
 #define LDG__SEG_MAX 1024u
 _Static_assert(LDG__SEG_MIN >= 2 * LDG__FAST_R,
                "a growth segment's grow point is below its zone (GROWING "
-               "AHEAD; ring.c, RESERVING ON A SHARED STREAM)");
+               "AHEAD; reserve.c, RESERVING ON A SHARED STREAM)");
 
 /* s->spare while a release prepares one: claimed, nothing parked yet. Only
  * its claimer changes it; takers leave it alone. Never dereferenced. */
@@ -443,7 +444,7 @@ int ldg__ring_init(ldg_stream *s) {
   atomic_init(&s->tail_end, (ldg_seq)1 + LDG__SEG_FIRST);
   /* No early growth in the first segment (no seq reaches its end): the
    * first extension sets the first grow point. No add is made before that
-   * extension (ring.c, RESERVING ON A SHARED STREAM, fact (2)), so this
+   * extension (reserve.c, RESERVING ON A SHARED STREAM, fact (2)), so this
    * value is at most tail_end - LDG__FAST_R whenever an add reads it. */
   atomic_init(&s->grow_at, (ldg_seq)1 + LDG__SEG_FIRST);
   atomic_init(&s->fast_gen, 0); /* disarmed: the first segment is the CAS path's */
@@ -617,7 +618,7 @@ static inline void ldg__raise_mark(_Atomic ldg_seq *mark, ldg_seq to,
 static void ldg__raise_tail_end(ldg_stream *s, ldg_seq end) {
   /* Publishes that the segments below end are linked and reachable from
    * tailseg (release half; acquire in ldg__ring_reserve). Seq_cst: a step
-   * of the order S of RESERVING ON A SHARED STREAM (ring.c), which a
+   * of the order S of RESERVING ON A SHARED STREAM (reserve.c), which a
    * fast-path enqueuer's seq_cst reload of tail_end reads (no cost on x86:
    * a locked cmpxchg either way). */
   ldg__raise_mark(&s->tail_end, end, memory_order_seq_cst);
@@ -635,13 +636,13 @@ static ldg_seq ldg__grow_point(const struct ldg__seg *g) {
  * already at g's end, so grow_at stays at or below tail_end - LDG__FAST_R
  * (the grow point is at most g's end - LDG__FAST_R). Not for the
  * first segment, which the ring outgrows at its end (RESERVING ON A SHARED
- * STREAM, ring.c: the first extension is the CAS path's). */
+ * STREAM, reserve.c: the first extension is the CAS path's). */
 static void ldg__raise_grow_at(ldg_stream *s, const struct ldg__seg *g) {
   if (g->size < 2 * LDG__FAST_R) return;
   /* Release: pairs with the acquire of grow_at in ldg__ring_reserve and
    * ldg__ring_reserve_cas: a reader of the grow point then has tail_end at
    * least g's end, LDG__FAST_R above it (raised before this), before its
-   * next step (fact (3) of RESERVING ON A SHARED STREAM, ring.c). */
+   * next step (fact (3) of RESERVING ON A SHARED STREAM, reserve.c). */
   ldg__raise_mark(&s->grow_at, ldg__grow_point(g), memory_order_release);
 }
 
@@ -660,7 +661,7 @@ void ldg__ring_grow_early(ldg_stream *s, ldg_seq seq, ldg_seq grow) {
    * every enqueue after the claim, which reads the claimed value) goes on
    * reserving. g's end - LDG__FAST_R, the start of g's zone, not g's end
    * (faa12): an add landing in the zone must take the slow path, by the
-   * add-first path's one compare, to disarm (ring.c, RESERVING ON A SHARED
+   * add-first path's one compare, to disarm (reserve.c, RESERVING ON A SHARED
    * STREAM, fact (3)); and it is above the grow point (g->size >= 2 x
    * LDG__FAST_R), so grow_at still holds each grow point once. tail_end is
    * at g's end already (grow_at was raised after it), so grow_at stays <=

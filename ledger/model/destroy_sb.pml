@@ -36,7 +36,8 @@
  * Loads are never reordered with each other (no load buffering): the model
  * under-approximates C11, so a failure is a real C11 execution.
  *
- * C functions (release.c, ring.c; ring_common.pml has the full protocol):
+ * C functions (release.c, ring.c, reserve.h; ring_common.pml has the full
+ * protocol):
  *   proctype Destroyer  ldg__destroy: ldg__mark_destroyed (CAS destroyed,
  *                       seq_cst), load tail (seq_cst), ldg__engine ->
  *                       ldg__claim, ldg__take_chunk (FULL: take; EMPTY: CAS
@@ -65,7 +66,7 @@
  * enqueuer retracts), PROBE_SB_ABANDON (the destroyer abandons a reserved
  * slot to its enqueuer).
  *
- * SB_SINGLE: a single-issuer stream (ring.c, SINGLE-ISSUER STREAMS). The two
+ * SB_SINGLE: a single-issuer stream (reserve.c, SINGLE-ISSUER STREAMS). The two
  * enqueuers are issuers that take turns: the second starts only after the
  * first returned and its stores drained (a mutex handoff: the unlock is a
  * release). Each reserves with a load of tail and a release store of t + 1

@@ -1,7 +1,7 @@
 /*
  * extend_mp.pml: growing a ring publishes the new segment through tail_end
- * (ledger/segment.c, ldg__ring_extend and ldg__raise_tail_end; ring.c,
- * ldg__ring_reserve and ldg__seg_of_reserved), under a weak memory model
+ * (ledger/segment.c, ldg__ring_extend and ldg__raise_tail_end; reserve.h,
+ * ldg__ring_reserve; ring.c, ldg__seg_of_reserved), under a weak memory model
  * with explicit store buffers (the rules of destroy_sb.pml).
  *
  * A message-passing pattern:

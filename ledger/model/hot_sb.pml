@@ -14,7 +14,7 @@
  *            unless SHARED, visitors += 1 (seq_cst RMW); h = load head
  *            (seq_cst); h == g: read g's slot, which must still hold this
  *            life's contents (OLD); visitors -= 1 (release RMW).
- *   revoker  (HOT_REVOKER; ring.c, ldg__own_slow): CAS owner token ->
+ *   revoker  (HOT_REVOKER; owned.c, ldg__own_slow): CAS owner token ->
  *            PENDING (seq_cst); membarrier; h = load head; h == g: read
  *            g's slot (OLD asserted); store owner = SHARED (release). The
  *            visitor then may read SHARED and skip its count.

@@ -1,5 +1,5 @@
 /*
- * own_sb.pml: owned streams (ledger/ring.c, OWNED STREAMS) under a weak
+ * own_sb.pml: owned streams (ledger/owned.c, OWNED STREAMS) under a weak
  * memory model, with the owner's store buffer as destroy_sb.pml models
  * store buffers.
  *
@@ -66,7 +66,7 @@
  * for an earlier, FULL seq; an ask for a later one means its seq is FULL).
  * It never finds its own earlier ask there (a probe for it is not
  * reached): the owner takes an ask off before it reserves again, and the
- * installer's seq is asked about only with tail 0 (ring.c, invariant (a)).
+ * installer's seq is asked about only with tail 0 (owned.c, invariant (a)).
  * Adoption between two releases is pub_sb.pml's.
  * Since pub11 the C publishes shared seqs, and BOTH seqs' slot side, with a
  * store of FULL, and a release that finds such a slot EMPTY asks in the

@@ -48,7 +48,7 @@
  *             at the start: the trim drains the pool while extenders pop
  *   CFG_EE3R  2 enqueuers x 3 ops + 1 releaser x 1 (140M states, 8.3 GB,
  *             ~7 min: check.sh --deep only)
- * With FASTPATH (ring.c, RESERVING ON A SHARED STREAM; ring_common.pml's
+ * With FASTPATH (reserve.c, RESERVING ON A SHARED STREAM; ring_common.pml's
  * ring_reserve): each enqueuer takes one of RES_R tickets on its first
  * reservation if one is left, and with it reserves by fetch_add while it
  * sees more than RES_R + 1 seqs of headroom past the first segment; the
@@ -63,7 +63,7 @@
  *             at once; 21M states, 1 GB, ~90 s: check.sh --deep only); with
  *             -DFAST_AS_C, the fast check as the C makes it, without the
  *             first-segment test (implied once RES_R + 1 >= FIRST_END)
- * With ARMING (faa12: ring.c, RESERVING ON A SHARED STREAM: ADD FIRST WHILE
+ * With ARMING (faa12: reserve.c, RESERVING ON A SHARED STREAM: ADD FIRST WHILE
  * ARMED; ring_common.pml's ring_reserve): a holder adds without looking at
  * tail while fast_gen is odd, disarms when its seq lands in the last RES_R
  * seqs below tail_end, and re-arms after a CAS-path reservation past the

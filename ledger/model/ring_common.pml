@@ -1,6 +1,6 @@
 /*
- * ring_common.pml: the per-stream ring of ledger/ (ring.c, segment.c,
- * pool.c, release.c) in Promela.
+ * ring_common.pml: the per-stream ring of ledger/ (ring.c, reserve.c,
+ * owned.c, segment.c, pool.c, release.c) in Promela.
  * Included by ring.pml (one stream; two with CFG_EEC) and wait.pml (two
  * streams and waits). destroy_sb.pml checks the destroy handshake's memory
  * orders on its own (MEMORY MODEL below), extend_mp.pml the release that
@@ -49,13 +49,14 @@
  *                            trim of ldg__pool_adapt (a class taken by
  *                            exchange, each segment retired dirty: freed
  *                            after the next batch's grace period)
- *   ring.c
+ *   reserve.c (its inline paths in reserve.h)
  *   inline ring_reserve      ldg__ring_reserve; also ldg__ring_reserve_single
  *                            (single-issuer streams) with one enqueuer per
  *                            stream: under sequential consistency its load
  *                            and store of tail are this CAS when nobody else
  *                            writes tail (it always succeeds); its memory
  *                            orders are destroy_sb.pml's SB_SINGLE
+ *   ring.c
  *   inline seg_of_reserved   ldg__seg_of_reserved (g->prev, then the walk)
  *   inline resolve_one       ldg__resolve_one
  *   inline enqueue           ldg__ring_enqueue (from ldg_enqueue, ldg_add_wait)
@@ -104,11 +105,11 @@
  *   plain:    segment headers (base, size), slot payloads (kind, keep, ext,
  *             wait target/upto, frame fields): written before publication
  *             or by their one owner.
- * The fast path of FASTPATH (ring.c, RESERVING ON A SHARED STREAM) is
+ * The fast path of FASTPATH (reserve.c, RESERVING ON A SHARED STREAM) is
  * argued in the seq_cst order S of the operations on tail (its load of
  * tail is seq_cst) and of the raises of tail_end (a seq_cst CAS since that
  * argument: it was a release CAS); its acquire load of tail_end needs no
- * more (ring.c says why), so the model's steps are the C's there.
+ * more (reserve.c says why), so the model's steps are the C's there.
  * It relies on seq_cst exactly where the C uses it for a store->load
  * (Dekker) handshake: the add to g->resolved against the loads of head,
  * h->resolved, h->next and tailseg in advance_head, and the CASes of
@@ -797,7 +798,7 @@ inline raise_grow_at(s, g) {
     if
     :: sbase[g] != 1 && grow_at[s] < GROW_POINT(sbase[g]) ->
        /* grow_at never passes tail_end (the fast path's one compare
-        * covers the end: ring.c's ldg__ring_reserve) */
+        * covers the end: reserve.h's ldg__ring_reserve) */
        assert(GROW_POINT(sbase[g]) <= tail_end[s]);
        grow_at[s] = GROW_POINT(sbase[g])
     :: else
@@ -935,14 +936,14 @@ inline grow_early(s, seq, grow) {
 }
 
 /* ---- ldg__ring_reserve: out rs_seq. No read-side section. ----
- * With FASTPATH (ring.c, RESERVING ON A SHARED STREAM): a process that holds
+ * With FASTPATH (reserve.c, RESERVING ON A SHARED STREAM): a process that holds
  * one of RES_R tickets (ldg__fast_ticket_claim; ntk is the bitmap's count,
  * and a process keeps its ticket to the end) first tries a fetch_add, made if it sees more than
  * RES_R + 1 seqs of headroom past the first segment; else (and without a
  * ticket) the CAS path, which leaves the last RES_R seqs below tail_end to
  * the fetch_adds (past the first segment) and alone grows the ring. The C
  * has no FAST_PAST_FIRST test: there LDG__FAST_R + 1 >= LDG__FIRST_END
- * makes it implied (ring.c); with RES_R = 1 < SZ here it is not, so the
+ * makes it implied (reserve.c); with RES_R = 1 < SZ here it is not, so the
  * model keeps it (BUG_FAST_FIRST_SEG drops it). The C takes the ticket in
  * the CAS path, so a thread's first reservation on its first stream is by
  * CAS; the model takes it before any reservation (a thread that took it on
@@ -970,13 +971,13 @@ inline grow_early(s, seq, grow) {
 #if RES_R + 1 < FIRST_END
 #error "FAST_AS_C: the C's check implies tail past the first segment only with RES_R + 1 >= FIRST_END"
 #endif
-#define FAST_PAST_FIRST(t) true                        /* the C's check (implied: ring.c) */
+#define FAST_PAST_FIRST(t) true                        /* the C's check (implied: reserve.c) */
 #else
 #define FAST_PAST_FIRST(t) ((t) + 1 >= FIRST_END)
 #endif
 byte ntk;                /* tickets taken (ldg__fast_tickets' bits) */
 byte npend;              /* ghost: fetch_adds checked and not yet made */
-/* ARMING (faa12, ring.c's RESERVING ON A SHARED STREAM: ADD FIRST WHILE
+/* ARMING (faa12, reserve.c's RESERVING ON A SHARED STREAM: ADD FIRST WHILE
  * ARMED): a holder loads fast_gen; odd: it adds with no check of tail,
  * compares its seq with the grow_at it loaded and, at or past it, reloads
  * tail_end and disarms if its seq is within RES_R of it (a CAS from w to

@@ -1,5 +1,5 @@
 /*
- * Owned streams (ledger/ring.c, OWNED STREAMS): a default stream is
+ * Owned streams (ledger/owned.c, OWNED STREAMS): a default stream is
  * reserved on without a locked instruction by the one thread that issues to
  * it, until another thread reserves on it and revokes that for good. Linked
  * with the test hooks to park the owner and the revokers at the protocol's
@@ -721,7 +721,7 @@ static void test_many_revokers(void) {
 
 /* ldg_ledger_destroy of a ledger with LD_OWNED streams this thread owns
  * (it enqueued one keep on each) and as many nobody enqueued on: the owned
- * ones need the heavy side of the destroy handshake (ring.c, OWNED
+ * ones need the heavy side of the destroy handshake (owned.c, OWNED
  * STREAMS, "Destroy"), and one barrier serves them all (own8 made one per
  * stream); the unclaimed ones need none. Every keep once, every stream
  * destroyed. */

@@ -1,5 +1,5 @@
 /*
- * The reservation of a shared stream (ledger/ring.c, RESERVING ON A SHARED
+ * The reservation of a shared stream (ledger/reserve.c, RESERVING ON A SHARED
  * STREAM: ADD FIRST WHILE ARMED): fetch_add by ticket holders while
  * s->fast_gen is armed, with no look at tail; the CAS path keeping out of
  * the zone (the last R seqs below tail_end); a lander in the zone disarms,
@@ -39,7 +39,7 @@
  *                   link at most one segment starts past the mark.
  * Its streams are created LDG_STREAM_SHARED: the path under test is the
  * shared one from the first enqueue (a default stream would be owned by
- * its first enqueuer until another thread revokes it: ring.c, OWNED
+ * its first enqueuer until another thread revokes it: owned.c, OWNED
  * STREAMS, tested in owned_test).
  * Deterministic assertions only: races decide the seqs each thread gets,
  * never whether the contract holds.

@@ -1,5 +1,5 @@
 /*
- * LDG_STREAM_SINGLE_ISSUER (ledger.h, ldg_stream_create; ledger/ring.c,
+ * LDG_STREAM_SINGLE_ISSUER (ledger.h, ldg_stream_create; ledger/reserve.c,
  * SINGLE-ISSUER STREAMS): the reservation by a plain store, the destroy
  * handshake it makes asymmetric, and the debug check of the caller's
  * promise. Linked with the test hooks to force the orders.
