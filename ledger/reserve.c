@@ -186,7 +186,9 @@
  *   first-segment reservation), BUG_CLAIM_AT_END and BUG_ARM_GEN_LATE fail
  *   (ledger/model/runs.txt says which configuration catches which).
  *   BUG_DISARM_STORE and BUG_DISARM_READ need a third holder (a stale
- *   armer beside two landers), beyond the bounds the model runs in: the
+ *   armer beside two landers), beyond ring.pml's bounds: ledger/model/
+ *   arm.pml models the arming alone (four words and a segment end), where
+ *   three holders fit, and both fail there, as do the four above; the
  *   tests' rearm-race stages that race deterministically and kills their
  *   C mutants. The old check-then-add fast path's configurations (CFG_FF,
  *   FFR, FFD, FFF) and mutants stay, as the model of the design this
