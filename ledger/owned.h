@@ -37,8 +37,8 @@ int ldg__own_slow(ldg_stream *s, uint64_t o, ldg_seq *seq);
 static inline int ldg__ring_reserve_owned(ldg_stream *s, uint64_t tok,
                                           ldg_seq *seq) {
   for (;;) {
-    /* grow_at, tail_end: acquire, as in ldg__ring_reserve. otail:
-     * relaxed, our own last store. */
+    /* grow_at: acquire, as in ldg__ring_reserve; tail_end: acquire, as
+     * in ldg__ring_reserve_cas. otail: relaxed, our own last store. */
     ldg_seq grow = ldg__load_acquire(&s->grow_at);
     ldg_seq end = ldg__load_acquire(&s->tail_end);
     ldg_seq t = ldg__load_relaxed(&s->otail);

@@ -319,10 +319,8 @@ void ldg__testing_disarm(ldg_stream *s, uint64_t loaded) {
  * gen: the odd fast_gen the reservation loaded. Seq_cst reload of tail_end:
  * after the add in S (so E' >= tail_end at the add, the argument's E'),
  * and (its acquire half) the segment's publication with it. */
-__attribute__((noinline)) void ldg__reserve_past(ldg_stream *s,
-                                                         ldg_seq seq,
-                                                         ldg_seq grow,
-                                                         uint64_t gen) {
+__attribute__((noinline)) void ldg__reserve_past(ldg_stream *s, ldg_seq seq,
+                                                ldg_seq grow, uint64_t gen) {
   ldg_seq end = ldg__load_seq_cst(&s->tail_end);
   if (end <= seq) {
     fprintf(stderr,
@@ -352,7 +350,7 @@ __attribute__((noinline)) void ldg__reserve_past(ldg_stream *s,
  * (LDG_ENOMEM, nothing reserved, nothing armed). Takes no read lock unless
  * it grows the ring. */
 __attribute__((noinline)) ldg_seq ldg__ring_reserve_cas(ldg_stream *s,
-                                                               uint64_t gen) {
+                                                        uint64_t gen) {
   if (__builtin_expect(ldg__ticket_state != LDG__TICKET_HELD, 0))
     ldg__fast_ticket_claim();
   for (;;) {

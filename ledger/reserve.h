@@ -65,7 +65,7 @@ static inline int ldg__ring_reserve_single(ldg_stream *s, ldg_seq *seq) {
   for (;;) {
     /* tail: relaxed, the value this issuer stored last (or one a previous
      * issuer stored before handing s over: ordered by the caller's
-     * happens-before). tail_end: acquire, as in ldg__ring_reserve. */
+     * happens-before). tail_end: acquire, as in ldg__ring_reserve_cas. */
     ldg_seq t = ldg__load_relaxed(&s->tail);
     ldg_seq end = ldg__load_acquire(&s->tail_end);
     if (t + 1 < end) {

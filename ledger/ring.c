@@ -904,7 +904,8 @@ unsigned ldg__testing_slot_asks(ldg_stream *s) {
 }
 
 uint64_t ldg__ring_tail_end(ldg_stream *s) {
-  /* Acquire: as in ldg__ring_reserve (a test reads it at a quiet moment). */
+  /* Acquire: as in ldg__ring_reserve_cas (a test reads it at a quiet
+   * moment). */
   return ldg__load_acquire(&s->tail_end);
 }
 
