@@ -33,7 +33,7 @@ import subprocess
 import sys
 
 LINE = 64
-STREAM_LINES = 7  # sizeof(struct ldg_stream) / 64 at this commit
+STREAM_LINES = 8  # sizeof(struct ldg_stream) / 64 (512 since faa12; 448 before)
 
 
 def agents(path):
@@ -87,10 +87,12 @@ def main():
     holders = {}  # line -> set of agents with a valid copy
     taker = {}    # (line, agent) -> the agent whose store took it from agent
     cur = None
+    last_load, missed_load = None, False  # an RMW's L, and whether it missed
     n_req = collections.Counter()
     misses = collections.Counter()    # (misser kind, charged to) -> n
     by_reader = collections.Counter()  # threads' misses charged to the reader, by place
     reader_at = collections.Counter()  # the reader's misses, by place
+    by_other = collections.Counter()   # threads' misses charged to other threads, by place
     for raw in sys.stdin:
         if raw[:2] == "I ":
             ip = int(raw[3:raw.index(",")], 16)
@@ -118,7 +120,14 @@ def main():
             holders[line] = {cur}
             continue
         write = raw[1] != "L"
-        if (cur not in h) if not write else (len(h) != 1 or cur not in h):
+        # lackey writes a locked read-modify-write (lock xadd, cmpxchg) as
+        # an L and then an M of the same address by the same instruction:
+        # one access, one miss at most (the M's upgrade is the same RFO).
+        rmw_tail = raw[1] == "M" and last_load == (ip, addr)
+        last_load = (ip, addr) if raw[1] == "L" else None
+        if rmw_tail and missed_load:
+            pass
+        elif (cur not in h) if not write else (len(h) != 1 or cur not in h):
             by = taker.get((line, cur))
             if by is None:
                 by = next((x for x in h if x != cur), cur)
@@ -134,8 +143,11 @@ def main():
                 by_fn[("reader", fn(ip))] += 1
             if kind == "thread" and to == "thread":
                 by_fn[("thread-thread", fn(ip))] += 1
+                by_ip[("thread-thread", ip)] += 1
+                by_other[where] += 1
             if kind == "thread" and to == "reader" or kind == "reader":
                 by_ip[(kind, ip)] += 1
+        missed_load = raw[1] == "L" and cur not in h
         if write:
             for x in h:
                 if x != cur:
@@ -146,26 +158,38 @@ def main():
 
     reqs = sum(v for k, v in n_req.items() if k >= 0)
     pairs = n_req[-1]
-    print("agents: %d threads, %d requests (%d ops), %d query pairs" % (threads, reqs, 4 * reqs, pairs))
-    print("threads' misses per request: charged to the reader %.2f, to other threads %.2f, other %.2f"
-          % (misses[("thread", "reader")] / reqs, misses[("thread", "thread")] / reqs,
-             misses[("thread", "self")] / reqs))
-    print("  per op (4 a request): charged to the reader %.3f" % (misses[("thread", "reader")] / reqs / 4))
-    print("  per query pair, charged to the reader: %.2f" % (misses[("thread", "reader")] / pairs))
-    for where, n in sorted(by_reader.items(), key=lambda x: -x[1]):
-        print("    %-16s %.2f per request, %.2f per pair" % (where, n / reqs, n / pairs))
-    print("reader's misses per query pair: %.2f (charged to threads %.2f)"
-          % ((misses[("reader", "thread")] + misses[("reader", "self")]) / pairs,
-             misses[("reader", "thread")] / pairs))
-    for where, n in sorted(reader_at.items(), key=lambda x: -x[1]):
-        print("    %-16s %.2f per pair" % (where, n / pairs))
-    for kind, per, title in (("thread", reqs, "threads' misses charged to the reader, per request, by the function missing"),
-                             ("reader", pairs, "the reader's misses per pair, by function"),
-                             ("thread-thread", reqs, "threads' misses charged to other threads, per request, by function")):
-        print(title)
+    if pairs <= 1:  # query_cost shared: a "request" is one op, no reader
+        print("agents: %d threads, %d ops (one marker each)" % (threads, reqs))
+        print("threads' misses per op: charged to other threads %.3f, other %.3f"
+              % (misses[("thread", "thread")] / reqs, misses[("thread", "self")] / reqs))
+        for where, n in sorted(by_other.items(), key=lambda x: -x[1]):
+            print("    %-16s %.3f per op" % (where, n / reqs))
+        print("threads' misses charged to other threads, per op, by function")
         for (k, f), n in sorted(by_fn.items(), key=lambda x: -x[1]):
-            if k == kind and n / per >= 0.01:
-                print("    %-32s %.2f" % (f, n / per))
+            if k == "thread-thread" and n / reqs >= 0.005:
+                print("    %-32s %.3f" % (f, n / reqs))
+        pairs = 1
+    else:  # query_cost reader
+        print("agents: %d threads, %d requests (%d ops), %d query pairs" % (threads, reqs, 4 * reqs, pairs))
+        print("threads' misses per request: charged to the reader %.2f, to other threads %.2f, other %.2f"
+              % (misses[("thread", "reader")] / reqs, misses[("thread", "thread")] / reqs,
+                 misses[("thread", "self")] / reqs))
+        print("  per op (4 a request): charged to the reader %.3f" % (misses[("thread", "reader")] / reqs / 4))
+        print("  per query pair, charged to the reader: %.2f" % (misses[("thread", "reader")] / pairs))
+        for where, n in sorted(by_reader.items(), key=lambda x: -x[1]):
+            print("    %-16s %.2f per request, %.2f per pair" % (where, n / reqs, n / pairs))
+        print("reader's misses per query pair: %.2f (charged to threads %.2f)"
+              % ((misses[("reader", "thread")] + misses[("reader", "self")]) / pairs,
+                 misses[("reader", "thread")] / pairs))
+        for where, n in sorted(reader_at.items(), key=lambda x: -x[1]):
+            print("    %-16s %.2f per pair" % (where, n / pairs))
+        for kind, per, title in (("thread", reqs, "threads' misses charged to the reader, per request, by the function missing"),
+                                 ("reader", pairs, "the reader's misses per pair, by function"),
+                                 ("thread-thread", reqs, "threads' misses charged to other threads, per request, by function")):
+            print(title)
+            for (k, f), n in sorted(by_fn.items(), key=lambda x: -x[1]):
+                if k == kind and n / per >= 0.01:
+                    print("    %-32s %.2f" % (f, n / per))
 
 
     if len(sys.argv) > 3 and sys.argv[3] == "--lines":
@@ -181,15 +205,15 @@ def main():
             o = subprocess.run(["addr2line", "-i", "-e", sys.argv[2], "%x" % (x - 0x108000)],
                                capture_output=True, text=True).stdout.split("\n")
             src[x] = " < ".join(l.split("/")[-1] for l in o if l)[:90]
-        for kind, per in (("thread", reqs), ("reader", pairs)):
+        for kind, per in (("thread", reqs), ("reader", pairs), ("thread-thread", reqs)):
             agg = collections.Counter()
             for (k, x), n in by_ip.items():
                 if k == kind:
                     agg[src[x]] += n
-            print("%s misses by source line (per %s)" % (kind, "request" if kind == "thread" else "pair"))
+            print("%s misses by source line (per %s)" % (kind, "pair" if kind == "reader" else "request"))
             for where, n in sorted(agg.items(), key=lambda x: -x[1]):
-                if n / per >= 0.02:
-                    print("    %5.2f  %s" % (n / per, where))
+                if n / per >= 0.005:
+                    print("    %6.3f  %s" % (n / per, where))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,15 @@
  *   query_cost reader-mutex T R Q the same against the mutex design
  *                                 (bench/mutex_ledger.c), its pairs in
  *                                 query_loop_mutex.
+ *   query_cost shared T K N       ledger_bench's shared row for T threads,
+ *                                 driven in one thread: one stream, every
+ *                                 "thread" in turn enqueues one entry (one
+ *                                 id, one 4 KiB range) and every K of its
+ *                                 ops releases up to the stream's mark; N
+ *                                 turns of every thread. For
+ *                                 bench/coherence_sim.sh (MODE=shared): the
+ *                                 lines the threads take from each other
+ *                                 when each op follows another thread's.
  * Prints the queries made and the native ns per query.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -303,7 +312,51 @@ static int reader(const qc_impl *im, int threads, uint64_t r, uint64_t q) {
   return 0;
 }
 
+/* ledger_bench's shared row (shared_run), its threads in strict turns. */
+static int shared(int threads, uint64_t k, uint64_t n) {
+  ldg_ledger *l;
+  ldg_stream *s;
+  CK(ldg_ledger_create(&l));
+  /* Shared from the start: one real thread would otherwise own it (owned
+   * streams), where ledger_bench's threads revoke that at once. */
+  CK(ldg_stream_create(l, 0, LDG_STREAM_SHARED, NULL, NULL, &s));
+  uint64_t *ops = calloc((size_t)threads * 8, sizeof *ops);
+  if (ops == NULL || k == 0) return 1;
+  if (getenv("QUERY_COST_AGENTS") != NULL) {
+    int local = 0;
+    printf("agents: marker %p stack %p tls %p\n", (void *)query_cost_agent,
+           (void *)&local, (void *)&query_cost_tls);
+    for (int t = 0; t < threads; t++) /* the one stream, as each's */
+      printf("agents: thread %d streams %p %p\n", t, (void *)s, (void *)s);
+    fflush(stdout);
+  }
+  uint64_t t0 = bench_mono_ns();
+  for (uint64_t i = 0; i < n; i++) {
+    for (int t = 0; t < threads; t++) {
+      agent_is(t);
+      uint64_t *o = &ops[(size_t)t * 8];
+      uint64_t vec = VEC_BASE(t) + (*o & 255);
+      ldg_range r = {HOST_BASE(t) + (uintptr_t)(*o & 255) * 4096, 4096};
+      CK(ldg_enqueue(s, no_keep, &vec, 1, &r, 1, NULL));
+      if (++*o % k == 0) CK(ldg_release(s, ldg_mark(s)));
+    }
+  }
+  uint64_t t1 = bench_mono_ns();
+  agent_is(-1); /* the end: nothing after it is counted */
+  printf("shared: %d threads, release every %" PRIu64 ", %" PRIu64
+         " ops, %.1f ns/op here\n", threads, k, n * (uint64_t)threads,
+         (double)(t1 - t0) / (double)(n * (uint64_t)threads));
+  CK(ldg_stream_destroy(s));
+  ldg_stream_unref(s);
+  ldg_ledger_destroy(l);
+  free(ops);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "shared") == 0)
+    return shared(atoi(argv[2]) > 0 ? atoi(argv[2]) : 1,
+                  strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
   if (argc == 5 && strcmp(argv[1], "holds") == 0)
     return holds(strtoull(argv[2], NULL, 10), argv[3],
                  strtoull(argv[4], NULL, 10));
@@ -314,6 +367,7 @@ int main(int argc, char **argv) {
                   strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
   fprintf(stderr, "usage: query_cost holds N vector|range Q\n"
                   "       query_cost reader|reader-mutex THREADS "
-                  "REQUESTS_PER_PAIR PAIRS\n");
+                  "REQUESTS_PER_PAIR PAIRS\n"
+                  "       query_cost shared THREADS RELEASE_EVERY TURNS\n");
   return 2;
 }
