@@ -722,6 +722,11 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size);
  * barrier, no concurrent pop); else after a grace period. */
 void ldg__pools_drain(ldg_ledger *l, bool now);
 
+/* Empties whole size classes of the ledger's pools, largest first, until
+ * they hold at most bound bytes; freed after a grace period
+ * (ldg_ledger_set_pool_limit, lowering the limit). Any thread. */
+void ldg__pools_shrink(ldg_ledger *l, size_t bound);
+
 /* ---- reclaim.c: retired segments, in batches --------------------------------- */
 
 /* Starts the process's reclaimer thread if none runs (ldg_ledger_create,

@@ -540,7 +540,9 @@ int ldg_ledger_index_vectors(ldg_ledger *l, size_t ids);
  * the bound of the limit in force, which follows the reclaimer's batches
  * (twice what the last one returned, at least 1 MiB or this bound if less;
  * ledger/pool.c). Any size is valid; SIZE_MAX lets the limit in force follow
- * the batches unbounded. 0 keeps none and empties the pool (as
+ * the batches unbounded. A bound below what the pool holds gives back the
+ * excess at once (whole size classes, largest first; freed after a grace
+ * period, without waiting for it). 0 keeps none and empties the pool (as
  * ldg_ledger_trim, so it may block). LDG_EINVAL if l is NULL. */
 int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes);
 

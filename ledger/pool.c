@@ -198,6 +198,18 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
   return g;
 }
 
+void ldg__pools_shrink(ldg_ledger *l, size_t bound) {
+  /* As the batch's adapt (largest class first, whole classes, until the
+   * pool fits), freed as the trim frees: after a grace period. Relaxed
+   * pool_bytes: a bound, publishing nothing. Pushes racing this may pass
+   * the bound by their own segments only: each checked it against the
+   * stored bound (ldg__seg_pool_put) or came before the store. */
+  for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
+    if (ldg__load_relaxed(&l->pool_bytes) <= bound) break;
+    (void)ldg__pool_empty_class(l, c, ldg__pool_free_later);
+  }
+}
+
 void ldg__pools_drain(ldg_ledger *l, bool now) {
   if (!now) LDG__HOOK(LDG__HOOK_POOL_DRAIN, NULL);
   /* now: nobody can pop (ledger_destroy), freed at once. */

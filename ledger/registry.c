@@ -194,7 +194,14 @@ void ldg_ledger_trim(ldg_ledger *l) {
 int ldg_ledger_set_pool_limit(ldg_ledger *l, size_t bytes) {
   if (l == NULL) return LDG_EINVAL;
   ldg__store_relaxed(&l->pool_limit, bytes); /* a bound; publishes nothing */
-  if (bytes == 0) ldg_ledger_trim(l);
+  if (bytes == 0) {
+    ldg_ledger_trim(l);
+  } else {
+    /* What the pool holds above the new bound goes now, not at the
+     * ledger's next batch (a quiet ledger may not have one). Puts from now
+     * on check the new bound. */
+    ldg__pools_shrink(l, bytes);
+  }
   return LDG_OK;
 }
 

@@ -269,6 +269,45 @@ static void pool_limit_exact(void) {
   ldg_ledger_destroy(l);
 }
 
+/* Lowering the pool limit gives back at once what the pool holds above the
+ * new limit (ldg_ledger_set_pool_limit: "the most bytes of retired segments
+ * the pool keeps"), not at the ledger's next reclaimer batch, which a quiet
+ * ledger may never run; ldg_ledger_bytes drops by it after a grace period.
+ * Raising it gives back nothing. */
+static void lowered_limit_gives_back(void) {
+  ldg_ledger *l = new_ledger(); /* the default bound, 32 MiB */
+  ldg_stream *s[4];
+  for (int i = 0; i < 4; i++) s[i] = new_shared_stream(l, 0);
+  long released = 0;
+  for (int i = 0; i < 4; i++) {
+    /* seq 9 opens a 64-slot segment (backlog 8), seq 73 a third one. */
+    enqueue_n(s[i], 8 + 64 + 1, &released);
+    CHECK_OK(ldg_release_all(s[i]));
+  }
+  ldg_quiesce();
+  size_t b0 = ldg__pool_seg_bytes(0), b3 = ldg__pool_seg_bytes(3);
+  CHECK_EQ(ldg__pool_count(l, 0), 4);
+  CHECK_EQ(ldg__pool_count(l, 3), 4);
+  CHECK_EQ(pool_bytes(l), 4 * b0 + 4 * b3);
+  CHECK_OK(ldg_ledger_set_pool_limit(l, (size_t)64 << 20)); /* raised */
+  CHECK_EQ(pool_bytes(l), 4 * b0 + 4 * b3);
+  size_t with_pool = ldg_ledger_bytes(l);
+  /* Below the pool: the largest class goes first, until it fits. */
+  size_t limit = 4 * b0 + b3;
+  CHECK_OK(ldg_ledger_set_pool_limit(l, limit));
+  CHECK_LE(pool_bytes(l), limit);
+  CHECK_EQ(ldg__pool_count(l, 0), 4); /* under the limit once class 3 went */
+  ldg_quiesce();
+  CHECK_EQ(with_pool - ldg_ledger_bytes(l), 4 * b3);
+  /* And a limit below the smallest class empties it. */
+  CHECK_OK(ldg_ledger_set_pool_limit(l, b0 - 1));
+  CHECK_EQ(pool_bytes(l), 0);
+  for (int i = 0; i < 4; i++) ldg_stream_unref(s[i]);
+  give_back(l);
+  CHECK_EQ(ldg_ledger_bytes(l), 0);
+  ldg_ledger_destroy(l);
+}
+
 /* A done segment with no successor stays (it is the newest); the extender
  * that links one must retire it, not leave it to the next segment's last
  * resolver (mutant grow-no-advance: it stayed in the ring until then). */
@@ -344,6 +383,7 @@ int main(void) {
   strict_round();
   short_lived_streams();
   pool_limit_exact();
+  lowered_limit_gives_back();
   ldg_ledger *l = new_ledger();
   ldg_stream *s = new_stream(l, 0, false);
   one_round(l, s, 1);
