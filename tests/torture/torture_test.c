@@ -1068,7 +1068,11 @@ static void *worker_main(void *arg) {
 /* ---- The oracle at quiescent moments ------------------------------------- */
 
 static uint64_t g_checks, g_full_syncs, g_barriers, g_max_pending;
-static size_t g_pool_limit = (size_t)1 << 20; /* the default */
+/* The pool's bound (ldg_ledger_set_pool_limit): the default until the
+ * controller sets one. The pool keeps at most the limit in force, which the
+ * reclaimer's batches set between 1 MiB and this bound (ledger/pool.c, HOW
+ * MUCH THE POOL KEEPS): 1 MiB is not a bound on it. */
+static size_t g_pool_limit = (size_t)32 << 20; /* ledger.h, "Memory" */
 
 static bool overlaps(uintptr_t a, size_t n, uintptr_t b, size_t m) {
   return a >= b ? a - b < m : b - a < n;
@@ -1268,8 +1272,12 @@ static void quiescent_full_sync(uint64_t *rng) {
       older_bytes += ldg__ring_bytes(e->s);
     }
   }
+  /* The pool: at most the limit in force after the batch ldg_quiesce ran
+   * (it takes out what is above), which is at most the bound set. */
+  size_t in_force = ldg__pool_limit_in_force(g_l);
+  CHECK(in_force <= g_pool_limit);
   size_t bound = ((size_t)g_cfg.streams + older) * IDLE_STREAM_BYTES +
-                 (trim ? 0 : g_pool_limit);
+                 (trim ? 0 : in_force);
   if (bytes > bound) {
     /* Where the bytes are, before the failure: each slot stream's ring
      * (linked segments and spare), its marks, the pool's classes; the rest
@@ -1298,8 +1306,8 @@ static void quiescent_full_sync(uint64_t *rng) {
             bytes - rings - pooled - older_bytes, bytes);
     FAIL(
         "%zu bytes held with nothing pending on %d streams (bound %zu, "
-        "pool %s)",
-        bytes, g_cfg.streams, bound, trim ? "trimmed" : "kept");
+        "pool %s, limit in force %zu)",
+        bytes, g_cfg.streams, bound, trim ? "trimmed" : "kept", in_force);
   }
   g_full_syncs++;
 }
