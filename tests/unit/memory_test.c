@@ -184,6 +184,23 @@ static void enqueue_n(ldg_stream *s, long n, long *released) {
     CHECK_OK(ldg_enqueue(s, count_keep(released), NULL, 0, NULL, 0, NULL));
 }
 
+/* n shared streams of l into s, each of which retires one 8-slot and one
+ * 64-slot segment (classes 0 and 3) and keeps its third, then a grace
+ * period: what fits in the pool is there. Shared: every retired segment
+ * reaches the pool (an owner may keep its 64-slot one hot when the ring
+ * filled slowly). */
+static void retire_two_classes(ldg_ledger *l, ldg_stream **s, int n) {
+  long released = 0;
+  for (int i = 0; i < n; i++) {
+    s[i] = new_shared_stream(l, 0);
+    /* seq 9 opens a 64-slot segment (backlog 8), seq 73 a third one. */
+    enqueue_n(s[i], 8 + 64 + 1, &released);
+    CHECK_OK(ldg_release_all(s[i]));
+  }
+  CHECK_EQ(released, (long)n * (8 + 64 + 1));
+  ldg_quiesce();
+}
+
 /* Short-lived streams that go past their first (8-slot) segment retire it
  * into pool class 0; new streams take their first segment from there
  * (issue 8, defect 5: they never did, and after ~1 800 such streams the
@@ -246,16 +263,7 @@ static void pool_limit_exact(void) {
   ldg_ledger *l = new_ledger();
   CHECK_OK(ldg_ledger_set_pool_limit(l, limit));
   ldg_stream *s[3];
-  /* Shared: every retired segment reaches the pool (an owner may keep its
-   * 64-slot one hot when the ring filled slowly). */
-  for (int i = 0; i < 3; i++) s[i] = new_shared_stream(l, 0);
-  long released = 0;
-  for (int i = 0; i < 3; i++) {
-    /* seq 9 opens a 64-slot segment (backlog 8), seq 73 a third one. */
-    enqueue_n(s[i], 8 + 64 + 1, &released);
-    CHECK_OK(ldg_release_all(s[i]));
-  }
-  ldg_quiesce();
+  retire_two_classes(l, s, 3);
   CHECK_EQ(ldg__pool_count(l, 0), 3);
   CHECK_EQ(ldg__pool_count(l, 3), 2);
   size_t with_pool = ldg_ledger_bytes(l);
@@ -277,14 +285,7 @@ static void pool_limit_exact(void) {
 static void lowered_limit_gives_back(void) {
   ldg_ledger *l = new_ledger(); /* the default bound, 32 MiB */
   ldg_stream *s[4];
-  for (int i = 0; i < 4; i++) s[i] = new_shared_stream(l, 0);
-  long released = 0;
-  for (int i = 0; i < 4; i++) {
-    /* seq 9 opens a 64-slot segment (backlog 8), seq 73 a third one. */
-    enqueue_n(s[i], 8 + 64 + 1, &released);
-    CHECK_OK(ldg_release_all(s[i]));
-  }
-  ldg_quiesce();
+  retire_two_classes(l, s, 4);
   size_t b0 = ldg__pool_seg_bytes(0), b3 = ldg__pool_seg_bytes(3);
   CHECK_EQ(ldg__pool_count(l, 0), 4);
   CHECK_EQ(ldg__pool_count(l, 3), 4);
