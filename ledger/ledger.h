@@ -496,8 +496,9 @@ int ldg_settle_vector(ldg_ledger *l, uint64_t vec_id);
  * and neither with a pool limit of 0, which keeps nothing ahead of need.
  * A destroyed stream is still a stream until its last reference goes (a
  * caller's handle, an event's or wait's snapshot): its struct and the
- * segments it still has (the newest, the one linked ahead, a prepared one)
- * are freed then (after a grace period), not at ldg_stream_destroy.
+ * segments it still has (the newest and the one linked ahead) are freed
+ * then (after a grace period); ldg_stream_destroy gives back its prepared
+ * one.
  * One bounded exception: retired segments past their
  * grace period go to a per-ledger pool that growing rings reuse (a steady
  * stream would otherwise allocate, zero and page-fault a fresh segment every

@@ -61,8 +61,8 @@ enum ldg__hook_point {
   LDG__HOOK_SPARE_READY,          /* a release claimed s's spare and got a
                                      segment (popped or allocated), not yet
                                      parked */
-  LDG__HOOK_SPARE_DROPPED,        /* ldg_ledger_trim took s's parked spare
-                                     and retired it */
+  LDG__HOOK_SPARE_DROPPED,        /* ldg_ledger_trim or ldg_stream_destroy
+                                     took s's parked spare and retired it */
   LDG__HOOK_POOL_DRAIN,           /* ldg_ledger_trim, past its rcu_barrier,
                                      about to empty the pools (s: NULL) */
   LDG__HOOK_RELEASE_SAW_EMPTY,    /* (rcu) a release read a slot EMPTY (its
@@ -249,6 +249,8 @@ unsigned ldg__ring_segments_ahead(struct ldg_stream *s);
  * newest, one linked ahead) and its parked spare; what ldg_ledger_bytes
  * counts for them. For tests, at a quiet moment. */
 size_t ldg__ring_bytes(struct ldg_stream *s);
+/* Bytes of s's parked spare (THE SPARE), 0 when none; at a quiet moment. */
+size_t ldg__ring_spare_bytes(struct ldg_stream *s);
 
 /* Whether l's vector index (ldg_ledger_index_vectors) says no pending
  * entry names id (a definite miss, answered without a walk). False when

@@ -628,6 +628,14 @@ void ldg__finalize(ldg_stream *s) { ldg__engine(s, 0, LDG__TOP_FINALIZE); }
 bool ldg__destroy(ldg_stream *s) {
   if (!ldg__mark_destroyed(s)) return false;
   ldg__engine(s, ldg__tail_seq_cst(s), LDG__TOP_BORROWED);
+  /* A destroyed stream never grows again, but lives until its last
+   * reference goes (an event's, a wait's, a handle's): its parked spare
+   * goes now (as ldg_ledger_trim takes it: by CAS, under RCU, no visitor
+   * count). An enqueuer that raced the destroy and extends the ring finds
+   * none and allocates, as after a trim. */
+  ldg__rcu_read_lock();
+  ldg__ring_drop_spare(s);
+  ldg__rcu_read_unlock();
   return true;
 }
 

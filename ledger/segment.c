@@ -243,6 +243,8 @@
  *                the spare, which ldg__ring_drop_spare takes by CAS (then
  *                it is the taker's alone, retired through a grace
  *                period); ldg_device_marks: marks only. Not counted.
+ *     release.c  ldg__destroy's drop of the spare: as the trim's. Not
+ *                counted.
  *     pool.c     ldg__pool_pop: segments in the pool, never a stream's
  *                linked or parked ones (a kept segment reaches the pool
  *                only through a grace period, or the stream's free,
@@ -833,7 +835,7 @@ void ldg__ring_prepare_spare(ldg_stream *s) {
 
 void ldg__ring_drop_spare(ldg_stream *s) {
   /* A spare still being prepared is left to its preparer (parked after
-   * this trim: as if prepared by a release after it). */
+   * this trim or destroy: as if prepared by a release after it). */
   struct ldg__seg *g = ldg__spare_take(s);
   if (g == NULL) return;
   /* It may have come from the pool, where a popper may still be reading
@@ -899,6 +901,16 @@ size_t ldg__ring_bytes(ldg_stream *s) {
    * is read as parked. At a quiet moment nobody takes it meanwhile. */
   struct ldg__seg *p = ldg__load_acquire(&s->spare);
   if (p != NULL && p != LDG__SPARE_CLAIMED) bytes += ldg__seg_bytes(p->size);
+  ldg__ring_read_unlock(s, v);
+  return bytes;
+}
+
+size_t ldg__ring_spare_bytes(ldg_stream *s) {
+  size_t bytes = 0;
+  bool v = ldg__ring_read_lock(s); /* HOT REUSE: an inspection function */
+  /* Acquire: as ldg__ring_bytes. */
+  struct ldg__seg *p = ldg__load_acquire(&s->spare);
+  if (p != NULL && p != LDG__SPARE_CLAIMED) bytes = ldg__seg_bytes(p->size);
   ldg__ring_read_unlock(s, v);
   return bytes;
 }

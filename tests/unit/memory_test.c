@@ -309,6 +309,33 @@ static void lowered_limit_gives_back(void) {
   ldg_ledger_destroy(l);
 }
 
+/* ldg_stream_destroy gives back the stream's parked spare at once: a
+ * destroyed stream that references keep alive (events, waits, handles)
+ * never grows again, so the spare would only wait for the last unref. */
+static void destroy_drops_spare(void) {
+  ldg_ledger *l = new_ledger();
+  ldg_stream *s = new_shared_stream(l, 0);
+  long released = 0;
+  /* A release prepares the spare once tail passes a quarter of the newest
+   * segment: a few rounds of 16. */
+  for (int r = 0; r < 1000 && ldg__ring_spare_bytes(s) == 0; r++) {
+    enqueue_n(s, 16, &released);
+    CHECK_OK(ldg_release_all(s));
+  }
+  size_t spare = ldg__ring_spare_bytes(s);
+  CHECK_GT(spare, 0);
+  size_t ring = ldg__ring_bytes(s);
+  ldg_stream_ref(s); /* an event's, say */
+  CHECK_OK(ldg_stream_destroy(s));
+  CHECK_EQ(ldg__ring_spare_bytes(s), 0);
+  CHECK_EQ(ldg__ring_bytes(s), ring - spare);
+  ldg_stream_unref(s);
+  ldg_stream_unref(s);
+  give_back(l);
+  CHECK_EQ(ldg_ledger_bytes(l), 0);
+  ldg_ledger_destroy(l);
+}
+
 /* A done segment with no successor stays (it is the newest); the extender
  * that links one must retire it, not leave it to the next segment's last
  * resolver (mutant grow-no-advance: it stayed in the ring until then). */
@@ -385,6 +412,7 @@ int main(void) {
   short_lived_streams();
   pool_limit_exact();
   lowered_limit_gives_back();
+  destroy_drops_spare();
   ldg_ledger *l = new_ledger();
   ldg_stream *s = new_stream(l, 0, false);
   one_round(l, s, 1);
