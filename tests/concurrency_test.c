@@ -11,6 +11,7 @@
  * Usage: concurrency_test [threads] [iterations] [seed]
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -83,6 +84,11 @@ struct tstream {
 static ldg_ledger *g_l;
 static struct tstream g_shared[2];
 static _Atomic bool g_stop_reader;
+/* Set by the reader after its first query pair: the workers start only
+ * then, so that the reader is known to query while they run (on two busy
+ * cores under a sanitizer the workers once finished before the reader made
+ * a single query, and `queries > 0` failed). */
+static _Atomic bool g_reader_started;
 static int g_threads;
 static int g_iters;
 
@@ -116,6 +122,7 @@ static void *worker_main(void *arg) {
   struct worker *w = arg;
   uint64_t rng = g_seed * 1000003u + (uint64_t)w->id;
   uint64_t priv_enqueued = 0;
+  while (!atomic_load(&g_reader_started)) sched_yield();
   for (int it = 0; it < g_iters; it++) {
     uint64_t r = rng_next(&rng);
     uint64_t vec = 1 + (r >> 8) % 64;
@@ -214,6 +221,7 @@ static void *reader_main(void *arg) {
     }
     CHECK(ldg_has_nonblocking(g_l));
     queries++;
+    atomic_store(&g_reader_started, true);
   }
   CHECK(queries > 0);
   return NULL;
