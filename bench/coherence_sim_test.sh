@@ -8,7 +8,8 @@
 #  2. two agents take turns loading the word and then storing it (two
 #     instructions): two misses per op (the load's, the store's upgrade);
 #  3. query_cost holds, reader and shared complete (their CK checks every
-#     ledger call) and a bad mode is refused with exit 2.
+#     ledger call); a missing argument and a release interval of 0 are
+#     refused with exit 2.
 # Usage: coherence_sim_test.sh COHERENCE_SIM_PY QUERY_COST
 set -eu
 sim=$1 qc=$2
@@ -56,10 +57,13 @@ for args in "holds 100 vector 10" "reader 2 1 5" "shared 2 16 200" "shared 4 4 5
     echo "FAIL: query_cost $args"; cat "$tmp/qc.txt"; fail=1
   fi
 done
-set +e
-"$qc" shared > /dev/null 2>&1
-rc=$?
-set -e
-if [ "$rc" -eq 2 ]; then echo "ok: query_cost shared without its arguments: exit 2"
-else echo "FAIL: query_cost shared without its arguments: exit $rc, want 2"; fail=1; fi
+for args in "shared" "shared 2 0 10"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$qc" $args > /dev/null 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" -eq 2 ]; then echo "ok: query_cost $args: refused, exit 2"
+  else echo "FAIL: query_cost $args: exit $rc, want 2"; fail=1; fi
+done
 exit $fail

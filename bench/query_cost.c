@@ -135,6 +135,15 @@ static void agent_is(int who) { /* -1: the reader; else a thread */
   if (who + 1 < QC_AGENTS) query_cost_agent[who + 1][0] = 1;
 }
 
+/* The first line QUERY_COST_AGENTS asks for: the marker array and, to be
+ * left out, the stack (a local of this frame: the sim skips 1 MiB below
+ * it) and the thread-locals. The caller prints its streams after it. */
+static __attribute__((noinline)) void print_agents_marker(void) {
+  int local = 0;
+  printf("agents: marker %p stack %p tls %p\n", (void *)query_cost_agent,
+         (void *)&local, (void *)&query_cost_tls);
+}
+
 /* The only code callgrind counts (--toggle-collect=query_loop). kind 0:
  * vector misses; 1: range misses; 2: the reader's pairs over threads. */
 __attribute__((noinline)) void query_loop(ldg_ledger *l, int kind, uint64_t q,
@@ -265,9 +274,7 @@ static int reader(const qc_impl *im, int threads, uint64_t r, uint64_t q) {
     CK(im->stream_create(l, t % 4, 0, NULL, NULL, &b[t]));
   }
   if (getenv("QUERY_COST_AGENTS") != NULL) {
-    int local = 0;
-    printf("agents: marker %p stack %p tls %p\n", (void *)query_cost_agent,
-           (void *)&local, (void *)&query_cost_tls);
+    print_agents_marker();
     for (int t = 0; t < threads; t++)
       printf("agents: thread %d streams %p %p\n", t, (void *)a[t], (void *)b[t]);
     fflush(stdout);
@@ -314,18 +321,20 @@ static int reader(const qc_impl *im, int threads, uint64_t r, uint64_t q) {
 
 /* ledger_bench's shared row (shared_run), its threads in strict turns. */
 static int shared(int threads, uint64_t k, uint64_t n) {
+  if (k == 0) {
+    fprintf(stderr, "query_cost: shared: RELEASE_EVERY must be at least 1\n");
+    return 2;
+  }
+  uint64_t *ops = calloc((size_t)threads * 8, sizeof *ops);
+  if (ops == NULL) return 1;
   ldg_ledger *l;
   ldg_stream *s;
   CK(ldg_ledger_create(&l));
   /* Shared from the start: one real thread would otherwise own it (owned
    * streams), where ledger_bench's threads revoke that at once. */
   CK(ldg_stream_create(l, 0, LDG_STREAM_SHARED, NULL, NULL, &s));
-  uint64_t *ops = calloc((size_t)threads * 8, sizeof *ops);
-  if (ops == NULL || k == 0) return 1;
   if (getenv("QUERY_COST_AGENTS") != NULL) {
-    int local = 0;
-    printf("agents: marker %p stack %p tls %p\n", (void *)query_cost_agent,
-           (void *)&local, (void *)&query_cost_tls);
+    print_agents_marker();
     for (int t = 0; t < threads; t++) /* the one stream, as each's */
       printf("agents: thread %d streams %p %p\n", t, (void *)s, (void *)s);
     fflush(stdout);

@@ -79,6 +79,19 @@ static void ldg__pool_free_later(struct ldg__seg *g) {
   ldg__call_rcu(&g->rcu, ldg__seg_free_cb);
 }
 
+/* Empties l's classes, a whole class at a time, largest first, until the
+ * pool holds at most bound bytes, handing each segment to dispose. Relaxed
+ * pool_bytes: a bound, publishing nothing. Returns whether it took any. */
+static bool ldg__pool_shrink_to(ldg_ledger *l, size_t bound,
+                                void (*dispose)(struct ldg__seg *)) {
+  bool took = false;
+  for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
+    if (ldg__load_relaxed(&l->pool_bytes) <= bound) break;
+    if (ldg__pool_empty_class(l, c, dispose)) took = true;
+  }
+  return took;
+}
+
 bool ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
   /* Relaxed: bounds on memory, publishing nothing (as pool_bytes). Only
    * the reclaimer's batch stores pool_auto (under its lock). */
@@ -89,17 +102,12 @@ bool ldg__pool_adapt(ldg_ledger *l, size_t bytes) {
   if (want < LDG__POOL_FLOOR) want = LDG__POOL_FLOOR;
   if (want > bound) want = bound;
   ldg__store_relaxed(&l->pool_auto, want);
-  /* What the pool holds above it goes, a whole size class at a time,
-   * largest first, by exchange (no read-side section: the reclaimer thread
-   * is never registered with liburcu, so it leaves no registration behind
-   * across a fork), each retired through the next batch (a flush runs
-   * that batch before it returns: reclaim.c, ldg__reclaim_flush). */
-  bool trimmed = false;
-  for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
-    if (ldg__load_relaxed(&l->pool_bytes) <= want) break; /* a bound */
-    if (ldg__pool_empty_class(l, c, ldg__pool_retire_dirty)) trimmed = true;
-  }
-  return trimmed;
+  /* What the pool holds above it goes, by exchange (no read-side section:
+   * the reclaimer thread is never registered with liburcu, so it leaves no
+   * registration behind across a fork), each retired through the next
+   * batch (a flush runs that batch before it returns: reclaim.c,
+   * ldg__reclaim_flush). */
+  return ldg__pool_shrink_to(l, want, ldg__pool_retire_dirty);
 }
 
 /* The limit in force: pool_auto, never above the bound (which a caller may
@@ -199,15 +207,11 @@ struct ldg__seg *ldg__pool_pop(ldg_stream *s, uint32_t size) {
 }
 
 void ldg__pools_shrink(ldg_ledger *l, size_t bound) {
-  /* As the batch's adapt (largest class first, whole classes, until the
-   * pool fits), freed as the trim frees: after a grace period. Relaxed
-   * pool_bytes: a bound, publishing nothing. Pushes racing this may pass
-   * the bound by their own segments only: each checked it against the
-   * stored bound (ldg__seg_pool_put) or came before the store. */
-  for (unsigned c = LDG__POOL_CLASSES; c-- > 0;) {
-    if (ldg__load_relaxed(&l->pool_bytes) <= bound) break;
-    (void)ldg__pool_empty_class(l, c, ldg__pool_free_later);
-  }
+  /* As the batch's adapt, freed as the trim frees: after a grace period.
+   * Pushes racing this may pass the bound by their own segments only: each
+   * checked it against the stored bound (ldg__seg_pool_put) or came before
+   * the store. */
+  (void)ldg__pool_shrink_to(l, bound, ldg__pool_free_later);
 }
 
 void ldg__pools_drain(ldg_ledger *l, bool now) {

@@ -889,6 +889,15 @@ unsigned ldg__ring_segments_ahead(ldg_stream *s) {
   return (unsigned)(last > t) + (unsigned)(before > t);
 }
 
+/* Bytes of s's parked spare, 0 when none or claimed. In a read-side
+ * section, at a quiet moment (nobody takes it meanwhile). */
+static size_t ldg__parked_spare_bytes(ldg_stream *s) {
+  /* Acquire: pairs with the parking store or CAS (THE SPARE), so its size
+   * is read as parked. */
+  struct ldg__seg *p = ldg__load_acquire(&s->spare);
+  return p != NULL && p != LDG__SPARE_CLAIMED ? ldg__seg_bytes(p->size) : 0;
+}
+
 size_t ldg__ring_bytes(ldg_stream *s) {
   size_t bytes = 0;
   bool v = ldg__ring_read_lock(s); /* HOT REUSE */
@@ -897,20 +906,14 @@ size_t ldg__ring_bytes(ldg_stream *s) {
        g = ldg__load_acquire(&g->next)) {
     bytes += ldg__seg_bytes(g->size);
   }
-  /* Acquire: pairs with the parking store or CAS (THE SPARE), so its size
-   * is read as parked. At a quiet moment nobody takes it meanwhile. */
-  struct ldg__seg *p = ldg__load_acquire(&s->spare);
-  if (p != NULL && p != LDG__SPARE_CLAIMED) bytes += ldg__seg_bytes(p->size);
+  bytes += ldg__parked_spare_bytes(s);
   ldg__ring_read_unlock(s, v);
   return bytes;
 }
 
 size_t ldg__ring_spare_bytes(ldg_stream *s) {
-  size_t bytes = 0;
   bool v = ldg__ring_read_lock(s); /* HOT REUSE: an inspection function */
-  /* Acquire: as ldg__ring_bytes. */
-  struct ldg__seg *p = ldg__load_acquire(&s->spare);
-  if (p != NULL && p != LDG__SPARE_CLAIMED) bytes = ldg__seg_bytes(p->size);
+  size_t bytes = ldg__parked_spare_bytes(s);
   ldg__ring_read_unlock(s, v);
   return bytes;
 }
