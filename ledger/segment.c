@@ -87,14 +87,14 @@
  *   allocated for 5 094 taken). The claimer then parks its segment with a
  *   plain release store over CLAIMED (or, out of memory, stores NULL).
  *   That store overwrites nothing because only the claimer ever changes
- *   CLAIMED: takers (the extender, and ldg_ledger_trim, which drops every
- *   parked spare) move a parked segment to NULL with a CAS and leave
+ *   CLAIMED: takers (the extender, ldg_ledger_trim, which drops every
+ *   parked spare, and ldg_stream_destroy, which drops its stream's) move a parked segment to NULL with a CAS and leave
  *   NULL and CLAIMED alone. (The owner's hot park, HOT REUSE below, is a
  *   CAS from NULL too: a claim and its park in one step.) So each segment parked is taken by exactly one
  *   thread, and none is lost: an extension that meets a claim gets its own
  *   segment, and the claimer's spare waits for the next extension. A
  *   taken spare that is not linked (set aside as too small, dropped by
- *   trim) is retired through a grace period like a loser's segment: it may
+ *   trim or destroy) is retired through a grace period like a loser's segment: it may
  *   have come from the pool, where a popper may still be reading its link.
  *   The stream's free, past its own grace period, hands its spare to the
  *   pool (or frees it); no claim is left then, since a preparer runs inside

@@ -25,7 +25,8 @@
  *                    link it (the ring owns it) or set it aside as smaller
  *                    than the backlog (retired, ldg__ring_extend)
  *   proctype trimmer    ldg_ledger_trim's ldg__ring_drop_spare (under RCU):
- *                    take, retire
+ *                    take, retire; ldg_stream_destroy makes the same call
+ *                    in the same way (ldg__destroy)
  *   proctype popper     another stream's extender popping the pool
  *   proctype gp         liburcu's call_rcu thread: a retired segment whose
  *                    grace period is over goes to the pool (ldg__seg_pool_cb)
